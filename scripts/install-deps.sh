@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything ctrun needs to build, test and run its demo on Debian 12.
+# Idempotent: re-running it installs nothing new. Needs root (or sudo).
+set -euo pipefail
+
+pkgs=(
+  # build
+  cmake ninja-build g++ pkg-config git
+  libboost1.74-dev libboost-filesystem1.74-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libspdlog-dev libcli11-dev catch2 nlohmann-json3-dev
+  # trainer (libtorch, CPU + Gloo) and real PyTorch workers for the tests
+  libtorch-dev libgloo-dev python3-torch python3-numpy
+  # the demo's data set
+  dataset-fashion-mnist
+  # tests: process inspection, PID namespaces
+  procps util-linux iproute2
+)
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#pkgs[@]} packages already installed"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
