@@ -1,1 +1,293 @@
-// placeholder
+#include "launcher/agent.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+
+#include "launcher/command.h"
+#include "launcher/error_file.h"
+#include "launcher/worker_env.h"
+
+namespace ctrun::launcher {
+
+namespace {
+
+std::string HostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
+
+}  // namespace
+
+Agent::Agent(boost::asio::io_context& io, const LaunchConfig& config, Environment env,
+             RendezvousHandler& rdzv, Reaper& reaper, OrphanGuard* guard, RunLogDir log_dir)
+    : io_(io),
+      config_(config),
+      env_(std::move(env)),
+      rdzv_(rdzv),
+      log_dir_(std::move(log_dir)),
+      workers_(io, reaper, guard),
+      signals_(io),
+      remaining_restarts_(config.max_restarts) {
+  for (int sig : config_.signals_to_handle) signals_.add(sig);
+}
+
+void Agent::Start() {
+  ArmSignals();
+  rdzv_.OnChange(
+      [this](bool charged, const std::string& why) { OnMembershipChange(charged, why); });
+  BeginRendezvous();
+}
+
+void Agent::ArmSignals() {
+  signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    OnSignal(sig);
+    ArmSignals();
+  });
+}
+
+void Agent::BeginRendezvous() {
+  state_ = State::kRendezvous;
+  rdzv_.NextRound([this](const Result<Round>& round) { OnRound(round); });
+}
+
+void Agent::OnRound(const Result<Round>& round) {
+  if (state_ != State::kRendezvous) return;  // a signal ended the wait
+  if (!round.ok()) {
+    spdlog::error("rendezvous failed: {}", round.status().message());
+    Finish(State::kFailed, kExitFailure, ShutdownReason::kFailed);
+    return;
+  }
+  StartWorkers(*round);
+}
+
+void Agent::StartWorkers(const Round& round) {
+  round_ = round;
+  const int nproc = config_.nproc_per_node;
+  Status s = log_dir_.PrepareAttempt(restart_count_, nproc);
+  if (!s.ok()) {
+    spdlog::error("{}", s.message());
+    Finish(State::kFailed, kExitFailure, ShutdownReason::kFailed);
+    return;
+  }
+  ranks_ = AssignRanks(round.group_rank, round.local_world_sizes);
+
+  RoundEnv round_env;
+  round_env.master_addr = round.master_addr;
+  round_env.master_port = round.master_port;
+  round_env.restart_count = restart_count_;
+  round_env.max_restarts = config_.max_restarts;
+  round_env.run_id = round.run_id;
+  round_env.use_agent_store = round.use_agent_store;
+  round_env.role = config_.role;
+  for (int sig : config_.signals_to_handle) round_env.signals_to_handle_names.push_back(SignalName(sig));
+
+  std::vector<WorkerSpec> specs;
+  for (const WorkerRanks& r : ranks_) {
+    const int lr = r.local_rank;
+    WorkerSpec spec;
+    spec.local_rank = lr;
+    spec.argv = BuildWorkerArgv(config_, lr);
+    spec.env = ToEnvStrings(
+        BuildWorkerEnv(env_, r, round_env, log_dir_.ErrorFile(restart_count_, lr)));
+    const bool on_console =
+        !config_.local_ranks_filter || config_.local_ranks_filter->count(lr) > 0;
+    auto target = [&](bool tee, bool redirect, const std::string& path) {
+      StdioTarget t;
+      if (tee) {
+        t.mode = StdioTarget::Mode::kPipe;
+      } else if (redirect) {
+        t.mode = StdioTarget::Mode::kFile;
+        t.path = path;
+      } else if (!on_console) {
+        t.mode = StdioTarget::Mode::kNull;
+      }
+      return t;
+    };
+    spec.out = target(config_.tee.Stdout(lr), config_.redirects.Stdout(lr),
+                      log_dir_.StdoutFile(restart_count_, lr));
+    spec.err = target(config_.tee.Stderr(lr), config_.redirects.Stderr(lr),
+                      log_dir_.StderrFile(restart_count_, lr));
+    specs.push_back(std::move(spec));
+  }
+
+  failures_.clear();
+  tees_.clear();
+  open_tees_ = 0;
+  group_closed_ = false;
+  running_ = static_cast<int>(specs.size());
+  std::vector<std::pair<int, int>> pipes;
+  s = workers_.Start(
+      specs, [this](const WorkerExit& e) { OnWorkerExit(e); }, &pipes);
+  if (!s.ok()) {
+    spdlog::error("cannot start workers: {}", s.message());
+    Finish(State::kFailed, kExitFailure, ShutdownReason::kFailed);
+    return;
+  }
+  state_ = State::kRunning;
+
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const int lr = ranks_[i].local_rank;
+    const bool on_console =
+        !config_.local_ranks_filter || config_.local_ranks_filter->count(lr) > 0;
+    const std::string prefix =
+        ExpandLinePrefix(config_.log_line_prefix_template, config_.role, ranks_[i].rank, lr);
+    auto add_tee = [&](int fd, const std::string& path, int console) {
+      if (fd < 0) return;
+      int file_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (file_fd < 0) spdlog::warn("cannot open log file {}: {}", path, strerror(errno));
+      ++open_tees_;
+      tees_.push_back(std::make_unique<StreamTee>(io_, fd, file_fd, on_console ? console : -1,
+                                                  prefix, [this] {
+                                                    --open_tees_;
+                                                    if (group_closed_ && open_tees_ == 0 &&
+                                                        after_drain_) {
+                                                      auto then = std::move(after_drain_);
+                                                      after_drain_ = nullptr;
+                                                      then();
+                                                    }
+                                                  }));
+    };
+    add_tee(pipes[i].first, log_dir_.StdoutFile(restart_count_, lr), STDOUT_FILENO);
+    add_tee(pipes[i].second, log_dir_.StderrFile(restart_count_, lr), STDERR_FILENO);
+  }
+}
+
+void Agent::OnWorkerExit(const WorkerExit& e) {
+  --running_;
+  const bool failed = e.exit_code != 0;
+  if (failed && signal_received_ == 0) {
+    WorkerFailure f;
+    f.local_rank = e.local_rank;
+    f.rank = ranks_[e.local_rank].rank;
+    f.exit_code = e.exit_code;
+    f.pid = e.pid;
+    f.observed_at_s = e.epoch_seconds;
+    const std::string path = log_dir_.ErrorFile(restart_count_, e.local_rank);
+    Result<ErrorFileData> data = ReadErrorFile(path);
+    if (data.ok()) {
+      f.error_file = path;
+      f.error = *data;
+    } else if (!data.status().IsNotFound()) {
+      spdlog::warn("{}", data.status().message());
+    }
+    failures_.push_back(std::move(f));
+  }
+  if (state_ != State::kRunning) return;
+  if (failed) {
+    spdlog::warn("worker local_rank {} (pid {}) exited with {}; stopping the worker group",
+                 e.local_rank, e.pid,
+                 e.exit_code < 0 ? SignalName(-e.exit_code) : std::to_string(e.exit_code));
+    state_ = State::kStopping;
+    charged_restart_ = true;
+    StopWorkers(SIGTERM, [this] { AfterFailureStop(); });
+  } else if (running_ == 0) {
+    state_ = State::kStopping;
+    StopWorkers(SIGTERM, [this] {
+      Finish(State::kSucceeded, kExitSuccess, ShutdownReason::kSucceeded);
+    });
+  }
+}
+
+void Agent::OnMembershipChange(bool charged, const std::string& why) {
+  if (state_ != State::kRunning) return;
+  spdlog::warn("{}; restarting the worker group{}", why,
+               charged ? "" : " (not charged to --max-restarts)");
+  state_ = State::kStopping;
+  charged_restart_ = charged;
+  StopWorkers(SIGTERM, [this] { AfterFailureStop(); });
+}
+
+void Agent::AfterFailureStop() {
+  if (!charged_restart_) {
+    BeginRendezvous();
+    return;
+  }
+  if (remaining_restarts_ > 0) {
+    --remaining_restarts_;
+    ++restart_count_;
+    spdlog::warn("restarting the worker group (restart {} of {})", restart_count_,
+                 config_.max_restarts);
+    BeginRendezvous();
+    return;
+  }
+  ReportFailure();
+}
+
+void Agent::ReportFailure() {
+  int code = kExitFailure;
+  if (!failures_.empty()) {
+    const size_t root = ChooseRootCause(failures_);
+    const std::vector<std::string> argv = BuildWorkerArgv(config_, 0);
+    const std::string name = EntrypointName(
+        argv[0], std::vector<std::string>(argv.begin() + 1, argv.end()), config_.python_exec);
+    WriteAll(STDERR_FILENO, FormatFailureReport(name, HostName(), failures_, root) + "\n");
+    auto outer = env_.find("TORCHELASTIC_ERROR_FILE");
+    const WorkerFailure& rc = failures_[root];
+    if (outer != env_.end() && !outer->second.empty()) {
+      Status s = WriteAgentErrorFile(outer->second, RootCauseErrorData(rc), rc.exit_code);
+      if (!s.ok()) spdlog::warn("{}", s.message());
+    }
+    if (config_.exit_code_from_root_cause) {
+      code = rc.exit_code > 0 ? rc.exit_code : kExitSignalBase - rc.exit_code;
+    }
+  }
+  Finish(State::kFailed, code, ShutdownReason::kFailed);
+}
+
+void Agent::OnSignal(int sig) {
+  spdlog::warn("Received {} death signal, shutting down workers", SignalName(sig));
+  const bool again = signal_received_ != 0;
+  signal_received_ = sig;
+  switch (state_) {
+    case State::kInit:
+    case State::kRendezvous:
+      Finish(State::kFailed, kExitSignalBase + sig, ShutdownReason::kSignal);
+      return;
+    case State::kRunning:
+    case State::kStopping:
+      if (again) spdlog::warn("second signal: killing the workers now");
+      state_ = State::kStopping;
+      StopWorkers(sig, [this] {
+        Finish(State::kFailed, kExitSignalBase + signal_received_, ShutdownReason::kSignal);
+      });
+      return;
+    case State::kSucceeded:
+    case State::kFailed:
+      return;
+  }
+}
+
+void Agent::StopWorkers(int sig, std::function<void()> then) {
+  after_drain_ = std::move(then);
+  workers_.Close(sig, ToDuration(config_.shutdown_grace), [this] {
+    group_closed_ = true;
+    if (open_tees_ == 0 && after_drain_) {
+      auto then = std::move(after_drain_);
+      after_drain_ = nullptr;
+      then();
+    }
+  });
+}
+
+void Agent::Finish(State final_state, int code, ShutdownReason reason) {
+  state_ = final_state;
+  exit_code_ = code;
+  boost::system::error_code ignored;
+  signals_.cancel(ignored);
+  if (code == kExitSuccess) log_dir_.RemoveIfTemporary();
+  rdzv_.Shutdown(reason, [this] { io_.stop(); });
+}
+
+}  // namespace ctrun::launcher

@@ -69,6 +69,7 @@ struct LaunchConfig {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  bool master_port_given = false;    // --master-port or PET_MASTER_PORT was set
   std::optional<std::string> local_addr;
 
   // Supervision.

@@ -1,1 +1,104 @@
-int main() { return 0; }
+// ctrun: launches and supervises one node's PyTorch workers, as torchrun does.
+#include <signal.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "launcher/agent.h"
+#include "launcher/command.h"
+#include "launcher/config.h"
+#include "launcher/local_rendezvous.h"
+#include "launcher/log_dir.h"
+#include "launcher/nproc.h"
+#include "launcher/orphan_guard.h"
+#include "launcher/worker_env.h"
+#include "launcher/workers.h"
+
+namespace {
+
+using namespace ctrun;
+using namespace ctrun::launcher;
+
+int UsageError(const Status& s) {
+  std::fprintf(stderr, "ctrun: error: %s\n", s.message().c_str());
+  return kExitUsage;
+}
+
+void SetUpLogging(const Environment& env) {
+  auto logger = spdlog::stderr_logger_st("ctrun");
+  logger->set_pattern("[ctrun] %^%l%$: %v");
+  spdlog::level::level_enum level = spdlog::level::warn;
+  if (auto it = env.find("LOGLEVEL"); it != env.end()) {
+    std::string v = it->second;
+    for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (v == "debug") level = spdlog::level::debug;
+    else if (v == "info") level = spdlog::level::info;
+    else if (v == "error") level = spdlog::level::err;
+    else if (v == "critical") level = spdlog::level::critical;
+  }
+  logger->set_level(level);
+  spdlog::set_default_logger(logger);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::signal(SIGPIPE, SIG_IGN);
+  Environment env = CurrentEnvironment();
+  SetUpLogging(env);
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  Result<ParsedArgs> parsed = ParseCommandLine(args, env);
+  if (!parsed.ok()) return UsageError(parsed.status());
+  if (parsed->action != ParseAction::kRun) {
+    std::fputs(parsed->text.c_str(), stdout);
+    return kExitSuccess;
+  }
+  for (const std::string& w : parsed->warnings) spdlog::warn("{}", w);
+  LaunchConfig config = std::move(parsed->config);
+
+  SystemProbe probe;
+  if (Status s = ResolveNprocPerNode(config, probe); !s.ok()) return UsageError(s);
+  if (Status s = ResolveCommand(config, env); !s.ok()) return UsageError(s);
+  if (config.max_nodes > 1) {
+    return UsageError(Status::InvalidArgument(
+        "--nnodes " + std::to_string(config.min_nodes) + ":" + std::to_string(config.max_nodes) +
+        ": multi-node rendezvous is not available in this build yet; run one node "
+        "(--nnodes 1 or --standalone)"));
+  }
+
+  if (auto banner = OmpNumThreadsWarning(env, config.nproc_per_node)) {
+    std::fputs(banner->c_str(), stderr);
+    env["OMP_NUM_THREADS"] = "1";
+  }
+
+  Result<RunLogDir> log_dir = RunLogDir::Create(config.log_dir, config.rdzv_id);
+  if (!log_dir.ok()) return UsageError(log_dir.status());
+
+  // The guard is forked first, while ctrun is still single-threaded.
+  Result<std::unique_ptr<OrphanGuard>> guard = OrphanGuard::Start();
+  if (!guard.ok()) {
+    spdlog::error("{}", guard.status().message());
+    return kExitFailure;
+  }
+
+  boost::asio::io_context io;
+  Reaper reaper(io);
+  reaper.Register((*guard)->pid(), [](pid_t, int) {
+    spdlog::warn("the orphan guard exited; workers will still die with ctrun (PDEATHSIG), "
+                 "but their own children may not");
+  });
+
+  const std::string master_addr = config.local_addr.value_or(config.master_addr);
+  const int fixed_port = config.master_port_given ? config.master_port : 0;
+  LocalRendezvous rdzv(io, config.rdzv_id, config.nproc_per_node, master_addr, fixed_port);
+  Agent agent(io, config, env, rdzv, reaper, guard->get(), std::move(*log_dir));
+  agent.Start();
+  io.run();
+  return agent.exit_code();
+}

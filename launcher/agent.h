@@ -1,0 +1,94 @@
+// Agent: the elastic agent of one node — a small state machine on one Asio
+// loop that runs rounds of the local worker group.
+//
+//   kRendezvous -> kRunning -> kStopping -> kSucceeded   (every worker exited 0)
+//   kRunning -> kStopping -> kRendezvous                 (a worker failed with restarts
+//                                                         left, or membership changed)
+//   kRunning -> kStopping -> kFailed                     (no restarts left, or a signal)
+//
+// Events: a round is ready, a worker exited (SIGCHLD via the Reaper, never
+// polling), membership changed (rendezvous push), a handled signal arrived,
+// the shutdown grace ran out. A restart always replaces the whole local group.
+//
+// Ownership: borrows everything given to the constructor; all of it must
+// outlive the Agent. Thread model: io_context thread only.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/config.h"
+#include "launcher/log_dir.h"
+#include "launcher/rendezvous_handler.h"
+#include "launcher/report.h"
+#include "launcher/stream_tee.h"
+#include "launcher/worker_env.h"
+#include "launcher/workers.h"
+
+namespace ctrun::launcher {
+
+// ctrun's exit codes (docs/exit-codes.md).
+inline constexpr int kExitSuccess = 0;
+inline constexpr int kExitFailure = 1;   // workers failed with no restarts left, or rendezvous failed
+inline constexpr int kExitUsage = 2;     // bad flag, env value or script; nothing was started
+inline constexpr int kExitSignalBase = 128;  // 128 + N: stopped by signal N, workers stopped first
+
+class Agent {
+ public:
+  enum class State { kInit, kRendezvous, kRunning, kStopping, kSucceeded, kFailed };
+
+  Agent(boost::asio::io_context& io, const LaunchConfig& config, Environment env,
+        RendezvousHandler& rdzv, Reaper& reaper, OrphanGuard* guard, RunLogDir log_dir);
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Installs the signal handlers and starts the first rendezvous. When the
+  // agent is done it stops `io`; then exit_code() is final.
+  void Start();
+  int exit_code() const { return exit_code_; }
+  State state() const { return state_; }
+
+ private:
+  void BeginRendezvous();
+  void OnRound(const Result<Round>& round);
+  void StartWorkers(const Round& round);
+  void OnWorkerExit(const WorkerExit& exit);
+  void OnMembershipChange(bool charged, const std::string& why);
+  void OnSignal(int sig);
+  void ArmSignals();
+  // Stops the group (sig, then SIGKILL after the grace) and waits for the
+  // tees to drain; then runs `then`.
+  void StopWorkers(int sig, std::function<void()> then);
+  void AfterFailureStop();
+  void Finish(State final_state, int code, ShutdownReason reason);
+  void ReportFailure();
+
+  boost::asio::io_context& io_;
+  const LaunchConfig& config_;
+  Environment env_;
+  RendezvousHandler& rdzv_;
+  RunLogDir log_dir_;
+  WorkerSet workers_;
+  boost::asio::signal_set signals_;
+
+  State state_ = State::kInit;
+  int exit_code_ = kExitFailure;
+  int restart_count_ = 0;
+  int remaining_restarts_;
+  int signal_received_ = 0;
+  bool charged_restart_ = true;
+  Round round_;
+  std::vector<WorkerRanks> ranks_;
+  int running_ = 0;
+  std::vector<WorkerFailure> failures_;
+  std::vector<std::unique_ptr<StreamTee>> tees_;
+  int open_tees_ = 0;
+  std::function<void()> after_drain_;
+  bool group_closed_ = false;
+};
+
+}  // namespace ctrun::launcher

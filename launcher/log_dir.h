@@ -1,0 +1,49 @@
+// RunLogDir: the on-disk layout of one run's logs, as torchrun lays it out:
+//
+//   <log_dir>/<run_id>_<random>/attempt_<N>/<local_rank>/{stdout.log,stderr.log,error.json}
+//
+// <log_dir> is --log-dir (created if missing) or, when not given, a new
+// /tmp/torchelastic_<random> directory. Each start of the local worker group
+// uses attempt_<restart count>/, wiped and re-created. Copyable value; no
+// thread-safety concerns (it only builds paths and touches the filesystem on
+// the calls that say so).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "base/result.h"
+
+namespace ctrun::launcher {
+
+class RunLogDir {
+ public:
+  // Creates the base and run directories. Errors: IOError naming the path and
+  // the fix when a directory cannot be created.
+  static Result<RunLogDir> Create(const std::optional<std::string>& log_dir,
+                                  const std::string& run_id);
+
+  // Wipes and re-creates attempt_<attempt>/<0..nproc-1>/. Errors: IOError.
+  Status PrepareAttempt(int attempt, int nproc) const;
+
+  std::string RankDir(int attempt, int local_rank) const;
+  std::string StdoutFile(int attempt, int local_rank) const;
+  std::string StderrFile(int attempt, int local_rank) const;
+  std::string ErrorFile(int attempt, int local_rank) const;
+
+  const std::string& path() const { return run_dir_; }
+  // True when no --log-dir was given and the base is a temporary directory.
+  bool temporary() const { return temporary_; }
+  // Removes the temporary base directory (no-op when --log-dir was given).
+  void RemoveIfTemporary() const;
+
+ private:
+  RunLogDir(std::string base, std::string run_dir, bool temporary)
+      : base_(std::move(base)), run_dir_(std::move(run_dir)), temporary_(temporary) {}
+
+  std::string base_;
+  std::string run_dir_;
+  bool temporary_;
+};
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,48 @@
+// OrphanGuard: makes sure no worker outlives ctrun, even when ctrun itself is
+// killed with SIGKILL or by the OOM killer.
+//
+// Start() forks a tiny guard process before ctrun starts any thread. ctrun
+// tells it, over a pipe whose write end only ctrun holds, which worker process
+// groups exist. When that pipe reaches end-of-file — ctrun exited, however it
+// died — the guard SIGKILLs every group it was told about and every process in
+// those groups' sessions (descendants that moved to another process group),
+// then exits. Workers also carry PR_SET_PDEATHSIG(SIGKILL); the guard is what
+// catches their descendants, which PDEATHSIG does not reach.
+//
+// The guard ignores the terminal and job-control signals sent to ctrun's
+// process group. Thread model: Watch/Unwatch from the thread that owns the
+// WorkerSet. The guard's own pid is reaped by the Reaper like any child.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+
+#include "base/result.h"
+
+namespace ctrun::launcher {
+
+class OrphanGuard {
+ public:
+  // Forks the guard. Errors: IOError when pipe or fork fails.
+  static Result<std::unique_ptr<OrphanGuard>> Start();
+  ~OrphanGuard();  // closes the pipe: the guard kills what is still watched, then exits
+  OrphanGuard(const OrphanGuard&) = delete;
+  OrphanGuard& operator=(const OrphanGuard&) = delete;
+
+  // A worker whose process group (and session) id is `pgid` was started.
+  void Watch(pid_t pgid);
+  // That group is empty; the guard forgets it (its id may be reused).
+  void Unwatch(pid_t pgid);
+
+  pid_t pid() const { return pid_; }
+
+ private:
+  OrphanGuard(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
+  void Send(char op, pid_t pgid);
+
+  pid_t pid_;
+  int fd_;
+};
+
+}  // namespace ctrun::launcher

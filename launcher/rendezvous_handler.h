@@ -1,0 +1,55 @@
+// RendezvousHandler: what the agent needs from a rendezvous, and nothing else.
+//
+// The agent asks for the next round, learns its place in it, and hears about
+// membership changes while its workers run. Implementations: LocalRendezvous
+// (one node); the multi-node gRPC client plugs in behind the same interface.
+// Thread model: every call and callback happens on the agent's io_context.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace ctrun::launcher {
+
+// One completed round, as seen by this node.
+struct Round {
+  int round = 0;
+  int group_rank = 0;
+  std::vector<int> local_world_sizes;  // every node's nproc, in group-rank order
+  std::string master_addr;             // where worker RANK 0 hosts the store
+  int master_port = 0;
+  std::string run_id;
+  bool use_agent_store = false;        // TORCHELASTIC_USE_AGENT_STORE
+};
+
+enum class ShutdownReason {
+  kSucceeded,  // the job finished: close the rendezvous
+  kFailed,     // the job failed for good: close the rendezvous
+  kSignal,     // ctrun was signalled: leave, but do not close (peers may go on)
+};
+
+class RendezvousHandler {
+ public:
+  // Called while workers run: `charged` is false for a scale-up (a node is
+  // waiting to join), true when the round broke because a peer failed or was
+  // lost and this node must re-join.
+  using ChangeCallback = std::function<void(bool charged, const std::string& why)>;
+
+  virtual ~RendezvousHandler() = default;
+
+  // Joins the next round. `done` runs once with the round, or with
+  // DeadlineExceeded (join timeout), Aborted (the run was closed) or
+  // Unavailable (the rendezvous cannot be reached).
+  virtual void NextRound(std::function<void(Result<Round>)> done) = 0;
+
+  // Registers the membership-change callback (replaces any earlier one).
+  virtual void OnChange(ChangeCallback cb) = 0;
+
+  // Ends this node's part; `done` runs when peers have been told.
+  virtual void Shutdown(ShutdownReason reason, std::function<void()> done) = 0;
+};
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,71 @@
+// Tee of a worker's stdout or stderr: every byte to the rank's log file, and
+// whole lines, each behind a prefix such as "[default0]:", to ctrun's console.
+//
+// LinePrefixer is the pure part (bytes in, prefixed whole lines out);
+// StreamTee drives it from a pipe on the io_context. A line is written to the
+// console with one write, so lines from different ranks never mix within a
+// line. A last line without '\n' is completed at end-of-file.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <array>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace ctrun::launcher {
+
+// Expands ${role_name}, ${rank} and ${local_rank} in a
+// TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE; an empty template gives torchrun's
+// default "[<role><local_rank>]:".
+std::string ExpandLinePrefix(const std::string& tmpl, const std::string& role, int rank,
+                             int local_rank);
+
+class LinePrefixer {
+ public:
+  explicit LinePrefixer(std::string prefix) : prefix_(std::move(prefix)) {}
+
+  // Appends to *out each complete line of `data` (prefix + line + '\n') and
+  // keeps an incomplete tail for the next call.
+  void Feed(std::string_view data, std::string* out);
+  // Appends the kept tail, if any, as a line of its own.
+  void Finish(std::string* out);
+
+ private:
+  std::string prefix_;
+  std::string partial_;
+};
+
+class StreamTee {
+ public:
+  // Takes ownership of `pipe_fd` and `file_fd` (-1: no file) and closes them at
+  // end-of-file. `console_fd` (-1: none) is borrowed. `on_eof` runs once, on
+  // the io_context, after the last byte is written.
+  StreamTee(boost::asio::io_context& io, int pipe_fd, int file_fd, int console_fd,
+            std::string prefix, std::function<void()> on_eof);
+  ~StreamTee();
+  StreamTee(const StreamTee&) = delete;
+  StreamTee& operator=(const StreamTee&) = delete;
+
+  bool done() const { return done_; }
+
+ private:
+  void Read();
+  void Finish();
+
+  boost::asio::posix::stream_descriptor pipe_;
+  int file_fd_;
+  int console_fd_;
+  LinePrefixer prefixer_;
+  std::function<void()> on_eof_;
+  std::array<char, 65536> buf_;
+  std::string out_;
+  bool done_ = false;
+};
+
+// Writes all of `data` to `fd`, retrying on EINTR and short writes. Errors
+// (EPIPE when the console reader went away) drop the data silently.
+void WriteAll(int fd, std::string_view data);
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,138 @@
+"""Shared helpers for the integration tests: find ctrun, run it, and wait on
+events (process exits, FIFO messages) with deadlines — never a bare sleep."""
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKERS = os.path.join(HERE, "workers")
+PYTHON = "/usr/bin/python3"  # Debian's, with torch
+
+
+def build_dir():
+    d = os.environ.get("CTRUN_BUILD_DIR")
+    if not d:
+        d = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build")
+    return d
+
+
+def ctrun_bin():
+    path = os.path.join(build_dir(), "launcher", "ctrun")
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"{path} not found: build first or set CTRUN_BUILD_DIR")
+    return path
+
+
+def worker(name):
+    return os.path.join(WORKERS, name)
+
+
+def base_env(**extra):
+    env = dict(os.environ)
+    env["PYTHON_EXEC"] = PYTHON
+    env.pop("TORCHELASTIC_ERROR_FILE", None)
+    env.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "10")
+    for k, v in extra.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = str(v)
+    return env
+
+
+def run(args, env=None, timeout=120, **kw):
+    """Runs ctrun to completion; returns CompletedProcess with text output."""
+    return subprocess.run([ctrun_bin()] + list(args), env=env or base_env(),
+                          capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def start(args, env=None, **kw):
+    return subprocess.Popen([ctrun_bin()] + list(args), env=env or base_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+class Fifo:
+    """A named pipe that workers write one-line messages to. The test holds a
+    write end itself so a read never sees a spurious end-of-file."""
+
+    def __init__(self, directory):
+        self.path = os.path.join(directory, "announce.fifo")
+        os.mkfifo(self.path)
+        self.rfd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        self.wfd = os.open(self.path, os.O_WRONLY)
+        self.buf = b""
+
+    def lines(self, count, timeout):
+        """Returns `count` lines, or raises TimeoutError with what arrived."""
+        deadline = time.monotonic() + timeout
+        out = []
+        while len(out) < count:
+            while b"\n" in self.buf and len(out) < count:
+                line, self.buf = self.buf.split(b"\n", 1)
+                out.append(line.decode())
+            if len(out) == count:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"got {len(out)} of {count} lines: {out}")
+            ready, _, _ = select.select([self.rfd], [], [], left)
+            if ready:
+                self.buf += os.read(self.rfd, 65536)
+        return out
+
+    def close(self):
+        os.close(self.rfd)
+        os.close(self.wfd)
+
+
+def wait_gone(pids, timeout):
+    """Waits until every pid has exited (pidfd events). Returns those still alive."""
+    fds = {}
+    for pid in pids:
+        try:
+            fds[os.pidfd_open(pid)] = pid
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    alive = dict(fds)
+    while alive:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        for fd, _ in poller.poll(left * 1000):
+            poller.unregister(fd)
+            alive.pop(fd, None)
+    for fd in fds:
+        os.close(fd)
+    # A pidfd turns readable when the process exits; a zombie (exited, not yet
+    # reaped by its parent) is gone for our purposes.
+    return [pid for pid in alive.values() if not is_zombie_or_gone(pid)]
+
+
+def is_zombie_or_gone(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def kill_all(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def tempdir(test):
+    d = tempfile.TemporaryDirectory(prefix="ctrun_test_")
+    test.addCleanup(d.cleanup)
+    return d.name
