@@ -1,0 +1,176 @@
+// trainer_ddp_check: a helper the Python tests launch.
+//
+//   trainer_ddp_check sampler          < "n replicas seed epoch shuffle drop_last consumed" lines
+//       prints, per input line and rank, "rank: i i i ..." then a blank line.
+//   trainer_ddp_check train [--single] --world W --steps K --batch B [--accum A]
+//       [--bucket-cap-mb X] [--compress none|fp16|bf16] [--unused] --out FILE
+//       trains the SmallCnn on seeded random data for K steps, each step a
+//       global batch of W*A*B rows; rank r takes rows [r*A*B, (r+1)*A*B) as
+//       A micro-batches of B (the first A-1 under NoSync). --single trains
+//       one process on the whole global batch instead (the reference). The
+//       rank 0 (or single) process writes all parameters as float32 to FILE.
+#include <ATen/ATen.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "trainer/ddp.h"
+#include "trainer/dist_env.h"
+#include "trainer/distributed_sampler.h"
+#include "trainer/process_group.h"
+#include "trainer/small_cnn.h"
+
+namespace ct = ctrun::trainer;
+
+namespace {
+
+struct CheckNetImpl : torch::nn::Module {
+  explicit CheckNetImpl(bool with_unused) {
+    cnn = register_module("cnn", ct::SmallCnn());
+    if (with_unused) unused = register_module("unused", torch::nn::Linear(10, 10));
+  }
+  at::Tensor forward(const at::Tensor& x) { return cnn->forward(x); }
+  ct::SmallCnn cnn{nullptr};
+  torch::nn::Linear unused{nullptr};
+};
+TORCH_MODULE(CheckNet);
+
+int Fail(const ctrun::Status& status) {
+  std::fprintf(stderr, "trainer_ddp_check: %s\n", status.message().c_str());
+  return 1;
+}
+
+int RunSampler() {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream in(line);
+    ct::SamplerOptions options;
+    int64_t epoch = 0, consumed = 0;
+    int shuffle = 1, drop_last = 0;
+    if (!(in >> options.dataset_size >> options.num_replicas >> options.seed >> epoch >> shuffle >>
+          drop_last >> consumed)) {
+      continue;
+    }
+    options.shuffle = shuffle != 0;
+    options.drop_last = drop_last != 0;
+    for (int r = 0; r < options.num_replicas; ++r) {
+      options.rank = r;
+      auto sampler = ct::DistributedSampler::Create(options);
+      if (!sampler.ok()) return Fail(sampler.status());
+      std::cout << r << ":";
+      for (int64_t index : sampler->IndicesFrom(epoch, consumed)) std::cout << ' ' << index;
+      std::cout << '\n';
+    }
+    std::cout << '\n';
+  }
+  return 0;
+}
+
+int RunTrain(int argc, char** argv) {
+  bool single = false, unused = false;
+  int world = 1, steps = 3, batch = 4, accum = 1;
+  double cap_mb = 25;
+  std::string compress = "none", out_path;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto next = [&]() { return std::string(i + 1 < argc ? argv[++i] : ""); };
+    if (arg == "--single") single = true;
+    else if (arg == "--unused") unused = true;
+    else if (arg == "--world") world = std::stoi(next());
+    else if (arg == "--steps") steps = std::stoi(next());
+    else if (arg == "--batch") batch = std::stoi(next());
+    else if (arg == "--accum") accum = std::stoi(next());
+    else if (arg == "--bucket-cap-mb") cap_mb = std::stod(next());
+    else if (arg == "--compress") compress = next();
+    else if (arg == "--out") out_path = next();
+    else return Fail(ctrun::Status::InvalidArgument("unknown flag " + arg));
+  }
+  at::set_num_threads(1);
+  at::manual_seed(7);
+  CheckNet net(unused);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+
+  const int64_t global = int64_t{world} * accum * batch;
+  at::Generator data_gen = at::detail::createCPUGenerator(1234);
+  at::Tensor xs = at::randn({steps, global, 1, 28, 28}, data_gen, at::kFloat);
+  at::Tensor ys = at::randint(0, 10, {steps, global}, data_gen, at::kLong);
+
+  std::shared_ptr<ct::Communicator> comm;
+  std::unique_ptr<ct::DistributedDataParallel> ddp;
+  int rank = 0;
+  if (!single) {
+    auto env = ct::ReadDistEnv(ct::ProcessEnv());
+    if (!env.ok()) return Fail(env.status());
+    if (env->world_size != world) {
+      return Fail(ctrun::Status::InvalidArgument("--world differs from WORLD_SIZE"));
+    }
+    rank = env->rank;
+    auto connected = ct::ConnectProcessGroup(*env, {});
+    if (!connected.ok()) return Fail(connected.status());
+    comm = *connected;
+    ct::DdpOptions options;
+    options.bucket_cap_mb = cap_mb;
+    options.first_bucket_cap_mb = std::min(cap_mb, 1.0);
+    auto compression = ct::ParseGradCompression(compress);
+    if (!compression.ok()) return Fail(compression.status());
+    options.compression = *compression;
+    auto made = ct::DistributedDataParallel::Create(*net, *comm, options);
+    if (!made.ok()) return Fail(made.status());
+    ddp = std::move(*made);
+    std::fprintf(stderr, "buckets=%zu\n", ddp->BucketLayout().size());
+  }
+
+  for (int step = 0; step < steps; ++step) {
+    sgd.zero_grad();
+    if (single) {
+      at::Tensor loss = at::cross_entropy_loss(net->forward(xs[step]), ys[step]);
+      loss.backward();
+    } else {
+      for (int a = 0; a < accum; ++a) {
+        const int64_t begin = (int64_t{rank} * accum + a) * batch;
+        at::Tensor x = xs[step].narrow(0, begin, batch);
+        at::Tensor y = ys[step].narrow(0, begin, batch);
+        at::Tensor loss = at::cross_entropy_loss(net->forward(x), y) / accum;
+        ctrun::Status status;
+        if (a + 1 < accum) {
+          ct::DistributedDataParallel::NoSync no_sync(*ddp);
+          status = ddp->Backward(loss);
+        } else {
+          status = ddp->Backward(loss);
+        }
+        if (!status.ok()) return Fail(status);
+      }
+    }
+    sgd.step();
+  }
+  if (comm) {
+    auto status = ct::WaitWork(comm->Barrier(), "final barrier");
+    if (!status.ok()) return Fail(status);
+  }
+  if (rank == 0) {
+    std::ofstream out(out_path, std::ios::binary);
+    for (const auto& param : net->parameters()) {
+      at::Tensor flat = param.detach().contiguous().to(at::kFloat).reshape({-1});
+      out.write(reinterpret_cast<const char*>(flat.data_ptr<float>()),
+                static_cast<std::streamsize>(flat.numel() * sizeof(float)));
+    }
+    if (!out) return Fail(ctrun::Status::IOError("cannot write " + out_path));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "sampler") return RunSampler();
+  if (mode == "train") return RunTrain(argc, argv);
+  std::fprintf(stderr, "usage: trainer_ddp_check sampler|train ...\n");
+  return 2;
+}

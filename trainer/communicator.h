@@ -1,0 +1,49 @@
+// Communicator: the few collectives the trainer uses, over one c10d process
+// group (Gloo on CPU, NCCL on GPU).
+//
+// Created by ConnectProcessGroup (process_group.h) and shared by the DDP
+// wrapper, checkpoint code and the training loop. A Communicator owns its
+// process group and store; it must outlive every Work it returned. Not
+// thread-safe: issue collectives from one thread, in the same order on every
+// rank (c10d matches collectives by order, not by name).
+//
+// The async calls return a c10d Work; Work::wait() throws c10::Error when a
+// peer fails or the timeout runs out. Callers at the edge convert that with
+// WaitWork().
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace ctrun::trainer {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "gloo" or "nccl".
+  virtual std::string backend() const = 0;
+
+  // Starts an in-place sum of `tensor` over all ranks. `tensor` must stay
+  // alive and untouched until the Work completes.
+  virtual c10::intrusive_ptr<c10d::Work> AllReduceSum(at::Tensor& tensor) = 0;
+  // Starts an in-place broadcast of `tensors` from `root`.
+  virtual c10::intrusive_ptr<c10d::Work> Broadcast(std::vector<at::Tensor>& tensors,
+                                                   int root) = 0;
+  // Starts a barrier over all ranks.
+  virtual c10::intrusive_ptr<c10d::Work> Barrier() = 0;
+};
+
+// Waits for `work`. Returns OK, or Unavailable with c10d's reason folded to
+// one line (a peer died, or the collective timed out), naming `what`.
+Status WaitWork(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what);
+
+}  // namespace ctrun::trainer

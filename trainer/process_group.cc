@@ -1,0 +1,156 @@
+#include "trainer/process_group.h"
+
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
+
+#if defined(CTRUN_TRAINER_CUDA)
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace ctrun::trainer {
+namespace {
+
+// The first line of a c10 error: its what() carries a C++ backtrace below.
+std::string FirstLine(const std::exception& error) {
+  std::string text = error.what();
+  if (auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
+    text = c10_error->what_without_backtrace();
+  }
+  auto newline = text.find('\n');
+  return newline == std::string::npos ? text : text.substr(0, newline);
+}
+
+// Adapts a c10d group (ProcessGroup in torch 1.x, Backend in 2.x: both have
+// these members) to Communicator.
+template <typename Group>
+class C10dCommunicator final : public Communicator {
+ public:
+  C10dCommunicator(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<Group> group,
+                   std::string backend, int rank, int size)
+      : store_(std::move(store)), group_(std::move(group)), backend_(std::move(backend)),
+        rank_(rank), size_(size) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return backend_; }
+
+  c10::intrusive_ptr<c10d::Work> AllReduceSum(at::Tensor& tensor) override {
+    std::vector<at::Tensor> tensors{tensor};
+    return group_->allreduce(tensors);
+  }
+  c10::intrusive_ptr<c10d::Work> Broadcast(std::vector<at::Tensor>& tensors, int root) override {
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    return group_->broadcast(tensors, options);
+  }
+  c10::intrusive_ptr<c10d::Work> Barrier() override { return group_->barrier(); }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;  // outlives group_ (declared first)
+  c10::intrusive_ptr<Group> group_;
+  std::string backend_;
+  int rank_;
+  int size_;
+};
+
+bool IsLoopback(const std::string& addr) {
+  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+std::shared_ptr<::gloo::transport::Device> GlooDevice(const DistEnv& env) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  }
+  if (IsLoopback(env.master_addr)) {
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  }
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+}  // namespace
+
+Status WaitWork(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what) {
+  try {
+    work->wait();
+  } catch (const std::exception& error) {
+    return Status::Unavailable(what + " failed (a peer rank exited or timed out): " +
+                               FirstLine(error));
+  }
+  return Status::Ok();
+}
+
+Result<CommBackend> ParseCommBackend(const std::string& name) {
+  if (name == "gloo") return CommBackend::kGloo;
+  if (name == "nccl") return CommBackend::kNccl;
+  return Status::InvalidArgument("--backend '" + name + "': unknown (use gloo or nccl)");
+}
+
+bool HaveNccl() {
+#if defined(CTRUN_TRAINER_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+Result<std::shared_ptr<Communicator>> ConnectProcessGroup(const DistEnv& env,
+                                                          const ProcessGroupOptions& options) {
+  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    c10d::TCPStoreOptions store_options;
+    store_options.port = static_cast<std::uint16_t>(env.master_port);
+    store_options.timeout = options.timeout;
+    if (env.use_agent_store) {
+      store_options.isServer = false;
+      store = c10::make_intrusive<c10d::PrefixStore>(
+          env.StorePrefix(), c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options));
+    } else {
+      store_options.isServer = env.rank == 0;
+      store_options.numWorkers = env.world_size;
+      store_options.waitWorkers = true;
+      store_options.multiTenant = true;
+      store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+    }
+  } catch (const std::exception& error) {
+    return Status::Unavailable("cannot reach the c10d store at MASTER_ADDR:MASTER_PORT=" + where +
+                               " within " + std::to_string(options.timeout.count() / 1000) +
+                               " s (is rank 0 running and the port free?): " + FirstLine(error));
+  }
+
+  try {
+    if (options.backend == CommBackend::kNccl) {
+#if defined(CTRUN_TRAINER_CUDA)
+      c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.local_rank));
+      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+      nccl_options->timeout = options.timeout;
+      auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size,
+                                                               nccl_options);
+      return std::shared_ptr<Communicator>(std::make_shared<C10dCommunicator<c10d::ProcessGroupNCCL>>(
+          store, group, "nccl", env.rank, env.world_size));
+#else
+      return Status::FailedPrecondition(
+          "--backend nccl: this build has no CUDA/NCCL path (rebuild with "
+          "-DCTRUN_TRAINER_CUDA=ON against a CUDA libtorch, or use --backend gloo)");
+#endif
+    }
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+    gloo_options->devices.push_back(GlooDevice(env));
+    gloo_options->threads = options.gloo_threads;
+    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size,
+                                                             gloo_options);
+    return std::shared_ptr<Communicator>(std::make_shared<C10dCommunicator<c10d::ProcessGroupGloo>>(
+        store, group, "gloo", env.rank, env.world_size));
+  } catch (const std::exception& error) {
+    return Status::Unavailable("cannot form the process group of " +
+                               std::to_string(env.world_size) + " ranks via the store at " +
+                               where + ": " + FirstLine(error));
+  }
+}
+
+}  // namespace ctrun::trainer
