@@ -286,6 +286,7 @@ Result<ParsedArgs> ParseCommandLine(const std::vector<std::string>& args, const 
   config.script_args = tokens->script_args;
   std::map<std::string_view, Given> sources;
   CTRUN_RETURN_IF_ERROR(ApplyTable(*tokens, env, config, sources));
+  config.master_port_given = !sources["--master-port"].source.empty();
   CTRUN_RETURN_IF_ERROR(ReadOtherEnvironment(env, config));
   CTRUN_RETURN_IF_ERROR(ResolveRendezvous(sources, config, out.warnings));
   CTRUN_RETURN_IF_ERROR(CheckCombinations(sources, config));

@@ -218,7 +218,7 @@ Status ApplyNnodes(std::string_view v, LaunchConfig& c) {
   std::optional<long long> hi = parts.size() == 2 ? ParseInt(parts[1]) : lo;
   if (!lo || !hi) return Bad(fmt::format("not a node count {}", kFix));
   if (*lo <= 0 || *hi <= 0) return Bad(fmt::format("node counts must be positive {}", kFix));
-  if (*lo > *hi) return Bad(fmt::format("MIN must not exceed MAX {}", kFix));
+  if (*lo > *hi) return Bad("MIN must not exceed MAX (use MIN:MAX with 0 < MIN <= MAX)");
   if (*hi > 1'000'000) return Bad(fmt::format("node count is too large {}", kFix));
   c.min_nodes = static_cast<int>(*lo);
   c.max_nodes = static_cast<int>(*hi);
@@ -488,7 +488,7 @@ std::string HelpText() {
       "Start NPROC workers of SCRIPT on this node and supervise them (a torchrun replacement).\n"
       "Options must come before SCRIPT; everything after SCRIPT is passed to it unchanged.\n"
       "A value can be given as --flag VALUE or --flag=VALUE. Options marked [env X] take their\n"
-      "default from the environment variable X; on/off options read X=1 or X=0.\n";
+      "default from the environment variable X (the flag wins); on/off options read X=1 or X=0.\n";
   for (HelpGroup g : {HelpGroup::kSize, HelpGroup::kRendezvous, HelpGroup::kLaunch, HelpGroup::kLogs,
                       HelpGroup::kCtrun}) {
     out += fmt::format("\n{}:\n", GroupTitle(g));
@@ -500,12 +500,13 @@ std::string HelpText() {
       }
       if (!f.metavar.empty()) line += fmt::format(" {}", f.metavar);
       out += line + '\n';
-      std::string help(f.help);
-      if (!f.env.empty()) help += fmt::format(" [env {}]", f.env);
+      out += Wrap(f.help, 8, 80);
+      std::string extra;
+      if (!f.env.empty()) extra = fmt::format("env {}", f.env);
       if (f.default_text != nullptr && f.kind == FlagKind::kValue) {
-        help += fmt::format(" [default: {}]", *f.default_text ? f.default_text : "\"\"");
+        extra += fmt::format("{}default: {}", extra.empty() ? "" : ", ", *f.default_text ? f.default_text : "\"\"");
       }
-      out += Wrap(help, 8, 100);
+      if (!extra.empty()) out += fmt::format("        [{}]\n", extra);
     }
   }
   out +=

@@ -32,7 +32,7 @@ using ApplyFn = Status (*)(std::string_view value, LaunchConfig& config);
 
 struct FlagSpec {
   std::string_view name;                    // canonical spelling, e.g. "--nproc-per-node"
-  std::vector<std::string_view> spellings;  // every accepted spelling, canonical first
+  std::vector<std::string_view> spellings;  // every accepted spelling (name included), help order
   std::string_view env;                     // "PET_NPROC_PER_NODE"; "" = no env fallback
   const char* default_text;                 // applied when neither flag nor env is given;
                                             // nullptr = no default (the field stays unset)
