@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   }
 
   if (auto banner = OmpNumThreadsWarning(env, config.nproc_per_node)) {
-    std::fputs(banner->c_str(), stderr);
+    std::fprintf(stderr, "%s\n", banner->c_str());
     env["OMP_NUM_THREADS"] = "1";
   }
 

@@ -138,7 +138,11 @@ Status WorkerSet::Start(const std::vector<WorkerSpec>& specs, ExitHandler on_exi
   pipes->assign(specs.size(), {-1, -1});
   const pid_t self = ::getpid();
 
-  for (size_t i = 0; i < specs.size(); ++i) {
+  // Fork every worker first, then collect their exec results: the workers'
+  // exec and dynamic loading overlap instead of running one after another.
+  std::vector<int> status_fds;
+  Status s;
+  for (size_t i = 0; i < specs.size() && s.ok(); ++i) {
     const WorkerSpec& spec = specs[i];
     std::vector<char*> argv;
     for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -147,15 +151,9 @@ Status WorkerSet::Start(const std::vector<WorkerSpec>& specs, ExitHandler on_exi
     for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
 
-    int out_fd, out_read, err_fd, err_read;
-    Status s = OpenTarget(spec.out, &out_fd, &out_read);
-    if (s.ok()) {
-      s = OpenTarget(spec.err, &err_fd, &err_read);
-      if (!s.ok()) {
-        CloseIfOpen(out_fd);
-        CloseIfOpen(out_read);
-      }
-    }
+    int out_fd = -1, out_read = -1, err_fd = -1, err_read = -1;
+    s = OpenTarget(spec.out, &out_fd, &out_read);
+    if (s.ok()) s = OpenTarget(spec.err, &err_fd, &err_read);
     int status_pipe[2] = {-1, -1};
     if (s.ok() && ::pipe2(status_pipe, O_CLOEXEC) != 0) {
       s = Status::IOError("pipe: " + Errno(errno));
@@ -166,40 +164,46 @@ Status WorkerSet::Start(const std::vector<WorkerSpec>& specs, ExitHandler on_exi
       if (pid == 0) ExecChild(self, argv.data(), envp.data(), out_fd, err_fd, status_pipe[1]);
       if (pid < 0) s = Status::IOError("fork: " + Errno(errno));
     }
-    if (status_pipe[1] >= 0) ::close(status_pipe[1]);
+    CloseIfOpen(status_pipe[1]);
     CloseIfOpen(out_fd);
     CloseIfOpen(err_fd);
+    (*pipes)[i] = {out_read, err_read};
     if (pid > 0) {
-      int child_errno = 0;
-      ssize_t n;
-      do {
-        n = ::read(status_pipe[0], &child_errno, sizeof(child_errno));
-      } while (n < 0 && errno == EINTR);
       const size_t index = workers_.size();
       workers_.push_back(Worker{spec.local_rank, pid});
       reaper_.Register(pid, [this, index](pid_t, int st) { HandleExit(index, st); });
       if (guard_) guard_->Watch(pid);
-      if (n == static_cast<ssize_t>(sizeof(child_errno))) {
-        s = child_errno == ENOENT
-                ? Status::NotFound("cannot run '" + spec.argv[0] + "': " + Errno(child_errno))
-                : Status::FailedPrecondition("cannot run '" + spec.argv[0] +
-                                             "': " + Errno(child_errno));
-      }
-    }
-    if (status_pipe[0] >= 0) ::close(status_pipe[0]);
-    (*pipes)[i] = {out_read, err_read};
-    if (!s.ok()) {
-      for (auto& [o, e] : *pipes) {
-        CloseIfOpen(o);
-        CloseIfOpen(e);
-        o = e = -1;
-      }
-      on_exit_ = nullptr;  // the caller learns of the failure from the Status
-      for (Worker& w : workers_) ::killpg(w.pid, SIGKILL);
-      return s;
+      status_fds.push_back(status_pipe[0]);
+    } else {
+      CloseIfOpen(status_pipe[0]);
     }
   }
-  return Status::Ok();
+
+  // A child writes its errno here only when exec failed; end-of-file means it ran.
+  for (size_t i = 0; i < status_fds.size(); ++i) {
+    int child_errno = 0;
+    ssize_t n;
+    do {
+      n = ::read(status_fds[i], &child_errno, sizeof(child_errno));
+    } while (n < 0 && errno == EINTR);
+    ::close(status_fds[i]);
+    if (s.ok() && n == static_cast<ssize_t>(sizeof(child_errno))) {
+      const std::string& argv0 = specs[i].argv[0];
+      s = child_errno == ENOENT
+              ? Status::NotFound("cannot run '" + argv0 + "': " + Errno(child_errno))
+              : Status::FailedPrecondition("cannot run '" + argv0 + "': " + Errno(child_errno));
+    }
+  }
+  if (!s.ok()) {
+    for (auto& [o, e] : *pipes) {
+      CloseIfOpen(o);
+      CloseIfOpen(e);
+      o = e = -1;
+    }
+    on_exit_ = nullptr;  // the caller learns of the failure from the Status
+    for (Worker& w : workers_) ::killpg(w.pid, SIGKILL);
+  }
+  return s;
 }
 
 void WorkerSet::HandleExit(size_t index, int wait_status) {
