@@ -1,0 +1,48 @@
+// TrainFlags: the command line of ctrun-fashion-mnist, parsed and checked.
+//
+// ParseTrainFlags is the only reader of argv for that binary. Plain data, no
+// torch, no I/O.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace ctrun::trainer {
+
+struct TrainFlags {
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t epochs = 2;
+  int64_t batch_size = 64;          // per rank
+  double lr = 0.05;
+  double momentum = 0.9;
+  int64_t seed = 0;
+  std::string checkpoint_dir;       // "" = no checkpoints
+  int64_t checkpoint_every = 100;   // steps; 0 = only at epoch ends
+  int64_t log_every = 100;          // steps; 0 = no progress lines
+  int64_t train_limit = 0;          // first N training samples; 0 = all
+  int64_t test_limit = 0;           // first N test samples; 0 = all
+  int64_t max_steps = 0;            // stop after this many steps; 0 = no limit
+  double bucket_cap_mb = 25;
+  std::string grad_compression = "none";
+  std::string backend = "gloo";
+  int threads = 0;                  // intra-op threads per rank; 0 = cores / local ranks
+  bool deterministic = false;
+  int64_t store_timeout_s = 120;
+  std::string dump_params;          // rank 0 writes final float32 parameters here
+  int64_t bench_warmup = 0;         // >0: print a BENCH line timing steps after these
+  bool help = false;
+};
+
+// Usage text for --help.
+std::string TrainUsage();
+
+// Parses `args` (argv without the program name). Accepts "--flag value" and
+// "--flag=value". Returns the flags, or InvalidArgument naming the flag and
+// the fix: unknown flag, missing value, not a number, or out of range
+// (epochs/batch-size/threads... must be positive where stated).
+Result<TrainFlags> ParseTrainFlags(const std::vector<std::string>& args);
+
+}  // namespace ctrun::trainer
