@@ -225,5 +225,56 @@ TEST_CASE("Group ranks stay stable across rounds with newcomers") {
   CHECK(s.Join("node10").back() == "RoundComplete r2 [node9 node10 node1 node0] ws=4");
 }
 
+TEST_CASE("After a member leaves, only nodes whose rank no longer exists move") {
+  Script s(Nodes(1, 4));
+  s.Join("a");
+  s.Join("b");
+  s.Join("c");
+  s.Join("d");  // r0: a0 b1 c2 d3
+  s.Leave("b", LeaveReason::kSignal);
+  s.Join("c");
+  s.Join("d");
+  s.Join("a");
+  CHECK(s.Run(seconds(30)) == Lines{"RoundComplete r1 [a d c] ws=3"});
+}
+
+TEST_CASE("Leave(failure) from a participant of a forming round removes it") {
+  Script s(Nodes(2, 3));
+  s.Join("a");
+  CHECK(s.Leave("a", LeaveReason::kFailure).empty());
+  CHECK_FALSE(s.machine().StatusOf(N("a")));
+}
+
+TEST_CASE("Leave(failure) from a node already rejoining changes nothing") {
+  Script s = Running3();
+  s.Leave("a", LeaveReason::kFailure);
+  Snapshot before = s.State();
+  CHECK(s.Leave("b", LeaveReason::kFailure).empty());
+  CHECK(s.State() == before);
+}
+
+TEST_CASE("A silent spare is evicted without restarting anyone") {
+  Script s(Nodes(1, 1));
+  s.Join("a");
+  s.Join("spare");
+  s.Kill("spare");
+  CHECK(s.Run(seconds(15)) == Lines{"Evicted spare"});
+  CHECK(s.Latest<Evicted>().message ==
+        "node spare sent no keep-alive for 15 s: evicted (check that its agent runs and reaches the endpoint)");
+  CHECK(s.State().complete);
+}
+
+TEST_CASE("Hints that no longer fit after a shrink fall back to stable ranks") {
+  Script s(Nodes(1, 3));
+  s.Join("a", 2);
+  s.Join("b", 1);
+  CHECK(s.Join("c", 0).back() == "RoundComplete r0 [c b a] ws=3 hints");
+  s.Leave("b", LeaveReason::kSignal);
+  s.Join("a", 2);
+  s.Join("c", 0);
+  CHECK(s.Run(seconds(30)) == Lines{"RoundComplete r1 [c a] ws=2"});
+  CHECK(s.LastRound().hint_note == "--node-rank 2 of a ignored: not below the node count 2 (give ranks 0..1)");
+}
+
 }  // namespace
 }  // namespace ctrun::rdzv::testing

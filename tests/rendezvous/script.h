@@ -100,14 +100,16 @@ class Script {
   Snapshot State() const { return machine_.State(); }
   const std::vector<Decision>& last() const { return last_; }
 
-  // The most recent RoundComplete so far, or a failed test.
-  RoundComplete LastRound() const {
+  // The most recent decision of type T so far, or a failed test.
+  template <class T>
+  T Latest() const {
     for (auto it = all_.rbegin(); it != all_.rend(); ++it) {
-      if (const RoundComplete* r = std::get_if<RoundComplete>(&*it)) return *r;
+      if (const T* d = std::get_if<T>(&*it)) return *d;
     }
-    FAIL("no RoundComplete yet");
+    FAIL("no such decision yet");
     return {};
   }
+  RoundComplete LastRound() const { return Latest<RoundComplete>(); }
 
  private:
   Lines Send(const Event& event) {
