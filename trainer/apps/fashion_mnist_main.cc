@@ -12,6 +12,10 @@
 #include <fstream>
 #include <thread>
 
+#if defined(CTRUN_HAVE_GLOG)
+#include <glog/logging.h>
+#endif
+
 #include "trainer/apps/train_flags.h"
 #include "trainer/checkpoint.h"
 #include "trainer/ddp.h"
@@ -291,6 +295,10 @@ Status Run(const TrainFlags& flags) {
 
 int main(int argc, char** argv) {
   using namespace ctrun::trainer;
+#if defined(CTRUN_HAVE_GLOG)
+  // Our errors are one line each; c10d's glog copies of them are noise.
+  if (std::getenv("GLOG_minloglevel") == nullptr) FLAGS_minloglevel = google::GLOG_FATAL;
+#endif
   auto flags = ParseTrainFlags(std::vector<std::string>(argv + 1, argv + argc));
   if (!flags.ok()) {
     std::fprintf(stderr, "ctrun-fashion-mnist: %s\n", flags.status().message().c_str());

@@ -1,0 +1,83 @@
+"""The example worker fails with one clear line and a non-zero exit, and
+overwrites nothing, when: it was not started by a launcher, the store is
+unreachable, the checkpoint is corrupt or from another run, or the dataset is
+missing. It also writes the message to TORCHELASTIC_ERROR_FILE."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from trainer_test_util import binary, free_port, rank_env
+
+SMALL = ["--train-limit", "256", "--test-limit", "100", "--epochs", "1", "--log-every", "0"]
+
+
+class WorkerErrorsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.worker = binary("trainer/apps/ctrun-fashion-mnist")
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def run_worker(self, args, env):
+        p = subprocess.run([self.worker, *args], env=env, capture_output=True, text=True, timeout=90)
+        self.assertNotEqual(p.returncode, 0, p.stdout)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        return lines[0]
+
+    def test_not_launched(self):
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+        line = self.run_worker(SMALL, env)
+        self.assertIn("RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT not set", line)
+        self.assertIn("ctrun", line)
+
+    def test_store_unreachable(self):
+        error_file = os.path.join(self.tmp, "error.json")
+        env = rank_env(1, 2, free_port(), {"TORCHELASTIC_ERROR_FILE": error_file})
+        line = self.run_worker(SMALL + ["--store-timeout", "2"], env)
+        self.assertIn("cannot reach the c10d store at MASTER_ADDR:MASTER_PORT=127.0.0.1:", line)
+        with open(error_file) as f:
+            self.assertIn("cannot reach the c10d store", json.load(f)["message"])
+
+    def test_dataset_missing(self):
+        line = self.run_worker(SMALL + ["--data-dir", "/nonexistent"], rank_env(0, 1, free_port()))
+        self.assertIn("'/nonexistent/train-images-idx3-ubyte.gz' not found", line)
+        self.assertIn("dataset-fashion-mnist", line)
+
+    def test_corrupt_checkpoint_is_rejected_and_kept(self):
+        path = os.path.join(self.tmp, "checkpoint.pt")
+        with open(path, "wb") as f:
+            f.write(b"ctrun-checkpoint 1 5 0\nabcde")
+        line = self.run_worker(SMALL + ["--checkpoint-dir", self.tmp], rank_env(0, 1, free_port()))
+        self.assertIn("is corrupt (CRC mismatch)", line)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), b"ctrun-checkpoint 1 5 0\nabcde")
+
+    def test_checkpoint_of_another_run_is_rejected(self):
+        args = SMALL + ["--checkpoint-dir", self.tmp]
+        ok = subprocess.run([self.worker, *args, "--seed", "1"], env=rank_env(0, 1, free_port()),
+                            capture_output=True, text=True, timeout=90)
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        path = os.path.join(self.tmp, "checkpoint.pt")
+        with open(path, "rb") as f:
+            before = f.read()
+        line = self.run_worker(args + ["--seed", "2"], rank_env(0, 1, free_port()))
+        self.assertIn("was saved with --seed 1, not 2", line)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), before)
+
+    def test_bad_flag(self):
+        line = self.run_worker(["--batch-size", "0"], rank_env(0, 1, free_port()))
+        self.assertIn("--batch-size 0: must be at least 1", line)
+
+
+if __name__ == "__main__":
+    unittest.main()
