@@ -1,6 +1,9 @@
 #include "launcher/config.h"
 
 #include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <exception>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -57,9 +60,17 @@ Status UnknownFlag(std::string_view name) {
   return Status::InvalidArgument(fmt::format("unknown flag '{}' (did you mean {}? see ctrun --help)", name, near));
 }
 
+uint64_t RandomSeed() {
+  try {
+    std::random_device device;
+    return (static_cast<uint64_t>(device()) << 32) ^ device();
+  } catch (const std::exception&) {  // no entropy source: a clock-based id is still unique enough per job
+    return static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  }
+}
+
 std::string RandomUuid4() {
-  std::random_device device;
-  std::mt19937_64 gen((static_cast<uint64_t>(device()) << 32) ^ device());
+  std::mt19937_64 gen(RandomSeed());
   uint64_t hi = gen();
   uint64_t lo = gen();
   hi = (hi & ~0xF000ULL) | 0x4000ULL;                   // version 4

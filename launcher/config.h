@@ -6,6 +6,16 @@
 // torchrun's argparse: options before the script, then the script, then
 // everything else passed to the script unchanged.
 //
+// The parser is hand-written rather than CLI11: argparse's REMAINDER (every
+// token after the script, flags included, belongs to the script), PET_*
+// fallback with torchrun's precedence and one-line messages that name the
+// spelling the user typed are each a workaround in CLI11, and a loop over
+// the table is shorter.
+//
+// --signals-to-handle takes SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and
+// SIGUSR2, case-insensitive, the SIG prefix optional ("term,usr1"); repeats
+// are dropped.
+//
 // Deliberate differences from torchrun: flag abbreviations ("--nproc 2") are
 // not accepted (an unknown flag gets a "did you mean" error instead); combined
 // short flags ("-mr3") are not accepted ("-r3", "-r=3" and "-r 3" are).

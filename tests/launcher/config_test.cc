@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <csignal>
 #include <map>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -420,6 +419,19 @@ TEST_CASE("--help is grouped like torchrun's and shows spellings and PET_ names"
   CHECK_THAT(v->text, Catch::StartsWith("ctrun "));
 }
 
+// xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx, lower-case hex.
+bool IsUuid4(const std::string& s) {
+  const std::string shape = "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx";
+  if (s.size() != shape.size()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    bool hex = (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f');
+    if (shape[i] == 'x' && !hex) return false;
+    if (shape[i] == 'y' && std::string("89ab").find(s[i]) == std::string::npos) return false;
+    if ((shape[i] == '-' || shape[i] == '4') && s[i] != shape[i]) return false;
+  }
+  return true;
+}
+
 TEST_CASE("--standalone forces c10d on localhost:0 with a fresh uuid4 run id", "[config]") {
   auto r = ParseCommandLine({"--standalone", "t.py"}, {});
   REQUIRE(r.ok());
@@ -428,7 +440,7 @@ TEST_CASE("--standalone forces c10d on localhost:0 with a fresh uuid4 run id", "
   CHECK(c.rdzv_endpoint == "localhost:0");
   CHECK(c.rdzv_host == "localhost");
   CHECK(c.rdzv_port == 0);
-  CHECK(std::regex_match(c.rdzv_id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")));
+  CHECK(IsUuid4(c.rdzv_id));
   CHECK(r->warnings.empty());
   auto again = ParseCommandLine({"--standalone", "t.py"}, {});
   CHECK(again->config.rdzv_id != c.rdzv_id);
@@ -443,6 +455,13 @@ TEST_CASE("--standalone forces c10d on localhost:0 with a fresh uuid4 run id", "
   CHECK_THAT(overridden->warnings[1], Catch::Contains("--standalone ignores --rdzv-endpoint 'h:1'"));
   CHECK_THAT(overridden->warnings[2], Catch::Contains("--standalone ignores PET_RDZV_ID 'mine'"));
   CHECK(Good({"t.py"}, {{"PET_STANDALONE", "1"}}).standalone);
+}
+
+TEST_CASE("IsUuid4 accepts only version-4 uuids", "[config]") {
+  CHECK(IsUuid4("0f1e2d3c-4b5a-4987-a654-3210fedcba98"));
+  CHECK_FALSE(IsUuid4("0f1e2d3c-4b5a-3987-a654-3210fedcba98"));
+  CHECK_FALSE(IsUuid4("0f1e2d3c-4b5a-4987-c654-3210fedcba98"));
+  CHECK_FALSE(IsUuid4("0F1E2D3C-4b5a-4987-a654-3210fedcba98"));
 }
 
 TEST_CASE("ParseEndpoint", "[flags]") {
