@@ -27,6 +27,7 @@ struct Join {
   std::optional<int> hint_rank;  // --node-rank, if the user gave one
   int local_world_size = 1;      // workers on this node (> 0; may differ between nodes)
   std::string addr;              // address to publish as MASTER_ADDR if this node is group rank 0
+  int master_port = 0;           // free port on the node, MASTER_PORT if it is group rank 0
 };
 
 // "Still alive": sent every keep_alive_interval for as long as the agent lives.
@@ -77,6 +78,7 @@ struct Member {
   int group_rank = 0;
   int local_world_size = 1;
   std::string addr;
+  int master_port = 0;
   bool operator==(const Member&) const = default;
 };
 

@@ -81,6 +81,7 @@ void RendezvousMachine::OnJoin(const Join& join, TimePoint now, std::vector<Deci
     rec.hint_rank = join.hint_rank;
     rec.local_world_size = join.local_world_size;
     rec.addr = join.addr;
+    rec.master_port = join.master_port;
     rec.last_seen = now;
     switch (rec.status) {
       case NodeStatus::kParticipant:
@@ -108,6 +109,7 @@ void RendezvousMachine::OnJoin(const Join& join, TimePoint now, std::vector<Deci
   rec.hint_rank = join.hint_rank;
   rec.local_world_size = join.local_world_size;
   rec.addr = join.addr;
+  rec.master_port = join.master_port;
   rec.last_seen = now;
   rec.arrival = next_arrival_++;
   AdmitState state = AdmitState::kParticipant;
@@ -281,7 +283,8 @@ void RendezvousMachine::CompleteRound(std::vector<Decision>& out) {
     rec.status = NodeStatus::kMember;
     rec.previous_rank = rank;
     rec.join_deadline.reset();
-    done.members.push_back(Member{ranks.by_rank[rank], rank, rec.local_world_size, rec.addr});
+    done.members.push_back(Member{ranks.by_rank[rank], rank, rec.local_world_size, rec.addr,
+                                          rec.master_port});
     done.world_size += rec.local_world_size;
   }
   complete_ = true;

@@ -126,6 +126,7 @@ class RendezvousMachine {
     std::optional<int> hint_rank;
     int local_world_size = 1;
     std::string addr;
+    int master_port = 0;
     TimePoint last_seen;
     std::optional<TimePoint> join_deadline;  // participants and rejoining nodes
     std::optional<int> previous_rank;        // members and rejoining nodes

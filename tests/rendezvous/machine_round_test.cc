@@ -53,6 +53,16 @@ TEST_CASE("RoundComplete carries ranks, local world sizes, addresses and the wor
   CHECK(r.world_size == 6);
 }
 
+TEST_CASE("Each member's MASTER_PORT candidate reaches RoundComplete") {
+  Script s(Nodes(2, 2));
+  s.Join("a", std::nullopt, 1, 0, 41001);
+  s.Join("b", std::nullopt, 1, 0, 41002);
+  RoundComplete r = s.LastRound();
+  REQUIRE(r.members.size() == 2);
+  CHECK(r.members[0].master_port == 41001);
+  CHECK(r.members[1].master_port == 41002);
+}
+
 TEST_CASE("2:4 with two nodes completes at the last-call deadline, not before") {
   Script s(Nodes(2, 4));
   s.Join("a");

@@ -34,9 +34,9 @@ class Script {
   explicit Script(const Params& params) : machine_(RendezvousMachine::Create(params).value()) {}
 
   Lines Join(const std::string& name, std::optional<int> hint = std::nullopt, int lws = 1,
-             uint64_t incarnation = 0) {
+             uint64_t incarnation = 0, int master_port = 0) {
     alive_.insert(name);
-    return Send(rdzv::Join{N(name), incarnation, hint, lws, name + ".ip"});
+    return Send(rdzv::Join{N(name), incarnation, hint, lws, name + ".ip", master_port});
   }
   Lines KeepAlive(const std::string& name, uint64_t incarnation = 0) {
     return Send(rdzv::KeepAlive{N(name), incarnation});
