@@ -13,7 +13,11 @@
 namespace ctrun::launcher {
 namespace {
 
-constexpr std::string_view kVersion = "0.1.0";
+#ifdef CTRUN_VERSION
+constexpr std::string_view kVersion = CTRUN_VERSION;
+#else
+constexpr std::string_view kVersion = "0.1.0";  // keep in step with project() in CMakeLists.txt
+#endif
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -127,7 +131,7 @@ constexpr NamedSignal kSignals[] = {{"SIGTERM", SIGTERM}, {"SIGINT", SIGINT},   
 Status ApplySignals(std::string_view v, LaunchConfig& c) {
   std::vector<int> numbers;
   for (std::string_view item : Split(v, ',')) {
-    std::string name = Lower(Trim(item));
+    std::string name(Trim(item));
     for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
     if (name.rfind("SIG", 0) != 0) name = "SIG" + name;
     auto it = std::find_if(std::begin(kSignals), std::end(kSignals),
