@@ -142,7 +142,7 @@ TEST_CASE("ResolveCommand honours PYTHON_EXEC and fails without any python", "[c
   CHECK_THAT(s.message(), Catch::StartsWith("python3: not found on PATH (install python3, set PYTHON_EXEC"));
 }
 
-TEST_CASE("ResolveCommand with --no-python checks the executable, not python", "[command]") {
+TEST_CASE("ResolveCommand with --no-python checks the executable and not python", "[command]") {
   TempTree t;
   Environment no_python_env = {{"PATH", t.Path("empty")}};
   std::string tool = t.Make("tool", 0755);

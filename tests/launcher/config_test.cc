@@ -298,7 +298,7 @@ TEST_CASE("explicit flag beats PET_ which beats the default", "[config]") {
   CHECK(HasLine(Dump(Good({"t.py"}, {{"PET_MASTER_PORT", "2222"}})), "master_port_given=true"));
 }
 
-TEST_CASE("chk switches read PET_ 1 and 0; the flag turns them on", "[config]") {
+TEST_CASE("chk switches read PET_ 1 and 0 and the flag turns them on", "[config]") {
   CHECK(Good({"t.py"}, {{"PET_EXIT_CODE_FROM_ROOT_CAUSE", "1"}}).exit_code_from_root_cause);
   CHECK_FALSE(Good({"t.py"}, {{"PET_EXIT_CODE_FROM_ROOT_CAUSE", "0"}}).exit_code_from_root_cause);
   CHECK(Good({"--module", "t"}, {{"PET_MODULE", "0"}}).module);
@@ -330,7 +330,7 @@ const std::map<std::string_view, std::string> kSample = {
     {"--logs-specs", "x"},        {"--exit-barrier-timeout", "1"},
 };
 
-TEST_CASE("every spelling of every flag in the table works, as --f v, --f=v and PET_", "[config][flags]") {
+TEST_CASE("every spelling of every flag in the table works as --f v and --f=v and PET_", "[config][flags]") {
   const std::string base = Dump(Good({"/abs/t.py"}));
   for (const FlagSpec& flag : Flags()) {
     INFO(flag.name);
@@ -393,7 +393,7 @@ TEST_CASE("the table has torchrun's spellings and PET_ names", "[flags]") {
   CHECK(FindFlag("--nproc") == nullptr);  // no abbreviations
 }
 
-TEST_CASE("--help is grouped like torchrun's and shows spellings and PET_ names", "[flags]") {
+TEST_CASE("help text is grouped like torchrun's and shows spellings and PET_ names", "[flags]") {
   auto r = ParseCommandLine({"--nnodes", "0", "--help"}, {});
   REQUIRE(r.ok());
   REQUIRE(r->action == ParseAction::kHelp);
@@ -432,7 +432,7 @@ bool IsUuid4(const std::string& s) {
   return true;
 }
 
-TEST_CASE("--standalone forces c10d on localhost:0 with a fresh uuid4 run id", "[config]") {
+TEST_CASE("standalone forces c10d on localhost:0 with a fresh uuid4 run id", "[config]") {
   auto r = ParseCommandLine({"--standalone", "t.py"}, {});
   REQUIRE(r.ok());
   const LaunchConfig& c = r->config;

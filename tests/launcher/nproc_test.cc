@@ -21,7 +21,7 @@ LaunchConfig WithKind(NprocKind kind, int n = 1) {
   return c;
 }
 
-TEST_CASE("a number is kept; cpu takes the CPU count", "[nproc]") {
+TEST_CASE("a number is kept and cpu takes the CPU count", "[nproc]") {
   FakeProbe probe;
   LaunchConfig c = WithKind(NprocKind::kNumber, 3);
   REQUIRE(ResolveNprocPerNode(c, probe).ok());
@@ -32,7 +32,7 @@ TEST_CASE("a number is kept; cpu takes the CPU count", "[nproc]") {
   CHECK(c.nproc_per_node == 6);
 }
 
-TEST_CASE("auto takes GPUs when there are some, else CPUs", "[nproc]") {
+TEST_CASE("auto takes GPUs when there are some and CPUs otherwise", "[nproc]") {
   FakeProbe probe;
   probe.gpus = 2;
   LaunchConfig c = WithKind(NprocKind::kAuto);
