@@ -298,6 +298,7 @@ Result<ParsedArgs> ParseCommandLine(const std::vector<std::string>& args, const 
   std::map<std::string_view, Given> sources;
   CTRUN_RETURN_IF_ERROR(ApplyTable(*tokens, env, config, sources));
   config.master_port_given = !sources["--master-port"].source.empty();
+  config.node_rank_given = !sources["--node-rank"].source.empty();
   CTRUN_RETURN_IF_ERROR(ReadOtherEnvironment(env, config));
   CTRUN_RETURN_IF_ERROR(ResolveRendezvous(sources, config, out.warnings));
   CTRUN_RETURN_IF_ERROR(CheckCombinations(sources, config));

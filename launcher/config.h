@@ -67,7 +67,7 @@ struct ParsedArgs {
 //    backend with no endpoint uses master_addr:master_port; with an endpoint
 //    the port is required. --standalone gives localhost:0, where port 0 means
 //    "bind a free port"; otherwise rdzv_port is 1..65535.
-//  - master_port_given: --master-port or PET_MASTER_PORT was set.
+//  - master_port_given / node_rank_given: the flag or its PET_* was set.
 //  - rdzv_backend: --rdzv-backend grpc is stored as kC10d.
 // -h/--help and --version before the script return kHelp/kVersion with
 // `text` set and nothing else checked.

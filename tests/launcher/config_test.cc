@@ -53,10 +53,10 @@ std::string Dump(const LaunchConfig& c) {
              r.read_timeout.count(), r.timeout.count(), r.is_host ? (*r.is_host ? "1" : "0") : "unset",
              r.store_type, r.use_libuv, Opt(r.token_file), given) +
          fmt::format(
-             "standalone={}\nnode_rank={}\nmaster_addr={}\nmaster_port={}\nmaster_port_given={}\n"
+             "standalone={}\nnode_rank={}\nnode_rank_given={}\nmaster_addr={}\nmaster_port={}\nmaster_port_given={}\n"
              "local_addr={}\nmax_restarts={}\nmonitor_interval={}\nstart_method={}\nsignals={}\n"
              "shutdown_grace={}\nexit_barrier_timeout={}\nexit_code_from_root_cause={}\n",
-             c.standalone, c.node_rank, c.master_addr, c.master_port, c.master_port_given, Opt(c.local_addr),
+             c.standalone, c.node_rank, c.node_rank_given, c.master_addr, c.master_port, c.master_port_given, Opt(c.local_addr),
              c.max_restarts, c.monitor_interval.count(), c.start_method, signals, c.shutdown_grace.count(),
              c.exit_barrier_timeout.count(), c.exit_code_from_root_cause) +
          fmt::format(
@@ -91,7 +91,7 @@ TEST_CASE("defaults match torchrun's", "[config]") {
   std::string d = Dump(Good({"train.py"}));
   for (const char* line :
        {"nnodes=1:1", "nproc=number:1", "rdzv_backend=static", "rdzv_endpoint=", "rdzv_host=127.0.0.1",
-        "rdzv_port=29500", "rdzv_id=none", "standalone=false", "node_rank=0", "master_port_given=false",
+        "rdzv_port=29500", "rdzv_id=none", "standalone=false", "node_rank=0", "node_rank_given=false", "master_port_given=false",
         "local_addr=unset", "max_restarts=0", "monitor_interval=0.1", "start_method=spawn", "signals=15,2,1,3,",
         "shutdown_grace=30", "exit_barrier_timeout=300", "exit_code_from_root_cause=false", "role=default",
         "module=false", "no_python=false", "run_path=false", "script=train.py", "script_args=",
@@ -296,6 +296,8 @@ TEST_CASE("explicit flag beats PET_ which beats the default", "[config]") {
   // A bad PET_ value does not matter when the flag is given (it is never read).
   CHECK(Good({"--nnodes", "2", "t.py"}, {{"PET_NNODES", "0"}}).max_nodes == 2);
   CHECK(HasLine(Dump(Good({"t.py"}, {{"PET_MASTER_PORT", "2222"}})), "master_port_given=true"));
+  CHECK(HasLine(Dump(Good({"t.py"}, {{"PET_NODE_RANK", "0"}})), "node_rank_given=true"));
+  CHECK(HasLine(Dump(Good({"--node-rank", "0", "t.py"})), "node_rank_given=true"));
 }
 
 TEST_CASE("chk switches read PET_ 1 and 0 and the flag turns them on", "[config]") {
