@@ -61,12 +61,13 @@ struct LaunchConfig {
   // Rendezvous.
   RdzvBackend rdzv_backend = RdzvBackend::kStatic;
   std::string rdzv_endpoint;         // as given ("" = none)
-  std::string rdzv_host;             // parsed from the endpoint; "" = none
-  int rdzv_port = 0;                 // 0 = not given
+  std::string rdzv_host;             // parsed endpoint, defaults filled (see config.h)
+  int rdzv_port = 0;                 // 1..65535, or 0 with --standalone (bind a free port)
   std::string rdzv_id = "none";
   RdzvConf rdzv_conf;
   bool standalone = false;
   int node_rank = 0;
+  bool node_rank_given = false;      // --node-rank or PET_NODE_RANK was set
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool master_port_given = false;    // --master-port or PET_MASTER_PORT was set
