@@ -59,10 +59,12 @@ void WriteErrorFile(const std::string& message) {
       << static_cast<long long>(std::time(nullptr)) << "}\n";
 }
 
-// Sums `values` over ranks.
-Result<std::vector<double>> SumOverRanks(Communicator& comm, const std::vector<double>& values) {
-  at::Tensor t = at::tensor(values, at::kDouble);
+// Sums `values` over ranks (on `device`: NCCL reduces GPU tensors only).
+Result<std::vector<double>> SumOverRanks(Communicator& comm, const std::vector<double>& values,
+                                         const at::Device& device) {
+  at::Tensor t = at::tensor(values, at::kDouble).to(device);
   CTRUN_RETURN_IF_ERROR(WaitWork(comm.AllReduceSum(t), "all-reduce of metrics"));
+  t = t.cpu();
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
 }
 
@@ -157,7 +159,8 @@ Status Run(const TrainFlags& flags) {
   // but a rank on another host could see another one).
   {
     auto sums = SumOverRanks(comm, {static_cast<double>(position.step),
-                                    static_cast<double>(position.step) * position.step});
+                                    static_cast<double>(position.step) * position.step},
+                             device);
     if (!sums.ok()) return sums.status();
     const double w = env->world_size, s = position.step;
     if ((*sums)[0] != w * s || (*sums)[1] != w * s * s) {
@@ -248,7 +251,7 @@ Status Run(const TrainFlags& flags) {
     }
     if (!stop || position.epoch_consumed >= train->size()) {
       auto [test_loss, test_correct] = Evaluate(model, *test, env->rank, env->world_size, device);
-      auto sums = SumOverRanks(comm, {loss_sum, correct, seen, test_loss, test_correct});
+      auto sums = SumOverRanks(comm, {loss_sum, correct, seen, test_loss, test_correct}, device);
       if (!sums.ok()) return sums.status();
       const auto& v = *sums;
       char line[256];
@@ -271,10 +274,14 @@ Status Run(const TrainFlags& flags) {
     DdpStats window;
     window.comm_span_seconds = s.comm_span_seconds - bench_base.comm_span_seconds;
     window.exposed_seconds = s.exposed_seconds - bench_base.exposed_seconds;
-    char line[200];
-    std::snprintf(line, sizeof line, "BENCH samples_per_s=%.1f hidden_share=%.3f steps=%lld",
+    const double steps = static_cast<double>(position.step - flags.bench_warmup);
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "BENCH samples_per_s=%.1f hidden_share=%.3f step_ms=%.3f comm_ms=%.3f "
+                  "exposed_ms=%.3f steps=%.0f",
                   static_cast<double>(bench_samples) / seconds, window.HiddenShare(),
-                  static_cast<long long>(position.step - flags.bench_warmup));
+                  1e3 * seconds / steps, 1e3 * window.comm_span_seconds / steps,
+                  1e3 * window.exposed_seconds / steps, steps);
     log(line);
   }
   if (chief && !flags.dump_params.empty()) {
