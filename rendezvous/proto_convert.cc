@@ -1,0 +1,191 @@
+#include "rendezvous/proto_convert.h"
+
+#include <chrono>
+#include <cmath>
+#include <utility>
+
+namespace ctrun::rdzv {
+namespace {
+
+constexpr double kMaxSeconds = 1e8;  // ~3 years: "forever", and no overflow of now + d
+
+Duration FromSeconds(double s) {
+  if (!std::isfinite(s) || s <= 0) return Duration::zero();
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(std::min(s, kMaxSeconds)));
+}
+
+double ToSeconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+v1::Admitted::State AdmitStateToProto(AdmitState state) {
+  switch (state) {
+    case AdmitState::kParticipant: return v1::Admitted::PARTICIPANT;
+    case AdmitState::kWaiting: return v1::Admitted::WAITING;
+    case AdmitState::kRedundant: return v1::Admitted::REDUNDANT;
+  }
+  return v1::Admitted::STATE_UNSPECIFIED;
+}
+
+v1::RestartRequested::Reason RestartReasonToProto(RestartReason reason) {
+  switch (reason) {
+    case RestartReason::kNodeJoinedWaitList: return v1::RestartRequested::NODE_JOINED;
+    case RestartReason::kNodeLost: return v1::RestartRequested::NODE_LOST;
+    case RestartReason::kNodeLeft: return v1::RestartRequested::NODE_LEFT;
+  }
+  return v1::RestartRequested::REASON_UNSPECIFIED;
+}
+
+void MemberToProto(const Member& member, v1::Member* out) {
+  NodeToProto(member.node, out->mutable_node());
+  out->set_group_rank(member.group_rank);
+  out->set_local_world_size(member.local_world_size);
+  out->set_addr(member.addr);
+  out->set_master_port(member.master_port);
+}
+
+// Overloads for std::visit over Decision.
+struct UpdateWriter {
+  v1::Update* out;
+
+  void operator()(const Admitted& d) const {
+    v1::Admitted* a = out->mutable_admitted();
+    a->set_state(AdmitStateToProto(d.state));
+    a->set_round(d.round);
+  }
+  void operator()(const RoundComplete& d) const {
+    v1::RoundComplete* r = out->mutable_round_complete();
+    r->set_round(d.round);
+    for (const Member& m : d.members) MemberToProto(m, r->add_members());
+    r->set_world_size(d.world_size);
+    r->set_hint_note(d.hint_note);
+  }
+  void operator()(const RestartRequested& d) const {
+    v1::RestartRequested* r = out->mutable_restart_requested();
+    r->set_round(d.round);
+    r->set_reason(RestartReasonToProto(d.reason));
+    NodeToProto(d.cause, r->mutable_cause());
+  }
+  void operator()(const Rejected& d) const {
+    v1::Rejected* r = out->mutable_rejected();
+    r->set_code(RejectCodeToProto(d.code));
+    r->set_message(d.message);
+  }
+  void operator()(const TimedOut& d) const { out->mutable_timed_out()->set_message(d.message); }
+  void operator()(const Evicted& d) const { out->mutable_evicted()->set_message(d.message); }
+  void operator()(const Closed& d) const { out->mutable_closed()->set_round(d.round); }
+};
+
+void NodesToProto(const std::vector<NodeId>& nodes, google::protobuf::RepeatedPtrField<v1::NodeId>* out) {
+  for (const NodeId& n : nodes) NodeToProto(n, out->Add());
+}
+
+}  // namespace
+
+NodeId NodeFromProto(const v1::NodeId& node) { return NodeId{node.addr(), node.pid(), node.local_id()}; }
+
+void NodeToProto(const NodeId& node, v1::NodeId* out) {
+  out->set_addr(node.addr);
+  out->set_pid(node.pid);
+  out->set_local_id(node.local_id);
+}
+
+Params ParamsFromProto(const v1::RunParams& params) {
+  Params p;
+  p.min_nodes = params.min_nodes();
+  p.max_nodes = params.max_nodes();
+  p.join_timeout = FromSeconds(params.join_timeout_s());
+  p.last_call_timeout = FromSeconds(params.last_call_timeout_s());
+  p.close_timeout = FromSeconds(params.close_timeout_s());
+  p.keep_alive_interval = FromSeconds(params.keep_alive_interval_s());
+  p.keep_alive_max_attempt = params.keep_alive_max_attempt();
+  return p;
+}
+
+void ParamsToProto(const Params& params, v1::RunParams* out) {
+  out->set_min_nodes(params.min_nodes);
+  out->set_max_nodes(params.max_nodes);
+  out->set_join_timeout_s(ToSeconds(params.join_timeout));
+  out->set_last_call_timeout_s(ToSeconds(params.last_call_timeout));
+  out->set_close_timeout_s(ToSeconds(params.close_timeout));
+  out->set_keep_alive_interval_s(ToSeconds(params.keep_alive_interval));
+  out->set_keep_alive_max_attempt(params.keep_alive_max_attempt);
+}
+
+Join JoinFromProto(const v1::JoinRequest& request, const std::string& peer_ip) {
+  Join join;
+  join.node = NodeFromProto(request.node());
+  join.incarnation = request.incarnation();
+  if (request.has_hint_rank()) join.hint_rank = request.hint_rank();
+  join.local_world_size = request.local_world_size();
+  join.addr = request.addr().empty() ? peer_ip : request.addr();
+  join.master_port = request.master_port();
+  return join;
+}
+
+Result<LeaveReason> LeaveReasonFromProto(v1::LeaveRequest::Reason reason) {
+  switch (reason) {
+    case v1::LeaveRequest::NORMAL_EXIT: return LeaveReason::kNormalExit;
+    case v1::LeaveRequest::FAILURE: return LeaveReason::kFailure;
+    case v1::LeaveRequest::SIGNAL: return LeaveReason::kSignal;
+    default: break;
+  }
+  return Status::InvalidArgument("LeaveRequest.reason " + std::to_string(static_cast<int>(reason)) +
+                                 ": expected NORMAL_EXIT, FAILURE or SIGNAL (use the same ctrun version on every node)");
+}
+
+void UpdateFromDecision(const Decision& decision, v1::Update* out) { std::visit(UpdateWriter{out}, decision); }
+
+v1::Rejected::Code RejectCodeToProto(RejectCode code) {
+  switch (code) {
+    case RejectCode::kClosed: return v1::Rejected::CLOSED;
+    case RejectCode::kDuplicateNode: return v1::Rejected::DUPLICATE_NODE;
+    case RejectCode::kUnknownNode: return v1::Rejected::UNKNOWN_NODE;
+    case RejectCode::kInvalidJoin: return v1::Rejected::INVALID_JOIN;
+  }
+  return v1::Rejected::CODE_UNSPECIFIED;
+}
+
+void RejectedFromRegistryError(const Status& error, v1::Rejected* out) {
+  out->set_code(error.IsNotFound() ? v1::Rejected::UNKNOWN_RUN : v1::Rejected::BAD_PARAMS);
+  out->set_message(error.message());
+}
+
+void StateReplyFromSnapshot(const Snapshot& snapshot, TimePoint now, v1::StateReply* out) {
+  out->set_round(snapshot.round);
+  out->set_complete(snapshot.complete);
+  out->set_closed(snapshot.closed);
+  out->set_min_nodes(snapshot.min_nodes);
+  out->set_max_nodes(snapshot.max_nodes);
+  NodesToProto(snapshot.participants, out->mutable_participants());
+  NodesToProto(snapshot.rejoining, out->mutable_rejoining());
+  NodesToProto(snapshot.redundant, out->mutable_redundant());
+  for (const Member& m : snapshot.members) MemberToProto(m, out->add_members());
+  double last_call = -1;
+  if (snapshot.last_call_deadline) last_call = std::max(0.0, ToSeconds(*snapshot.last_call_deadline - now));
+  out->set_last_call_in_s(last_call);
+  out->set_live_nodes(snapshot.live_nodes);
+}
+
+std::string PeerIp(std::string_view peer) {
+  constexpr std::string_view kV4 = "ipv4:";
+  constexpr std::string_view kV6 = "ipv6:";
+  if (peer.starts_with(kV4)) {
+    peer.remove_prefix(kV4.size());
+    size_t colon = peer.rfind(':');
+    return std::string(colon == std::string_view::npos ? peer : peer.substr(0, colon));
+  }
+  if (!peer.starts_with(kV6)) return "";
+  peer.remove_prefix(kV6.size());
+  std::string_view open = "[", close = "]";
+  if (peer.starts_with("%5B") || peer.starts_with("%5b")) open = peer.substr(0, 3), close = "%5D";
+  if (!peer.starts_with(open)) return "";
+  peer.remove_prefix(open.size());
+  size_t end = peer.find(close);
+  if (end == std::string_view::npos && close == "%5D") end = peer.find("%5d");
+  if (end == std::string_view::npos) return "";
+  std::string ip(peer.substr(0, end));
+  // A zone id is written "%25eth0" inside a URI; keep it as "%eth0".
+  if (size_t zone = ip.find("%25"); zone != std::string::npos) ip.erase(zone + 1, 2);
+  return ip;
+}
+
+}  // namespace ctrun::rdzv

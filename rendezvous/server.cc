@@ -1,0 +1,574 @@
+#include "rendezvous/server.h"
+
+#include <grpc/support/log.h>
+#include <grpcpp/grpcpp.h>
+#include <netdb.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "rendezvous.grpc.pb.h"
+#include "rendezvous/proto_convert.h"
+
+namespace ctrun::rdzv {
+namespace {
+
+constexpr char kTokenMismatch[] = "rendezvous token mismatch: set CTRUN_RDZV_TOKEN to the server's token";
+constexpr char kShuttingDown[] = "rendezvous server is shutting down: retry against the new server";
+
+struct HostPort {
+  std::string host;  // as written, brackets included for IPv6
+  int port = 0;
+};
+
+Result<HostPort> ParseListenAddress(const std::string& address) {
+  const Status bad = Status::InvalidArgument("listen address '" + address +
+                                             "': expected HOST:PORT with PORT in 0..65535, e.g. 0.0.0.0:29400");
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return bad;
+  std::string host = address.substr(0, colon);
+  if (host.find(':') != std::string::npos && !(host.front() == '[' && host.back() == ']')) return bad;
+  int port = 0;
+  for (size_t i = colon + 1; i < address.size(); ++i) {
+    char c = address[i];
+    if (c < '0' || c > '9' || port > 65535) return bad;
+    port = port * 10 + (c - '0');
+  }
+  if (port > 65535) return bad;
+  return HostPort{host, port};
+}
+
+// gRPC only says that binding failed; a plain bind() of the same address
+// tells why.
+std::string BindFailureReason(const HostPort& hp) {
+  std::string host = hp.host;
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  std::string port = std::to_string(hp.port);
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) return ::gai_strerror(rc);
+  std::string reason = "the address is not available";
+  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    if (fd < 0) continue;
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int rc = ::bind(fd, ai->ai_addr, ai->ai_addrlen);
+    int err = errno;
+    ::close(fd);
+    if (rc != 0) {
+      reason = err == EADDRINUSE ? "address in use" : std::strerror(err);
+      break;
+    }
+  }
+  ::freeaddrinfo(found);
+  return reason;
+}
+
+// Compares in time independent of where the strings differ.
+bool TokenMatches(const std::string& want, const std::string& got) {
+  unsigned char diff = want.size() == got.size() ? 0 : 1;
+  for (size_t i = 0; i < got.size(); ++i) diff |= static_cast<unsigned char>(got[i] ^ want[i % want.size()]);
+  return diff == 0;
+}
+
+class JoinStream;
+
+// What a JoinStream reports its end to.
+class StreamOwner {
+ public:
+  virtual void StreamDone(JoinStream* stream) = 0;
+
+ protected:
+  ~StreamOwner() = default;
+};
+
+// One Join call. Updates are queued under the owner's lock and written one
+// at a time with no lock held. Lifetime: gRPC calls OnDone only after
+// Finish, and Finish waits until no holder is left (holds_ == 0), so a
+// pointer that was held under the owner's lock stays valid until its Kick().
+// OnDone unregisters the stream and deletes it.
+class JoinStream final : public grpc::ServerWriteReactor<v1::Update> {
+ public:
+  JoinStream(StreamOwner* owner, std::string run_id, NodeId node)
+      : owner_(owner), run_id_(std::move(run_id)), node_(std::move(node)) {}
+
+  const std::string& run_id() const { return run_id_; }
+  const NodeId& node() const { return node_; }
+
+  // Queues `update` (then ends the stream OK when `finish_after`). False,
+  // and nothing queued, when the stream is already ending; true means the
+  // caller holds the stream and must call Kick() once, with no lock held.
+  bool Enqueue(v1::Update update, bool finish_after) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finish_) return false;
+    queue_.push_back(std::move(update));
+    if (finish_after) finish_ = grpc::Status::OK;
+    ++holds_;
+    return true;
+  }
+
+  // Ends the stream with `status` once the queue is written. Same contract
+  // as Enqueue.
+  bool RequestFinish(grpc::Status status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finish_) return false;
+    finish_ = std::move(status);
+    ++holds_;
+    return true;
+  }
+
+  // Ends a stream nobody else knows about yet.
+  void FinishNow(grpc::Status status) {
+    if (RequestFinish(std::move(status))) Kick();
+  }
+
+  // Releases one hold and starts whatever is due. May end the stream: the
+  // caller must not touch it afterwards.
+  void Kick() {
+    Action action;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --holds_;
+      action = NextLocked();
+    }
+    Perform(action);
+  }
+
+  void OnWriteDone(bool ok) override {
+    Action action;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.pop_front();
+      writing_ = false;
+      if (!ok) {
+        queue_.clear();
+        if (!finish_) finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+      }
+      action = NextLocked();
+    }
+    Perform(action);
+  }
+
+  void OnCancel() override {
+    Action action;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!finish_) finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+      action = NextLocked();
+    }
+    Perform(action);
+  }
+
+  void OnDone() override {
+    owner_->StreamDone(this);
+    delete this;
+  }
+
+ private:
+  struct Action {
+    enum Kind { kNone, kWrite, kFinish } kind = kNone;
+    const v1::Update* update = nullptr;
+    grpc::Status status;
+  };
+
+  Action NextLocked() {
+    if (finished_ || writing_) return {};
+    if (!queue_.empty()) {
+      writing_ = true;
+      return {Action::kWrite, &queue_.front(), {}};
+    }
+    if (finish_ && holds_ == 0) {
+      finished_ = true;
+      return {Action::kFinish, nullptr, *finish_};
+    }
+    return {};
+  }
+
+  void Perform(const Action& action) {
+    if (action.kind == Action::kWrite) StartWrite(action.update);
+    if (action.kind == Action::kFinish) Finish(action.status);
+  }
+
+  StreamOwner* const owner_;
+  const std::string run_id_;
+  const NodeId node_;
+
+  std::mutex mu_;
+  std::deque<v1::Update> queue_;  // front is being written while writing_; deque keeps it in place
+  bool writing_ = false;
+  std::optional<grpc::Status> finish_;  // wanted after the queue drains
+  bool finished_ = false;               // Finish called: OnDone may come at any time
+  int holds_ = 0;
+};
+
+// Work collected under the lock, done after it is released.
+struct Outbox {
+  std::vector<JoinStream*> kicks;
+  std::vector<std::string> logs;
+
+  void Flush() {
+    for (JoinStream* s : kicks) s->Kick();
+    kicks.clear();
+    for (const std::string& line : logs) spdlog::info("{}", line);
+    logs.clear();
+  }
+};
+
+bool AnswersJoin(const Decision& d, const NodeId& joiner) {
+  if (const auto* a = std::get_if<Admitted>(&d)) return a->node == joiner;
+  if (const auto* r = std::get_if<Rejected>(&d)) return r->node == joiner;
+  return false;
+}
+
+}  // namespace
+
+class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, public StreamOwner {
+ public:
+  explicit Impl(const ServerOptions& options) : registry_(options.mode), token_(options.token) {}
+
+  ~Impl() override { Shutdown(); }
+
+  Status AddRuns(const std::vector<FixedRun>& runs) {
+    for (const FixedRun& run : runs) CTRUN_RETURN_IF_ERROR(registry_.Add(run.run_id, run.params));
+    return Status::Ok();
+  }
+
+  Status Listen(const HostPort& hp) {
+    std::string address = hp.host + ":" + std::to_string(hp.port);
+    grpc::ServerBuilder builder;
+    // Without this, Linux lets a second server bind the same port and steal
+    // half the connections; the agent relies on bind failing to become a client.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+    if (!server_ || port_ == 0) {
+      server_.reset();
+      return Status::Unavailable("cannot listen on " + address + ": " + BindFailureReason(hp) +
+                                 " (stop whatever holds it, or pick another port)");
+    }
+    address_ = hp.host + ":" + std::to_string(port_);
+    timer_ = std::thread([this] { TimerLoop(); });
+    return Status::Ok();
+  }
+
+  void Shutdown() {
+    Outbox out;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      stopping_ = true;
+      for (auto& [run, nodes] : streams_) {
+        for (auto& [node, stream] : nodes) {
+          if (stream->RequestFinish(grpc::Status::OK)) out.kicks.push_back(stream);
+        }
+      }
+      timer_cv_.notify_all();
+    }
+    out.Flush();
+    if (timer_.joinable()) timer_.join();
+    if (server_) {
+      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      server_->Wait();
+    }
+  }
+
+  int port() const { return port_; }
+  const std::string& address() const { return address_; }
+
+  void StreamDone(JoinStream* stream) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto run = streams_.find(stream->run_id());
+    if (run == streams_.end()) return;
+    auto it = run->second.find(stream->node());
+    if (it == run->second.end() || it->second != stream) return;
+    run->second.erase(it);
+    if (run->second.empty()) streams_.erase(run);
+  }
+
+  grpc::ServerWriteReactor<v1::Update>* Join(grpc::CallbackServerContext* context,
+                                             const v1::JoinRequest* request) override {
+    auto* stream = new JoinStream(this, request->run_id(), NodeFromProto(request->node()));
+    if (grpc::Status bad = CheckCall(request->version(), request->token()); !bad.ok()) {
+      stream->FinishNow(bad);
+      return stream;
+    }
+    rdzv::Join join = JoinFromProto(*request, PeerIp(context->peer()));
+    Params params = ParamsFromProto(request->params());
+    Outbox out;
+    bool stopping = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping = stopping_;
+      if (!stopping) {
+        Result<RendezvousMachine*> machine = registry_.FindForJoin(request->run_id(), params);
+        if (!machine.ok()) {
+          v1::Update update;
+          RejectedFromRegistryError(machine.status(), update.mutable_rejected());
+          if (stream->Enqueue(std::move(update), true)) out.kicks.push_back(stream);
+          out.logs.push_back("rendezvous run '" + request->run_id() + "': refused node " + ToString(join.node) +
+                             ": " + machine.status().message());
+        } else {
+          spdlog::debug("rendezvous run '{}': join from {} (addr {})", request->run_id(), ToString(join.node),
+                        join.addr);
+          std::vector<Decision> decisions = (*machine)->Step(join, Clock::now());
+          if (!Route(request->run_id(), decisions, &join.node, stream, out)) Install(stream, out);
+          Rearm(**machine);
+        }
+      }
+    }
+    if (stopping) {
+      stream->FinishNow(grpc::Status(grpc::StatusCode::UNAVAILABLE, kShuttingDown));
+    } else {
+      out.Flush();
+    }
+    return stream;
+  }
+
+  grpc::ServerUnaryReactor* KeepAlive(grpc::CallbackServerContext* context, const v1::KeepAliveRequest* request,
+                                      v1::KeepAliveReply* reply) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    grpc::Status status = CheckCall(request->version(), request->token());
+    Outbox out;
+    if (status.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
+      if (machine.ok()) {
+        NodeId node = NodeFromProto(request->node());
+        std::vector<Decision> decisions =
+            (*machine)->Step(rdzv::KeepAlive{node, request->incarnation()}, Clock::now());
+        std::vector<Decision> others;
+        for (Decision& d : decisions) {
+          const auto* r = std::get_if<Rejected>(&d);
+          if (r && r->node == node) {
+            reply->mutable_rejected()->set_code(RejectCodeToProto(r->code));
+            reply->mutable_rejected()->set_message(r->message);
+          } else {
+            others.push_back(std::move(d));
+          }
+        }
+        Route(request->run_id(), others, nullptr, nullptr, out);
+        Rearm(**machine);
+      } else if (machine.status().IsNotFound()) {
+        RejectedFromRegistryError(machine.status(), reply->mutable_rejected());
+        status = grpc::Status::OK;
+      }
+    }
+    out.Flush();
+    reactor->Finish(status);
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* context, const v1::LeaveRequest* request,
+                                  v1::LeaveReply* /*reply*/) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    grpc::Status status = CheckCall(request->version(), request->token());
+    Result<LeaveReason> reason = LeaveReasonFromProto(request->reason());
+    if (status.ok() && !reason.ok()) status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, reason.status().message());
+    Outbox out;
+    if (status.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
+      if (machine.ok()) {
+        rdzv::Leave leave{NodeFromProto(request->node()), request->incarnation(), *reason};
+        out.logs.push_back("rendezvous run '" + request->run_id() + "': node " + ToString(leave.node) +
+                           " left (" + std::string(Name(leave.reason)) + ")");
+        Route(request->run_id(), (*machine)->Step(leave, Clock::now()), nullptr, nullptr, out);
+        Rearm(**machine);
+      }
+    }
+    out.Flush();
+    reactor->Finish(status);
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* GetState(grpc::CallbackServerContext* context, const v1::StateRequest* request,
+                                     v1::StateReply* reply) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    grpc::Status status = CheckCall(request->version(), request->token());
+    if (status.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
+      if (machine.ok()) StateReplyFromSnapshot((*machine)->State(), Clock::now(), reply);
+    }
+    reactor->Finish(status);
+    return reactor;
+  }
+
+ private:
+  grpc::Status CheckCall(v1::ProtocolVersion version, const std::string& token) const {
+    if (!token_.empty() && !TokenMatches(token_, token)) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, kTokenMismatch);
+    }
+    if (version != v1::PROTOCOL_VERSION_1) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "rendezvous protocol version " + std::to_string(static_cast<int>(version)) +
+                              ", this server speaks 1: use the same ctrun version on every node");
+    }
+    return grpc::Status::OK;
+  }
+
+  // The machine for a unary call, or the error in `status` (UNAVAILABLE
+  // while stopping, NOT_FOUND for an unknown run). Requires mu_.
+  Result<RendezvousMachine*> Usable(const std::string& run_id, grpc::Status& status) {
+    if (stopping_) {
+      status = grpc::Status(grpc::StatusCode::UNAVAILABLE, kShuttingDown);
+      return Status::Unavailable(kShuttingDown);
+    }
+    Result<RendezvousMachine*> machine = registry_.Find(run_id);
+    if (!machine.ok()) status = grpc::Status(grpc::StatusCode::NOT_FOUND, machine.status().message());
+    return machine;
+  }
+
+  // Queues each decision on its addressees' streams. In a Join step
+  // (`joiner` set), the joiner's answer and everything after it for that
+  // node go to `joiner_stream`; earlier ones (deadlines applied before the
+  // Join) go to its old stream. Returns whether the joiner was rejected.
+  // Requires mu_.
+  bool Route(const std::string& run_id, const std::vector<Decision>& decisions, const NodeId* joiner,
+             JoinStream* joiner_stream, Outbox& out) {
+    bool answered = false, rejected = false;
+    for (const Decision& d : decisions) {
+      if (joiner && !answered && AnswersJoin(d, *joiner)) {
+        answered = true;
+        rejected = std::holds_alternative<Rejected>(d);
+      }
+      v1::Update update;
+      UpdateFromDecision(d, &update);
+      auto send = [&](const NodeId& node, bool finish_after) {
+        JoinStream* stream = (joiner && answered && node == *joiner) ? joiner_stream : Find(run_id, node);
+        if (stream && stream->Enqueue(update, finish_after)) out.kicks.push_back(stream);
+      };
+      std::visit(
+          [&](const auto& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, RoundComplete>) {
+              for (const Member& m : x.members) send(m.node, false);
+            } else if constexpr (std::is_same_v<T, RestartRequested> || std::is_same_v<T, Closed>) {
+              for (const NodeId& n : x.nodes) send(n, std::is_same_v<T, Closed>);
+            } else if constexpr (std::is_same_v<T, Admitted>) {
+              send(x.node, false);
+            } else {
+              send(x.node, true);  // Rejected, TimedOut, Evicted end the stream
+            }
+          },
+          d);
+      if (!std::holds_alternative<Admitted>(d) && !std::holds_alternative<Rejected>(d)) {
+        out.logs.push_back("rendezvous run '" + run_id + "': " + Describe(d));
+      }
+    }
+    return rejected;
+  }
+
+  JoinStream* Find(const std::string& run_id, const NodeId& node) const {
+    auto run = streams_.find(run_id);
+    if (run == streams_.end()) return nullptr;
+    auto it = run->second.find(node);
+    return it == run->second.end() ? nullptr : it->second;
+  }
+
+  // Makes `stream` its node's stream, ending the one it replaces. Requires mu_.
+  void Install(JoinStream* stream, Outbox& out) {
+    JoinStream*& slot = streams_[stream->run_id()][stream->node()];
+    if (slot && slot != stream && slot->RequestFinish(grpc::Status::OK)) out.kicks.push_back(slot);
+    slot = stream;
+  }
+
+  // Wakes the timer if `machine` now has a deadline before the one it
+  // sleeps until. Requires mu_.
+  void Rearm(const RendezvousMachine& machine) {
+    std::optional<TimePoint> next = machine.NextDeadline();
+    if (next && (!timer_target_ || *next < *timer_target_)) {
+      timer_dirty_ = true;
+      timer_cv_.notify_one();
+    }
+  }
+
+  void TimerLoop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      timer_dirty_ = false;
+      timer_target_.reset();
+      std::vector<std::string> due;
+      TimePoint now = Clock::now();
+      for (const std::string& run_id : registry_.RunIds()) {
+        std::optional<TimePoint> next = (*registry_.Find(run_id))->NextDeadline();
+        if (!next) continue;
+        if (*next <= now) due.push_back(run_id);
+        else if (!timer_target_ || *next < *timer_target_) timer_target_ = next;
+      }
+      if (!due.empty()) {
+        Outbox out;
+        for (const std::string& run_id : due) {
+          Route(run_id, (*registry_.Find(run_id))->Step(Tick{}, now), nullptr, nullptr, out);
+        }
+        lock.unlock();
+        out.Flush();
+        lock.lock();
+        continue;
+      }
+      auto woken = [this] { return stopping_ || timer_dirty_; };
+      if (timer_target_) {
+        timer_cv_.wait_until(lock, *timer_target_, woken);
+      } else {
+        timer_cv_.wait(lock, woken);
+      }
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable timer_cv_;
+  bool stopping_ = false;
+  bool timer_dirty_ = false;
+  std::optional<TimePoint> timer_target_;
+  RunRegistry registry_;
+  std::map<std::string, std::map<NodeId, JoinStream*, NodeIdLess>> streams_;
+
+  const std::string token_;
+  int port_ = 0;
+  std::string address_;
+  std::unique_ptr<grpc::Server> server_;
+  std::thread timer_;
+};
+
+Result<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const ServerOptions& options) {
+  Result<HostPort> hp = ParseListenAddress(options.listen_address);
+  if (!hp.ok()) return hp.status();
+  auto impl = std::make_unique<Impl>(options);
+  CTRUN_RETURN_IF_ERROR(impl->AddRuns(options.runs));
+  CTRUN_RETURN_IF_ERROR(impl->Listen(*hp));
+  return std::unique_ptr<RendezvousServer>(new RendezvousServer(std::move(impl)));
+}
+
+RendezvousServer::RendezvousServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+RendezvousServer::~RendezvousServer() { impl_->Shutdown(); }
+
+int RendezvousServer::port() const { return impl_->port(); }
+
+const std::string& RendezvousServer::address() const { return impl_->address(); }
+
+void RendezvousServer::Shutdown() { impl_->Shutdown(); }
+
+void RouteGrpcLogsToSpdlog() {
+  gpr_set_log_function([](gpr_log_func_args* args) {
+    spdlog::debug("grpc {}:{}: {}", args->file, args->line, args->message);
+  });
+}
+
+}  // namespace ctrun::rdzv

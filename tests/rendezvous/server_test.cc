@@ -1,0 +1,313 @@
+// RendezvousServer over real gRPC on 127.0.0.1 (port 0). Every wait is a
+// read of a pushed update with a call deadline; nothing sleeps.
+#include "rendezvous/server.h"
+
+#include <catch2/catch.hpp>
+
+#include "rdzv_test_client.h"
+
+namespace ctrun::rdzv {
+namespace {
+
+using testing::JoinStreamReader;
+using testing::MakeJoin;
+using testing::MakeKeepAlive;
+using testing::MakeLeave;
+using testing::MakeState;
+using testing::TestClient;
+
+std::unique_ptr<RendezvousServer> StartServer(ServerOptions options) {
+  options.listen_address = "127.0.0.1:0";
+  Result<std::unique_ptr<RendezvousServer>> server = RendezvousServer::Start(options);
+  REQUIRE(server.ok());
+  REQUIRE((*server)->port() > 0);
+  return std::move(server).value();
+}
+
+Params RunParams(int min_nodes, int max_nodes) {
+  Params p;
+  p.min_nodes = min_nodes;
+  p.max_nodes = max_nodes;
+  p.last_call_timeout = std::chrono::milliseconds(100);
+  return p;
+}
+
+std::unique_ptr<RendezvousServer> FixedServer(const std::string& run_id, int min_nodes, int max_nodes) {
+  ServerOptions options;
+  options.runs.push_back({run_id, RunParams(min_nodes, max_nodes)});
+  return StartServer(options);
+}
+
+std::unique_ptr<RendezvousServer> AutoServer() {
+  ServerOptions options;
+  options.mode = RunRegistry::Mode::kAutoCreate;
+  return StartServer(options);
+}
+
+// The next update, which must be of `kind`.
+v1::Update Expect(JoinStreamReader& stream, v1::Update::KindCase kind) {
+  std::optional<v1::Update> u = stream.Next();
+  REQUIRE(u.has_value());
+  INFO(u->ShortDebugString());
+  REQUIRE(u->kind_case() == kind);
+  return *u;
+}
+
+// The stream ends now, with `code`.
+void ExpectEnd(JoinStreamReader& stream, grpc::StatusCode code = grpc::StatusCode::OK) {
+  std::optional<v1::Update> u = stream.Next();
+  INFO((u ? u->ShortDebugString() : std::string("end of stream")));
+  REQUIRE_FALSE(u.has_value());
+  grpc::Status status = stream.Finish();
+  INFO(status.error_message());
+  CHECK(status.error_code() == code);
+}
+
+TEST_CASE("two nodes of a 2:2 run both get Admitted, then the same RoundComplete") {
+  auto server = FixedServer("job", 2, 2);
+  TestClient client(server->port());
+  auto a = client.Join(MakeJoin("job", "node1", 11, 2, 2, "10.0.0.1", 29511));
+  CHECK(Expect(*a, v1::Update::kAdmitted).admitted().state() == v1::Admitted::PARTICIPANT);
+  auto b = client.Join(MakeJoin("job", "node2", 22, 2, 2, "10.0.0.2", 29522));
+  CHECK(Expect(*b, v1::Update::kAdmitted).admitted().state() == v1::Admitted::PARTICIPANT);
+
+  v1::RoundComplete ra = Expect(*a, v1::Update::kRoundComplete).round_complete();
+  v1::RoundComplete rb = Expect(*b, v1::Update::kRoundComplete).round_complete();
+  CHECK(ra.SerializeAsString() == rb.SerializeAsString());
+  REQUIRE(ra.members_size() == 2);
+  CHECK(ra.world_size() == 4);
+  CHECK(ra.members(0).node().addr() == "node1");
+  CHECK(ra.members(0).group_rank() == 0);
+  CHECK(ra.members(0).addr() == "10.0.0.1");
+  CHECK(ra.members(0).master_port() == 29511);
+  CHECK(ra.members(1).node().addr() == "node2");
+  CHECK(ra.members(1).group_rank() == 1);
+}
+
+TEST_CASE("an empty JoinRequest.addr becomes the IP the request came from") {
+  auto server = FixedServer("job", 1, 1);
+  TestClient client(server->port());
+  auto a = client.Join(MakeJoin("job", "node1", 11, 1, 1, ""));
+  Expect(*a, v1::Update::kAdmitted);
+  v1::RoundComplete round = Expect(*a, v1::Update::kRoundComplete).round_complete();
+  REQUIRE(round.members_size() == 1);
+  CHECK(round.members(0).addr() == "127.0.0.1");
+}
+
+TEST_CASE("a third node joining a running 2:3 round restarts the first two (NODE_JOINED)") {
+  auto server = FixedServer("job", 2, 3);
+  TestClient client(server->port());
+  v1::JoinRequest join_c = MakeJoin("job", "node3", 33, 2, 3);
+  auto a = client.Join(MakeJoin("job", "node1", 11, 2, 3));
+  auto b = client.Join(MakeJoin("job", "node2", 22, 2, 3));
+  REQUIRE(a->NextOf(v1::Update::kRoundComplete));  // after the 0.1 s last call
+  REQUIRE(b->NextOf(v1::Update::kRoundComplete));
+
+  auto c = client.Join(join_c);
+  v1::Admitted admitted = Expect(*c, v1::Update::kAdmitted).admitted();
+  CHECK(admitted.state() == v1::Admitted::WAITING);
+  CHECK(admitted.round() == 1);
+  for (JoinStreamReader* s : {a.get(), b.get()}) {
+    v1::RestartRequested r = Expect(*s, v1::Update::kRestartRequested).restart_requested();
+    CHECK(r.reason() == v1::RestartRequested::NODE_JOINED);
+    CHECK(r.round() == 0);
+    CHECK(r.cause().addr() == "node3");
+  }
+}
+
+TEST_CASE("a member that stops sending keep-alives is evicted and the others get NODE_LOST") {
+  ServerOptions options;
+  Params params = RunParams(2, 2);
+  params.keep_alive_interval = std::chrono::milliseconds(200);
+  params.keep_alive_max_attempt = 2;
+  options.runs.push_back({"job", params});
+  auto server = StartServer(options);
+  TestClient client(server->port());
+  v1::JoinRequest join_a = MakeJoin("job", "node1", 11, 2, 2);
+  v1::JoinRequest join_b = MakeJoin("job", "node2", 22, 2, 2);
+  auto a = client.Join(join_a);
+  auto b = client.Join(join_b);
+  REQUIRE(a->NextOf(v1::Update::kRoundComplete));
+  REQUIRE(b->NextOf(v1::Update::kRoundComplete));
+  // b was seen last, so a's keep-alive timeout passes first.
+  v1::KeepAliveReply reply;
+  REQUIRE(client.KeepAlive(MakeKeepAlive(join_b), &reply).ok());
+  CHECK_FALSE(reply.has_rejected());
+
+  v1::RestartRequested r = Expect(*b, v1::Update::kRestartRequested).restart_requested();
+  CHECK(r.reason() == v1::RestartRequested::NODE_LOST);
+  CHECK(r.cause().addr() == "node1");
+  CHECK(Expect(*a, v1::Update::kEvicted).evicted().message().find("keep-alive") != std::string::npos);
+  ExpectEnd(*a);
+
+  REQUIRE(client.KeepAlive(MakeKeepAlive(join_a), &reply).ok());
+  CHECK(reply.rejected().code() == v1::Rejected::UNKNOWN_NODE);
+}
+
+TEST_CASE("Leave NORMAL_EXIT closes the run: Closed is pushed, later Joins are Rejected{CLOSED}") {
+  auto server = FixedServer("job", 2, 2);
+  TestClient client(server->port());
+  v1::JoinRequest join_a = MakeJoin("job", "node1", 11, 2, 2);
+  auto a = client.Join(join_a);
+  auto b = client.Join(MakeJoin("job", "node2", 22, 2, 2));
+  REQUIRE(a->NextOf(v1::Update::kRoundComplete));
+  REQUIRE(b->NextOf(v1::Update::kRoundComplete));
+
+  REQUIRE(client.Leave(MakeLeave(join_a, v1::LeaveRequest::NORMAL_EXIT)).ok());
+  CHECK(Expect(*b, v1::Update::kClosed).closed().round() == 0);
+  ExpectEnd(*b);
+
+  auto late = client.Join(MakeJoin("job", "node3", 33, 2, 2));
+  CHECK(Expect(*late, v1::Update::kRejected).rejected().code() == v1::Rejected::CLOSED);
+  ExpectEnd(*late);
+
+  v1::StateReply state;
+  REQUIRE(client.GetState(MakeState("job"), &state).ok());
+  CHECK(state.closed());
+  CHECK(state.live_nodes() == 0);
+}
+
+TEST_CASE("auto-create mode serves two run ids at once and refuses another --nnodes") {
+  auto server = AutoServer();
+  TestClient client(server->port());
+  auto a = client.Join(MakeJoin("run-a", "node1", 11, 1, 1));
+  auto b = client.Join(MakeJoin("run-b", "node1", 11, 2, 2));
+  auto b2 = client.Join(MakeJoin("run-b", "node2", 22, 2, 2));
+  CHECK(a->NextOf(v1::Update::kRoundComplete)->round_complete().members_size() == 1);
+  CHECK(b->NextOf(v1::Update::kRoundComplete)->round_complete().members_size() == 2);
+  CHECK(b2->NextOf(v1::Update::kRoundComplete)->round_complete().members_size() == 2);
+
+  v1::StateReply state;
+  REQUIRE(client.GetState(MakeState("run-b"), &state).ok());
+  CHECK(state.complete());
+  CHECK(state.live_nodes() == 2);
+  CHECK(state.max_nodes() == 2);
+  CHECK(state.last_call_in_s() < 0);
+
+  auto wrong = client.Join(MakeJoin("run-a", "node9", 99, 1, 4));
+  v1::Rejected rejected = Expect(*wrong, v1::Update::kRejected).rejected();
+  CHECK(rejected.code() == v1::Rejected::BAD_PARAMS);
+  CHECK(rejected.message().find("--nnodes '1:4'") != std::string::npos);
+  ExpectEnd(*wrong);
+}
+
+TEST_CASE("a fixed server rejects an unknown run id, naming the ones it serves") {
+  auto server = FixedServer("job", 1, 1);
+  TestClient client(server->port());
+  auto s = client.Join(MakeJoin("other", "node1", 11, 1, 1));
+  v1::Rejected rejected = Expect(*s, v1::Update::kRejected).rejected();
+  CHECK(rejected.code() == v1::Rejected::UNKNOWN_RUN);
+  CHECK(rejected.message().find("'job'") != std::string::npos);
+  ExpectEnd(*s);
+
+  v1::StateReply state;
+  CHECK(client.GetState(MakeState("other"), &state).error_code() == grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_CASE("a wrong or missing token is PERMISSION_DENIED on every RPC") {
+  ServerOptions options;
+  options.runs.push_back({"job", RunParams(1, 1)});
+  options.token = "s3cret";
+  auto server = StartServer(options);
+  TestClient client(server->port());
+  v1::JoinRequest join = MakeJoin("job", "node1", 11, 1, 1);
+  join.set_token("wrong");
+
+  auto s = client.Join(join);
+  std::optional<v1::Update> none = s->Next();
+  CHECK_FALSE(none.has_value());
+  grpc::Status status = s->Finish();
+  CHECK(status.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+  CHECK(status.error_message() == "rendezvous token mismatch: set CTRUN_RDZV_TOKEN to the server's token");
+
+  v1::KeepAliveReply reply;
+  join.clear_token();
+  CHECK(client.KeepAlive(MakeKeepAlive(join), &reply).error_code() == grpc::StatusCode::PERMISSION_DENIED);
+  v1::StateReply state;
+  CHECK(client.GetState(MakeState("job"), &state).error_code() == grpc::StatusCode::PERMISSION_DENIED);
+
+  join.set_token("s3cret");
+  auto ok = client.Join(join);
+  Expect(*ok, v1::Update::kAdmitted);
+}
+
+TEST_CASE("a request of another protocol version is FAILED_PRECONDITION") {
+  auto server = FixedServer("job", 1, 1);
+  TestClient client(server->port());
+  v1::JoinRequest join = MakeJoin("job", "node1", 11, 1, 1);
+  join.set_version(static_cast<v1::ProtocolVersion>(2));
+  auto s = client.Join(join);
+  CHECK_FALSE(s->Next().has_value());
+  grpc::Status status = s->Finish();
+  CHECK(status.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(status.error_message() ==
+        "rendezvous protocol version 2, this server speaks 1: use the same ctrun version on every node");
+
+  v1::LeaveRequest leave = MakeLeave(join, v1::LeaveRequest::FAILURE);
+  leave.set_version(v1::PROTOCOL_VERSION_UNSPECIFIED);
+  CHECK(client.Leave(leave).error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_CASE("a node's newer Join stream replaces its older one, which ends OK") {
+  auto server = FixedServer("job", 2, 2);
+  TestClient client(server->port());
+  v1::JoinRequest join = MakeJoin("job", "node1", 11, 2, 2);
+  auto first = client.Join(join);
+  Expect(*first, v1::Update::kAdmitted);
+  auto second = client.Join(join);
+  Expect(*second, v1::Update::kAdmitted);
+  ExpectEnd(*first);
+
+  auto b = client.Join(MakeJoin("job", "node2", 22, 2, 2));
+  CHECK(second->NextOf(v1::Update::kRoundComplete).has_value());
+}
+
+TEST_CASE("a Join of a live node with another incarnation is rejected and leaves its stream alone") {
+  auto server = FixedServer("job", 2, 2);
+  TestClient client(server->port());
+  v1::JoinRequest join = MakeJoin("job", "node1", 11, 2, 2);
+  auto first = client.Join(join);
+  Expect(*first, v1::Update::kAdmitted);
+  join.set_incarnation(join.incarnation() + 1);
+  auto impostor = client.Join(join);
+  CHECK(Expect(*impostor, v1::Update::kRejected).rejected().code() == v1::Rejected::DUPLICATE_NODE);
+  ExpectEnd(*impostor);
+
+  auto b = client.Join(MakeJoin("job", "node2", 22, 2, 2));
+  CHECK(first->NextOf(v1::Update::kRoundComplete).has_value());
+}
+
+TEST_CASE("Shutdown ends every open Join stream") {
+  auto server = FixedServer("job", 2, 2);
+  TestClient client(server->port());
+  auto a = client.Join(MakeJoin("job", "node1", 11, 2, 2));
+  Expect(*a, v1::Update::kAdmitted);
+  server->Shutdown();
+  ExpectEnd(*a);
+  server->Shutdown();  // idempotent
+}
+
+TEST_CASE("listening on a port another server holds fails with Unavailable") {
+  auto first = FixedServer("job", 1, 1);
+  ServerOptions options;
+  options.listen_address = "127.0.0.1:" + std::to_string(first->port());
+  Result<std::unique_ptr<RendezvousServer>> second = RendezvousServer::Start(options);
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.status().IsUnavailable());
+  CHECK(second.status().message().find("cannot listen on 127.0.0.1:" + std::to_string(first->port()) +
+                                       ": address in use") == 0);
+}
+
+TEST_CASE("a malformed listen address is InvalidArgument") {
+  for (const char* address : {"nohost", "host:", ":80", "host:99999", "::1:80", "host:8x"}) {
+    ServerOptions options;
+    options.listen_address = address;
+    Result<std::unique_ptr<RendezvousServer>> server = RendezvousServer::Start(options);
+    INFO(address);
+    REQUIRE_FALSE(server.ok());
+    CHECK(server.status().IsInvalidArgument());
+  }
+}
+
+}  // namespace
+}  // namespace ctrun::rdzv
