@@ -13,17 +13,13 @@
 
 #include "launcher/command.h"
 #include "launcher/error_file.h"
+#include "launcher/local_address.h"
 #include "launcher/worker_env.h"
 
 namespace ctrun::launcher {
 
 namespace {
 
-std::string HostName() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
-  return buf;
-}
 
 Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
 

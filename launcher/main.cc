@@ -1,4 +1,5 @@
 // ctrun: launches and supervises one node's PyTorch workers, as torchrun does.
+#include <grpc/support/log.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -12,10 +13,10 @@
 #include "launcher/agent.h"
 #include "launcher/command.h"
 #include "launcher/config.h"
-#include "launcher/local_rendezvous.h"
 #include "launcher/log_dir.h"
 #include "launcher/nproc.h"
 #include "launcher/orphan_guard.h"
+#include "launcher/rendezvous_setup.h"
 #include "launcher/worker_env.h"
 #include "launcher/workers.h"
 
@@ -29,15 +30,20 @@ int UsageError(const Status& s) {
   return kExitUsage;
 }
 
+// gRPC's own log lines (e.g. a failed bind while probing who hosts the
+// rendezvous) are details; ctrun reports what matters in its own words.
+void GrpcLog(gpr_log_func_args* args) { spdlog::debug("grpc: {}", args->message); }
+
 void SetUpLogging(const Environment& env) {
+  gpr_set_log_function(GrpcLog);
   auto logger = spdlog::stderr_logger_st("ctrun");
   logger->set_pattern("[ctrun] %^%l%$: %v");
-  spdlog::level::level_enum level = spdlog::level::warn;
+  spdlog::level::level_enum level = spdlog::level::info;
   if (auto it = env.find("LOGLEVEL"); it != env.end()) {
     std::string v = it->second;
     for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (v == "debug") level = spdlog::level::debug;
-    else if (v == "info") level = spdlog::level::info;
+    else if (v == "warning" || v == "warn") level = spdlog::level::warn;
     else if (v == "error") level = spdlog::level::err;
     else if (v == "critical") level = spdlog::level::critical;
   }
@@ -65,20 +71,11 @@ int main(int argc, char** argv) {
   SystemProbe probe;
   if (Status s = ResolveNprocPerNode(config, probe); !s.ok()) return UsageError(s);
   if (Status s = ResolveCommand(config, env); !s.ok()) return UsageError(s);
-  if (config.max_nodes > 1) {
-    return UsageError(Status::InvalidArgument(
-        "--nnodes " + std::to_string(config.min_nodes) + ":" + std::to_string(config.max_nodes) +
-        ": multi-node rendezvous is not available in this build yet; run one node "
-        "(--nnodes 1 or --standalone)"));
-  }
 
   if (auto banner = OmpNumThreadsWarning(env, config.nproc_per_node)) {
     std::fprintf(stderr, "%s\n", banner->c_str());
     env["OMP_NUM_THREADS"] = "1";
   }
-
-  Result<RunLogDir> log_dir = RunLogDir::Create(config.log_dir, config.rdzv_id);
-  if (!log_dir.ok()) return UsageError(log_dir.status());
 
   // The guard is forked first, while ctrun is still single-threaded.
   Result<std::unique_ptr<OrphanGuard>> guard = OrphanGuard::Start();
@@ -94,10 +91,15 @@ int main(int argc, char** argv) {
                  "but their own children may not");
   });
 
-  const std::string master_addr = config.local_addr.value_or(config.master_addr);
-  const int fixed_port = config.master_port_given ? config.master_port : 0;
-  LocalRendezvous rdzv(io, config.rdzv_id, config.nproc_per_node, master_addr, fixed_port);
-  Agent agent(io, config, env, rdzv, reaper, guard->get(), std::move(*log_dir));
+  Result<std::unique_ptr<RendezvousHandler>> rdzv = MakeRendezvous(io, config, env);
+  if (!rdzv.ok()) {
+    if (rdzv.status().IsInvalidArgument()) return UsageError(rdzv.status());
+    spdlog::error("{}", rdzv.status().message());
+    return kExitFailure;
+  }
+  Result<RunLogDir> log_dir = RunLogDir::Create(config.log_dir, config.rdzv_id);
+  if (!log_dir.ok()) return UsageError(log_dir.status());
+  Agent agent(io, config, env, **rdzv, reaper, guard->get(), std::move(*log_dir));
   agent.Start();
   io.run();
   return agent.exit_code();

@@ -342,6 +342,7 @@ Snapshot RendezvousMachine::State() const {
   std::sort(spares.begin(), spares.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [arrival, id] : spares) s.redundant.push_back(id);
   s.members = members_;
+  s.live_nodes = static_cast<int>(nodes_.size());
   s.last_call_deadline = last_call_;
   return s;
 }

@@ -75,6 +75,7 @@ struct Snapshot {
   std::vector<NodeId> rejoining;     // expected back before the forming round can complete
   std::vector<NodeId> redundant;     // hot spares, arrival order
   std::vector<Member> members;       // rank table of the running round; empty unless complete
+  int live_nodes = 0;                // every node the run holds (not left, evicted or timed out)
   std::optional<TimePoint> last_call_deadline;  // set while forming with >= min_nodes participants
 
   bool operator==(const Snapshot&) const = default;

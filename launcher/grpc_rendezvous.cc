@@ -1,0 +1,271 @@
+#include "launcher/grpc_rendezvous.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/post.hpp>
+#include <chrono>
+#include <cmath>
+
+#include "launcher/free_port.h"
+#include "rendezvous/node_order.h"
+
+namespace ctrun::launcher {
+
+namespace {
+
+Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
+
+constexpr auto kStatusEvery = std::chrono::seconds(5);
+constexpr auto kBarrierCheckEvery = std::chrono::milliseconds(200);
+
+std::string Why(const rdzv::RestartRequested& r) {
+  switch (r.reason) {
+    case rdzv::RestartReason::kNodeJoinedWaitList:
+      return "node " + rdzv::ToString(r.cause) + " joined";
+    case rdzv::RestartReason::kNodeLost:
+      return "node " + rdzv::ToString(r.cause) + " was lost (no keep-alive)";
+    case rdzv::RestartReason::kNodeLeft:
+      return "node " + rdzv::ToString(r.cause) + " left the round";
+  }
+  return "membership changed";
+}
+
+}  // namespace
+
+GrpcRendezvous::GrpcRendezvous(boost::asio::io_context& io, GrpcRendezvousOptions options,
+                               std::unique_ptr<HostedServer> hosted)
+    : io_(io),
+      options_(std::move(options)),
+      alive_(std::make_shared<bool>(true)),
+      hosted_(std::move(hosted)),
+      join_timer_(io),
+      keep_alive_timer_(io),
+      status_timer_(io),
+      barrier_timer_(io) {
+  std::weak_ptr<bool> alive = alive_;
+  client_ = std::make_unique<rdzv::RendezvousClient>(
+      options_.client, [&io, alive](std::function<void()> fn) {
+        boost::asio::post(io, [alive, fn = std::move(fn)] {
+          if (alive.lock()) fn();
+        });
+      });
+}
+
+GrpcRendezvous::~GrpcRendezvous() {
+  alive_.reset();
+  client_.reset();
+  if (hosted_) hosted_->Stop();
+}
+
+void GrpcRendezvous::NextRound(std::function<void(Result<Round>)> done) {
+  Result<int> port = FindFreePort();
+  if (!port.ok()) {
+    boost::asio::post(io_, [done, s = port.status()] { done(s); });
+    return;
+  }
+  phase_ = Phase::kJoining;
+  pending_ = std::move(done);
+  rdzv::JoinArgs args;
+  args.hint_rank = options_.hint_rank;
+  args.local_world_size = options_.local_world_size;
+  args.addr = options_.advertise_addr;
+  args.master_port = *port;
+  client_->Join(
+      args, [this](const rdzv::Update& u) { OnUpdate(u); },
+      [this](const Status& s) { OnStreamEnd(s); });
+
+  join_timer_.expires_after(ToDuration(options_.join_timeout));
+  join_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || phase_ != Phase::kJoining) return;
+    FinishJoin(Status::DeadlineExceeded(
+        "no rendezvous round formed at " + options_.client.endpoint + " for run '" +
+        options_.client.run_id + "' within join_timeout (" +
+        std::to_string(static_cast<int>(options_.join_timeout.count())) +
+        " s); check that every node uses the same --rdzv-endpoint and --rdzv-id, or raise "
+        "--rdzv-conf join_timeout"));
+  });
+  if (!keep_alive_started_) {
+    keep_alive_started_ = true;
+    ArmKeepAlive();
+  }
+  ArmStatusLine();
+}
+
+void GrpcRendezvous::OnUpdate(const rdzv::Update& update) {
+  if (const auto* a = std::get_if<rdzv::Admitted>(&update)) {
+    if (a->state == rdzv::AdmitState::kRedundant) {
+      spdlog::info("the run is full: waiting as a hot spare");
+    }
+    return;
+  }
+  if (const auto* rc = std::get_if<rdzv::RoundComplete>(&update)) {
+    if (phase_ != Phase::kJoining) return;
+    Round round;
+    round.round = static_cast<int>(rc->round);
+    round.run_id = options_.client.run_id;
+    round.use_agent_store = false;
+    round.group_rank = -1;
+    for (const rdzv::Member& m : rc->members) {
+      round.local_world_sizes.push_back(m.local_world_size);
+      if (m.node == options_.client.node) round.group_rank = m.group_rank;
+    }
+    if (round.group_rank < 0 || rc->members.empty()) {
+      FinishJoin(Status::Internal("the rendezvous completed a round without this node"));
+      return;
+    }
+    round.master_addr = rc->members[0].addr;
+    round.master_port = rc->members[0].master_port;
+    if (options_.fixed_master) {
+      round.master_addr = options_.fixed_master->first;
+      round.master_port = options_.fixed_master->second;
+    }
+    round_ = rc->round;
+    if (!rc->hint_note.empty()) spdlog::warn("--node-rank ignored: {}", rc->hint_note);
+    spdlog::info("round {} complete: {} nodes, world size {}, this node is group rank {}",
+                 rc->round, rc->members.size(), rc->world_size, round.group_rank);
+    FinishJoin(round);
+    return;
+  }
+  if (const auto* r = std::get_if<rdzv::RestartRequested>(&update)) {
+    if (phase_ == Phase::kRunning) Changed(Why(*r));
+    return;
+  }
+  if (const auto* r = std::get_if<rdzv::Rejected>(&update)) {
+    if (phase_ == Phase::kJoining) {
+      FinishJoin(Status(rdzv::ToStatus(*r).code() == Status::Code::kAborted
+                            ? Status::Aborted("rendezvous run '" + options_.client.run_id +
+                                              "' is closed: " + r->message +
+                                              " (use a new --rdzv-id for a new job)")
+                            : rdzv::ToStatus(*r)));
+    }
+    return;
+  }
+  if (const auto* t = std::get_if<rdzv::TimedOut>(&update)) {
+    if (phase_ == Phase::kJoining) FinishJoin(Status::DeadlineExceeded(t->message));
+    return;
+  }
+  if (const auto* e = std::get_if<rdzv::Evicted>(&update)) {
+    if (phase_ == Phase::kRunning) Changed("this node was evicted: " + e->message);
+    return;
+  }
+  if (std::get_if<rdzv::Closed>(&update)) {
+    closed_ = true;
+    if (phase_ == Phase::kJoining) {
+      FinishJoin(Status::Aborted("rendezvous run '" + options_.client.run_id +
+                                 "' was closed while this node was joining"));
+    }
+  }
+}
+
+void GrpcRendezvous::OnStreamEnd(const Status& status) {
+  if (status.ok() || status.IsAborted()) return;  // finished by the server, or cancelled by us
+  if (phase_ == Phase::kJoining) {
+    FinishJoin(status);
+  } else if (phase_ == Phase::kRunning && !closed_) {
+    Changed("lost the rendezvous server (" + status.message() + ")");
+  }
+}
+
+void GrpcRendezvous::FinishJoin(Result<Round> result) {
+  join_timer_.cancel();
+  status_timer_.cancel();
+  phase_ = result.ok() ? Phase::kRunning : Phase::kIdle;
+  if (!result.ok()) client_->CancelJoin();
+  auto done = std::move(pending_);
+  pending_ = nullptr;
+  if (done) done(result);
+}
+
+void GrpcRendezvous::Changed(const std::string& why) {
+  phase_ = Phase::kIdle;
+  if (on_change_) on_change_(/*charged=*/false, why);
+}
+
+void GrpcRendezvous::ArmKeepAlive() {
+  keep_alive_timer_.expires_after(ToDuration(options_.client.params.keep_alive_interval));
+  keep_alive_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || phase_ == Phase::kShutdown) return;
+    client_->KeepAlive([this](const Status& s) {
+      if (s.IsNotFound() && phase_ == Phase::kRunning) {
+        Changed("the rendezvous no longer knows this node (" + s.message() + ")");
+      } else if (!s.ok() && !s.IsAborted()) {
+        spdlog::warn("keep-alive failed: {}", s.message());
+      }
+    });
+    ArmKeepAlive();
+  });
+}
+
+void GrpcRendezvous::ArmStatusLine() {
+  status_timer_.expires_after(kStatusEvery);
+  status_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || phase_ != Phase::kJoining) return;
+    client_->GetState(std::chrono::seconds(2), [this](const Result<rdzv::RunState>& st) {
+      if (phase_ != Phase::kJoining) return;
+      if (!st.ok()) {
+        spdlog::info("waiting for the rendezvous at {}: {}", options_.client.endpoint,
+                     st.status().message());
+        return;
+      }
+      std::string line = "waiting for nodes: " + std::to_string(st->participants) + "/" +
+                         std::to_string(st->max_nodes) + " (min " +
+                         std::to_string(st->min_nodes) + ")";
+      if (st->last_call_in_s >= 0) {
+        line += ", last call in " + std::to_string(static_cast<int>(std::ceil(st->last_call_in_s))) + " s";
+      }
+      spdlog::info("{}", line);
+    });
+    ArmStatusLine();
+  });
+}
+
+void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done) {
+  phase_ = Phase::kShutdown;
+  join_timer_.cancel();
+  keep_alive_timer_.cancel();
+  status_timer_.cancel();
+  client_->CancelJoin();
+  const rdzv::LeaveReason leave = reason == ShutdownReason::kSignal
+                                      ? rdzv::LeaveReason::kSignal
+                                      : rdzv::LeaveReason::kNormalExit;
+  client_->Leave(leave, ToDuration(options_.close_timeout), [this, done](const Status& s) {
+    if (!s.ok()) spdlog::warn("could not leave the rendezvous: {}", s.message());
+    if (!hosted_) {
+      done();
+      return;
+    }
+    ExitBarrier(done);
+  });
+}
+
+// The hosting agent keeps serving until the other nodes are gone.
+void GrpcRendezvous::ExitBarrier(std::function<void()> done) {
+  barrier_done_ = std::move(done);
+  barrier_deadline_ = std::chrono::steady_clock::now() + ToDuration(options_.exit_barrier_timeout);
+  CheckBarrier();
+}
+
+void GrpcRendezvous::CheckBarrier() {
+  client_->GetState(std::chrono::seconds(2), [this](const Result<rdzv::RunState>& st) {
+    const bool drained = !st.ok() || st->live_nodes == 0;
+    if (!drained && std::chrono::steady_clock::now() < barrier_deadline_) {
+      barrier_timer_.expires_after(kBarrierCheckEvery);
+      barrier_timer_.async_wait([this](const boost::system::error_code& ec) {
+        if (!ec) CheckBarrier();
+      });
+      return;
+    }
+    if (!drained) {
+      spdlog::warn("exit barrier: {} node(s) still in the run after {} s; stopping the "
+                   "rendezvous server",
+                   st->live_nodes, options_.exit_barrier_timeout.count());
+    }
+    hosted_->Stop();
+    hosted_.reset();
+    auto done = std::move(barrier_done_);
+    barrier_done_ = nullptr;
+    done();
+  });
+}
+
+}  // namespace ctrun::launcher

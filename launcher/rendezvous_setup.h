@@ -1,0 +1,32 @@
+// Chooses and builds this node's RendezvousHandler from the LaunchConfig:
+//
+//   --nnodes 1 / --standalone        LocalRendezvous (no network)
+//   --rdzv-backend c10d (or grpc)    GrpcRendezvous with the server at
+//                                    --rdzv-endpoint (default port 29400), hosted
+//                                    by the agent on that host (or is_host=1)
+//   --rdzv-backend static            GrpcRendezvous with fixed membership: the
+//                                    node-rank-0 agent hosts ctrun's rendezvous at
+//                                    --master-addr:(--master-port + 1) (or at
+//                                    --rdzv-endpoint when given); group ranks are
+//                                    the node ranks; workers get exactly
+//                                    --master-addr:--master-port
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <memory>
+
+#include "base/result.h"
+#include "launcher/config.h"
+#include "launcher/rendezvous_handler.h"
+
+namespace ctrun::launcher {
+
+// Errors: InvalidArgument for a combination the backend cannot serve (a
+// missing endpoint, an etcd backend, an unreadable token file); Unavailable
+// when is_host=1 was given and the server cannot listen. `io` and `config`
+// must outlive the handler.
+Result<std::unique_ptr<RendezvousHandler>> MakeRendezvous(boost::asio::io_context& io,
+                                                          const LaunchConfig& config,
+                                                          const Environment& env);
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,98 @@
+// RendezvousClient: one node's connection to a rendezvous server (in the
+// hosting agent or the ctrund daemon).
+//
+// It speaks proto/rendezvous.proto and hands the caller the machine's own
+// vocabulary (events.h): proto types stop here. Calls are asynchronous; every
+// result is delivered through the `post` function given at construction (the
+// agent passes one that posts onto its Asio loop), never on a gRPC thread.
+//
+// Connecting: calls wait for the server to become reachable (gRPC
+// wait-for-ready) — a server that starts later is fine; the caller bounds the
+// wait with its own join timeout.
+//
+// Thread model: construct, call and destroy on the caller's thread. The
+// destructor cancels open calls; callbacks already posted may still run, so
+// the poster must drop them once the owner is gone (the agent's io_context
+// outlives the client).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "base/result.h"
+#include "rendezvous/events.h"
+#include "rendezvous/rdzv_params.h"
+
+namespace ctrun::rdzv {
+
+struct ClientOptions {
+  std::string endpoint;   // "host:port" or "[v6]:port"
+  std::string run_id;
+  NodeId node;
+  uint64_t incarnation = 0;
+  Params params;          // sent with every Join
+  std::string token;      // "" = none
+};
+
+// What a Join stream delivers: a decision addressed to this node.
+using Update = std::variant<Admitted, RoundComplete, RestartRequested, Rejected, TimedOut,
+                            Evicted, Closed>;
+
+struct JoinArgs {
+  std::optional<int> hint_rank;
+  int local_world_size = 1;
+  std::string addr;       // "" = let the server use the address it sees
+  int master_port = 0;    // free port on this node for MASTER_PORT
+};
+
+// The run as the status query sees it.
+struct RunState {
+  uint64_t round = 0;
+  bool complete = false;
+  bool closed = false;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int participants = 0;
+  int live_nodes = 0;
+  double last_call_in_s = -1;  // < 0: no last call armed
+};
+
+class RendezvousClient {
+ public:
+  using Post = std::function<void(std::function<void()>)>;
+
+  RendezvousClient(ClientOptions options, Post post);
+  ~RendezvousClient();
+  RendezvousClient(const RendezvousClient&) = delete;
+  RendezvousClient& operator=(const RendezvousClient&) = delete;
+
+  // Opens a Join stream (closing the previous one, whose callbacks then stop).
+  // `on_update` runs for every update; `on_end` once when the stream ends:
+  // OK when the server finished it, Unavailable when the server went away,
+  // PermissionDenied-like FailedPrecondition for a token or version mismatch.
+  void Join(const JoinArgs& args, std::function<void(const Update&)> on_update,
+            std::function<void(const Status&)> on_end);
+
+  // Closes the current Join stream, if any, without telling the server.
+  void CancelJoin();
+
+  // `done` gets OK, or the rejection as a Status (ToStatus), or Unavailable.
+  void KeepAlive(std::function<void(const Status&)> done);
+
+  // `done` gets OK or Unavailable; bounded by `timeout`.
+  void Leave(LeaveReason reason, Duration timeout, std::function<void(const Status&)> done);
+
+  // The run's state; bounded by `timeout`.
+  void GetState(Duration timeout, std::function<void(const Result<RunState>&)> done);
+
+  const ClientOptions& options() const { return options_; }
+
+ private:
+  class Impl;
+  ClientOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ctrun::rdzv

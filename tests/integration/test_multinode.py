@@ -1,0 +1,124 @@
+"""Several ctrun agents on one host (distinct --local-addr 127.0.0.x) forming
+a job through ctrun's gRPC rendezvous, with real PyTorch workers (Gloo)."""
+import os
+import signal
+import socket
+import subprocess
+import unittest
+
+import harness as h
+
+FAST = "last_call_timeout=1,keep_alive_interval=0.5,keep_alive_max_attempt=2,join_timeout=60"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Job:
+    """Agents of one run, started and cleaned up by the test."""
+
+    def __init__(self, test, nnodes, nproc, conf=FAST, extra_env=None, backend="c10d"):
+        self.test = test
+        self.port = free_port()
+        self.nnodes = nnodes
+        self.nproc = nproc
+        self.conf = conf
+        self.backend = backend
+        self.env = h.base_env(**(extra_env or {}))
+        self.agents = []
+
+    def start(self, index, *extra):
+        args = ["--nnodes", self.nnodes, "--nproc-per-node", str(self.nproc),
+                "--rdzv-backend", self.backend, "--rdzv-endpoint", f"127.0.0.1:{self.port}",
+                "--rdzv-id", "job", "--local-addr", f"127.0.0.{index + 1}",
+                "--rdzv-conf", self.conf, "--tee", "3", *extra]
+        p = h.start(args, env=self.env)
+        self.agents.append(p)
+        self.test.addCleanup(lambda: p.poll() is None and p.kill())
+        return p
+
+
+class MultiNodeTest(unittest.TestCase):
+    def test_four_agents_two_workers_each_all_reduce(self):
+        job = Job(self, "4", 2)
+        for i in range(4):
+            job.start(i, h.worker("allreduce.py"))
+        outs = [p.communicate(timeout=120) for p in job.agents]
+        for p, (out, err) in zip(job.agents, outs):
+            self.assertEqual(p.returncode, 0, err)
+        allout = "".join(o for o, _ in outs)
+        for rank in range(8):
+            self.assertIn(f"rank {rank} world 8 sum 36", allout)
+
+    def test_scale_up_restart_is_not_charged(self):
+        d = h.tempdir(self)
+        fifo = h.Fifo(d)
+        self.addCleanup(fifo.close)
+        job = Job(self, "2:4", 1, extra_env={"ANNOUNCE": fifo.path, "TARGET_WORLD": "3"})
+        script = h.worker("elastic_allreduce.py")
+        job.start(0, script)
+        job.start(1, script)
+        first = fifo.lines(2, timeout=60)
+        self.assertEqual(sorted(line.split()[1] for line in first), ["2", "2"])
+        job.start(2, script)
+        second = fifo.lines(3, timeout=60)
+        for line in second:
+            pid, world, restarts, _ = line.split()
+            self.assertEqual(world, "3")
+            self.assertEqual(restarts, "0")  # the restart budget (0) was not spent
+        for p in job.agents:
+            out, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 0, err)
+
+    def test_survivors_restart_after_kill9_of_an_agent(self):
+        d = h.tempdir(self)
+        fifo = h.Fifo(d)
+        self.addCleanup(fifo.close)
+        job = Job(self, "2:3", 2, extra_env={"ANNOUNCE": fifo.path, "TARGET_WORLD": "4"})
+        script = h.worker("elastic_allreduce.py")
+        for i in range(3):
+            job.start(i, script)
+        lines = fifo.lines(6, timeout=60)
+        self.assertTrue(all(line.split()[1] == "6" for line in lines), lines)
+        victim = job.agents[2]
+        victim.kill()
+        victim.communicate(timeout=10)
+        lines = fifo.lines(4, timeout=60)
+        self.assertTrue(all(line.split()[1] == "4" for line in lines), lines)
+        for p in job.agents[:2]:
+            out, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertIn("was lost", err)
+        self.assertEqual(out.count("world 4 sum 10"), 2)
+
+    def test_unreachable_endpoint_fails_within_join_timeout(self):
+        port = free_port()
+        r = h.run(["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                   "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "lonely",
+                   "--rdzv-conf", "join_timeout=2,is_host=0", "--no-python", "/bin/true"],
+                  timeout=60)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("join_timeout", r.stderr)
+
+    def test_signal_to_an_agent_stops_its_workers(self):
+        d = h.tempdir(self)
+        fifo = h.Fifo(d)
+        self.addCleanup(fifo.close)
+        job = Job(self, "2", 1, extra_env={"ANNOUNCE": fifo.path, "TARGET_WORLD": "99"})
+        script = h.worker("elastic_allreduce.py")
+        job.start(0, script)
+        job.start(1, script)
+        pids = [int(line.split()[0]) for line in fifo.lines(2, timeout=60)]
+        for p in job.agents:
+            p.send_signal(signal.SIGTERM)
+        for p in job.agents:
+            p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 128 + signal.SIGTERM)
+        self.assertEqual(h.wait_gone(pids, timeout=5), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
