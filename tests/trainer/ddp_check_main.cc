@@ -1,5 +1,7 @@
 // trainer_ddp_check: a helper the Python tests launch.
 //
+//   trainer_ddp_check allreduce-bench [NUMEL]   (under a launcher's env)
+//       rank 0 prints the mean latency of 1000 all-reduces of NUMEL floats.
 //   trainer_ddp_check sampler          < "n replicas seed epoch shuffle drop_last consumed" lines
 //       prints, per input line and rank, "rank: i i i ..." then a blank line.
 //   trainer_ddp_check train [--single] --world W --steps K --batch B [--accum A]
@@ -14,6 +16,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -165,12 +168,36 @@ int RunTrain(int argc, char** argv) {
   return 0;
 }
 
+// Times 1000 in-place all-reduces of `numel` floats (latency of the raw
+// process group, to compare with torch.distributed from Python).
+int RunAllReduceBench(int64_t numel) {
+  at::set_num_threads(1);
+  auto env = ct::ReadDistEnv(ct::ProcessEnv());
+  if (!env.ok()) return Fail(env.status());
+  auto comm = ct::ConnectProcessGroup(*env, {});
+  if (!comm.ok()) return Fail(comm.status());
+  at::Tensor t = at::ones({numel});
+  auto time_n = [&](int n) {
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) {
+      auto status = ct::WaitWork((*comm)->AllReduceSum(t), "all-reduce");
+      if (!status.ok()) return -1.0;
+    }
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / n;
+  };
+  time_n(50);
+  const double us = time_n(1000);
+  if (env->rank == 0) std::printf("c++ allreduce us %.1f\n", us);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "sampler") return RunSampler();
   if (mode == "train") return RunTrain(argc, argv);
+  if (mode == "allreduce-bench") return RunAllReduceBench(argc > 2 ? std::stoll(argv[2]) : 80202);
   std::fprintf(stderr, "usage: trainer_ddp_check sampler|train ...\n");
   return 2;
 }
