@@ -1,5 +1,6 @@
 """Several ctrun agents on one host (distinct --local-addr 127.0.0.x) forming
 a job through ctrun's gRPC rendezvous, with real PyTorch workers (Gloo)."""
+import json
 import os
 import signal
 import socket
@@ -93,6 +94,59 @@ class MultiNodeTest(unittest.TestCase):
             self.assertEqual(p.returncode, 0, err)
             self.assertIn("was lost", err)
         self.assertEqual(out.count("world 4 sum 10"), 2)
+
+    def test_daemon_serves_two_runs_at_once(self):
+        ctrund = os.path.join(h.build_dir(), "rendezvous", "ctrund")
+        daemon = subprocess.Popen([ctrund, "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: daemon.poll() is None and daemon.kill())
+        line = daemon.stdout.readline()  # "ctrund: serving rendezvous on 127.0.0.1:PORT"
+        self.assertIn("serving rendezvous on", line)
+        endpoint = line.split()[-1]
+        agents = []
+        for run in ("alpha", "beta"):
+            for i in range(2):
+                agents.append(h.start([
+                    "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                    "--rdzv-endpoint", endpoint, "--rdzv-id", run,
+                    "--local-addr", f"127.0.0.{i + 1}", "--rdzv-conf", FAST + ",is_host=0",
+                    "--tee", "1", h.worker("allreduce.py")]))
+        for p in agents:
+            self.addCleanup(lambda p=p: p.poll() is None and p.kill())
+        outs = []
+        for p in agents:
+            out, err = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 0, err)
+            outs.append(out)
+        self.assertEqual("".join(outs[:2]).count("world 4 sum 10"), 4)
+        self.assertEqual("".join(outs[2:]).count("world 4 sum 10"), 4)
+        daemon.send_signal(signal.SIGTERM)
+        daemon.communicate(timeout=30)
+        self.assertEqual(daemon.returncode, 0)
+
+    def test_static_backend_uses_master_addr_and_node_ranks(self):
+        port = free_port()
+        dirs = {rank: h.tempdir(self) for rank in (0, 1)}
+        # Node rank 1 starts first and has the lower address: ranks still follow --node-rank.
+        agents = {rank: h.start(["--nnodes", "2", "--nproc-per-node", "2", "--node-rank", str(rank),
+                                 "--master-addr", "127.0.0.1", "--master-port", str(port),
+                                 "--local-addr", f"127.0.0.{2 - rank}", h.worker("dump_env.py")],
+                                env=h.base_env(DUMP_DIR=dirs[rank]))
+                  for rank in (1, 0)}
+        for p in agents.values():
+            self.addCleanup(lambda p=p: p.poll() is None and p.kill())
+        for p in agents.values():
+            _, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 0, err)
+        for node_rank, d in dirs.items():
+            for lr in range(2):
+                with open(os.path.join(d, f"env_0_{lr}.json")) as f:
+                    e = json.load(f)["env"]
+                self.assertEqual(e["GROUP_RANK"], str(node_rank))
+                self.assertEqual(e["RANK"], str(node_rank * 2 + lr))
+                self.assertEqual(e["WORLD_SIZE"], "4")
+                self.assertEqual(e["MASTER_ADDR"], "127.0.0.1")
+                self.assertEqual(e["MASTER_PORT"], str(port))
 
     def test_unreachable_endpoint_fails_within_join_timeout(self):
         port = free_port()
