@@ -17,6 +17,7 @@ Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s);
 
 constexpr auto kStatusEvery = std::chrono::seconds(5);
 constexpr auto kBarrierCheckEvery = std::chrono::milliseconds(200);
+constexpr Duration kSignalLeaveTimeout = std::chrono::seconds(2);
 
 std::string Why(const rdzv::RestartRequested& r) {
   switch (r.reason) {
@@ -228,7 +229,11 @@ void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
   const rdzv::LeaveReason leave = reason == ShutdownReason::kSignal
                                       ? rdzv::LeaveReason::kSignal
                                       : rdzv::LeaveReason::kNormalExit;
-  client_->Leave(leave, ToDuration(options_.close_timeout), [this, done](const Status& s) {
+  // On a signal, leave promptly: the peers learn of it from the keep-alives anyway.
+  const Duration timeout = reason == ShutdownReason::kSignal
+                               ? std::min(ToDuration(options_.close_timeout), kSignalLeaveTimeout)
+                               : ToDuration(options_.close_timeout);
+  client_->Leave(leave, timeout, [this, done](const Status& s) {
     if (!s.ok()) spdlog::warn("could not leave the rendezvous: {}", s.message());
     if (!hosted_) {
       done();

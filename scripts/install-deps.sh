@@ -14,7 +14,7 @@ pkgs=(
   # the demo's data set
   dataset-fashion-mnist
   # tests: process inspection, PID namespaces
-  procps util-linux iproute2
+  procps util-linux iproute2 iptables
 )
 
 sudo=""

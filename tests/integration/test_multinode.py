@@ -8,6 +8,7 @@ import subprocess
 import unittest
 
 import harness as h
+import netns
 
 FAST = "last_call_timeout=1,keep_alive_interval=0.5,keep_alive_max_attempt=2,join_timeout=60"
 
@@ -172,6 +173,44 @@ class MultiNodeTest(unittest.TestCase):
             p.communicate(timeout=60)
             self.assertEqual(p.returncode, 128 + signal.SIGTERM)
         self.assertEqual(h.wait_gone(pids, timeout=5), [])
+
+
+class PartitionTest(unittest.TestCase):
+    """Three hosts in network namespaces; one is cut off by iptables."""
+
+    def test_partitioned_host_is_handled_like_a_node_loss(self):
+        if not netns.available():
+            self.skipTest("needs root, ip and iptables for network namespaces")
+        hosts = netns.Hosts(3, "10.213.57", f"ct{os.getpid() % 100000}")
+        self.addCleanup(hosts.down)
+        hosts.up()
+        d = h.tempdir(self)
+        fifo = h.Fifo(d)
+        self.addCleanup(fifo.close)
+        env = h.base_env(ANNOUNCE=fifo.path, TARGET_WORLD="2", GLOO_SOCKET_IFNAME="eth0")
+        agents = []
+        for i in range(3):
+            argv = [h.ctrun_bin(), "--nnodes", "2:3", "--nproc-per-node", "1",
+                    "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{hosts.ip(0)}:29400",
+                    "--rdzv-id", "part", "--local-addr", hosts.ip(i), "--rdzv-conf", FAST,
+                    "--tee", "3", h.worker("elastic_allreduce.py")]
+            p = subprocess.Popen(hosts.command(i, argv), env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            self.addCleanup(lambda p=p: p.poll() is None and p.kill())
+            agents.append(p)
+        lines = fifo.lines(3, timeout=60)
+        self.assertTrue(all(line.split()[1] == "3" for line in lines), lines)
+        hosts.partition(2)
+        lines = fifo.lines(2, timeout=60)
+        self.assertEqual(sorted(line.split()[3] for line in lines), ["0", "1"])
+        self.assertTrue(all(line.split()[1] == "2" for line in lines), lines)
+        for p in agents[:2]:
+            out, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertIn("was lost", err)
+            self.assertIn("world 2 sum 3", out)
+        agents[2].send_signal(signal.SIGTERM)
+        agents[2].communicate(timeout=60)
 
 
 if __name__ == "__main__":
