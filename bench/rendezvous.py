@@ -1,0 +1,197 @@
+"""Rendezvous at scale and node-loss recovery: ctrun vs torchrun (torch 1.13,
+patched in-process), side by side in one run. See bench/rendezvous.sh."""
+import argparse
+import os
+import select
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PY = "/usr/bin/python3"
+TORCHRUN = [PY, os.path.join(HERE, "torchrun_compat.py")]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env(**extra):
+    e = dict(os.environ)
+    e["OMP_NUM_THREADS"] = "1"
+    e["LOGLEVEL"] = "ERROR"
+    e.update({k: str(v) for k, v in extra.items()})
+    return e
+
+
+def wait_all(procs, timeout):
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        left = max(0.1, deadline - time.monotonic())
+        try:
+            p.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            for q in procs:
+                q.wait()
+            return False
+    return all(p.returncode == 0 for p in procs)
+
+
+def ctrun_agents(ctrun, n, worker, port, extra_env=None, conf=""):
+    procs = []
+    for i in range(n):
+        host = "is_host=1" if i == 0 else "is_host=0"
+        c = ",".join(x for x in (host, conf) if x)
+        procs.append(subprocess.Popen(
+            [ctrun, "--nnodes", str(n), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+             "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "bench",
+             "--local-addr", f"127.0.{i // 250}.{i % 250 + 1}", "--rdzv-conf", c,
+             "--no-python"] + worker, env=env(**(extra_env or {})),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return procs
+
+
+def torchrun_agents(n, worker, port, nnodes=None, extra_env=None):
+    return [subprocess.Popen(
+        TORCHRUN + ["--nnodes", nnodes or str(n), "--nproc_per_node", "1", "--rdzv_backend", "c10d",
+                    "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", "bench",
+                    "--monitor_interval", "0.1", "--no_python"] + worker,
+        env=env(**(extra_env or {})), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(n)]
+
+
+def time_job(start_fn, timeout):
+    t0 = time.perf_counter()
+    procs = start_fn()
+    ok = wait_all(procs, timeout)
+    return time.perf_counter() - t0 if ok else float("nan")
+
+
+def process_floor(ctrun, n):
+    """Starting n agent binaries that do nothing (`ctrun --version`): the floor."""
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen([ctrun, "--version"], stdout=subprocess.DEVNULL) for _ in range(n)]
+    for p in procs:
+        p.wait()
+    return time.perf_counter() - t0
+
+
+class Fifo:
+    def __init__(self, d):
+        self.path = os.path.join(d, "fifo")
+        os.mkfifo(self.path)
+        self.rfd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        self.wfd = os.open(self.path, os.O_WRONLY)
+        self.buf = b""
+
+    def line(self, timeout):
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if select.select([self.rfd], [], [], left)[0]:
+                self.buf += os.read(self.rfd, 4096)
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.decode()
+
+
+# A worker that announces "<world size>" on $FIFO, then waits to be stopped.
+ANNOUNCE = ["/bin/sh", "-c", 'echo "$WORLD_SIZE" > "$FIFO"; exec sleep 1000']
+
+
+def node_loss(start_fn, timeout):
+    """3 agents (2:3), kill -9 one; seconds until both survivors' new workers run."""
+    with tempfile.TemporaryDirectory() as d:
+        fifo = Fifo(d)
+        procs = start_fn(fifo.path)
+        try:
+            for _ in range(3):
+                if fifo.line(120) != "3":
+                    return float("nan")
+            t0 = time.perf_counter()
+            procs[2].kill()
+            seen = 0
+            while seen < 2:
+                line = fifo.line(timeout - (time.perf_counter() - t0))
+                if line is None:
+                    return float("inf")
+                if line == "2":
+                    seen += 1
+            return time.perf_counter() - t0
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGKILL)
+            for p in procs:
+                p.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="4,64,256,1024")
+    ap.add_argument("--torchrun-sizes", default="4,16")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--loss-timeout", type=float, default=60)
+    args = ap.parse_args()
+    build = os.environ.get("CTRUN_BUILD_DIR", os.path.join(ROOT, "build"))
+    ctrun = os.path.join(build, "launcher", "ctrun")
+    if not os.access(ctrun, os.X_OK):
+        sys.exit(f"{ctrun} not found: build first (scripts/build.sh) or set CTRUN_BUILD_DIR")
+
+    rows = []
+    results = {}
+    for n in [int(x) for x in args.sizes.split(",")]:
+        reps = args.reps if n <= 64 else 1
+        times = [time_job(lambda: ctrun_agents(ctrun, n, ["/bin/true"], free_port()), 600)
+                 for _ in range(reps)]
+        floor = process_floor(ctrun, n)
+        med = statistics.median(times)
+        rows.append((f"ctrun    {n:5} agents", min(times), med, floor))
+        results[n] = (med, floor)
+    for n in [int(x) for x in args.torchrun_sizes.split(",")]:
+        times = [time_job(lambda: torchrun_agents(n, ["/bin/true"], free_port()), 600)
+                 for _ in range(args.reps)]
+        rows.append((f"torchrun {n:5} agents", min(times), statistics.median(times), float("nan")))
+
+    def ctrun_agents_elastic(ctrun, fifo):
+        port = free_port()
+        procs = []
+        for i in range(3):
+            procs.append(subprocess.Popen(
+                [ctrun, "--nnodes", "2:3", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                 "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "loss",
+                 "--local-addr", f"127.0.0.{i + 1}", "--rdzv-conf",
+                 "is_host=1" if i == 0 else "is_host=0", "--no-python"] + ANNOUNCE,
+                env=env(FIFO=fifo), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        return procs
+
+    c_loss = node_loss(lambda fifo: ctrun_agents_elastic(ctrun, fifo), args.loss_timeout)
+    t_loss = node_loss(lambda fifo: torchrun_agents(3, ANNOUNCE, free_port(), nnodes="2:3",
+                                                    extra_env={"FIFO": fifo}), args.loss_timeout)
+
+    print(f"{'case':24} {'min s':>9} {'median s':>9} {'floor s':>9}")
+    for name, lo, med, floor in rows:
+        print(f"{name:24} {lo:9.3f} {med:9.3f} {floor:9.3f}")
+    print()
+    for n, (med, floor) in results.items():
+        print(f"ctrun {n:5} agents: {med / floor:.2f} x the time to start {n} agent processes")
+    fmt = lambda v: "no restart" if v == float("inf") else f"{v:.2f} s"
+    print(f"survivors restarted after kill -9 of one agent: ctrun {fmt(c_loss)}, "
+          f"torchrun {fmt(t_loss)} (limit {args.loss_timeout:.0f} s)")
+    if 4 in results:
+        print(f"RESULT rdzv_4_agents_s {results[4][0]:.3f}")
+    print(f"RESULT node_loss_restart_s {c_loss:.3f}")
+
+
+if __name__ == "__main__":
+    main()
