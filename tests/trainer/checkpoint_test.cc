@@ -1,8 +1,9 @@
-#include <catch2/catch.hpp>
-
 #include <ATen/ATen.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
+// torch pulls in glog, whose CHECK would replace Catch's.
+#undef CHECK
+#include <catch2/catch.hpp>
 #include <unistd.h>
 
 #include <filesystem>
