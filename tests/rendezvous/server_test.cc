@@ -3,6 +3,8 @@
 #include "rendezvous/server.h"
 
 #include <catch2/catch.hpp>
+#include <thread>
+#include <vector>
 
 #include "rdzv_test_client.h"
 
@@ -275,6 +277,49 @@ TEST_CASE("a Join of a live node with another incarnation is rejected and leaves
 
   auto b = client.Join(MakeJoin("job", "node2", 22, 2, 2));
   CHECK(first->NextOf(v1::Update::kRoundComplete).has_value());
+}
+
+TEST_CASE("a node whose join deadline passes gets TimedOut and its stream ends") {
+  ServerOptions options;
+  Params params = RunParams(2, 2);
+  params.join_timeout = std::chrono::milliseconds(300);
+  options.runs.push_back({"job", params});
+  auto server = StartServer(options);
+  TestClient client(server->port());
+  auto a = client.Join(MakeJoin("job", "node1", 11, 2, 2));
+  Expect(*a, v1::Update::kAdmitted);
+  CHECK(Expect(*a, v1::Update::kTimedOut).timed_out().message().find("join_timeout") != std::string::npos);
+  ExpectEnd(*a);
+}
+
+TEST_CASE("pushes to a node whose stream was cancelled are dropped; the others still get theirs") {
+  auto server = FixedServer("job", 2, 2);
+  TestClient client(server->port());
+  auto a = client.Join(MakeJoin("job", "node1", 11, 2, 2));
+  Expect(*a, v1::Update::kAdmitted);
+  a.reset();  // cancels the stream; the machine still holds node1
+  auto b = client.Join(MakeJoin("job", "node2", 22, 2, 2));
+  Expect(*b, v1::Update::kAdmitted);
+  CHECK(Expect(*b, v1::Update::kRoundComplete).round_complete().members_size() == 2);
+}
+
+TEST_CASE("eight nodes joining at once from eight threads all get the same RoundComplete") {
+  constexpr int kNodes = 8;
+  auto server = FixedServer("job", kNodes, kNodes);
+  std::vector<std::string> rounds(kNodes);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kNodes; ++i) {
+    threads.emplace_back([&, i] {
+      TestClient client(server->port());
+      auto s = client.Join(MakeJoin("job", "node" + std::to_string(i), 100 + i, kNodes, kNodes));
+      if (std::optional<v1::Update> u = s->NextOf(v1::Update::kRoundComplete)) rounds[i] = u->SerializeAsString();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  v1::Update first;
+  REQUIRE(first.ParseFromString(rounds[0]));
+  CHECK(first.round_complete().members_size() == kNodes);
+  for (int i = 1; i < kNodes; ++i) CHECK(rounds[i] == rounds[0]);
 }
 
 TEST_CASE("Shutdown ends every open Join stream") {
