@@ -96,6 +96,17 @@ Status DistributedDataParallel::Init() {
     return Status::InvalidArgument("DDP: the module has no parameter that requires grad");
   }
   CTRUN_RETURN_IF_ERROR(BroadcastFromRoot(comm_, module_.parameters(true), "broadcast of parameters"));
+  if (options_.compression == GradCompression::kBf16 && comm_.size() > 1) {
+    // Gloo in torch 1.13 has no bfloat16 reduction; it fails on every rank
+    // alike, so probing here keeps the ranks in step.
+    at::Tensor probe = at::zeros({1}, at::kBFloat16);
+    Status probed = WaitWork(comm_.AllReduceSum(probe), "bf16 probe");
+    if (!probed.ok()) {
+      return Status::InvalidArgument("--grad-compression bf16: the " + comm_.backend() +
+                                     " process group of this libtorch cannot all-reduce bfloat16 (" +
+                                     probed.message() + "); use fp16 or none");
+    }
+  }
   CTRUN_RETURN_IF_ERROR(SyncBuffers());
 
   // Reverse registration order; a bucket closes when full or when dtype or

@@ -87,6 +87,19 @@ class DdpEquivalenceTest(unittest.TestCase):
         worst = self.assertClose(got, reference, TOL_FP16)
         self.assertGreater(worst, 0.0)  # it really went through fp16
 
+    def test_bf16_compression_is_close_or_refused_clearly(self):
+        path = self.out("bf16.bin")
+        argv = [self.tool, "train", "--world", "2", "--steps", "4", "--batch", "4", "--out", path,
+                "--compress", "bf16"]
+        results = run_ranks(argv, 2)
+        if all(code == 0 for code, _ in results):
+            self.assertClose(read_floats(path), self.single(2, 4, 4), 5e-2)
+            return
+        for code, err in results:  # torch 1.13's Gloo has no bf16 reduction
+            self.assertEqual(code, 1)
+            self.assertIn("--grad-compression bf16: the gloo process group of this libtorch "
+                          "cannot all-reduce bfloat16", err)
+
 
 if __name__ == "__main__":
     unittest.main()
