@@ -225,7 +225,6 @@ void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
   join_timer_.cancel();
   keep_alive_timer_.cancel();
   status_timer_.cancel();
-  client_->CancelJoin();
   const rdzv::LeaveReason leave = reason == ShutdownReason::kSignal
                                       ? rdzv::LeaveReason::kSignal
                                       : rdzv::LeaveReason::kNormalExit;
@@ -235,6 +234,7 @@ void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
                                : ToDuration(options_.close_timeout);
   client_->Leave(leave, timeout, [this, done](const Status& s) {
     if (!s.ok()) spdlog::warn("could not leave the rendezvous: {}", s.message());
+    client_->CancelJoin();
     if (!hosted_) {
       done();
       return;

@@ -1,5 +1,4 @@
 // ctrun: launches and supervises one node's PyTorch workers, as torchrun does.
-#include <grpc/support/log.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -19,6 +18,7 @@
 #include "launcher/rendezvous_setup.h"
 #include "launcher/worker_env.h"
 #include "launcher/workers.h"
+#include "rendezvous/server.h"
 
 namespace {
 
@@ -30,12 +30,10 @@ int UsageError(const Status& s) {
   return kExitUsage;
 }
 
-// gRPC's own log lines (e.g. a failed bind while probing who hosts the
-// rendezvous) are details; ctrun reports what matters in its own words.
-void GrpcLog(gpr_log_func_args* args) { spdlog::debug("grpc: {}", args->message); }
-
 void SetUpLogging(const Environment& env) {
-  gpr_set_log_function(GrpcLog);
+  // gRPC's own lines (e.g. a failed bind while probing who hosts the
+  // rendezvous) are details; ctrun reports what matters in its own words.
+  rdzv::RouteGrpcLogsToSpdlog();
   auto logger = spdlog::stderr_logger_st("ctrun");
   logger->set_pattern("[ctrun] %^%l%$: %v");
   spdlog::level::level_enum level = spdlog::level::info;

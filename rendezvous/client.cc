@@ -184,7 +184,7 @@ class RendezvousClient::Impl {
       Impl* impl = impl_;
       {
         std::lock_guard<std::mutex> lock(impl->mu_);
-        if (impl->join_ == this) impl->join_ = nullptr;
+        impl->joins_.erase(this);
       }
       delete this;
       impl->tracker_.End();
@@ -200,9 +200,12 @@ class RendezvousClient::Impl {
     v1::Update update_;
   };
 
+  // The previous stream is not cancelled: a cancelled stream tells the
+  // server this node is gone. The server ends it when the new Join arrives;
+  // its callbacks are dropped from now on.
   void Join(const JoinArgs& a, std::function<void(const Update&)> on_update,
             std::function<void(const Status&)> on_end) {
-    CancelJoin();
+    if (join_stale_) *join_stale_ = true;
     v1::JoinRequest req;
     req.set_version(v1::PROTOCOL_VERSION_1);
     req.set_run_id(options_.run_id);
@@ -228,7 +231,7 @@ class RendezvousClient::Impl {
     tracker_.Begin();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      join_ = call;
+      joins_.insert(call);
     }
     call->Start(req);
   }
@@ -236,7 +239,7 @@ class RendezvousClient::Impl {
   void CancelJoin() {
     if (join_stale_) *join_stale_ = true;
     std::lock_guard<std::mutex> lock(mu_);
-    if (join_) join_->Cancel();
+    for (JoinCall* call : joins_) call->Cancel();
   }
 
   // Runs one unary call with the callback API; `finish` maps the reply.
@@ -274,7 +277,7 @@ class RendezvousClient::Impl {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Rendezvous::Stub> stub_;
   std::mutex mu_;
-  JoinCall* join_ = nullptr;
+  std::set<JoinCall*> joins_;  // streams not yet done
   std::shared_ptr<std::atomic<bool>> join_stale_;
   std::set<grpc::ClientContext*> unary_;
   CallTracker tracker_;

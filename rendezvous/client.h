@@ -68,14 +68,16 @@ class RendezvousClient {
   RendezvousClient(const RendezvousClient&) = delete;
   RendezvousClient& operator=(const RendezvousClient&) = delete;
 
-  // Opens a Join stream (closing the previous one, whose callbacks then stop).
+  // Opens a Join stream; the previous one's callbacks stop (the server ends
+  // it when this Join reaches it).
   // `on_update` runs for every update; `on_end` once when the stream ends:
   // OK when the server finished it, Unavailable when the server went away,
   // PermissionDenied-like FailedPrecondition for a token or version mismatch.
   void Join(const JoinArgs& args, std::function<void(const Update&)> on_update,
             std::function<void(const Status&)> on_end);
 
-  // Closes the current Join stream, if any, without telling the server.
+  // Cancels the open Join streams. The server takes a cancelled stream as
+  // this node being gone (as if it left on a signal): call it after Leave.
   void CancelJoin();
 
   // `done` gets OK, or the rejection as a Status (ToStatus), or Unavailable.

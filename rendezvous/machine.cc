@@ -41,6 +41,7 @@ std::vector<Decision> RendezvousMachine::Step(const Event& event, TimePoint now)
                              "run is closed (the job finished or an agent closed it): node " +
                                  ToString(join->node) + " cannot join; start a new job with a new --rdzv-id"});
     }
+    StepFinishing(event, now, out);
     return out;
   }
   ApplyDeadlinesUntil(now, out);
@@ -177,7 +178,10 @@ void RendezvousMachine::DoClose(std::vector<Decision>& out) {
   if (closed_) return;
   closed_ = true;
   Closed closed{round_, {}};
-  for (const auto& [id, rec] : nodes_) closed.nodes.push_back(id);
+  for (const auto& [id, rec] : nodes_) {
+    closed.nodes.push_back(id);
+    if (rec.status == NodeStatus::kMember) finishing_[id] = Finishing{rec.incarnation, rec.last_seen};
+  }
   nodes_.clear();
   last_call_.reset();
   out.push_back(std::move(closed));
@@ -311,13 +315,39 @@ std::vector<NodeId> RendezvousMachine::NodesWith(NodeStatus status) const {
   return ids;
 }
 
+// After close, members that are still running are only remembered until they
+// leave or fall silent, so a host can wait for them before it stops serving.
+void RendezvousMachine::StepFinishing(const Event& event, TimePoint now, std::vector<Decision>& out) {
+  const Duration keep_alive_timeout = KeepAliveTimeout(params_);
+  for (auto it = finishing_.begin(); it != finishing_.end();) {
+    if (it->second.last_seen + keep_alive_timeout > now) {
+      ++it;
+      continue;
+    }
+    out.push_back(Evicted{it->first, "node " + ToString(it->first) + " sent no keep-alive for " +
+                                         FormatSeconds(keep_alive_timeout) + " after the run closed"});
+    it = finishing_.erase(it);
+  }
+  if (const KeepAlive* k = std::get_if<KeepAlive>(&event)) {
+    auto it = finishing_.find(k->node);
+    if (it != finishing_.end() && it->second.incarnation == k->incarnation) it->second.last_seen = now;
+  }
+  if (const Leave* l = std::get_if<Leave>(&event)) {
+    auto it = finishing_.find(l->node);
+    if (it != finishing_.end() && it->second.incarnation == l->incarnation) finishing_.erase(it);
+  }
+}
+
 std::optional<TimePoint> RendezvousMachine::NextDeadline() const {
-  if (closed_) return std::nullopt;
   std::optional<TimePoint> next;
   auto consider = [&next](TimePoint t) {
     if (!next || t < *next) next = t;
   };
   const Duration keep_alive_timeout = KeepAliveTimeout(params_);
+  if (closed_) {
+    for (const auto& [id, f] : finishing_) consider(f.last_seen + keep_alive_timeout);
+    return next;
+  }
   for (const auto& [id, rec] : nodes_) {
     consider(rec.last_seen + keep_alive_timeout);
     if (rec.join_deadline) consider(*rec.join_deadline);
@@ -342,7 +372,7 @@ Snapshot RendezvousMachine::State() const {
   std::sort(spares.begin(), spares.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [arrival, id] : spares) s.redundant.push_back(id);
   s.members = members_;
-  s.live_nodes = static_cast<int>(nodes_.size());
+  s.live_nodes = static_cast<int>(nodes_.size() + finishing_.size());
   s.last_call_deadline = last_call_;
   return s;
 }

@@ -32,6 +32,9 @@
 //    round, the others get RestartRequested{kNodeLost}.
 //  * Close{} or Leave{kNormalExit} closes the run for good: Closed{} to every
 //    node, every later Join is Rejected{kClosed}. Leave{kSignal} never closes.
+//    The members of the running round are still counted in live_nodes until
+//    they leave or miss their keep-alives (NextDeadline covers that expiry),
+//    so the agent hosting the server can wait for them before it stops.
 //  * A deadline is reached when now >= deadline. Every Step first applies,
 //    in time order, each deadline that is <= now (as a Tick at that instant
 //    would have), then the event.
@@ -75,7 +78,8 @@ struct Snapshot {
   std::vector<NodeId> rejoining;     // expected back before the forming round can complete
   std::vector<NodeId> redundant;     // hot spares, arrival order
   std::vector<Member> members;       // rank table of the running round; empty unless complete
-  int live_nodes = 0;                // every node the run holds (not left, evicted or timed out)
+  int live_nodes = 0;                // nodes the run holds, plus (once closed) members of the
+                                     // last round that have not left or fallen silent yet
   std::optional<TimePoint> last_call_deadline;  // set while forming with >= min_nodes participants
 
   bool operator==(const Snapshot&) const = default;
@@ -141,6 +145,7 @@ class RendezvousMachine {
   void OnKeepAlive(const KeepAlive& keep_alive, TimePoint now, std::vector<Decision>& out);
   void OnLeave(const Leave& leave, TimePoint now, std::vector<Decision>& out);
   void DoClose(std::vector<Decision>& out);
+  void StepFinishing(const Event& event, TimePoint now, std::vector<Decision>& out);
 
   void ApplyDeadlinesUntil(TimePoint now, std::vector<Decision>& out);
   void RemoveNode(NodeMap::iterator it, RestartReason reason, TimePoint now, std::vector<Decision>& out);
@@ -160,6 +165,13 @@ class RendezvousMachine {
   std::optional<TimePoint> last_call_;
   std::vector<Member> members_;  // valid while complete_
   NodeMap nodes_;
+  // After close: members of the last round still running (they keep sending
+  // keep-alives until they leave); Evicted when silent. Counted in live_nodes.
+  struct Finishing {
+    uint64_t incarnation = 0;
+    TimePoint last_seen;
+  };
+  std::map<NodeId, Finishing, NodeIdLess> finishing_;
   uint64_t next_arrival_ = 0;
   TimePoint latest_now_{};
 };

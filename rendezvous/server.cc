@@ -104,11 +104,18 @@ class StreamOwner {
 // OnDone unregisters the stream and deletes it.
 class JoinStream final : public grpc::ServerWriteReactor<v1::Update> {
  public:
-  JoinStream(StreamOwner* owner, std::string run_id, NodeId node)
-      : owner_(owner), run_id_(std::move(run_id)), node_(std::move(node)) {}
+  JoinStream(StreamOwner* owner, std::string run_id, NodeId node, uint64_t incarnation)
+      : owner_(owner), run_id_(std::move(run_id)), node_(std::move(node)), incarnation_(incarnation) {}
 
   const std::string& run_id() const { return run_id_; }
   const NodeId& node() const { return node_; }
+  uint64_t incarnation() const { return incarnation_; }
+  // The client cancelled the call or its connection broke (its agent died,
+  // or its host is gone) rather than the server ending the stream.
+  bool client_gone() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return client_gone_;
+  }
 
   // Queues `update` (then ends the stream OK when `finish_after`). False,
   // and nothing queued, when the stream is already ending; true means the
@@ -157,6 +164,7 @@ class JoinStream final : public grpc::ServerWriteReactor<v1::Update> {
       writing_ = false;
       if (!ok) {
         queue_.clear();
+        client_gone_ = !finish_;
         if (!finish_) finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
       }
       action = NextLocked();
@@ -168,6 +176,7 @@ class JoinStream final : public grpc::ServerWriteReactor<v1::Update> {
     Action action;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      client_gone_ = !finish_;
       if (!finish_) finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
       action = NextLocked();
     }
@@ -207,8 +216,10 @@ class JoinStream final : public grpc::ServerWriteReactor<v1::Update> {
   StreamOwner* const owner_;
   const std::string run_id_;
   const NodeId node_;
+  const uint64_t incarnation_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
+  bool client_gone_ = false;
   std::deque<v1::Update> queue_;  // front is being written while writing_; deque keeps it in place
   bool writing_ = false;
   std::optional<grpc::Status> finish_;  // wanted after the queue drains
@@ -291,19 +302,40 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   int port() const { return port_; }
   const std::string& address() const { return address_; }
 
+  // A node's current stream that its client dropped means the node is gone
+  // (agent killed, host lost): the machine hears it as a leave that does not
+  // close the run, so the others restart now instead of after the keep-alive
+  // timeout. A node that is in fact alive learns of it from its next
+  // keep-alive (UNKNOWN_NODE) and joins again. Streams the server ended, or
+  // that a newer Join replaced, say nothing.
   void StreamDone(JoinStream* stream) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto run = streams_.find(stream->run_id());
-    if (run == streams_.end()) return;
-    auto it = run->second.find(stream->node());
-    if (it == run->second.end() || it->second != stream) return;
-    run->second.erase(it);
-    if (run->second.empty()) streams_.erase(run);
+    Outbox out;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto run = streams_.find(stream->run_id());
+      if (run == streams_.end()) return;
+      auto it = run->second.find(stream->node());
+      if (it == run->second.end() || it->second != stream) return;
+      run->second.erase(it);
+      if (run->second.empty()) streams_.erase(run);
+      if (stream->client_gone() && !stopping_) {
+        Result<RendezvousMachine*> machine = registry_.Find(stream->run_id());
+        if (machine.ok() && (*machine)->StatusOf(stream->node())) {
+          rdzv::Leave leave{stream->node(), stream->incarnation(), LeaveReason::kSignal};
+          out.logs.push_back("rendezvous run '" + stream->run_id() + "': node " + ToString(leave.node) +
+                             " dropped its connection; taken as gone");
+          Route(stream->run_id(), (*machine)->Step(leave, Clock::now()), nullptr, nullptr, out);
+          Rearm(**machine);
+        }
+      }
+    }
+    out.Flush();
   }
 
   grpc::ServerWriteReactor<v1::Update>* Join(grpc::CallbackServerContext* context,
                                              const v1::JoinRequest* request) override {
-    auto* stream = new JoinStream(this, request->run_id(), NodeFromProto(request->node()));
+    auto* stream =
+        new JoinStream(this, request->run_id(), NodeFromProto(request->node()), request->incarnation());
     if (grpc::Status bad = CheckCall(request->version(), request->token()); !bad.ok()) {
       stream->FinishNow(bad);
       return stream;

@@ -10,8 +10,10 @@
 //
 // Join streams: a node's newer Join stream replaces its older one (the old
 // one is finished OK). A decision for a node with no open stream is dropped
-// (the node learns the state on its next Join). A stream the client cancels
-// is not reported to the machine: keep-alive expiry is the liveness signal.
+// (the node learns the state on its next Join). A node's current stream that
+// the client drops (agent killed, connection broken) is reported to the
+// machine as Leave{kSignal}: the others restart at once; a node that is in
+// fact alive learns of it from its next keep-alive and joins again.
 // Rejected, TimedOut, Evicted and Closed end the addressee's stream (OK)
 // after the update is written.
 //

@@ -19,6 +19,25 @@ TEST_CASE("Close tells every node and rejects later joins") {
   CHECK(s.Join("c") == Lines{"Rejected c closed"});
   CHECK(ToStatus(std::get<Rejected>(s.last().at(0))).IsAborted());
   CHECK(s.State().closed);
+  CHECK(s.State().live_nodes == 2);  // a and b still run; the spare is gone
+  CHECK(s.machine().NextDeadline() == s.At(seconds(15)));  // their keep-alive expiry
+}
+
+TEST_CASE("After close, running members stay live until they leave or fall silent") {
+  Script s(Nodes(3, 3));
+  s.Join("a");
+  s.Join("b");
+  s.Join("c");
+  CHECK(s.Leave("a", LeaveReason::kNormalExit) == Lines{"Closed r0 [b c]"});
+  CHECK(s.State().live_nodes == 2);
+  s.Jump(seconds(10));
+  CHECK(s.KeepAlive("b").empty());  // b keeps its place; c says nothing
+  CHECK(s.Leave("b", LeaveReason::kNormalExit).empty());
+  CHECK(s.State().live_nodes == 1);
+  CHECK(s.machine().NextDeadline() == s.At(seconds(15)));  // c's keep-alive expiry
+  s.Jump(seconds(5));
+  CHECK(s.Tick() == Lines{"Evicted c"});
+  CHECK(s.State().live_nodes == 0);
   CHECK_FALSE(s.machine().NextDeadline());
 }
 
@@ -135,7 +154,7 @@ void CheckInvariants(const RendezvousMachine& m, TimePoint now) {
   if (next) CHECK(*next > now);
   if (st.closed) {
     CHECK(st.participants.empty());
-    CHECK_FALSE(next);
+    CHECK(next.has_value() == (st.live_nodes > 0));
     return;
   }
   if (st.complete) {
