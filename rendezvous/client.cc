@@ -8,22 +8,13 @@
 #include <mutex>
 
 #include "rendezvous.grpc.pb.h"
+#include "rendezvous/proto_convert.h"
 
 namespace ctrun::rdzv {
 
 namespace v1 = ::ctrun::rdzv::v1;
 
 namespace {
-
-NodeId FromProto(const v1::NodeId& n) { return NodeId{n.addr(), n.pid(), n.local_id()}; }
-
-void ToProto(const NodeId& n, v1::NodeId* out) {
-  out->set_addr(n.addr);
-  out->set_pid(n.pid);
-  out->set_local_id(n.local_id);
-}
-
-double Secs(Duration d) { return std::chrono::duration<double>(d).count(); }
 
 Status FromGrpc(const grpc::Status& s, const std::string& endpoint) {
   if (s.ok()) return Status::Ok();
@@ -41,68 +32,6 @@ Status FromGrpc(const grpc::Status& s, const std::string& endpoint) {
     default:
       return Status::Unavailable("rendezvous at " + endpoint + ": " + what);
   }
-}
-
-Rejected RejectedFromProto(const NodeId& self, const v1::Rejected& r) {
-  Rejected out;
-  out.node = self;
-  out.message = r.message();
-  switch (r.code()) {
-    case v1::Rejected::CLOSED: out.code = RejectCode::kClosed; break;
-    case v1::Rejected::DUPLICATE_NODE: out.code = RejectCode::kDuplicateNode; break;
-    case v1::Rejected::UNKNOWN_NODE: out.code = RejectCode::kUnknownNode; break;
-    default: out.code = RejectCode::kInvalidJoin; break;
-  }
-  return out;
-}
-
-Update UpdateFromProto(const NodeId& self, const v1::Update& u) {
-  switch (u.kind_case()) {
-    case v1::Update::kAdmitted: {
-      Admitted a{self, AdmitState::kParticipant, u.admitted().round()};
-      if (u.admitted().state() == v1::Admitted::WAITING) a.state = AdmitState::kWaiting;
-      if (u.admitted().state() == v1::Admitted::REDUNDANT) a.state = AdmitState::kRedundant;
-      return a;
-    }
-    case v1::Update::kRoundComplete: {
-      const v1::RoundComplete& rc = u.round_complete();
-      RoundComplete out;
-      out.round = rc.round();
-      out.world_size = rc.world_size();
-      out.hint_note = rc.hint_note();
-      for (const v1::Member& m : rc.members()) {
-        Member member;
-        member.node = FromProto(m.node());
-        member.group_rank = m.group_rank();
-        member.local_world_size = m.local_world_size();
-        member.addr = m.addr();
-        member.master_port = m.master_port();
-        out.members.push_back(std::move(member));
-      }
-      return out;
-    }
-    case v1::Update::kRestartRequested: {
-      const v1::RestartRequested& r = u.restart_requested();
-      RestartRequested out;
-      out.round = r.round();
-      out.cause = FromProto(r.cause());
-      out.nodes = {self};
-      out.reason = r.reason() == v1::RestartRequested::NODE_JOINED ? RestartReason::kNodeJoinedWaitList
-                   : r.reason() == v1::RestartRequested::NODE_LOST ? RestartReason::kNodeLost
-                                                                   : RestartReason::kNodeLeft;
-      return out;
-    }
-    case v1::Update::kRejected:
-      return RejectedFromProto(self, u.rejected());
-    case v1::Update::kTimedOut:
-      return TimedOut{self, u.timed_out().message()};
-    case v1::Update::kEvicted:
-      return Evicted{self, u.evicted().message()};
-    case v1::Update::kClosed:
-    case v1::Update::KIND_NOT_SET:
-      break;
-  }
-  return Closed{u.closed().round(), {self}};
 }
 
 // Counts calls in flight so the destructor can wait for the last callback
@@ -169,7 +98,7 @@ class RendezvousClient::Impl {
 
     void OnReadDone(bool ok) override {
       if (!ok) return;  // OnDone follows
-      Update u = UpdateFromProto(impl_->options_.node, update_);
+      Update u = DecisionFromUpdate(impl_->options_.node, update_);
       impl_->post_([stale = stale_, cb = on_update_, u] {
         if (!*stale) cb(u);
       });
@@ -209,7 +138,7 @@ class RendezvousClient::Impl {
     v1::JoinRequest req;
     req.set_version(v1::PROTOCOL_VERSION_1);
     req.set_run_id(options_.run_id);
-    ToProto(options_.node, req.mutable_node());
+    NodeToProto(options_.node, req.mutable_node());
     req.set_incarnation(options_.incarnation);
     req.set_has_hint_rank(a.hint_rank.has_value());
     req.set_hint_rank(a.hint_rank.value_or(0));
@@ -217,14 +146,7 @@ class RendezvousClient::Impl {
     req.set_addr(a.addr);
     req.set_master_port(a.master_port);
     req.set_token(options_.token);
-    v1::RunParams* p = req.mutable_params();
-    p->set_min_nodes(options_.params.min_nodes);
-    p->set_max_nodes(options_.params.max_nodes);
-    p->set_join_timeout_s(Secs(options_.params.join_timeout));
-    p->set_last_call_timeout_s(Secs(options_.params.last_call_timeout));
-    p->set_close_timeout_s(Secs(options_.params.close_timeout));
-    p->set_keep_alive_interval_s(Secs(options_.params.keep_alive_interval));
-    p->set_keep_alive_max_attempt(options_.params.keep_alive_max_attempt);
+    ParamsToProto(options_.params, req.mutable_params());
 
     join_stale_ = std::make_shared<std::atomic<bool>>(false);
     auto* call = new JoinCall(this, join_stale_, std::move(on_update), std::move(on_end));
@@ -299,7 +221,7 @@ void RendezvousClient::KeepAlive(std::function<void(const Status&)> done) {
   v1::KeepAliveRequest req;
   req.set_version(v1::PROTOCOL_VERSION_1);
   req.set_run_id(options_.run_id);
-  ToProto(options_.node, req.mutable_node());
+  NodeToProto(options_.node, req.mutable_node());
   req.set_incarnation(options_.incarnation);
   req.set_token(options_.token);
   const NodeId self = options_.node;
@@ -318,7 +240,7 @@ void RendezvousClient::Leave(LeaveReason reason, Duration timeout,
   v1::LeaveRequest req;
   req.set_version(v1::PROTOCOL_VERSION_1);
   req.set_run_id(options_.run_id);
-  ToProto(options_.node, req.mutable_node());
+  NodeToProto(options_.node, req.mutable_node());
   req.set_incarnation(options_.incarnation);
   req.set_token(options_.token);
   req.set_reason(reason == LeaveReason::kNormalExit ? v1::LeaveRequest::NORMAL_EXIT

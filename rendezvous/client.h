@@ -37,8 +37,7 @@ struct ClientOptions {
 };
 
 // What a Join stream delivers: a decision addressed to this node.
-using Update = std::variant<Admitted, RoundComplete, RestartRequested, Rejected, TimedOut,
-                            Evicted, Closed>;
+using Update = Decision;
 
 struct JoinArgs {
   std::optional<int> hint_rank;

@@ -165,6 +165,68 @@ void StateReplyFromSnapshot(const Snapshot& snapshot, TimePoint now, v1::StateRe
   out->set_live_nodes(snapshot.live_nodes);
 }
 
+Rejected RejectedFromProto(const NodeId& self, const v1::Rejected& r) {
+  Rejected out;
+  out.node = self;
+  out.message = r.message();
+  switch (r.code()) {
+    case v1::Rejected::CLOSED: out.code = RejectCode::kClosed; break;
+    case v1::Rejected::DUPLICATE_NODE: out.code = RejectCode::kDuplicateNode; break;
+    case v1::Rejected::UNKNOWN_NODE: out.code = RejectCode::kUnknownNode; break;
+    default: out.code = RejectCode::kInvalidJoin; break;
+  }
+  return out;
+}
+
+Decision DecisionFromUpdate(const NodeId& self, const v1::Update& u) {
+  switch (u.kind_case()) {
+    case v1::Update::kAdmitted: {
+      Admitted a{self, AdmitState::kParticipant, u.admitted().round()};
+      if (u.admitted().state() == v1::Admitted::WAITING) a.state = AdmitState::kWaiting;
+      if (u.admitted().state() == v1::Admitted::REDUNDANT) a.state = AdmitState::kRedundant;
+      return a;
+    }
+    case v1::Update::kRoundComplete: {
+      const v1::RoundComplete& rc = u.round_complete();
+      RoundComplete out;
+      out.round = rc.round();
+      out.world_size = rc.world_size();
+      out.hint_note = rc.hint_note();
+      for (const v1::Member& m : rc.members()) {
+        Member member;
+        member.node = NodeFromProto(m.node());
+        member.group_rank = m.group_rank();
+        member.local_world_size = m.local_world_size();
+        member.addr = m.addr();
+        member.master_port = m.master_port();
+        out.members.push_back(std::move(member));
+      }
+      return out;
+    }
+    case v1::Update::kRestartRequested: {
+      const v1::RestartRequested& r = u.restart_requested();
+      RestartRequested out;
+      out.round = r.round();
+      out.cause = NodeFromProto(r.cause());
+      out.nodes = {self};
+      out.reason = r.reason() == v1::RestartRequested::NODE_JOINED ? RestartReason::kNodeJoinedWaitList
+                   : r.reason() == v1::RestartRequested::NODE_LOST ? RestartReason::kNodeLost
+                                                                   : RestartReason::kNodeLeft;
+      return out;
+    }
+    case v1::Update::kRejected:
+      return RejectedFromProto(self, u.rejected());
+    case v1::Update::kTimedOut:
+      return TimedOut{self, u.timed_out().message()};
+    case v1::Update::kEvicted:
+      return Evicted{self, u.evicted().message()};
+    case v1::Update::kClosed:
+    case v1::Update::KIND_NOT_SET:
+      break;
+  }
+  return Closed{u.closed().round(), {self}};
+}
+
 std::string PeerIp(std::string_view peer) {
   constexpr std::string_view kV4 = "ipv4:";
   constexpr std::string_view kV6 = "ipv6:";

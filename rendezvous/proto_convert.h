@@ -1,6 +1,6 @@
 // Conversions between the wire types of proto/rendezvous.proto (package
 // ctrun.rdzv.v1) and the rendezvous machine's own vocabulary (events.h,
-// machine.h). The server is the only user; no other file knows both.
+// machine.h), for the server and the client; no other file knows both.
 //
 // All functions are pure and thread-safe; outputs are written into
 // caller-owned messages.
@@ -52,6 +52,13 @@ void RejectedFromRegistryError(const Status& error, v1::Rejected* out);
 // call (>= 0), or -1 when none; live_nodes is Snapshot::live_nodes (every
 // node the run holds; 0 once closed).
 void StateReplyFromSnapshot(const Snapshot& snapshot, TimePoint now, v1::StateReply* out);
+
+// The client's side of UpdateFromDecision: the decision an Update carries,
+// addressed to `self` (RestartRequested/Closed name only `self`). Rejected
+// codes the machine does not have (UNKNOWN_RUN, BAD_PARAMS) become
+// kInvalidJoin with the server's message.
+Decision DecisionFromUpdate(const NodeId& self, const v1::Update& update);
+Rejected RejectedFromProto(const NodeId& self, const v1::Rejected& rejected);
 
 // The IP in a gRPC peer string: "ipv4:1.2.3.4:555" -> "1.2.3.4",
 // "ipv6:[::1]:555" (or "ipv6:%5B::1%5D:555") -> "::1". Empty for any other

@@ -1,5 +1,7 @@
 #include "trainer/checkpoint.h"
 
+#include "trainer/torch_error.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -22,15 +24,6 @@ namespace ctrun::trainer {
 namespace {
 
 constexpr const char* kMagic = "ctrun-checkpoint 1";
-
-std::string FirstLine(const std::exception& error) {
-  std::string text = error.what();
-  if (auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
-    text = c10_error->what_without_backtrace();
-  }
-  auto newline = text.find('\n');
-  return newline == std::string::npos ? text : text.substr(0, newline);
-}
 
 uint32_t Crc32(const std::string& bytes) {
   uLong crc = crc32(0L, Z_NULL, 0);
@@ -124,7 +117,7 @@ Status SaveCheckpoint(const std::string& path, torch::nn::Module& module,
     archive.save_to(stream);
     payload = std::move(stream).str();
   } catch (const std::exception& error) {
-    return Status::IOError("cannot serialize checkpoint '" + path + "': " + FirstLine(error));
+    return Status::IOError("cannot serialize checkpoint '" + path + "': " + TorchErrorLine(error));
   }
   const std::string header = std::string(kMagic) + " " + std::to_string(payload.size()) + " " +
                              std::to_string(Crc32(payload)) + "\n";
@@ -213,10 +206,10 @@ Result<std::optional<TrainPosition>> LoadCheckpoint(const std::string& path,
     try {
       optimizer.load(optim_archive);
     } catch (const std::exception& error) {
-      return Mismatch(path, "optimizer state: " + FirstLine(error));
+      return Mismatch(path, "optimizer state: " + TorchErrorLine(error));
     }
   } catch (const std::exception& error) {
-    return Corrupt(path, FirstLine(error));
+    return Corrupt(path, TorchErrorLine(error));
   }
 
   at::NoGradGuard no_grad;

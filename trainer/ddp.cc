@@ -1,5 +1,7 @@
 #include "trainer/ddp.h"
 
+#include "trainer/torch_error.h"
+
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
@@ -13,15 +15,6 @@ namespace {
 
 double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string FirstLine(const std::exception& error) {
-  std::string text = error.what();
-  if (auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
-    text = c10_error->what_without_backtrace();
-  }
-  auto newline = text.find('\n');
-  return newline == std::string::npos ? text : text.substr(0, newline);
 }
 
 // Broadcasts `tensors` from rank 0, one flat tensor per (dtype, device) run.
@@ -208,7 +201,7 @@ void DistributedDataParallel::Launch(Bucket& bucket) {
     bucket.work = comm_.AllReduceSum(bucket.wire);
   } catch (const std::exception& error) {
     launch_error_ = Status::Unavailable("all-reduce of a gradient bucket could not start: " +
-                                        FirstLine(error));
+                                        TorchErrorLine(error));
     bucket.work.reset();
   }
 }
@@ -217,7 +210,7 @@ Status DistributedDataParallel::Backward(const at::Tensor& loss) {
   try {
     loss.backward();
   } catch (const std::exception& error) {
-    return Status::Internal("backward failed: " + FirstLine(error));
+    return Status::Internal("backward failed: " + TorchErrorLine(error));
   }
   return FinishGradSync();
 }

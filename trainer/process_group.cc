@@ -1,5 +1,7 @@
 #include "trainer/process_group.h"
 
+#include "trainer/torch_error.h"
+
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -16,15 +18,6 @@ namespace ctrun::trainer {
 namespace {
 
 // The first line of a c10 error: its what() carries a C++ backtrace below.
-std::string FirstLine(const std::exception& error) {
-  std::string text = error.what();
-  if (auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
-    text = c10_error->what_without_backtrace();
-  }
-  auto newline = text.find('\n');
-  return newline == std::string::npos ? text : text.substr(0, newline);
-}
-
 // Adapts a c10d group (ProcessGroup in torch 1.x, Backend in 2.x: both have
 // these members) to Communicator.
 template <typename Group>
@@ -79,7 +72,7 @@ Status WaitWork(const c10::intrusive_ptr<c10d::Work>& work, const std::string& w
     work->wait();
   } catch (const std::exception& error) {
     return Status::Unavailable(what + " failed (a peer rank exited or timed out): " +
-                               FirstLine(error));
+                               TorchErrorLine(error));
   }
   return Status::Ok();
 }
@@ -120,7 +113,7 @@ Result<std::shared_ptr<Communicator>> ConnectProcessGroup(const DistEnv& env,
   } catch (const std::exception& error) {
     return Status::Unavailable("cannot reach the c10d store at MASTER_ADDR:MASTER_PORT=" + where +
                                " within " + std::to_string(options.timeout.count() / 1000) +
-                               " s (is rank 0 running and the port free?): " + FirstLine(error));
+                               " s (is rank 0 running and the port free?): " + TorchErrorLine(error));
   }
 
   try {
@@ -149,7 +142,7 @@ Result<std::shared_ptr<Communicator>> ConnectProcessGroup(const DistEnv& env,
   } catch (const std::exception& error) {
     return Status::Unavailable("cannot form the process group of " +
                                std::to_string(env.world_size) + " ranks via the store at " +
-                               where + ": " + FirstLine(error));
+                               where + ": " + TorchErrorLine(error));
   }
 }
 

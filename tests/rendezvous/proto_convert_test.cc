@@ -121,3 +121,29 @@ TEST_CASE("registry errors become UNKNOWN_RUN or BAD_PARAMS") {
 
 }  // namespace
 }  // namespace ctrun::rdzv
+
+namespace ctrun::rdzv {
+namespace {
+
+TEST_CASE("DecisionFromUpdate inverts UpdateFromDecision for the addressee") {
+  const NodeId self{"n1", 7, 0};
+  const NodeId other{"n2", 8, 0};
+  std::vector<Decision> decisions = {
+      Admitted{self, AdmitState::kWaiting, 3},
+      RoundComplete{2, {Member{other, 0, 2, "10.0.0.2", 4000}, Member{self, 1, 4, "10.0.0.1", 4001}}, 6, false, ""},
+      RestartRequested{2, RestartReason::kNodeLost, other, {self}},
+      Rejected{self, RejectCode::kDuplicateNode, "held by another incarnation"},
+      TimedOut{self, "join_timeout"},
+      Evicted{self, "no keep-alive"},
+      Closed{4, {self}},
+  };
+  for (const Decision& d : decisions) {
+    v1::Update u;
+    UpdateFromDecision(d, &u);
+    CHECK(Describe(DecisionFromUpdate(self, u)) == Describe(d));
+    CHECK(DecisionFromUpdate(self, u) == d);
+  }
+}
+
+}  // namespace
+}  // namespace ctrun::rdzv
