@@ -18,7 +18,6 @@
 #include "launcher/rendezvous_setup.h"
 #include "launcher/worker_env.h"
 #include "launcher/workers.h"
-#include "rendezvous/server.h"
 
 namespace {
 
@@ -31,9 +30,6 @@ int UsageError(const Status& s) {
 }
 
 void SetUpLogging(const Environment& env) {
-  // gRPC's own lines (e.g. a failed bind while probing who hosts the
-  // rendezvous) are details; ctrun reports what matters in its own words.
-  rdzv::RouteGrpcLogsToSpdlog();
   auto logger = spdlog::stderr_logger_st("ctrun");
   logger->set_pattern("[ctrun] %^%l%$: %v");
   spdlog::level::level_enum level = spdlog::level::info;

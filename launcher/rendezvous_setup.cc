@@ -1,63 +1,47 @@
 #include "launcher/rendezvous_setup.h"
 
-#include <arpa/inet.h>
-#include <spdlog/spdlog.h>
+#include <dlfcn.h>
+#include <limits.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <fstream>
-#include <random>
-#include <sstream>
+#include <string>
+#include <vector>
 
-#include "launcher/grpc_rendezvous.h"
-#include "launcher/local_address.h"
+#include "launcher/grpc_rendezvous_setup.h"
 #include "launcher/local_rendezvous.h"
-#include "rendezvous/server.h"
 
 namespace ctrun::launcher {
 
 namespace {
 
-Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
+constexpr char kPluginName[] = "libctrun_multinode.so";
 
-bool IsIpV6Literal(const std::string& host) {
-  in6_addr a;
-  return inet_pton(AF_INET6, host.c_str(), &a) == 1;
+std::string ExecutableDir() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
 }
 
-bool IsIpLiteral(const std::string& host) {
-  in_addr a;
-  return inet_pton(AF_INET, host.c_str(), &a) == 1 || IsIpV6Literal(host);
-}
-
-std::string Endpoint(const std::string& host, int port) {
-  return (IsIpV6Literal(host) ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
-class ServerHandle : public HostedServer {
- public:
-  explicit ServerHandle(std::unique_ptr<rdzv::RendezvousServer> server) : server_(std::move(server)) {}
-  void Stop() override { server_->Shutdown(); }
-
- private:
-  std::unique_ptr<rdzv::RendezvousServer> server_;
-};
-
-Result<std::string> ReadToken(const LaunchConfig& config, const Environment& env) {
-  if (config.rdzv_conf.token_file) {
-    std::ifstream in(*config.rdzv_conf.token_file);
-    if (!in) {
-      return Status::InvalidArgument("--rdzv-conf token_file=" + *config.rdzv_conf.token_file +
-                                     ": cannot read the file; give a readable file holding the token");
+// Next to the binary (the build tree), or in ../lib/ctrun (an install).
+Result<MultiNodeEntry> LoadPlugin() {
+  const std::string dir = ExecutableDir();
+  std::string errors;
+  for (const std::string& path : {dir + "/" + kPluginName, dir + "/../lib/ctrun/" + kPluginName}) {
+    if (::access(path.c_str(), R_OK) != 0) continue;
+    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      errors += std::string(" ") + ::dlerror();
+      continue;
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string token = ss.str();
-    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-    return token;
+    if (void* entry = ::dlsym(handle, kMultiNodeEntry)) return reinterpret_cast<MultiNodeEntry>(entry);
+    errors += " " + path + " has no " + kMultiNodeEntry;
   }
-  auto it = env.find("CTRUN_RDZV_TOKEN");
-  return it == env.end() ? std::string() : it->second;
+  return Status::Unavailable("multi-node support (" + std::string(kPluginName) + ") cannot be loaded from " +
+                             dir + " or " + dir + "/../lib/ctrun:" +
+                             (errors.empty() ? std::string(" not found") : errors) +
+                             "; reinstall ctrun");
 }
 
 }  // namespace
@@ -71,91 +55,13 @@ Result<std::unique_ptr<RendezvousHandler>> MakeRendezvous(boost::asio::io_contex
     return std::unique_ptr<RendezvousHandler>(std::make_unique<LocalRendezvous>(
         io, config.rdzv_id, config.nproc_per_node, master_addr, fixed_port));
   }
-  const bool is_static = config.rdzv_backend == RdzvBackend::kStatic;
-  if (!is_static && config.rdzv_backend != RdzvBackend::kC10d) {
-    return Status::InvalidArgument(
-        "--rdzv-backend etcd: ctrun does not speak etcd's rendezvous; use --rdzv-backend c10d "
-        "(ctrun's gRPC rendezvous) with --rdzv-endpoint HOST:PORT");
-  }
-
-  std::string host = config.rdzv_host;
-  int port = config.rdzv_port;
-  std::optional<int> hint;
-  bool host_it;
-  bool inferred = !config.rdzv_conf.is_host.has_value();
-  if (is_static) {
-    if (config.min_nodes != config.max_nodes) {
-      return Status::InvalidArgument("--nnodes " + std::to_string(config.min_nodes) + ":" +
-                                     std::to_string(config.max_nodes) +
-                                     ": the static backend has fixed membership; give one number, "
-                                     "or use --rdzv-backend c10d for MIN:MAX");
-    }
-    if (config.rdzv_endpoint.empty()) {
-      host = config.master_addr;
-      port = config.master_port + 1;
-    }
-    hint = config.node_rank;
-    host_it = config.rdzv_conf.is_host.value_or(config.node_rank == 0);
-  } else {
-    if (config.rdzv_endpoint.empty()) {
-      return Status::InvalidArgument(
-          "--rdzv-backend c10d with --nnodes " + std::to_string(config.max_nodes) +
-          " needs --rdzv-endpoint HOST[:PORT] (the same on every node)");
-    }
-    if (port == 0) port = 29400;
-    if (config.node_rank_given) hint = config.node_rank;
-    host_it = config.rdzv_conf.is_host.value_or(IsLocalHost(host));
-  }
-
-  Result<std::string> token = ReadToken(config, env);
-  if (!token.ok()) return token.status();
-
-  rdzv::Params params;
-  params.min_nodes = config.min_nodes;
-  params.max_nodes = config.max_nodes;
-  params.join_timeout = ToDuration(config.rdzv_conf.join_timeout);
-  params.last_call_timeout = ToDuration(config.rdzv_conf.last_call_timeout);
-  params.close_timeout = ToDuration(config.rdzv_conf.close_timeout);
-  params.keep_alive_interval = ToDuration(config.rdzv_conf.keep_alive_interval);
-  params.keep_alive_max_attempt = config.rdzv_conf.keep_alive_max_attempt;
-  if (Status s = rdzv::ValidateParams(params); !s.ok()) return s;
-
-  std::unique_ptr<HostedServer> hosted;
-  const std::string endpoint = Endpoint(host, port);
-  if (host_it) {
-    rdzv::ServerOptions so;
-    so.listen_address = IsIpLiteral(host) ? endpoint : "0.0.0.0:" + std::to_string(port);
-    so.mode = rdzv::RunRegistry::Mode::kFixed;
-    so.runs = {rdzv::FixedRun{config.rdzv_id, params}};
-    so.token = *token;
-    Result<std::unique_ptr<rdzv::RendezvousServer>> server = rdzv::RendezvousServer::Start(so);
-    if (server.ok()) {
-      spdlog::info("hosting the rendezvous for run '{}' on {}", config.rdzv_id, so.listen_address);
-      hosted = std::make_unique<ServerHandle>(std::move(*server));
-    } else if (inferred) {
-      spdlog::info("the rendezvous at {} is hosted by another agent ({}); joining it",
-                   endpoint, server.status().message());
-    } else {
-      return Status::Unavailable("--rdzv-conf is_host=1: " + server.status().message());
-    }
-  }
-
-  GrpcRendezvousOptions o;
-  o.client.endpoint = endpoint;
-  o.client.run_id = config.rdzv_id;
-  o.client.node = rdzv::NodeId{config.local_addr.value_or(HostName()), ::getpid(), 0};
-  o.client.incarnation = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
-  o.client.params = params;
-  o.client.token = *token;
-  o.hint_rank = hint;
-  o.local_world_size = config.nproc_per_node;
-  o.advertise_addr = config.local_addr.value_or("");
-  if (is_static) o.fixed_master = std::make_pair(config.master_addr, config.master_port);
-  o.join_timeout = config.rdzv_conf.join_timeout;
-  o.close_timeout = config.rdzv_conf.close_timeout;
-  o.exit_barrier_timeout = config.exit_barrier_timeout;
-  return std::unique_ptr<RendezvousHandler>(
-      std::make_unique<GrpcRendezvous>(io, std::move(o), std::move(hosted)));
+  Result<MultiNodeEntry> entry = LoadPlugin();
+  if (!entry.ok()) return entry.status();
+  MultiNodeArgs args{&io, &config, &env};
+  MultiNodeResult result;
+  (*entry)(&args, &result);
+  if (!result.handler) return result.status;
+  return std::move(result.handler);
 }
 
 }  // namespace ctrun::launcher
