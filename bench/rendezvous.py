@@ -69,22 +69,6 @@ def torchrun_agents(n, worker, port, nnodes=None, extra_env=None):
         for _ in range(n)]
 
 
-def time_job(start_fn, timeout):
-    t0 = time.perf_counter()
-    procs = start_fn()
-    ok = wait_all(procs, timeout)
-    return time.perf_counter() - t0 if ok else float("nan")
-
-
-def process_floor(ctrun, n):
-    """Starting n agent binaries that do nothing (`ctrun --version`): the floor."""
-    t0 = time.perf_counter()
-    procs = [subprocess.Popen([ctrun, "--version"], stdout=subprocess.DEVNULL) for _ in range(n)]
-    for p in procs:
-        p.wait()
-    return time.perf_counter() - t0
-
-
 class Fifo:
     def __init__(self, d):
         self.path = os.path.join(d, "fifo")
@@ -92,6 +76,10 @@ class Fifo:
         self.rfd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
         self.wfd = os.open(self.path, os.O_WRONLY)
         self.buf = b""
+
+    def close(self):
+        os.close(self.rfd)
+        os.close(self.wfd)
 
     def line(self, timeout):
         deadline = time.monotonic() + timeout
@@ -103,6 +91,37 @@ class Fifo:
                 self.buf += os.read(self.rfd, 4096)
         line, self.buf = self.buf.split(b"\n", 1)
         return line.decode()
+
+
+# A worker that says it started on $FIFO and exits.
+STARTED = ["/bin/sh", "-c", 'echo up > "$FIFO"']
+
+
+def time_to_started(start_fn, n, timeout):
+    """Seconds from launching n agents until all n workers have started;
+    then waits for the agents to finish. NaN if they do not."""
+    with tempfile.TemporaryDirectory() as d:
+        fifo = Fifo(d)
+        t0 = time.perf_counter()
+        procs = start_fn(fifo.path)
+        elapsed = float("nan")
+        for i in range(n):
+            if fifo.line(timeout) is None:
+                break
+        else:
+            elapsed = time.perf_counter() - t0
+        ok = wait_all(procs, timeout)
+        fifo.close()
+        return elapsed if ok else float("nan")
+
+
+def process_floor(grpc_binary, n):
+    """Starting n gRPC-linked binaries that do nothing (`ctrund --help`): the floor."""
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen([grpc_binary, "--help"], stdout=subprocess.DEVNULL) for _ in range(n)]
+    for p in procs:
+        p.wait()
+    return time.perf_counter() - t0
 
 
 # A worker that announces "<world size>" on $FIFO, then waits to be stopped.
@@ -152,14 +171,16 @@ def main():
     results = {}
     for n in [int(x) for x in args.sizes.split(",")]:
         reps = args.reps if n <= 64 else 1
-        times = [time_job(lambda: ctrun_agents(ctrun, n, ["/bin/true"], free_port()), 600)
+        times = [time_to_started(lambda fifo: ctrun_agents(ctrun, n, STARTED, free_port(),
+                                                           {"FIFO": fifo}), n, 600)
                  for _ in range(reps)]
-        floor = process_floor(ctrun, n)
+        floor = process_floor(os.path.join(build, "rendezvous", "ctrund"), n)
         med = statistics.median(times)
         rows.append((f"ctrun    {n:5} agents", min(times), med, floor))
         results[n] = (med, floor)
     for n in [int(x) for x in args.torchrun_sizes.split(",")]:
-        times = [time_job(lambda: torchrun_agents(n, ["/bin/true"], free_port()), 600)
+        times = [time_to_started(lambda fifo: torchrun_agents(n, STARTED, free_port(),
+                                                              extra_env={"FIFO": fifo}), n, 600)
                  for _ in range(args.reps)]
         rows.append((f"torchrun {n:5} agents", min(times), statistics.median(times), float("nan")))
 
@@ -179,6 +200,8 @@ def main():
     t_loss = node_loss(lambda fifo: torchrun_agents(3, ANNOUNCE, free_port(), nnodes="2:3",
                                                     extra_env={"FIFO": fifo}), args.loss_timeout)
 
+    print("agents from launch until every worker has started; floor = launching as many")
+    print("gRPC-linked processes that do nothing (ctrund --help)")
     print(f"{'case':24} {'min s':>9} {'median s':>9} {'floor s':>9}")
     for name, lo, med, floor in rows:
         print(f"{name:24} {lo:9.3f} {med:9.3f} {floor:9.3f}")

@@ -243,6 +243,7 @@ void RendezvousMachine::BreakRound(RestartReason reason, const NodeId& cause, Ti
   if (!restart.nodes.empty()) out.push_back(std::move(restart));
   ++round_;
   complete_ = false;
+  reforming_ = true;
   members_.clear();
   last_call_.reset();
 }
@@ -272,7 +273,13 @@ void RendezvousMachine::Reconcile(TimePoint now, std::vector<Decision>& out) {
     return;
   }
   if (!last_call_) last_call_ = now + params_.last_call_timeout;
-  if (participants >= params_.max_nodes || (LastCallArmed() && now >= *last_call_)) CompleteRound(out);
+  // A round re-forming after a break completes as soon as every member that
+  // was asked to rejoin is back: the nodes that caused the break are already
+  // participants, and survivors of a node loss must not wait a last call.
+  const bool regrouped = reforming_ && Count(NodeStatus::kRejoining) == 0;
+  if (participants >= params_.max_nodes || regrouped || (LastCallArmed() && now >= *last_call_)) {
+    CompleteRound(out);
+  }
 }
 
 void RendezvousMachine::CompleteRound(std::vector<Decision>& out) {
@@ -292,6 +299,7 @@ void RendezvousMachine::CompleteRound(std::vector<Decision>& out) {
     done.world_size += rec.local_world_size;
   }
   complete_ = true;
+  reforming_ = false;
   last_call_.reset();
   members_ = done.members;
   out.push_back(std::move(done));

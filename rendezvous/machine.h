@@ -23,7 +23,10 @@
 //  * When a running round breaks (join, failure, signal exit, eviction),
 //    the next round opens at once; the surviving members become "rejoining":
 //    they keep their capacity and block completion until they Join again
-//    (keeping their group rank) or are removed.
+//    (keeping their group rank) or are removed. Once every one of them is
+//    back (or gone) and there are >= min_nodes participants, that round
+//    completes at once, without a last call: a restart after a node loss or
+//    a scale-up costs no last_call_timeout.
 //  * Every Join sets a join deadline (now + join_timeout); a node not in a
 //    complete round by then gets TimedOut and is removed. Rejoining nodes
 //    get the same deadline from the moment their round broke.
@@ -161,6 +164,7 @@ class RendezvousMachine {
   Params params_;
   uint64_t round_ = 0;
   bool complete_ = false;
+  bool reforming_ = false;  // the forming round follows a broken one
   bool closed_ = false;
   std::optional<TimePoint> last_call_;
   std::vector<Member> members_;  // valid while complete_

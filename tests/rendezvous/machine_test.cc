@@ -124,8 +124,7 @@ TEST_CASE("Scripted run: every deadline on the way fires exactly when NextDeadli
   add(s.Join("n3"));
   s.Kill("n2");
   add(s.Run(seconds(20)));
-  add(s.Join("n1"));
-  add(s.Join("n3"));
+  add(s.Join("n1"));  // the only member asked to rejoin: the round completes at once
   add(s.Run(seconds(31)));
   add(s.Join("n4"));
   add(s.Run(seconds(700)));
@@ -137,8 +136,7 @@ TEST_CASE("Scripted run: every deadline on the way fires exactly when NextDeadli
                    "Admitted n3 waiting r1",
                    "Evicted n2",  // silent since 45 s: evicted at 60 s
                    "Admitted n1 participant r1",
-                   "Admitted n3 participant r1",
-                   "RoundComplete r1 [n1 n3] ws=2",  // MIN again when n1 joined at 67 s: last call at 97 s
+                   "RoundComplete r1 [n1 n3] ws=2",  // n1 back at 67 s: no last call after a break
                    "RestartRequested r1 node_joined_wait_list cause=n4 [n1 n3]",
                    "Admitted n4 waiting r2",
                    "TimedOut n1",  // alive but never re-joined: dropped 600 s after the break
