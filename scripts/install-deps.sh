@@ -10,7 +10,7 @@ pkgs=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libcli11-dev catch2 nlohmann-json3-dev
   # trainer (libtorch, CPU + Gloo) and real PyTorch workers for the tests
-  libtorch-dev libgloo-dev python3-torch python3-numpy
+  libtorch-dev libgloo-dev python3-torch python3-numpy zlib1g-dev
   # the demo's data set
   dataset-fashion-mnist
   # tests: process inspection, PID namespaces
