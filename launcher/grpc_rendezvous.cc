@@ -16,7 +16,6 @@ namespace {
 Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
 
 constexpr auto kStatusEvery = std::chrono::seconds(5);
-constexpr auto kBarrierCheckEvery = std::chrono::milliseconds(200);
 constexpr Duration kSignalLeaveTimeout = std::chrono::seconds(2);
 
 std::string Why(const rdzv::RestartRequested& r) {
@@ -246,31 +245,32 @@ void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
 // The hosting agent keeps serving until the other nodes are gone.
 void GrpcRendezvous::ExitBarrier(std::function<void()> done) {
   barrier_done_ = std::move(done);
-  barrier_deadline_ = std::chrono::steady_clock::now() + ToDuration(options_.exit_barrier_timeout);
-  CheckBarrier();
+  barrier_timer_.expires_after(ToDuration(options_.exit_barrier_timeout));
+  barrier_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) EndBarrier(/*drained=*/false);
+  });
+  std::weak_ptr<bool> alive = alive_;
+  boost::asio::io_context& io = io_;
+  hosted_->WhenDrained([&io, alive, this] {
+    boost::asio::post(io, [alive, this] {
+      if (alive.lock()) EndBarrier(/*drained=*/true);
+    });
+  });
 }
 
-void GrpcRendezvous::CheckBarrier() {
-  client_->GetState(std::chrono::seconds(2), [this](const Result<rdzv::RunState>& st) {
-    const bool drained = !st.ok() || st->live_nodes == 0;
-    if (!drained && std::chrono::steady_clock::now() < barrier_deadline_) {
-      barrier_timer_.expires_after(kBarrierCheckEvery);
-      barrier_timer_.async_wait([this](const boost::system::error_code& ec) {
-        if (!ec) CheckBarrier();
-      });
-      return;
-    }
-    if (!drained) {
-      spdlog::warn("exit barrier: {} node(s) still in the run after {} s; stopping the "
-                   "rendezvous server",
-                   st->live_nodes, options_.exit_barrier_timeout.count());
-    }
-    hosted_->Stop();
-    hosted_.reset();
-    auto done = std::move(barrier_done_);
-    barrier_done_ = nullptr;
-    done();
-  });
+void GrpcRendezvous::EndBarrier(bool drained) {
+  if (!barrier_done_) return;
+  barrier_timer_.cancel();
+  if (!drained) {
+    spdlog::warn("exit barrier: other nodes are still in the run after {} s; stopping the "
+                 "rendezvous server (--exit-barrier-timeout)",
+                 options_.exit_barrier_timeout.count());
+  }
+  hosted_->Stop();
+  hosted_.reset();
+  auto done = std::move(barrier_done_);
+  barrier_done_ = nullptr;
+  done();
 }
 
 }  // namespace ctrun::launcher

@@ -33,6 +33,8 @@ class HostedServer {
  public:
   virtual ~HostedServer() = default;
   virtual void Stop() = 0;
+  // Runs `cb`, on any thread, once no other node is left in the run.
+  virtual void WhenDrained(std::function<void()> cb) = 0;
 };
 
 struct GrpcRendezvousOptions {
@@ -68,7 +70,7 @@ class GrpcRendezvous : public RendezvousHandler {
   void ArmKeepAlive();
   void ArmStatusLine();
   void ExitBarrier(std::function<void()> done);
-  void CheckBarrier();
+  void EndBarrier(bool drained);
 
   boost::asio::io_context& io_;
   GrpcRendezvousOptions options_;
@@ -86,7 +88,6 @@ class GrpcRendezvous : public RendezvousHandler {
   bool closed_ = false;
   uint64_t round_ = 0;
   std::function<void()> barrier_done_;
-  std::chrono::steady_clock::time_point barrier_deadline_;
 };
 
 }  // namespace ctrun::launcher

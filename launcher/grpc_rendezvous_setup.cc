@@ -35,11 +35,14 @@ std::string Endpoint(const std::string& host, int port) {
 
 class ServerHandle : public HostedServer {
  public:
-  explicit ServerHandle(std::unique_ptr<rdzv::RendezvousServer> server) : server_(std::move(server)) {}
+  ServerHandle(std::unique_ptr<rdzv::RendezvousServer> server, std::string run_id)
+      : server_(std::move(server)), run_id_(std::move(run_id)) {}
   void Stop() override { server_->Shutdown(); }
+  void WhenDrained(std::function<void()> cb) override { server_->WhenDrained(run_id_, std::move(cb)); }
 
  private:
   std::unique_ptr<rdzv::RendezvousServer> server_;
+  std::string run_id_;
 };
 
 Result<std::string> ReadToken(const LaunchConfig& config, const Environment& env) {
@@ -124,7 +127,7 @@ Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_co
     Result<std::unique_ptr<rdzv::RendezvousServer>> server = rdzv::RendezvousServer::Start(so);
     if (server.ok()) {
       spdlog::info("hosting the rendezvous for run '{}' on {}", config.rdzv_id, so.listen_address);
-      hosted = std::make_unique<ServerHandle>(std::move(*server));
+      hosted = std::make_unique<ServerHandle>(std::move(*server), config.rdzv_id);
     } else if (inferred) {
       spdlog::info("the rendezvous at {} is hosted by another agent ({}); joining it",
                    endpoint, server.status().message());

@@ -231,12 +231,15 @@ class JoinStream final : public grpc::ServerWriteReactor<v1::Update> {
 struct Outbox {
   std::vector<JoinStream*> kicks;
   std::vector<std::string> logs;
+  std::vector<std::function<void()>> calls;  // WhenDrained callbacks now due
 
   void Flush() {
     for (JoinStream* s : kicks) s->Kick();
     kicks.clear();
     for (const std::string& line : logs) spdlog::info("{}", line);
     logs.clear();
+    for (auto& call : calls) call();
+    calls.clear();
   }
 };
 
@@ -297,6 +300,16 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
       server_->Wait();
     }
+  }
+
+  void WhenDrained(const std::string& run_id, std::function<void()> cb) {
+    Outbox out;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      drained_waiters_[run_id].push_back(std::move(cb));
+      CollectDrained(run_id, out);
+    }
+    out.Flush();
   }
 
   int port() const { return port_; }
@@ -504,8 +517,21 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
         out.logs.push_back("rendezvous run '" + run_id + "': " + Describe(d));
       }
     }
+    CollectDrained(run_id, out);
     return rejected;
   }
+
+  // Moves the WhenDrained callbacks of `run_id` into `out` once the run holds
+  // no live node. Requires mu_.
+  void CollectDrained(const std::string& run_id, Outbox& out) {
+    auto waiting = drained_waiters_.find(run_id);
+    if (waiting == drained_waiters_.end()) return;
+    Result<RendezvousMachine*> machine = registry_.Find(run_id);
+    if (machine.ok() && (*machine)->State().live_nodes > 0) return;
+    for (auto& cb : waiting->second) out.calls.push_back(std::move(cb));
+    drained_waiters_.erase(waiting);
+  }
+
 
   JoinStream* Find(const std::string& run_id, const NodeId& node) const {
     auto run = streams_.find(run_id);
@@ -570,6 +596,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   std::optional<TimePoint> timer_target_;
   RunRegistry registry_;
   std::map<std::string, std::map<NodeId, JoinStream*, NodeIdLess>> streams_;
+  std::map<std::string, std::vector<std::function<void()>>> drained_waiters_;
 
   const std::string token_;
   int port_ = 0;
@@ -596,6 +623,10 @@ int RendezvousServer::port() const { return impl_->port(); }
 const std::string& RendezvousServer::address() const { return impl_->address(); }
 
 void RendezvousServer::Shutdown() { impl_->Shutdown(); }
+
+void RendezvousServer::WhenDrained(const std::string& run_id, std::function<void()> cb) {
+  impl_->WhenDrained(run_id, std::move(cb));
+}
 
 void RouteGrpcLogsToSpdlog() {
   gpr_set_log_function([](gpr_log_func_args* args) {

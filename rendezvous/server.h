@@ -24,6 +24,7 @@
 // called from any thread, but not concurrently with the destructor.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,13 @@ class RendezvousServer {
   // UNAVAILABLE, stops the timer and waits (at most about a second) for
   // calls in flight. Idempotent.
   void Shutdown();
+
+  // Runs `cb` once `run_id` holds no live node (every node left, was evicted
+  // or timed out; after close, every running member left or fell silent):
+  // at once, on this thread, when that is already so; else on a gRPC or
+  // timer thread, with no lock held. An unknown run counts as drained. The
+  // hosting agent waits on this before it stops serving (its exit barrier).
+  void WhenDrained(const std::string& run_id, std::function<void()> cb);
 
  private:
   class Impl;

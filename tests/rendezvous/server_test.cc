@@ -3,6 +3,7 @@
 #include "rendezvous/server.h"
 
 #include <catch2/catch.hpp>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -354,6 +355,38 @@ TEST_CASE("a malformed listen address is InvalidArgument") {
     REQUIRE_FALSE(server.ok());
     CHECK(server.status().IsInvalidArgument());
   }
+}
+
+}  // namespace
+}  // namespace ctrun::rdzv
+
+namespace ctrun::rdzv {
+namespace {
+
+TEST_CASE("WhenDrained fires once the last running member has left the closed run") {
+  auto server = FixedServer("job", 2, 2);
+  TestClient client(server->port());
+  v1::JoinRequest join_a = MakeJoin("job", "node1", 11, 2, 2);
+  v1::JoinRequest join_b = MakeJoin("job", "node2", 22, 2, 2);
+  auto a = client.Join(join_a);
+  auto b = client.Join(join_b);
+  REQUIRE(a->NextOf(v1::Update::kRoundComplete));
+  REQUIRE(b->NextOf(v1::Update::kRoundComplete));
+
+  std::promise<void> drained;
+  std::future<void> fired = drained.get_future();
+  server->WhenDrained("job", [&drained] { drained.set_value(); });
+  REQUIRE(client.Leave(MakeLeave(join_a, v1::LeaveRequest::NORMAL_EXIT)).ok());
+  CHECK(fired.wait_for(std::chrono::milliseconds(0)) == std::future_status::timeout);  // node2 still runs
+  REQUIRE(client.Leave(MakeLeave(join_b, v1::LeaveRequest::NORMAL_EXIT)).ok());
+  CHECK(fired.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+}
+
+TEST_CASE("WhenDrained on a run nobody holds fires at once") {
+  auto server = FixedServer("job", 2, 2);
+  bool fired = false;
+  server->WhenDrained("job", [&fired] { fired = true; });
+  CHECK(fired);
 }
 
 }  // namespace
