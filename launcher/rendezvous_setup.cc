@@ -30,7 +30,7 @@ Result<MultiNodeEntry> LoadPlugin() {
   std::string errors;
   for (const std::string& path : {dir + "/" + kPluginName, dir + "/../lib/ctrun/" + kPluginName}) {
     if (::access(path.c_str(), R_OK) != 0) continue;
-    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    void* handle = ::dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
     if (!handle) {
       errors += std::string(" ") + ::dlerror();
       continue;
