@@ -257,6 +257,7 @@ void RendezvousClient::GetState(Duration timeout,
   req.set_version(v1::PROTOCOL_VERSION_1);
   req.set_run_id(options_.run_id);
   req.set_token(options_.token);
+  req.set_counts_only(true);
   impl_->Unary<v1::StateRequest, v1::StateReply>(
       [](auto* a, grpc::ClientContext* c, const v1::StateRequest* q, v1::StateReply* r, auto cb) { a->GetState(c, q, r, std::move(cb)); }, std::move(req), timeout,
       [done](const Status& s, const v1::StateReply& rep) {
@@ -267,7 +268,7 @@ void RendezvousClient::GetState(Duration timeout,
         st.closed = rep.closed();
         st.min_nodes = rep.min_nodes();
         st.max_nodes = rep.max_nodes();
-        st.participants = rep.participants_size();
+        st.participants = rep.participant_count();
         st.live_nodes = rep.live_nodes();
         st.last_call_in_s = rep.last_call_in_s();
         done(st);

@@ -385,6 +385,24 @@ Snapshot RendezvousMachine::State() const {
   return s;
 }
 
+Counts RendezvousMachine::Tally() const {
+  Counts c;
+  c.round = round_;
+  c.complete = complete_;
+  c.closed = closed_;
+  c.min_nodes = params_.min_nodes;
+  c.max_nodes = params_.max_nodes;
+  for (const auto& [id, rec] : nodes_) {
+    if (rec.status == NodeStatus::kParticipant) ++c.participants;
+    if (rec.status == NodeStatus::kRejoining) ++c.rejoining;
+    if (rec.status == NodeStatus::kRedundant) ++c.redundant;
+  }
+  c.members = static_cast<int>(members_.size());
+  c.live_nodes = static_cast<int>(nodes_.size() + finishing_.size());
+  c.last_call_deadline = last_call_;
+  return c;
+}
+
 std::optional<NodeStatus> RendezvousMachine::StatusOf(const NodeId& node) const {
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return std::nullopt;

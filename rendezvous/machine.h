@@ -88,6 +88,22 @@ struct Snapshot {
   bool operator==(const Snapshot&) const = default;
 };
 
+// The same facts as Snapshot as numbers only: no allocation, for status
+// queries that many nodes make while they wait.
+struct Counts {
+  uint64_t round = 0;
+  bool complete = false;
+  bool closed = false;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int participants = 0;
+  int rejoining = 0;
+  int redundant = 0;
+  int members = 0;
+  int live_nodes = 0;
+  std::optional<TimePoint> last_call_deadline;
+};
+
 class RendezvousMachine {
  public:
   // A machine in round 0, forming, empty. InvalidArgument from
@@ -121,6 +137,8 @@ class RendezvousMachine {
 
   // A copy of the state for display.
   Snapshot State() const;
+  // State() in numbers (the sizes of its lists), in O(nodes) with no allocation.
+  Counts Tally() const;
 
   // Where `node` stands; nullopt if the run does not hold it (or is closed).
   std::optional<NodeStatus> StatusOf(const NodeId& node) const;

@@ -149,7 +149,27 @@ void RejectedFromRegistryError(const Status& error, v1::Rejected* out) {
   out->set_message(error.message());
 }
 
+void StateReplyFromCounts(const Counts& counts, TimePoint now, v1::StateReply* out) {
+  out->set_round(counts.round);
+  out->set_complete(counts.complete);
+  out->set_closed(counts.closed);
+  out->set_min_nodes(counts.min_nodes);
+  out->set_max_nodes(counts.max_nodes);
+  out->set_participant_count(counts.participants);
+  out->set_rejoining_count(counts.rejoining);
+  out->set_redundant_count(counts.redundant);
+  out->set_member_count(counts.members);
+  double last_call = -1;
+  if (counts.last_call_deadline) last_call = std::max(0.0, ToSeconds(*counts.last_call_deadline - now));
+  out->set_last_call_in_s(last_call);
+  out->set_live_nodes(counts.live_nodes);
+}
+
 void StateReplyFromSnapshot(const Snapshot& snapshot, TimePoint now, v1::StateReply* out) {
+  out->set_participant_count(static_cast<int>(snapshot.participants.size()));
+  out->set_rejoining_count(static_cast<int>(snapshot.rejoining.size()));
+  out->set_redundant_count(static_cast<int>(snapshot.redundant.size()));
+  out->set_member_count(static_cast<int>(snapshot.members.size()));
   out->set_round(snapshot.round);
   out->set_complete(snapshot.complete);
   out->set_closed(snapshot.closed);

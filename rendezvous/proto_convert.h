@@ -52,6 +52,8 @@ void RejectedFromRegistryError(const Status& error, v1::Rejected* out);
 // call (>= 0), or -1 when none; live_nodes is Snapshot::live_nodes (every
 // node the run holds; 0 once closed).
 void StateReplyFromSnapshot(const Snapshot& snapshot, TimePoint now, v1::StateReply* out);
+// GetState's reply for counts_only: the same numbers, no node lists.
+void StateReplyFromCounts(const Counts& counts, TimePoint now, v1::StateReply* out);
 
 // The client's side of UpdateFromDecision: the decision an Update carries,
 // addressed to `self` (RestartRequested/Closed name only `self`). Rejected

@@ -449,7 +449,11 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
     if (status.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
-      if (machine.ok()) StateReplyFromSnapshot((*machine)->State(), Clock::now(), reply);
+      if (machine.ok() && request->counts_only()) {
+        StateReplyFromCounts((*machine)->Tally(), Clock::now(), reply);
+      } else if (machine.ok()) {
+        StateReplyFromSnapshot((*machine)->State(), Clock::now(), reply);
+      }
     }
     reactor->Finish(status);
     return reactor;

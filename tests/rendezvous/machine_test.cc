@@ -148,6 +148,16 @@ TEST_CASE("Scripted run: every deadline on the way fires exactly when NextDeadli
 // Invariants that must hold after every step, whatever happened.
 void CheckInvariants(const RendezvousMachine& m, TimePoint now) {
   Snapshot st = m.State();
+  Counts c = m.Tally();  // the same facts as the snapshot, as numbers
+  CHECK(c.round == st.round);
+  CHECK(c.complete == st.complete);
+  CHECK(c.closed == st.closed);
+  CHECK(c.participants == static_cast<int>(st.participants.size()));
+  CHECK(c.rejoining == static_cast<int>(st.rejoining.size()));
+  CHECK(c.redundant == static_cast<int>(st.redundant.size()));
+  CHECK(c.members == static_cast<int>(st.members.size()));
+  CHECK(c.live_nodes == st.live_nodes);
+  CHECK(c.last_call_deadline == st.last_call_deadline);
   std::optional<TimePoint> next = m.NextDeadline();
   if (next) CHECK(*next > now);
   if (st.closed) {

@@ -382,6 +382,27 @@ TEST_CASE("WhenDrained fires once the last running member has left the closed ru
   CHECK(fired.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
 }
 
+TEST_CASE("GetState with counts_only gives the numbers without the node lists") {
+  auto server = FixedServer("job", 3, 3);
+  TestClient client(server->port());
+  auto a = client.Join(MakeJoin("job", "node1", 11, 3, 3));
+  auto b = client.Join(MakeJoin("job", "node2", 22, 3, 3));
+  Expect(*a, v1::Update::kAdmitted);
+  Expect(*b, v1::Update::kAdmitted);
+  v1::StateRequest request = MakeState("job");
+  request.set_counts_only(true);
+  v1::StateReply brief;
+  REQUIRE(client.GetState(request, &brief).ok());
+  CHECK(brief.participant_count() == 2);
+  CHECK(brief.participants_size() == 0);
+  CHECK(brief.live_nodes() == 2);
+  CHECK(brief.max_nodes() == 3);
+  v1::StateReply full;
+  REQUIRE(client.GetState(MakeState("job"), &full).ok());
+  CHECK(full.participants_size() == 2);
+  CHECK(full.participant_count() == 2);
+}
+
 TEST_CASE("WhenDrained on a run nobody holds fires at once") {
   auto server = FixedServer("job", 2, 2);
   bool fired = false;
