@@ -15,7 +15,7 @@ namespace {
 
 Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
 
-constexpr auto kStatusEvery = std::chrono::seconds(5);
+constexpr auto kStatusEvery = std::chrono::seconds(10);
 constexpr Duration kSignalLeaveTimeout = std::chrono::seconds(2);
 
 std::string Why(const rdzv::RestartRequested& r) {
