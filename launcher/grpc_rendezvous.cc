@@ -200,7 +200,7 @@ void GrpcRendezvous::ArmStatusLine() {
   status_timer_.expires_after(kStatusEvery);
   status_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || phase_ != Phase::kJoining) return;
-    client_->GetState(std::chrono::seconds(2), [this](const Result<rdzv::RunState>& st) {
+    client_->GetState(std::chrono::seconds(2), [this](const Result<rdzv::Counts>& st) {
       if (phase_ != Phase::kJoining) return;
       if (!st.ok()) {
         spdlog::info("waiting for the rendezvous at {}: {}", options_.client.endpoint,
@@ -210,8 +210,10 @@ void GrpcRendezvous::ArmStatusLine() {
       std::string line = "waiting for nodes: " + std::to_string(st->participants) + "/" +
                          std::to_string(st->max_nodes) + " (min " +
                          std::to_string(st->min_nodes) + ")";
-      if (st->last_call_in_s >= 0) {
-        line += ", last call in " + std::to_string(static_cast<int>(std::ceil(st->last_call_in_s))) + " s";
+      if (st->last_call_deadline) {
+        const double left =
+            std::chrono::duration<double>(*st->last_call_deadline - Clock::now()).count();
+        line += ", last call in " + std::to_string(static_cast<int>(std::ceil(std::max(0.0, left)))) + " s";
       }
       spdlog::info("{}", line);
     });

@@ -252,7 +252,7 @@ void RendezvousClient::Leave(LeaveReason reason, Duration timeout,
 }
 
 void RendezvousClient::GetState(Duration timeout,
-                                std::function<void(const Result<RunState>&)> done) {
+                                std::function<void(const Result<Counts>&)> done) {
   v1::StateRequest req;
   req.set_version(v1::PROTOCOL_VERSION_1);
   req.set_run_id(options_.run_id);
@@ -262,16 +262,7 @@ void RendezvousClient::GetState(Duration timeout,
       [](auto* a, grpc::ClientContext* c, const v1::StateRequest* q, v1::StateReply* r, auto cb) { a->GetState(c, q, r, std::move(cb)); }, std::move(req), timeout,
       [done](const Status& s, const v1::StateReply& rep) {
         if (!s.ok()) return done(s);
-        RunState st;
-        st.round = rep.round();
-        st.complete = rep.complete();
-        st.closed = rep.closed();
-        st.min_nodes = rep.min_nodes();
-        st.max_nodes = rep.max_nodes();
-        st.participants = rep.participant_count();
-        st.live_nodes = rep.live_nodes();
-        st.last_call_in_s = rep.last_call_in_s();
-        done(st);
+        done(CountsFromStateReply(rep, Clock::now()));
       });
 }
 

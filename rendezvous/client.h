@@ -23,6 +23,7 @@
 
 #include "base/result.h"
 #include "rendezvous/events.h"
+#include "rendezvous/machine.h"
 #include "rendezvous/rdzv_params.h"
 
 namespace ctrun::rdzv {
@@ -44,18 +45,6 @@ struct JoinArgs {
   int local_world_size = 1;
   std::string addr;       // "" = let the server use the address it sees
   int master_port = 0;    // free port on this node for MASTER_PORT
-};
-
-// The run as the status query sees it.
-struct RunState {
-  uint64_t round = 0;
-  bool complete = false;
-  bool closed = false;
-  int min_nodes = 1;
-  int max_nodes = 1;
-  int participants = 0;
-  int live_nodes = 0;
-  double last_call_in_s = -1;  // < 0: no last call armed
 };
 
 class RendezvousClient {
@@ -85,8 +74,9 @@ class RendezvousClient {
   // `done` gets OK or Unavailable; bounded by `timeout`.
   void Leave(LeaveReason reason, Duration timeout, std::function<void(const Status&)> done);
 
-  // The run's state; bounded by `timeout`.
-  void GetState(Duration timeout, std::function<void(const Result<RunState>&)> done);
+  // The run's state in numbers (machine.h's Counts; last_call_deadline on
+  // this host's clock); bounded by `timeout`.
+  void GetState(Duration timeout, std::function<void(const Result<Counts>&)> done);
 
   const ClientOptions& options() const { return options_; }
 

@@ -165,6 +165,25 @@ void StateReplyFromCounts(const Counts& counts, TimePoint now, v1::StateReply* o
   out->set_live_nodes(counts.live_nodes);
 }
 
+Counts CountsFromStateReply(const v1::StateReply& reply, TimePoint now) {
+  Counts c;
+  c.round = reply.round();
+  c.complete = reply.complete();
+  c.closed = reply.closed();
+  c.min_nodes = reply.min_nodes();
+  c.max_nodes = reply.max_nodes();
+  c.participants = reply.participant_count();
+  c.rejoining = reply.rejoining_count();
+  c.redundant = reply.redundant_count();
+  c.members = reply.member_count();
+  c.live_nodes = reply.live_nodes();
+  if (reply.last_call_in_s() >= 0) {
+    c.last_call_deadline =
+        now + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(reply.last_call_in_s()));
+  }
+  return c;
+}
+
 void StateReplyFromSnapshot(const Snapshot& snapshot, TimePoint now, v1::StateReply* out) {
   out->set_participant_count(static_cast<int>(snapshot.participants.size()));
   out->set_rejoining_count(static_cast<int>(snapshot.rejoining.size()));

@@ -54,6 +54,9 @@ void RejectedFromRegistryError(const Status& error, v1::Rejected* out);
 void StateReplyFromSnapshot(const Snapshot& snapshot, TimePoint now, v1::StateReply* out);
 // GetState's reply for counts_only: the same numbers, no node lists.
 void StateReplyFromCounts(const Counts& counts, TimePoint now, v1::StateReply* out);
+// The client's side: the numbers of a StateReply, the last call as a deadline
+// on the caller's clock (`now` + last_call_in_s).
+Counts CountsFromStateReply(const v1::StateReply& reply, TimePoint now);
 
 // The client's side of UpdateFromDecision: the decision an Update carries,
 // addressed to `self` (RestartRequested/Closed name only `self`). Rejected

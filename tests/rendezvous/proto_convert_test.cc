@@ -125,6 +125,34 @@ TEST_CASE("registry errors become UNKNOWN_RUN or BAD_PARAMS") {
 namespace ctrun::rdzv {
 namespace {
 
+TEST_CASE("CountsFromStateReply inverts StateReplyFromCounts") {
+  Counts c;
+  c.round = 3;
+  c.complete = false;
+  c.min_nodes = 2;
+  c.max_nodes = 4;
+  c.participants = 3;
+  c.rejoining = 1;
+  c.redundant = 2;
+  c.live_nodes = 6;
+  TimePoint now{};
+  c.last_call_deadline = now + std::chrono::seconds(12);
+  v1::StateReply reply;
+  StateReplyFromCounts(c, now, &reply);
+  Counts back = CountsFromStateReply(reply, now);
+  CHECK(back.round == 3);
+  CHECK(back.participants == 3);
+  CHECK(back.rejoining == 1);
+  CHECK(back.redundant == 2);
+  CHECK(back.live_nodes == 6);
+  CHECK(back.min_nodes == 2);
+  CHECK(back.max_nodes == 4);
+  CHECK(back.last_call_deadline == now + std::chrono::seconds(12));
+  c.last_call_deadline.reset();
+  StateReplyFromCounts(c, now, &reply);
+  CHECK_FALSE(CountsFromStateReply(reply, now).last_call_deadline);
+}
+
 TEST_CASE("DecisionFromUpdate inverts UpdateFromDecision for the addressee") {
   const NodeId self{"n1", 7, 0};
   const NodeId other{"n2", 8, 0};
