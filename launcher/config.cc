@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "launcher/flags.h"
+#include "launcher/slurm_env.h"
 
 extern char** environ;
 
@@ -139,10 +140,26 @@ Result<Tokens> Tokenize(const std::vector<std::string>& args) {
   return t;
 }
 
-// Chooses flag > PET_* > default for every row and applies it; records the
-// sources by canonical name for the cross-flag checks.
-Status ApplyTable(const Tokens& tokens, const Environment& env, LaunchConfig& config,
+// Each flag given on the command line or by its PET_* variable, by canonical
+// name, with the value that wins.
+std::map<std::string_view, std::string> UserValues(const Tokens& tokens, const Environment& env) {
+  std::map<std::string_view, std::string> user;
+  for (const FlagSpec& flag : Flags()) {
+    if (auto it = tokens.explicit_values.find(&flag); it != tokens.explicit_values.end()) {
+      user[flag.name] = it->second.value;
+    } else if (auto e = flag.env.empty() ? env.end() : env.find(std::string(flag.env)); e != env.end()) {
+      user[flag.name] = e->second;
+    }
+  }
+  return user;
+}
+
+// Chooses flag > PET_* > Slurm (when `slurm` is set) > default for every row
+// and applies it; records the sources by canonical name for the cross-flag
+// checks.
+Status ApplyTable(const Tokens& tokens, const Environment& env, const SlurmEnv* slurm, LaunchConfig& config,
                   std::map<std::string_view, Given>& sources) {
+  const std::map<std::string_view, std::string> user = UserValues(tokens, env);
   for (const FlagSpec& flag : Flags()) {
     if (flag.kind == FlagKind::kAction) continue;
     Given given;
@@ -156,6 +173,11 @@ Status ApplyTable(const Tokens& tokens, const Environment& env, LaunchConfig& co
         return Status::InvalidArgument(fmt::format("{} '{}': must be 1 or 0 (set {}=1 to turn {} on, {}=0 for off)",
                                                    flag.env, given.value, flag.env, flag.name, flag.env));
       }
+    } else if (auto from_slurm = slurm ? slurm->DefaultFor(flag.name, config, user)
+                                       : Result<std::optional<SlurmDefault>>(std::nullopt);
+               !from_slurm.ok() || *from_slurm) {
+      if (!from_slurm.ok()) return from_slurm.status();
+      given = {(*from_slurm)->value, (*from_slurm)->source};
     } else if (flag.default_text != nullptr) {
       given = {flag.default_text, ""};
     } else {
@@ -296,12 +318,19 @@ Result<ParsedArgs> ParseCommandLine(const std::vector<std::string>& args, const 
   config.script = *tokens->script;
   config.script_args = tokens->script_args;
   std::map<std::string_view, Given> sources;
-  CTRUN_RETURN_IF_ERROR(ApplyTable(*tokens, env, config, sources));
+  std::optional<SlurmEnv> slurm = SlurmEnv::Detect(env, SystemNodeAddressResolver());
+  CTRUN_RETURN_IF_ERROR(ApplyTable(*tokens, env, slurm ? &*slurm : nullptr, config, sources));
   config.master_port_given = !sources["--master-port"].source.empty();
   config.node_rank_given = !sources["--node-rank"].source.empty();
   CTRUN_RETURN_IF_ERROR(ReadOtherEnvironment(env, config));
   CTRUN_RETURN_IF_ERROR(ResolveRendezvous(sources, config, out.warnings));
   CTRUN_RETURN_IF_ERROR(CheckCombinations(sources, config));
+  // Slurm's node 0 is the first host of the node list: it hosts the
+  // rendezvous, so no agent has to guess from its own addresses.
+  if (sources["--rdzv-endpoint"].source.rfind("SLURM_", 0) == 0 &&
+      sources["--node-rank"].source == "SLURM_NODEID" && !config.rdzv_conf.is_host) {
+    config.rdzv_conf.is_host = config.node_rank == 0;
+  }
   return out;
 }
 
