@@ -151,7 +151,8 @@ Status ApplySignals(std::string_view v, LaunchConfig& c) {
 
 constexpr std::string_view kRdzvConfKeys =
     "join_timeout, last_call_timeout, close_timeout, heartbeat_timeout, keep_alive_interval, "
-    "keep_alive_max_attempt, read_timeout, timeout, is_host, store_type, use_libuv, token_file, rank";
+    "keep_alive_max_attempt, read_timeout, timeout, is_host, store_type, use_libuv, token_file, rank, "
+    "tls_cert, tls_key, tls_ca, tls_server_name";
 
 Status ApplyRdzvConfPair(std::string_view key, std::string_view value, RdzvConf& conf) {
   const std::pair<std::string_view, Seconds RdzvConf::*> durations[] = {
@@ -188,6 +189,14 @@ Status ApplyRdzvConfPair(std::string_view key, std::string_view value, RdzvConf&
     conf.store_type = t;
   } else if (key == "token_file") {
     conf.token_file = std::string(value);
+  } else if (key == "tls_cert") {
+    conf.tls_cert = std::string(value);
+  } else if (key == "tls_key") {
+    conf.tls_key = std::string(value);
+  } else if (key == "tls_ca") {
+    conf.tls_ca = std::string(value);
+  } else if (key == "tls_server_name") {
+    conf.tls_server_name = std::string(value);
   } else if (key == "rank") {
     auto n = ParseInt(value);
     if (!n || *n < 0) return Bad("rank: must be an integer >= 0 (e.g. 0)");

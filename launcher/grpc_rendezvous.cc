@@ -74,6 +74,7 @@ void GrpcRendezvous::NextRound(std::function<void(Result<Round>)> done) {
       args, [this](const rdzv::Update& u) { OnUpdate(u); },
       [this](const Status& s) { OnStreamEnd(s); });
 
+  ProbeTls();
   join_timer_.expires_after(ToDuration(options_.join_timeout));
   join_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || phase_ != Phase::kJoining) return;
@@ -196,12 +197,25 @@ void GrpcRendezvous::ArmKeepAlive() {
   });
 }
 
+// A failing TLS handshake never ends the Join (it waits for the server);
+// GetState fails fast and tells it apart (FailedPrecondition). Asked once at
+// once, then with every status line.
+void GrpcRendezvous::ProbeTls() {
+  if (!options_.client.tls.ClientSide()) return;
+  client_->GetState(std::chrono::seconds(2), [this](const Result<rdzv::Counts>& st) {
+    if (phase_ == Phase::kJoining && st.status().code() == Status::Code::kFailedPrecondition) {
+      FinishJoin(st.status());
+    }
+  });
+}
+
 void GrpcRendezvous::ArmStatusLine() {
   status_timer_.expires_after(kStatusEvery);
   status_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || phase_ != Phase::kJoining) return;
     client_->GetState(std::chrono::seconds(2), [this](const Result<rdzv::Counts>& st) {
       if (phase_ != Phase::kJoining) return;
+      if (st.status().code() == Status::Code::kFailedPrecondition) return FinishJoin(st.status());
       if (!st.ok()) {
         spdlog::info("waiting for the rendezvous at {}: {}", options_.client.endpoint,
                      st.status().message());

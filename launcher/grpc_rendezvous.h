@@ -69,6 +69,7 @@ class GrpcRendezvous : public RendezvousHandler {
   void Changed(const std::string& why);
   void ArmKeepAlive();
   void ArmStatusLine();
+  void ProbeTls();
   void ExitBarrier(std::function<void()> done);
   void EndBarrier(bool drained);
 

@@ -5,12 +5,11 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "launcher/grpc_rendezvous.h"
 #include "launcher/local_address.h"
+#include "rendezvous/credentials.h"
 #include "rendezvous/server.h"
 
 namespace ctrun::launcher {
@@ -45,21 +44,33 @@ class ServerHandle : public HostedServer {
   std::string run_id_;
 };
 
+// token_file wins over $CTRUN_RDZV_TOKEN; read the same way as ctrund's.
 Result<std::string> ReadToken(const LaunchConfig& config, const Environment& env) {
-  if (config.rdzv_conf.token_file) {
-    std::ifstream in(*config.rdzv_conf.token_file);
-    if (!in) {
-      return Status::InvalidArgument("--rdzv-conf token_file=" + *config.rdzv_conf.token_file +
-                                     ": cannot read the file; give a readable file holding the token");
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string token = ss.str();
-    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-    return token;
-  }
+  if (config.rdzv_conf.token_file) return rdzv::ReadTokenFile(*config.rdzv_conf.token_file, "--rdzv-conf token_file");
   auto it = env.find("CTRUN_RDZV_TOKEN");
-  return it == env.end() ? std::string() : it->second;
+  std::string token = it == env.end() ? std::string() : it->second;
+  CTRUN_RETURN_IF_ERROR(rdzv::CheckToken(token, "CTRUN_RDZV_TOKEN"));
+  return token;
+}
+
+Result<rdzv::TlsConfig> LoadTls(const RdzvConf& conf) {
+  rdzv::TlsFiles files;
+  files.cert = conf.tls_cert;
+  files.key = conf.tls_key;
+  files.ca = conf.tls_ca;
+  files.server_name = conf.tls_server_name;
+  files.cert_flag = "--rdzv-conf tls_cert";
+  files.key_flag = "--rdzv-conf tls_key";
+  files.ca_flag = "--rdzv-conf tls_ca";
+  if (files.Any() && files.ca.empty()) {
+    return Status::InvalidArgument(
+        "--rdzv-conf tls_cert/tls_key without tls_ca: every node needs tls_ca (the CA that signed the "
+        "rendezvous server's certificate) to verify the server");
+  }
+  if (!conf.tls_server_name.empty() && files.ca.empty()) {
+    return Status::InvalidArgument("--rdzv-conf tls_server_name without tls_ca: give tls_ca as well (TLS is off)");
+  }
+  return rdzv::LoadTls(files);
 }
 
 }  // namespace
@@ -105,6 +116,8 @@ Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_co
 
   Result<std::string> token = ReadToken(config, env);
   if (!token.ok()) return token.status();
+  Result<rdzv::TlsConfig> tls = LoadTls(config.rdzv_conf);
+  if (!tls.ok()) return tls.status();
 
   rdzv::Params params;
   params.min_nodes = config.min_nodes;
@@ -124,6 +137,12 @@ Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_co
     so.mode = rdzv::RunRegistry::Mode::kFixed;
     so.runs = {rdzv::FixedRun{config.rdzv_id, params}};
     so.token = *token;
+    so.tls = *tls;
+    so.tls.ca_pem.clear();  // an agent-hosted server does not ask for client certificates (ctrund can)
+    if (tls->ClientSide() && !tls->ServerSide()) {
+      return Status::InvalidArgument("--rdzv-conf tls_ca without tls_cert and tls_key: this node hosts the "
+                                     "rendezvous (" + endpoint + ") and needs its certificate and key to serve TLS");
+    }
     Result<std::unique_ptr<rdzv::RendezvousServer>> server = rdzv::RendezvousServer::Start(so);
     if (server.ok()) {
       spdlog::info("hosting the rendezvous for run '{}' on {}", config.rdzv_id, so.listen_address);
@@ -143,6 +162,7 @@ Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_co
   o.client.incarnation = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
   o.client.params = params;
   o.client.token = *token;
+  o.client.tls = *tls;
   o.hint_rank = hint;
   o.local_world_size = config.nproc_per_node;
   o.advertise_addr = config.local_addr.value_or("");

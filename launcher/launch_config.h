@@ -48,6 +48,11 @@ struct RdzvConf {
   std::string store_type = "tcp";    // "tcp" or "file"
   bool use_libuv = true;
   std::optional<std::string> token_file;
+  // TLS for the rendezvous (docs/security.md): paths as given, "" = unset.
+  std::string tls_cert;         // this node's certificate (as server, and as client when tls_ca is set)
+  std::string tls_key;          // its private key
+  std::string tls_ca;           // CA that signed the server's (and, for mutual TLS, the agents') certificates
+  std::string tls_server_name;  // name to check in the server's certificate instead of the endpoint host
   std::map<std::string, std::string> given;  // the pairs as the user wrote them
 };
 

@@ -21,6 +21,12 @@ Status FromGrpc(const grpc::Status& s, const std::string& endpoint) {
   const std::string what = s.error_message();
   switch (s.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
+      if (what.find("andshake") != std::string::npos) {
+        return Status::FailedPrecondition(
+            "TLS handshake with the rendezvous at " + endpoint + " failed (" + what +
+            "): give every node the CA that signed the server's certificate (tls_ca), a certificate that names "
+            "the endpoint's host (or set tls_server_name), and use TLS on both sides or on neither");
+      }
       return Status::Unavailable("rendezvous at " + endpoint + " is unreachable: " + what);
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return Status::DeadlineExceeded("rendezvous at " + endpoint + " did not answer in time");
@@ -67,7 +73,8 @@ class RendezvousClient::Impl {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    channel_ = grpc::CreateCustomChannel(options_.endpoint, grpc::InsecureChannelCredentials(), args);
+    std::shared_ptr<grpc::ChannelCredentials> credentials = ChannelCredentialsFor(options_.tls, args);
+    channel_ = grpc::CreateCustomChannel(options_.endpoint, credentials, args);
     stub_ = v1::Rendezvous::NewStub(channel_);
   }
 
@@ -167,7 +174,7 @@ class RendezvousClient::Impl {
   // Runs one unary call with the callback API; `finish` maps the reply.
   // `method(async_stub, ctx, req, rep, callback)` starts the call.
   template <typename Req, typename Rep, typename Method, typename Finish>
-  void Unary(Method method, Req req, std::optional<Duration> timeout, Finish finish) {
+  void Unary(Method method, Req req, std::optional<Duration> timeout, Finish finish, bool wait_for_ready = true) {
     struct Call {
       grpc::ClientContext ctx;
       Req req;
@@ -176,7 +183,7 @@ class RendezvousClient::Impl {
     auto call = std::make_shared<Call>();
     call->req = std::move(req);
     if (timeout) call->ctx.set_deadline(std::chrono::system_clock::now() + *timeout);
-    call->ctx.set_wait_for_ready(true);
+    call->ctx.set_wait_for_ready(wait_for_ready);
     tracker_.Begin();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -263,7 +270,8 @@ void RendezvousClient::GetState(Duration timeout,
       [done](const Status& s, const v1::StateReply& rep) {
         if (!s.ok()) return done(s);
         done(CountsFromStateReply(rep, Clock::now()));
-      });
+      },
+      /*wait_for_ready=*/false);
 }
 
 }  // namespace ctrun::rdzv

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "base/result.h"
+#include "rendezvous/credentials.h"
 #include "rendezvous/events.h"
 #include "rendezvous/machine.h"
 #include "rendezvous/rdzv_params.h"
@@ -35,6 +36,7 @@ struct ClientOptions {
   uint64_t incarnation = 0;
   Params params;          // sent with every Join
   std::string token;      // "" = none
+  TlsConfig tls;          // TLS when tls.ClientSide() (from LoadTls); plaintext otherwise
 };
 
 // What a Join stream delivers: a decision addressed to this node.
@@ -60,7 +62,9 @@ class RendezvousClient {
   // it when this Join reaches it).
   // `on_update` runs for every update; `on_end` once when the stream ends:
   // OK when the server finished it, Unavailable when the server went away,
-  // PermissionDenied-like FailedPrecondition for a token or version mismatch.
+  // FailedPrecondition for a token or version mismatch. A TLS handshake
+  // that keeps failing does not end it (the call waits for the server):
+  // GetState reports that.
   void Join(const JoinArgs& args, std::function<void(const Update&)> on_update,
             std::function<void(const Status&)> on_end);
 
@@ -75,7 +79,12 @@ class RendezvousClient {
   void Leave(LeaveReason reason, Duration timeout, std::function<void(const Status&)> done);
 
   // The run's state in numbers (machine.h's Counts; last_call_deadline on
-  // this host's clock); bounded by `timeout`.
+  // this host's clock); bounded by `timeout`. Unlike the other calls it does
+  // not wait for the server to become reachable: it fails at once with
+  // Unavailable (and gRPC's reason) when the last connection attempt
+  // failed, or with FailedPrecondition "TLS handshake ... failed" when the
+  // server was reached but the TLS handshake failed (wrong CA, wrong name,
+  // plaintext against TLS): a configuration error that retrying cannot fix.
   void GetState(Duration timeout, std::function<void(const Result<Counts>&)> done);
 
   const ClientOptions& options() const { return options_; }

@@ -8,10 +8,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "rendezvous/credentials.h"
 #include "rendezvous/server.h"
 
 namespace {
@@ -22,6 +21,7 @@ constexpr int kExitFailure = 1;
 struct DaemonFlags {
   std::string listen = "0.0.0.0:29400";
   std::string token_file;
+  std::string tls_cert, tls_key, tls_client_ca;
   std::string log_level = "info";
 };
 
@@ -31,20 +31,28 @@ int Usage(const std::string& message) {
 }
 
 // The token from --token-file (trailing whitespace dropped), else from
-// CTRUN_RDZV_TOKEN, else "" (no token). False when the file cannot be read.
-bool ReadToken(const DaemonFlags& flags, std::string& token) {
-  if (flags.token_file.empty()) {
-    const char* env = std::getenv("CTRUN_RDZV_TOKEN");
-    token = env ? env : "";
-    return true;
+// CTRUN_RDZV_TOKEN, else "" (no token).
+ctrun::Result<std::string> ReadToken(const DaemonFlags& flags) {
+  if (!flags.token_file.empty()) return ctrun::rdzv::ReadTokenFile(flags.token_file, "--token-file");
+  const char* env = std::getenv("CTRUN_RDZV_TOKEN");
+  std::string token = env ? env : "";
+  CTRUN_RETURN_IF_ERROR(ctrun::rdzv::CheckToken(token, "CTRUN_RDZV_TOKEN"));
+  return token;
+}
+
+ctrun::Result<ctrun::rdzv::TlsConfig> LoadTls(const DaemonFlags& flags) {
+  ctrun::rdzv::TlsFiles files;
+  files.cert = flags.tls_cert;
+  files.key = flags.tls_key;
+  files.ca = flags.tls_client_ca;
+  files.cert_flag = "--tls-cert";
+  files.key_flag = "--tls-key";
+  files.ca_flag = "--tls-client-ca";
+  if (!files.ca.empty() && files.cert.empty()) {
+    return ctrun::Status::InvalidArgument(
+        "--tls-client-ca needs --tls-cert and --tls-key (client certificates are checked only over TLS)");
   }
-  std::ifstream in(flags.token_file);
-  if (!in) return false;
-  std::ostringstream text;
-  text << in.rdbuf();
-  token = text.str();
-  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-  return true;
+  return ctrun::rdzv::LoadTls(files);
 }
 
 }  // namespace
@@ -55,6 +63,10 @@ int main(int argc, char** argv) {
   app.add_option("--listen", flags.listen, "HOST:PORT to listen on (port 0 picks one)")->capture_default_str();
   app.add_option("--token-file", flags.token_file,
                  "file holding the shared token every node must send (default: $CTRUN_RDZV_TOKEN; none if unset)");
+  app.add_option("--tls-cert", flags.tls_cert, "PEM certificate to serve TLS with (with --tls-key; default: plaintext)");
+  app.add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", flags.tls_client_ca,
+                 "PEM CA bundle: require every client to present a certificate it signed (mutual TLS)");
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
@@ -67,10 +79,10 @@ int main(int argc, char** argv) {
     return Usage(e.what());
   }
 
-  std::string token;
-  if (!ReadToken(flags, token)) {
-    return Usage("--token-file '" + flags.token_file + "': cannot read it (give a readable file holding the token)");
-  }
+  ctrun::Result<std::string> token = ReadToken(flags);
+  if (!token.ok()) return Usage(token.status().message());
+  ctrun::Result<ctrun::rdzv::TlsConfig> tls = LoadTls(flags);
+  if (!tls.ok()) return Usage(tls.status().message());
 
   auto logger = spdlog::stderr_color_mt("ctrund");
   spdlog::set_default_logger(logger);
@@ -88,13 +100,15 @@ int main(int argc, char** argv) {
   ctrun::rdzv::ServerOptions options;
   options.listen_address = flags.listen;
   options.mode = ctrun::rdzv::RunRegistry::Mode::kAutoCreate;
-  options.token = token;
+  options.token = *token;
+  options.tls = *tls;
   auto server = ctrun::rdzv::RendezvousServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "ctrund: %s\n", server.status().message().c_str());
     return server.status().IsInvalidArgument() ? kExitUsage : kExitFailure;
   }
-  std::printf("ctrund: serving rendezvous on %s\n", (*server)->address().c_str());
+  std::printf("ctrund: serving rendezvous on %s%s\n", (*server)->address().c_str(),
+              !tls->ServerSide() ? "" : tls->ca_pem.empty() ? " (TLS)" : " (TLS, client certificates required)");
   std::fflush(stdout);
 
   int signal = 0;

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -24,7 +25,9 @@
 namespace ctrun::rdzv {
 namespace {
 
-constexpr char kTokenMismatch[] = "rendezvous token mismatch: set CTRUN_RDZV_TOKEN to the server's token";
+constexpr char kTokenMismatch[] =
+    "rendezvous token mismatch: this node's token is not the server's (give every node and the server the same "
+    "CTRUN_RDZV_TOKEN, or --rdzv-conf token_file / ctrund --token-file)";
 constexpr char kShuttingDown[] = "rendezvous server is shutting down: retry against the new server";
 
 struct HostPort {
@@ -85,6 +88,51 @@ bool TokenMatches(const std::string& want, const std::string& got) {
   for (size_t i = 0; i < got.size(); ++i) diff |= static_cast<unsigned char>(got[i] ^ want[i % want.size()]);
   return diff == 0;
 }
+
+// `s` cut to 64 bytes with anything but printable ASCII escaped: it came
+// from a caller who is not trusted.
+std::string Printable(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < 64; ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+    }
+  }
+  if (s.size() > 64) out += "...";
+  return out;
+}
+
+// Logs refused calls at warn, at most one line per second: a stranger
+// hammering the port must not flood the log. Thread-safe.
+class RefusalLog {
+ public:
+  void Note(const std::string& peer, const std::string& run_id, const char* what) {
+    const auto now = std::chrono::steady_clock::now();
+    uint64_t suppressed = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (now < next_) {
+        ++suppressed_;
+        return;
+      }
+      next_ = now + std::chrono::seconds(1);
+      suppressed = std::exchange(suppressed_, 0);
+    }
+    spdlog::warn("refused a call from {} for run '{}': it sent {} (the caller must use this server's "
+                 "token: CTRUN_RDZV_TOKEN or --rdzv-conf token_file){}",
+                 Printable(peer), Printable(run_id), what,
+                 suppressed ? " (" + std::to_string(suppressed) + " more refusals not logged)" : "");
+  }
+
+ private:
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point next_{};
+  uint64_t suppressed_ = 0;
+};
 
 class JoinStream;
 
@@ -253,7 +301,8 @@ bool AnswersJoin(const Decision& d, const NodeId& joiner) {
 
 class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, public StreamOwner {
  public:
-  explicit Impl(const ServerOptions& options) : registry_(options.mode), token_(options.token) {}
+  explicit Impl(const ServerOptions& options)
+      : registry_(options.mode), token_(options.token), tls_(options.tls) {}
 
   ~Impl() override { Shutdown(); }
 
@@ -268,7 +317,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
     // Without this, Linux lets a second server bind the same port and steal
     // half the connections; the agent relies on bind failing to become a client.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+    builder.AddListeningPort(address, ServerCredentialsFor(tls_), &port_);
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) {
@@ -349,7 +398,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
                                              const v1::JoinRequest* request) override {
     auto* stream =
         new JoinStream(this, request->run_id(), NodeFromProto(request->node()), request->incarnation());
-    if (grpc::Status bad = CheckCall(request->version(), request->token()); !bad.ok()) {
+    if (grpc::Status bad = CheckCall(context, request->version(), request->token(), request->run_id()); !bad.ok()) {
       stream->FinishNow(bad);
       return stream;
     }
@@ -388,7 +437,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   grpc::ServerUnaryReactor* KeepAlive(grpc::CallbackServerContext* context, const v1::KeepAliveRequest* request,
                                       v1::KeepAliveReply* reply) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    grpc::Status status = CheckCall(request->version(), request->token());
+    grpc::Status status = CheckCall(context, request->version(), request->token(), request->run_id());
     Outbox out;
     if (status.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -422,7 +471,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* context, const v1::LeaveRequest* request,
                                   v1::LeaveReply* /*reply*/) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    grpc::Status status = CheckCall(request->version(), request->token());
+    grpc::Status status = CheckCall(context, request->version(), request->token(), request->run_id());
     Result<LeaveReason> reason = LeaveReasonFromProto(request->reason());
     if (status.ok() && !reason.ok()) status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, reason.status().message());
     Outbox out;
@@ -445,7 +494,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   grpc::ServerUnaryReactor* GetState(grpc::CallbackServerContext* context, const v1::StateRequest* request,
                                      v1::StateReply* reply) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    grpc::Status status = CheckCall(request->version(), request->token());
+    grpc::Status status = CheckCall(context, request->version(), request->token(), request->run_id());
     if (status.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
@@ -460,8 +509,10 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   }
 
  private:
-  grpc::Status CheckCall(v1::ProtocolVersion version, const std::string& token) const {
+  grpc::Status CheckCall(grpc::CallbackServerContext* context, v1::ProtocolVersion version,
+                         const std::string& token, const std::string& run_id) {
     if (!token_.empty() && !TokenMatches(token_, token)) {
+      refusals_.Note(context->peer(), run_id, token.empty() ? "no token" : "a wrong token");
       return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, kTokenMismatch);
     }
     if (version != v1::PROTOCOL_VERSION_1) {
@@ -603,6 +654,8 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   std::map<std::string, std::vector<std::function<void()>>> drained_waiters_;
 
   const std::string token_;
+  const TlsConfig tls_;
+  RefusalLog refusals_;
   int port_ = 0;
   std::string address_;
   std::unique_ptr<grpc::Server> server_;
@@ -634,6 +687,18 @@ void RendezvousServer::WhenDrained(const std::string& run_id, std::function<void
 
 void RouteGrpcLogsToSpdlog() {
   gpr_set_log_function([](gpr_log_func_args* args) {
+    // A failed TLS handshake (a peer with the wrong CA or certificate, or
+    // none) is the only sign of it on this side: warn, at most once a second.
+    if (std::strstr(args->message, "andshake failed") != nullptr) {
+      static std::atomic<int64_t> next_ns{0};
+      const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+      int64_t due = next_ns.load();
+      if (now >= due && next_ns.compare_exchange_strong(due, now + 1'000'000'000)) {
+        spdlog::warn("TLS handshake failed: {} (check tls_ca / --tls-client-ca and the certificates on both sides)",
+                     args->message);
+      }
+      return;
+    }
     spdlog::debug("grpc {}:{}: {}", args->file, args->line, args->message);
   });
 }

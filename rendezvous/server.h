@@ -31,6 +31,7 @@
 
 #include "base/result.h"
 #include "base/status.h"
+#include "rendezvous/credentials.h"
 #include "rendezvous/rdzv_params.h"
 #include "rendezvous/run_registry.h"
 
@@ -49,8 +50,12 @@ struct ServerOptions {
   RunRegistry::Mode mode = RunRegistry::Mode::kFixed;
   std::vector<FixedRun> runs;
   // When non-empty, every request must carry this token, else the call
-  // fails with PERMISSION_DENIED.
+  // fails with PERMISSION_DENIED (and the server logs the refusal, rate
+  // limited, with the caller's address).
   std::string token;
+  // TLS when tls.ServerSide() (from LoadTls); mutual TLS when tls.ca_pem is
+  // also set. A client that fails the handshake never reaches a handler.
+  TlsConfig tls;
 };
 
 class RendezvousServer {

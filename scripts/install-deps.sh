@@ -15,6 +15,8 @@ pkgs=(
   dataset-fashion-mnist
   # tests: process inspection, PID namespaces
   procps util-linux iproute2 iptables
+  # tests: a real Slurm (slurmctld + slurmd, munge) on this host
+  slurmctld slurmd slurm-client munge
 )
 
 sudo=""

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds ctrun with AddressSanitizer + UndefinedBehaviorSanitizer into
+# build-asan (or $CTRUN_ASAN_BUILD_DIR) and runs the whole CTest suite there.
+# Any sanitizer report fails the test that triggered it (halt_on_error).
+#
+# The trainer is left out: libtorch is not instrumented (see docs/security.md,
+# "Sanitizers"). Extra arguments go to ctest, e.g. scripts/test-sanitized.sh -R rendezvous
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build="${CTRUN_ASAN_BUILD_DIR:-build-asan}"
+jobs="${CTRUN_JOBS:-$(nproc)}"
+
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCTRUN_SANITIZE=ON \
+  -DCTRUN_BUILD_TRAINER=OFF -DCTRUN_FUZZ=OFF >/dev/null
+ninja -C "$build" -j "$jobs"
+
+# Inherited by every test and every process a test starts (ctrun, ctrund).
+export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+ctest --test-dir "$build" -j "$jobs" --output-on-failure "$@"
