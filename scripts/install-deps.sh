@@ -13,6 +13,8 @@ pkgs=(
   libtorch-dev libgloo-dev python3-torch python3-numpy zlib1g-dev
   # the demo's data set
   dataset-fashion-mnist
+  # packaging: cpack -G DEB computes Depends with dpkg-shlibdeps (finding ELF files with file, readelf)
+  dpkg-dev file binutils
   # tests: process inspection, PID namespaces
   procps util-linux iproute2 iptables
   # tests: a real Slurm (slurmctld + slurmd, munge) on this host
