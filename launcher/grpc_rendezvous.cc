@@ -17,6 +17,11 @@ Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s);
 
 constexpr auto kStatusEvery = std::chrono::seconds(10);
 constexpr Duration kSignalLeaveTimeout = std::chrono::seconds(2);
+// A reconnect waits for the server (wait-for-ready) and needs no delay; the
+// delay only spaces retries after a server that answers and fails at once
+// (e.g. one shutting down).
+constexpr Duration kFirstReconnectDelay = std::chrono::milliseconds(100);
+constexpr Duration kMaxReconnectDelay = std::chrono::seconds(2);
 
 std::string Why(const rdzv::RestartRequested& r) {
   switch (r.reason) {
@@ -41,7 +46,8 @@ GrpcRendezvous::GrpcRendezvous(boost::asio::io_context& io, GrpcRendezvousOption
       join_timer_(io),
       keep_alive_timer_(io),
       status_timer_(io),
-      barrier_timer_(io) {
+      barrier_timer_(io),
+      reconnect_timer_(io) {
   std::weak_ptr<bool> alive = alive_;
   client_ = std::make_unique<rdzv::RendezvousClient>(
       options_.client, [&io, alive](std::function<void()> fn) {
@@ -70,6 +76,9 @@ void GrpcRendezvous::NextRound(std::function<void(Result<Round>)> done) {
   args.local_world_size = options_.local_world_size;
   args.addr = options_.advertise_addr;
   args.master_port = *port;
+  join_args_ = args;
+  reconnect_timer_.cancel();
+  reconnecting_ = false;
   client_->Join(
       args, [this](const rdzv::Update& u) { OnUpdate(u); },
       [this](const Status& s) { OnStreamEnd(s); });
@@ -93,6 +102,10 @@ void GrpcRendezvous::NextRound(std::function<void(Result<Round>)> done) {
 }
 
 void GrpcRendezvous::OnUpdate(const rdzv::Update& update) {
+  if (reconnecting_) {
+    reconnecting_ = false;
+    spdlog::info("reconnected to the rendezvous at {}", options_.client.endpoint);
+  }
   if (const auto* a = std::get_if<rdzv::Admitted>(&update)) {
     if (a->state == rdzv::AdmitState::kRedundant) {
       spdlog::info("the run is full: waiting as a hot spare");
@@ -128,7 +141,9 @@ void GrpcRendezvous::OnUpdate(const rdzv::Update& update) {
     return;
   }
   if (const auto* r = std::get_if<rdzv::RestartRequested>(&update)) {
-    if (phase_ == Phase::kRunning) Changed(Why(*r));
+    if (phase_ != Phase::kRunning) return;
+    Changed(r->cause == options_.client.node ? "the round changed while the rendezvous was unreachable"
+                                             : Why(*r));
     return;
   }
   if (const auto* r = std::get_if<rdzv::Rejected>(&update)) {
@@ -160,6 +175,10 @@ void GrpcRendezvous::OnUpdate(const rdzv::Update& update) {
 
 void GrpcRendezvous::OnStreamEnd(const Status& status) {
   if (status.ok() || status.IsAborted()) return;  // finished by the server, or cancelled by us
+  if (status.IsUnavailable() && (phase_ == Phase::kJoining || (phase_ == Phase::kRunning && !closed_))) {
+    Reconnect(status);
+    return;
+  }
   if (phase_ == Phase::kJoining) {
     FinishJoin(status);
   } else if (phase_ == Phase::kRunning && !closed_) {
@@ -167,9 +186,36 @@ void GrpcRendezvous::OnStreamEnd(const Status& status) {
   }
 }
 
+// The join timer still bounds a joining node; a running one keeps trying
+// while its workers run.
+void GrpcRendezvous::Reconnect(const Status& why) {
+  if (!reconnecting_) {
+    spdlog::warn("lost the rendezvous at {} ({}); reconnecting {}", options_.client.endpoint, why.message(),
+                 phase_ == Phase::kJoining ? "until join_timeout" : "while the workers run");
+    reconnect_delay_ = kFirstReconnectDelay;
+  }
+  reconnecting_ = true;
+  reconnect_timer_.expires_after(reconnect_delay_);
+  reconnect_delay_ = std::min(reconnect_delay_ * 2, kMaxReconnectDelay);
+  reconnect_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    if (phase_ == Phase::kJoining) {
+      join_args_.reconnect = rdzv::Reconnect::kJoining;
+    } else if (phase_ == Phase::kRunning && !closed_) {
+      join_args_.reconnect = rdzv::Reconnect::kRunning;
+    } else {
+      return;
+    }
+    client_->Join(
+        join_args_, [this](const rdzv::Update& u) { OnUpdate(u); },
+        [this](const Status& s) { OnStreamEnd(s); });
+  });
+}
+
 void GrpcRendezvous::FinishJoin(Result<Round> result) {
   join_timer_.cancel();
   status_timer_.cancel();
+  if (!result.ok()) reconnect_timer_.cancel();
   phase_ = result.ok() ? Phase::kRunning : Phase::kIdle;
   if (!result.ok()) client_->CancelJoin();
   auto done = std::move(pending_);
@@ -238,6 +284,7 @@ void GrpcRendezvous::ArmStatusLine() {
 void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done) {
   phase_ = Phase::kShutdown;
   join_timer_.cancel();
+  reconnect_timer_.cancel();
   keep_alive_timer_.cancel();
   status_timer_.cancel();
   const rdzv::LeaveReason leave = reason == ShutdownReason::kSignal

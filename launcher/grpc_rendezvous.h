@@ -9,6 +9,13 @@
 // at once; they reach the agent through OnChange. Keep-alives go out every
 // keep_alive_interval for the agent's whole life.
 //
+// A stream that breaks (UNAVAILABLE: the ctrund daemon was killed, the
+// connection dropped) is re-opened, not treated as fatal: while joining,
+// until join_timeout; while the workers run, for as long as they run (they
+// do not need the rendezvous), with the reconnect flag of
+// rendezvous/reconnect.h so that a restarted daemon that kept the run
+// (--state-dir) continues the round instead of restarting it.
+//
 // When this agent hosts the server (`hosted` is set), Shutdown keeps serving
 // until every other node has left the run or --exit-barrier-timeout passes,
 // so that peers still finishing are not cut off.
@@ -65,6 +72,7 @@ class GrpcRendezvous : public RendezvousHandler {
 
   void OnUpdate(const rdzv::Update& update);
   void OnStreamEnd(const Status& status);
+  void Reconnect(const Status& why);
   void FinishJoin(Result<Round> result);
   void Changed(const std::string& why);
   void ArmKeepAlive();
@@ -82,6 +90,10 @@ class GrpcRendezvous : public RendezvousHandler {
   boost::asio::steady_timer keep_alive_timer_;
   boost::asio::steady_timer status_timer_;
   boost::asio::steady_timer barrier_timer_;
+  boost::asio::steady_timer reconnect_timer_;
+  rdzv::JoinArgs join_args_;  // of the current round's Join, re-sent on reconnect
+  bool reconnecting_ = false;
+  Duration reconnect_delay_{};
   Phase phase_ = Phase::kIdle;
   std::function<void(Result<Round>)> pending_;
   ChangeCallback on_change_;

@@ -94,9 +94,10 @@ class RendezvousClient::Impl {
              std::function<void(const Update&)> on_update, std::function<void(const Status&)> on_end)
         : impl_(impl), stale_(std::move(stale)), on_update_(std::move(on_update)), on_end_(std::move(on_end)) {}
 
-    void Start(const v1::JoinRequest& request) {
+    void Start(const v1::JoinRequest& request, Reconnect reconnect) {
       request_ = request;
       ctx_.set_wait_for_ready(true);
+      if (reconnect != Reconnect::kNo) ctx_.AddMetadata(kReconnectKey, std::string(ReconnectValue(reconnect)));
       impl_->stub_->async()->Join(&ctx_, &request_, this);
       StartRead(&update_);
       StartCall();
@@ -162,7 +163,7 @@ class RendezvousClient::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       joins_.insert(call);
     }
-    call->Start(req);
+    call->Start(req, a.reconnect);
   }
 
   void CancelJoin() {

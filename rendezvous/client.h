@@ -26,6 +26,7 @@
 #include "rendezvous/events.h"
 #include "rendezvous/machine.h"
 #include "rendezvous/rdzv_params.h"
+#include "rendezvous/reconnect.h"
 
 namespace ctrun::rdzv {
 
@@ -47,6 +48,9 @@ struct JoinArgs {
   int local_world_size = 1;
   std::string addr;       // "" = let the server use the address it sees
   int master_port = 0;    // free port on this node for MASTER_PORT
+  // kNo: a new rendezvous attempt. Otherwise this Join re-opens a stream
+  // that broke (e.g. the daemon restarted): see reconnect.h.
+  Reconnect reconnect = Reconnect::kNo;
 };
 
 class RendezvousClient {

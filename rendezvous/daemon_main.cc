@@ -23,6 +23,7 @@ struct DaemonFlags {
   std::string token_file;
   std::string tls_cert, tls_key, tls_client_ca;
   std::string log_level = "info";
+  std::string state_dir;
 };
 
 int Usage(const std::string& message) {
@@ -67,6 +68,9 @@ int main(int argc, char** argv) {
   app.add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert");
   app.add_option("--tls-client-ca", flags.tls_client_ca,
                  "PEM CA bundle: require every client to present a certificate it signed (mutual TLS)");
+  app.add_option("--state-dir", flags.state_dir,
+                 "directory to keep every run's state in, so that a restarted ctrund resumes the runs "
+                 "(created if missing; default: none, state is lost with the process)");
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
@@ -102,6 +106,7 @@ int main(int argc, char** argv) {
   options.mode = ctrun::rdzv::RunRegistry::Mode::kAutoCreate;
   options.token = *token;
   options.tls = *tls;
+  options.state_dir = flags.state_dir;
   auto server = ctrun::rdzv::RendezvousServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "ctrund: %s\n", server.status().message().c_str());

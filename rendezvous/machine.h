@@ -104,6 +104,48 @@ struct Counts {
   std::optional<TimePoint> last_call_deadline;
 };
 
+// Everything a machine holds, as plain data, so that a copy can be kept
+// outside the process (ctrund --state-dir: rendezvous/machine_snapshot.h).
+// RendezvousMachine::Import(m.Export()) answers every later Step exactly as
+// m would. Times are on the caller's steady clock.
+struct MachineState {
+  struct Node {
+    NodeId id;
+    uint64_t incarnation = 0;
+    NodeStatus status = NodeStatus::kParticipant;
+    std::optional<int> hint_rank;
+    int local_world_size = 1;
+    std::string addr;
+    int master_port = 0;
+    TimePoint last_seen;
+    std::optional<TimePoint> join_deadline;
+    std::optional<int> previous_rank;
+    uint64_t arrival = 0;
+    bool operator==(const Node&) const = default;
+  };
+  // A member of the last round of a closed run that has not left yet.
+  struct FinishingNode {
+    NodeId id;
+    uint64_t incarnation = 0;
+    TimePoint last_seen;
+    bool operator==(const FinishingNode&) const = default;
+  };
+
+  Params params;
+  uint64_t round = 0;
+  bool complete = false;
+  bool reforming = false;  // the forming round follows a broken one
+  bool closed = false;
+  std::optional<TimePoint> last_call;
+  std::vector<Member> members;  // rank table of the running round
+  std::vector<Node> nodes;      // NodeLess order
+  std::vector<FinishingNode> finishing;
+  uint64_t next_arrival = 0;
+  TimePoint latest_now;
+
+  bool operator==(const MachineState&) const = default;
+};
+
 class RendezvousMachine {
  public:
   // A machine in round 0, forming, empty. InvalidArgument from
@@ -144,6 +186,16 @@ class RendezvousMachine {
   std::optional<NodeStatus> StatusOf(const NodeId& node) const;
 
   const Params& params() const { return params_; }
+
+  // The whole state, for persistence.
+  MachineState Export() const;
+
+  // A machine in exactly `state`. InvalidArgument ("rendezvous state: ...",
+  // naming the broken rule) when the params are invalid, a node id repeats,
+  // a local_world_size is below 1, or the state breaks the machine's
+  // invariants (a complete round whose rank table is not its kMember nodes
+  // in rank order, kMember nodes in a forming round, nodes in a closed run).
+  static Result<RendezvousMachine> Import(const MachineState& state);
 
  private:
   struct NodeRecord {

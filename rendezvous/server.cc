@@ -20,7 +20,10 @@
 #include <utility>
 
 #include "rendezvous.grpc.pb.h"
+#include "rendezvous/machine_snapshot.h"
 #include "rendezvous/proto_convert.h"
+#include "rendezvous/reconnect.h"
+#include "rendezvous/state_store.h"
 
 namespace ctrun::rdzv {
 namespace {
@@ -311,6 +314,31 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
     return Status::Ok();
   }
 
+  // Resumes the runs kept in `dir` (ctrund --state-dir) and keeps writing there.
+  Status RestoreRuns(const std::string& dir) {
+    Result<StateStore> store = StateStore::Open(dir);
+    if (!store.ok()) return store.status();
+    const ClockPair now{Clock::now(), std::chrono::system_clock::now()};
+    Result<std::vector<StoredRun>> runs = store->LoadAll(now);
+    if (!runs.ok()) return runs.status();
+    for (StoredRun& run : *runs) {
+      ForgiveOutage(run.state, now.steady);
+      Result<RendezvousMachine> machine = RendezvousMachine::Import(run.state);
+      if (!machine.ok()) {
+        return Status::InvalidArgument("state file " + store->PathOf(run.run_id) + ": " +
+                                       machine.status().message() + " (move it out of --state-dir)");
+      }
+      CTRUN_RETURN_IF_ERROR(registry_.Add(run.run_id, run.state.params));
+      **registry_.Find(run.run_id) = std::move(*machine);
+      const Counts c = (*registry_.Find(run.run_id))->Tally();
+      spdlog::info("rendezvous run '{}': resumed from {}: round {} {}, {} nodes", run.run_id,
+                   store->PathOf(run.run_id), c.round,
+                   c.closed ? "closed" : (c.complete ? "running" : "forming"), c.live_nodes);
+    }
+    store_ = std::move(*store);
+    return Status::Ok();
+  }
+
   Status Listen(const HostPort& hp) {
     std::string address = hp.host + ":" + std::to_string(hp.port);
     grpc::ServerBuilder builder;
@@ -386,7 +414,9 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
           rdzv::Leave leave{stream->node(), stream->incarnation(), LeaveReason::kSignal};
           out.logs.push_back("rendezvous run '" + stream->run_id() + "': node " + ToString(leave.node) +
                              " dropped its connection; taken as gone");
-          Route(stream->run_id(), (*machine)->Step(leave, Clock::now()), nullptr, nullptr, out);
+          std::vector<Decision> decisions = (*machine)->Step(leave, Clock::now());
+          Persist(stream->run_id(), **machine, true);
+          Route(stream->run_id(), decisions, nullptr, nullptr, out);
           Rearm(**machine);
         }
       }
@@ -409,7 +439,8 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping = stopping_;
-      if (!stopping) {
+      const bool resumed = !stopping && Resume(request->run_id(), join, ReconnectOf(*context), stream, out);
+      if (!stopping && !resumed) {
         Result<RendezvousMachine*> machine = registry_.FindForJoin(request->run_id(), params);
         if (!machine.ok()) {
           v1::Update update;
@@ -421,6 +452,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
           spdlog::debug("rendezvous run '{}': join from {} (addr {})", request->run_id(), ToString(join.node),
                         join.addr);
           std::vector<Decision> decisions = (*machine)->Step(join, Clock::now());
+          Persist(request->run_id(), **machine, true);
           if (!Route(request->run_id(), decisions, &join.node, stream, out)) Install(stream, out);
           Rearm(**machine);
         }
@@ -446,6 +478,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
         NodeId node = NodeFromProto(request->node());
         std::vector<Decision> decisions =
             (*machine)->Step(rdzv::KeepAlive{node, request->incarnation()}, Clock::now());
+        Persist(request->run_id(), **machine, !decisions.empty());
         std::vector<Decision> others;
         for (Decision& d : decisions) {
           const auto* r = std::get_if<Rejected>(&d);
@@ -482,7 +515,9 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
         rdzv::Leave leave{NodeFromProto(request->node()), request->incarnation(), *reason};
         out.logs.push_back("rendezvous run '" + request->run_id() + "': node " + ToString(leave.node) +
                            " left (" + std::string(Name(leave.reason)) + ")");
-        Route(request->run_id(), (*machine)->Step(leave, Clock::now()), nullptr, nullptr, out);
+        std::vector<Decision> decisions = (*machine)->Step(leave, Clock::now());
+        Persist(request->run_id(), **machine, true);
+        Route(request->run_id(), decisions, nullptr, nullptr, out);
         Rearm(**machine);
       }
     }
@@ -588,6 +623,81 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   }
 
 
+  // Writes the run's state to --state-dir, when there is one and `changed`
+  // (a step that only refreshed keep-alive times is not written: a restart
+  // refreshes them all anyway, see ForgiveOutage). A failed write is logged
+  // and serving goes on. Requires mu_.
+  void Persist(const std::string& run_id, const RendezvousMachine& machine, bool changed) {
+    if (!store_ || !changed) return;
+    Status s = store_->Save(StoredRun{run_id, machine.Export()},
+                            ClockPair{Clock::now(), std::chrono::system_clock::now()});
+    if (!s.ok()) spdlog::error("rendezvous run '{}': {}; a restarted ctrund would resume an older state", run_id,
+                               s.message());
+  }
+
+  static Reconnect ReconnectOf(const grpc::CallbackServerContext& context) {
+    auto it = context.client_metadata().find(kReconnectKey);
+    if (it == context.client_metadata().end()) return Reconnect::kNo;
+    return ParseReconnect(std::string_view(it->second.data(), it->second.size()));
+  }
+
+  // A Join that re-opens a broken stream (reconnect.h). Answers it and
+  // returns true when the node is a member of the running round (the rank
+  // table again, stepped as a keep-alive) or, for kRunning, when it is not
+  // (RestartRequested); false when the Join is to be stepped as usual.
+  // Requires mu_.
+  bool Resume(const std::string& run_id, const rdzv::Join& join, Reconnect mode, JoinStream* stream, Outbox& out) {
+    if (mode == Reconnect::kNo) return false;
+    Result<RendezvousMachine*> found = registry_.Find(run_id);
+    RendezvousMachine* machine = found.ok() ? *found : nullptr;
+    v1::Update update;
+    if (machine && machine->StatusOf(join.node) == NodeStatus::kMember) {
+      std::vector<Decision> decisions = machine->Step(rdzv::KeepAlive{join.node, join.incarnation}, Clock::now());
+      Persist(run_id, *machine, !decisions.empty());
+      for (const Decision& d : decisions) {
+        const auto* r = std::get_if<Rejected>(&d);
+        if (r && r->node == join.node) {
+          UpdateFromDecision(d, &update);
+          if (stream->Enqueue(std::move(update), true)) out.kicks.push_back(stream);
+          return true;
+        }
+      }
+      Route(run_id, decisions, nullptr, nullptr, out);
+      Rearm(*machine);
+      if (machine->StatusOf(join.node) == NodeStatus::kMember) {
+        Snapshot state = machine->State();
+        RoundComplete again{state.round, state.members, 0, false, ""};
+        for (const Member& m : state.members) again.world_size += m.local_world_size;
+        UpdateFromDecision(again, &update);
+        out.logs.push_back("rendezvous run '" + run_id + "': node " + ToString(join.node) +
+                           " reconnected to running round " + std::to_string(state.round));
+        if (stream->Enqueue(std::move(update), false)) out.kicks.push_back(stream);
+        Install(stream, out);
+        return true;
+      }
+    }
+    if (mode != Reconnect::kRunning) return false;
+    std::optional<NodeStatus> status = machine ? machine->StatusOf(join.node) : std::nullopt;
+    if (status == NodeStatus::kParticipant || status == NodeStatus::kRedundant) {
+      // The node has joined again since (its agent restarted the workers while
+      // this reconnect waited for the server): this Join is stale.
+      if (stream->RequestFinish(grpc::Status::OK)) out.kicks.push_back(stream);
+      return true;
+    }
+    const uint64_t round = machine ? machine->Tally().round : 0;
+    if (machine && machine->Tally().closed) {
+      UpdateFromDecision(Closed{round, {join.node}}, &update);
+      if (stream->Enqueue(std::move(update), true)) out.kicks.push_back(stream);
+      return true;
+    }
+    UpdateFromDecision(RestartRequested{round, RestartReason::kNodeLeft, join.node, {join.node}}, &update);
+    out.logs.push_back("rendezvous run '" + run_id + "': node " + ToString(join.node) +
+                       " reconnected, but is no longer a member of a running round: asked to restart");
+    if (stream->Enqueue(std::move(update), false)) out.kicks.push_back(stream);
+    Install(stream, out);
+    return true;
+  }
+
   JoinStream* Find(const std::string& run_id, const NodeId& node) const {
     auto run = streams_.find(run_id);
     if (run == streams_.end()) return nullptr;
@@ -628,7 +738,10 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
       if (!due.empty()) {
         Outbox out;
         for (const std::string& run_id : due) {
-          Route(run_id, (*registry_.Find(run_id))->Step(Tick{}, now), nullptr, nullptr, out);
+          RendezvousMachine& machine = **registry_.Find(run_id);
+          std::vector<Decision> decisions = machine.Step(Tick{}, now);
+          Persist(run_id, machine, !decisions.empty());
+          Route(run_id, decisions, nullptr, nullptr, out);
         }
         lock.unlock();
         out.Flush();
@@ -653,6 +766,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   std::map<std::string, std::map<NodeId, JoinStream*, NodeIdLess>> streams_;
   std::map<std::string, std::vector<std::function<void()>>> drained_waiters_;
 
+  std::optional<StateStore> store_;  // set with --state-dir
   const std::string token_;
   const TlsConfig tls_;
   RefusalLog refusals_;
@@ -667,6 +781,7 @@ Result<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const ServerOp
   if (!hp.ok()) return hp.status();
   auto impl = std::make_unique<Impl>(options);
   CTRUN_RETURN_IF_ERROR(impl->AddRuns(options.runs));
+  if (!options.state_dir.empty()) CTRUN_RETURN_IF_ERROR(impl->RestoreRuns(options.state_dir));
   CTRUN_RETURN_IF_ERROR(impl->Listen(*hp));
   return std::unique_ptr<RendezvousServer>(new RendezvousServer(std::move(impl)));
 }

@@ -56,13 +56,19 @@ struct ServerOptions {
   // TLS when tls.ServerSide() (from LoadTls); mutual TLS when tls.ca_pem is
   // also set. A client that fails the handshake never reaches a handler.
   TlsConfig tls;
+  // When non-empty (ctrund --state-dir), every run's state is written there
+  // after each step that changed it, before any reply goes out, and the runs
+  // found there at Start are resumed (state_store.h; docs/daemon.md).
+  std::string state_dir;
 };
 
 class RendezvousServer {
  public:
   // Listens on options.listen_address and serves until Shutdown().
   // Errors: InvalidArgument for a malformed listen address or invalid
-  // params of a run in options.runs; Unavailable "cannot listen on
+  // params of a run in options.runs, or a file in options.state_dir that
+  // is not a valid run state; IOError when state_dir cannot be created or
+  // read; Unavailable "cannot listen on
   // HOST:PORT: address in use" (or the OS reason) when the address cannot
   // be bound; the caller may then act as a client of whoever holds it.
   static Result<std::unique_ptr<RendezvousServer>> Start(const ServerOptions& options);

