@@ -21,7 +21,8 @@ PLUGIN = "lib/ctrun/libctrun_multinode.so"
 def build_has_plugin():
     """Whether this build puts multi-node support in a plugin ctrun loads
     from ../lib/ctrun (else it is linked into ctrun)."""
-    return os.path.exists(os.path.join(h.build_dir(), "launcher", "libctrun_multinode.so"))
+    with open(os.path.join(h.build_dir(), "cmake_install.cmake")) as f:
+        return "libctrun_multinode.so" in f.read()
 
 
 def flags_in_help(text):
