@@ -40,6 +40,20 @@ class Communicator {
                                                    int root) = 0;
   // Starts a barrier over all ranks.
   virtual c10::intrusive_ptr<c10d::Work> Barrier() = 0;
+
+  // Starts an all-gather of equal shards: `full` (contiguous, same dtype,
+  // numel == size() * shard.numel()) receives rank r's `shard` at
+  // [r*n, (r+1)*n). Both must stay alive and untouched until the Work
+  // completes. The default (for fakes) zero-fills `full`, places this rank's
+  // shard and all-reduces it; the c10d communicator overrides it.
+  virtual c10::intrusive_ptr<c10d::Work> AllGather(at::Tensor& shard, at::Tensor& full);
+  // Starts a reduce-scatter sum: `shard` (numel n, contiguous, same dtype)
+  // receives the sum over ranks of `full`'s chunk [rank*n, (rank+1)*n), with
+  // full.numel() == size() * n. `full` may be overwritten. Both must stay
+  // alive until the Work completes. The default all-reduces `full` and copies
+  // the chunk out on wait(); the c10d communicator overrides it (NCCL:
+  // native; Gloo, which has none: see reduce_scatter.h).
+  virtual c10::intrusive_ptr<c10d::Work> ReduceScatterSum(at::Tensor& full, at::Tensor& shard);
 };
 
 // Waits for `work`. Returns OK, or Unavailable with c10d's reason folded to

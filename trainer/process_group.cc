@@ -1,5 +1,6 @@
 #include "trainer/process_group.h"
 
+#include "trainer/reduce_scatter.h"
 #include "trainer/torch_error.h"
 
 #include <c10/util/Exception.h>
@@ -42,6 +43,27 @@ class C10dCommunicator final : public Communicator {
     return group_->broadcast(tensors, options);
   }
   c10::intrusive_ptr<c10d::Work> Barrier() override { return group_->barrier(); }
+
+  c10::intrusive_ptr<c10d::Work> AllGather(at::Tensor& shard, at::Tensor& full) override {
+    if (backend_ == "nccl") return group_->_allgather_base(full, shard);
+    // Gloo 1.13: list all-gather into views of `full` (it copies into them
+    // before completing); bf16 travels as int16.
+    std::vector<at::Tensor> inputs{MovableView(shard)};
+    at::Tensor movable_full = MovableView(full);
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    for (int r = 0; r < size_; ++r) {
+      outputs[0].push_back(movable_full.narrow(0, r * shard.numel(), shard.numel()));
+    }
+    return group_->allgather(outputs, inputs);
+  }
+  c10::intrusive_ptr<c10d::Work> ReduceScatterSum(at::Tensor& full, at::Tensor& shard) override {
+    if (backend_ == "nccl") return group_->_reduce_scatter_base(shard, full);
+    auto all_to_all = [this](at::Tensor& output, at::Tensor& input) {
+      std::vector<int64_t> equal_split;
+      return group_->alltoall_base(output, input, equal_split, equal_split);
+    };
+    return ReduceScatterByAllToAll(all_to_all, size_, full, shard);
+  }
 
  private:
   c10::intrusive_ptr<c10d::Store> store_;  // outlives group_ (declared first)
