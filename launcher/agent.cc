@@ -95,8 +95,9 @@ void Agent::StartWorkers(const Round& round) {
     WorkerSpec spec;
     spec.local_rank = lr;
     spec.argv = BuildWorkerArgv(config_, lr);
-    spec.env = ToEnvStrings(
-        BuildWorkerEnv(env_, r, round_env, log_dir_.ErrorFile(restart_count_, lr)));
+    spec.env = ToEnvStrings(BuildWorkerEnv(
+        env_, r, round_env, log_dir_.ErrorFile(restart_count_, lr),
+        config_.heartbeat_timeout > Seconds(0) ? HeartbeatFile(lr) : std::string()));
     const bool on_console =
         !config_.local_ranks_filter || config_.local_ranks_filter->count(lr) > 0;
     auto target = [&](bool tee, bool redirect, const std::string& path) {
@@ -132,6 +133,16 @@ void Agent::StartWorkers(const Round& round) {
     return;
   }
   state_ = State::kRunning;
+  if (config_.heartbeat_timeout > Seconds(0)) {
+    std::vector<std::string> files;
+    for (const WorkerRanks& r : ranks_) files.push_back(HeartbeatFile(r.local_rank));
+    heartbeat_ = std::make_unique<HeartbeatWatcher>(
+        io_,
+        HeartbeatTimeouts{
+            ToDuration(config_.heartbeat_initial_timeout.value_or(config_.heartbeat_timeout)),
+            ToDuration(config_.heartbeat_timeout)},
+        std::move(files), [this](const HeartbeatMiss& miss) { OnHeartbeatMiss(miss); });
+  }
 
   for (size_t i = 0; i < ranks_.size(); ++i) {
     const int lr = ranks_[i].local_rank;
@@ -162,6 +173,7 @@ void Agent::StartWorkers(const Round& round) {
 
 void Agent::OnWorkerExit(const WorkerExit& e) {
   --running_;
+  if (heartbeat_) heartbeat_->Forget(e.local_rank);
   const bool failed = e.exit_code != 0;
   if (failed && signal_received_ == 0) {
     WorkerFailure f;
@@ -202,6 +214,24 @@ void Agent::OnMembershipChange(bool charged, const std::string& why) {
                charged ? "" : " (not charged to --max-restarts)");
   state_ = State::kStopping;
   charged_restart_ = charged;
+  StopWorkers(SIGTERM, [this] { AfterFailureStop(); });
+}
+
+std::string Agent::HeartbeatFile(int local_rank) const {
+  return log_dir_.RankDir(restart_count_, local_rank) + "/heartbeat";
+}
+
+// A hung worker is a failed worker: SIGTERM lets the healthy ones exit
+// cleanly, the shutdown grace then SIGKILLs one that is stuck for good.
+void Agent::OnHeartbeatMiss(const HeartbeatMiss& miss) {
+  if (state_ != State::kRunning) return;
+  const std::vector<pid_t> pids = workers_.Pids();
+  const pid_t pid = miss.local_rank < static_cast<int>(pids.size()) ? pids[miss.local_rank] : 0;
+  spdlog::warn("worker local_rank {} (pid {}) missed its heartbeat for {:.1f} s{}; killing the worker group",
+               miss.local_rank, pid, std::chrono::duration<double>(miss.silent_for).count(),
+               miss.ever_touched ? "" : " (never touched CTRUN_HEARTBEAT_FILE since its start)");
+  state_ = State::kStopping;
+  charged_restart_ = true;
   StopWorkers(SIGTERM, [this] { AfterFailureStop(); });
 }
 
@@ -266,6 +296,7 @@ void Agent::OnSignal(int sig) {
 }
 
 void Agent::StopWorkers(int sig, std::function<void()> then) {
+  heartbeat_.reset();
   after_drain_ = std::move(then);
   workers_.Close(sig, ToDuration(config_.shutdown_grace), [this] {
     group_closed_ = true;

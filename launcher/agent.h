@@ -6,6 +6,10 @@
 //                                                         left, or membership changed)
 //   kRunning -> kStopping -> kFailed                     (no restarts left, or a signal)
 //
+// With --heartbeat-timeout, a worker that stops touching its heartbeat file
+// counts as a failed worker: the group is stopped and restarted while the
+// budget lasts (launcher/heartbeat.h).
+//
 // Events: a round is ready, a worker exited (SIGCHLD via the Reaper, never
 // polling), membership changed (rendezvous push), a handled signal arrived,
 // the shutdown grace ran out. A restart always replaces the whole local group.
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "launcher/config.h"
+#include "launcher/heartbeat.h"
 #include "launcher/log_dir.h"
 #include "launcher/rendezvous_handler.h"
 #include "launcher/report.h"
@@ -58,6 +63,9 @@ class Agent {
   void StartWorkers(const Round& round);
   void OnWorkerExit(const WorkerExit& exit);
   void OnMembershipChange(bool charged, const std::string& why);
+  void OnHeartbeatMiss(const HeartbeatMiss& miss);
+  // This attempt's heartbeat file of `local_rank` (in its log directory).
+  std::string HeartbeatFile(int local_rank) const;
   void OnSignal(int sig);
   void ArmSignals();
   // Stops the group (sig, then SIGKILL after the grace) and waits for the
@@ -89,6 +97,7 @@ class Agent {
   int open_tees_ = 0;
   std::function<void()> after_drain_;
   bool group_closed_ = false;
+  std::unique_ptr<HeartbeatWatcher> heartbeat_;  // null when --heartbeat-timeout is 0
 };
 
 }  // namespace ctrun::launcher

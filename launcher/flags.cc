@@ -292,6 +292,14 @@ Status ApplyChoice(std::string_view v, std::initializer_list<std::string_view> c
   return Status::Ok();
 }
 
+// 0 turns the feature off; otherwise a finite number of seconds > 0.
+Status ApplyTimeoutOrOff(std::string_view v, Seconds& out, std::string_view example) {
+  auto n = ParseNumber(Trim(v));
+  if (!n || *n < 0) return Bad(fmt::format("must be a number of seconds >= 0, 0 = off (e.g. {})", example));
+  out = Seconds(*n);
+  return Status::Ok();
+}
+
 Status ApplySwitch(std::string_view v, bool& out) {
   out = v == "1";
   return Status::Ok();
@@ -412,6 +420,17 @@ std::vector<FlagSpec> BuildTable() {
        CTRUN_APPLY(auto s = PositiveSeconds(v, "300"); if (!s.ok()) return s.status();
                    c.exit_barrier_timeout = *s; return Status::Ok();),
        "SECONDS", "How long a finished node waits for the others before exiting.", G::kCtrun},
+      {"--heartbeat-timeout", {"--heartbeat-timeout", "--heartbeat_timeout"}, "PET_HEARTBEAT_TIMEOUT", "0",
+       K::kValue, CTRUN_APPLY(return ApplyTimeoutOrOff(v, c.heartbeat_timeout, "60");), "SECONDS",
+       "Hang detection: kill and restart the worker group when a worker has not touched the file named "
+       "by its CTRUN_HEARTBEAT_FILE for this long; 0 = off.",
+       G::kCtrun},
+      {"--heartbeat-initial-timeout", {"--heartbeat-initial-timeout", "--heartbeat_initial_timeout"},
+       "PET_HEARTBEAT_INITIAL_TIMEOUT", nullptr, K::kValue,
+       CTRUN_APPLY(auto s = PositiveSeconds(v, "600"); if (!s.ok()) return s.status();
+                   c.heartbeat_initial_timeout = *s; return Status::Ok();),
+       "SECONDS", "How long a worker may take to its first heartbeat (default: --heartbeat-timeout).",
+       G::kCtrun},
       {"--version", {"--version"}, "", nullptr, K::kAction, nullptr, "", "Print the version and exit.",
        G::kCtrun},
       {"--help", {"-h", "--help"}, "", nullptr, K::kAction, nullptr, "", "Print this help and exit.", G::kCtrun},

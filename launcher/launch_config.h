@@ -86,6 +86,10 @@ struct LaunchConfig {
   Seconds shutdown_grace{30};        // TORCH_ELASTIC_SHUTDOWN_TIMEOUT
   Seconds exit_barrier_timeout{300};
   bool exit_code_from_root_cause = false;  // ctrun only: exit with the root-cause worker's code
+  // Worker heartbeat (ctrun only): 0 = off. The initial timeout runs from a
+  // worker's start to its first touch; nullopt = the same as heartbeat_timeout.
+  Seconds heartbeat_timeout{0};
+  std::optional<Seconds> heartbeat_initial_timeout;
 
   // User-code launch.
   std::string role = "default";

@@ -23,7 +23,8 @@ std::string Join(const std::vector<std::string>& parts, char sep) {
 }  // namespace
 
 Environment BuildWorkerEnv(const Environment& base, const WorkerRanks& ranks,
-                           const RoundEnv& round, const std::string& error_file) {
+                           const RoundEnv& round, const std::string& error_file,
+                           const std::string& heartbeat_file) {
   Environment env = base;
   env["LOCAL_RANK"] = std::to_string(ranks.local_rank);
   env["RANK"] = std::to_string(ranks.rank);
@@ -48,6 +49,7 @@ Environment BuildWorkerEnv(const Environment& base, const WorkerRanks& ranks,
   env["NCCL_ASYNC_ERROR_HANDLING"] = InheritedOr(base, "NCCL_ASYNC_ERROR_HANDLING", "1");
   env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = Join(round.signals_to_handle_names, ',');
   env["TORCHELASTIC_ERROR_FILE"] = error_file;
+  if (!heartbeat_file.empty()) env["CTRUN_HEARTBEAT_FILE"] = heartbeat_file;
   return env;
 }
 

@@ -50,6 +50,7 @@ struct RoundEnv {
 //   TORCHELASTIC_RESTART_COUNT TORCHELASTIC_MAX_RESTARTS TORCHELASTIC_RUN_ID
 //   TORCHELASTIC_USE_AGENT_STORE TORCHELASTIC_SIGNALS_TO_HANDLE
 //   TORCHELASTIC_ERROR_FILE (= error_file, always set)
+//   CTRUN_HEARTBEAT_FILE (= heartbeat_file, only when it is not empty)
 // TORCH_NCCL_ASYNC_ERROR_HANDLING (torch 2.x) and NCCL_ASYNC_ERROR_HANDLING
 // (torch 1.13) keep the value `base` gives each, else "1".
 // Everything else in `base` passes through untouched, notably
@@ -57,7 +58,8 @@ struct RoundEnv {
 // to `base` when OmpNumThreadsWarning says so) and TORCHELASTIC_TIMER_FILE.
 // Never fails.
 Environment BuildWorkerEnv(const Environment& base, const WorkerRanks& ranks,
-                           const RoundEnv& round, const std::string& error_file);
+                           const RoundEnv& round, const std::string& error_file,
+                           const std::string& heartbeat_file = "");
 
 // Returns the ranks of the local workers of the node at `group_rank`, in
 // local-rank order, given every node's local world size in group-rank order

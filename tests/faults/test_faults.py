@@ -1,0 +1,39 @@
+"""The fault matrix under CTest: one test per case (tests/faults/matrix.py),
+each printing its summary row; the table is printed at the end."""
+import sys
+import unittest
+
+import matrix
+
+RESULTS = []
+
+
+class FaultMatrix(unittest.TestCase):
+    pass
+
+
+def _make(name):
+    def test(self):
+        res = matrix.run_case(name)
+        RESULTS.append(res)
+        print("\n" + res.row(), file=sys.stderr, flush=True)
+        if res.skipped:
+            self.skipTest(res.skipped)
+        if res.xfail:
+            self.skipTest(f"expected failure: {res.xfail}")
+        self.assertTrue(res.ok, res.detail)
+    return test
+
+
+for _name, _expected, _fn in matrix.CASES:
+    setattr(FaultMatrix, f"test_{_name}", _make(_name))
+
+
+def tearDownModule():
+    print("\nfault matrix (1 run each)\n" + matrix.HEADER, file=sys.stderr)
+    for res in RESULTS:
+        print(res.row(), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
