@@ -7,6 +7,7 @@
 #include <chrono>
 #include <random>
 
+#include "launcher/etcd_rendezvous.h"
 #include "launcher/grpc_rendezvous.h"
 #include "launcher/local_address.h"
 #include "rendezvous/credentials.h"
@@ -78,6 +79,7 @@ Result<rdzv::TlsConfig> LoadTls(const RdzvConf& conf) {
 Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_context& io,
                                                               const LaunchConfig& config,
                                                               const Environment& env) {
+  if (config.rdzv_backend == RdzvBackend::kEtcdV3) return MakeEtcdRendezvous(io, config);
   const bool is_static = config.rdzv_backend == RdzvBackend::kStatic;
   if (!is_static && config.rdzv_backend != RdzvBackend::kC10d) {
     return Status::InvalidArgument(

@@ -19,10 +19,29 @@ pkgs=(
   procps util-linux iproute2 iptables
   # tests: a real Slurm (slurmctld + slurmd, munge) on this host
   slurmctld slurmd slurm-client munge
+  # tests: a real etcd cluster for --rdzv-backend etcd-v3
+  etcd-server etcd-client
 )
 
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+
+# etcd's v3 API .proto files (--rdzv-backend etcd-v3, proto/CMakeLists.txt),
+# unpacked from the Debian -dev packages that ship them, without installing
+# their ~140 Go dependencies.
+etcd_proto_dir=/usr/local/share/ctrun/etcd-proto
+if [ ! -f "$etcd_proto_dir/usr/share/gocode/src/go.etcd.io/etcd/etcdserver/etcdserverpb/rpc.proto" ]; then
+  etcd_debs=(golang-etcd-server-dev golang-github-gogo-protobuf-dev golang-github-grpc-ecosystem-grpc-gateway-dev)
+  tmp=$(mktemp -d)
+  chmod 755 "$tmp"
+  if ! (cd "$tmp" && apt-get download -qq "${etcd_debs[@]}" 2>/dev/null); then
+    $sudo apt-get update -qq
+    (cd "$tmp" && apt-get download -qq "${etcd_debs[@]}")
+  fi
+  for deb in "$tmp"/*.deb; do $sudo dpkg-deb -x "$deb" "$etcd_proto_dir"; done
+  rm -rf "$tmp"
+  echo "install-deps: etcd v3 .proto files unpacked under $etcd_proto_dir"
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -194,5 +194,83 @@ class DaemonRestartTest(unittest.TestCase):
             self.assertIn("not charged to --max-restarts", err)
 
 
+class EtcdCluster:
+    """Three etcd members on loopback, each with its own data dir."""
+
+    def __init__(self, test, directory):
+        self.test = test
+        names = ["m1", "m2", "m3"]
+        self.client = {n: free_port() for n in names}
+        peer = {n: free_port() for n in names}
+        cluster = ",".join(f"{n}=http://127.0.0.1:{peer[n]}" for n in names)
+        self.procs = {}
+        for n in names:
+            p = subprocess.Popen([
+                ETCD, "--name", n, "--data-dir", os.path.join(directory, n),
+                "--listen-client-urls", f"http://127.0.0.1:{self.client[n]}",
+                "--advertise-client-urls", f"http://127.0.0.1:{self.client[n]}",
+                "--listen-peer-urls", f"http://127.0.0.1:{peer[n]}",
+                "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer[n]}",
+                "--initial-cluster", cluster, "--initial-cluster-state", "new",
+                "--initial-cluster-token", "ctrun-test"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            test.addCleanup(lambda p=p: p.poll() is None and (p.kill(), p.wait()))
+            test.addCleanup(p.stderr.close)
+            self.procs[n] = p
+        for n in names:
+            LineReader(self.procs[n].stderr).wait_for("ready to serve client requests", timeout=30)
+
+    def endpoint(self, name):
+        return f"127.0.0.1:{self.client[name]}"
+
+    def kill9(self, name):
+        self.procs[name].kill()
+        self.procs[name].wait(timeout=10)
+
+
+ETCD = "/usr/bin/etcd"
+
+
+@unittest.skipUnless(os.access(ETCD, os.X_OK), "etcd not installed (scripts/install-deps.sh installs etcd-server)")
+class EtcdTest(unittest.TestCase):
+    def test_job_finishes_after_losing_the_etcd_member_it_was_pointed_at(self):
+        d = h.tempdir(self)
+        fifo = h.Fifo(d)
+        self.addCleanup(fifo.close)
+        gate = os.path.join(d, "gate")
+        script = os.path.join(d, "gated_worker.py")
+        with open(script, "w") as f:
+            f.write(GATED_WORKER)
+        etcd = EtcdCluster(self, d)
+        env = h.base_env(ANNOUNCE=fifo.path, GATE=gate)
+        agents = []
+        for i in range(3):
+            p = h.start(["--nnodes", "2:3", "--nproc-per-node", "2", "--rdzv-backend", "etcd-v3",
+                         "--rdzv-endpoint", etcd.endpoint("m1"), "--rdzv-id", f"etcd-job-{os.getpid()}",
+                         "--local-addr", f"127.0.0.{i + 1}", "--rdzv-conf", FAST, "--max-restarts", "0",
+                         "--tee", "1", script], env=env)
+            self.addCleanup(lambda p=p: p.poll() is None and p.kill())
+            agents.append(p)
+        first = fifo.lines(6, timeout=DEADLINE_S)
+        self.assertEqual(sorted(line.split()[1:3] for line in first), [["6", "0"]] * 6)
+        etcd.kill9("m1")  # the member every agent was given
+        with open(gate, "w"):
+            pass
+        outs = []
+        for p in agents:
+            out, err = p.communicate(timeout=DEADLINE_S)
+            self.assertEqual(p.returncode, 0, err)
+            outs.append((out, err))
+        self.assertEqual("".join(out for out, _ in outs).count("world 6 sum 21"), 6)
+        for _, err in outs:
+            self.assertIn("etcd-v3 rendezvous for run", err)
+            self.assertNotIn("restarting the worker group", err)
+        try:
+            extra = os.read(fifo.rfd, 65536)
+        except BlockingIOError:
+            extra = b""
+        self.assertEqual(fifo.buf + extra, b"", "workers were started again")
+
+
 if __name__ == "__main__":
     unittest.main()
