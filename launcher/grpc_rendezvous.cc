@@ -213,6 +213,7 @@ void GrpcRendezvous::Reconnect(const Status& why) {
 }
 
 void GrpcRendezvous::FinishJoin(Result<Round> result) {
+  if (result.status().code() == Status::Code::kFailedPrecondition) refused_ = true;
   join_timer_.cancel();
   status_timer_.cancel();
   if (!result.ok()) reconnect_timer_.cancel();
@@ -294,15 +295,22 @@ void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
   const Duration timeout = reason == ShutdownReason::kSignal
                                ? std::min(ToDuration(options_.close_timeout), kSignalLeaveTimeout)
                                : ToDuration(options_.close_timeout);
-  client_->Leave(leave, timeout, [this, done](const Status& s) {
-    if (!s.ok()) spdlog::warn("could not leave the rendezvous: {}", s.message());
+  auto after_leave = [this, done](const Status& s) {
+    // FailedPrecondition: the server refused this node (token, TLS, version),
+    // which the join failure already said; there is nothing to leave.
+    if (!s.ok() && s.code() != Status::Code::kFailedPrecondition) {
+      spdlog::warn("could not leave the rendezvous: {}", s.message());
+    }
     client_->CancelJoin();
     if (!hosted_) {
       done();
       return;
     }
     ExitBarrier(done);
-  });
+  };
+  // A refused node never joined; a Leave would only wait out its timeout.
+  if (refused_) return after_leave(Status::Ok());
+  client_->Leave(leave, timeout, after_leave);
 }
 
 // The hosting agent keeps serving until the other nodes are gone.

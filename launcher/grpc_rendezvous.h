@@ -78,6 +78,7 @@ class GrpcRendezvous : public RendezvousHandler {
   void ArmKeepAlive();
   void ArmStatusLine();
   void ProbeTls();
+  bool refused_ = false;  // the server refused this node (token, TLS, version)
   void ExitBarrier(std::function<void()> done);
   void EndBarrier(bool drained);
 

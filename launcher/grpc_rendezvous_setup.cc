@@ -133,6 +133,9 @@ Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_co
 
   std::unique_ptr<HostedServer> hosted;
   const std::string endpoint = Endpoint(host, port);
+  // A node with tls_ca but no certificate of its own cannot serve TLS: it
+  // only joins, unless it was told to host.
+  if (tls->ClientSide() && !tls->ServerSide() && inferred) host_it = false;
   if (host_it) {
     rdzv::ServerOptions so;
     so.listen_address = IsIpLiteral(host) ? endpoint : "0.0.0.0:" + std::to_string(port);

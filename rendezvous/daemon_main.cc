@@ -26,6 +26,12 @@ struct DaemonFlags {
   std::string state_dir;
 };
 
+// A bad file or environment value: the message already names the fix.
+int BadInput(const std::string& message) {
+  std::fprintf(stderr, "ctrund: %s\n", message.c_str());
+  return kExitUsage;
+}
+
 int Usage(const std::string& message) {
   std::fprintf(stderr, "ctrund: %s (see ctrund --help)\n", message.c_str());
   return kExitUsage;
@@ -84,15 +90,15 @@ int main(int argc, char** argv) {
   }
 
   ctrun::Result<std::string> token = ReadToken(flags);
-  if (!token.ok()) return Usage(token.status().message());
+  if (!token.ok()) return BadInput(token.status().message());
   ctrun::Result<ctrun::rdzv::TlsConfig> tls = LoadTls(flags);
-  if (!tls.ok()) return Usage(tls.status().message());
+  if (!tls.ok()) return BadInput(tls.status().message());
 
   auto logger = spdlog::stderr_color_mt("ctrund");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ctrund] [%l] %v");
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
-  ctrun::rdzv::RouteGrpcLogsToSpdlog();
+  ctrun::rdzv::RouteGrpcLogsToSpdlog(/*warn_handshake_failures=*/true);
 
   // Blocked before any thread starts, so only sigwait below receives them.
   sigset_t stop_signals;

@@ -350,8 +350,11 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) {
       server_.reset();
-      return Status::Unavailable("cannot listen on " + address + ": " + BindFailureReason(hp) +
-                                 " (stop whatever holds it, or pick another port)");
+      const std::string reason = BindFailureReason(hp);
+      return Status::Unavailable("cannot listen on " + address + ": " + reason +
+                                 (reason == "address in use"
+                                      ? " (stop whatever holds it, or pick another port)"
+                                      : " (give an address of this host, e.g. 127.0.0.1:PORT or 0.0.0.0:PORT)"));
     }
     address_ = hp.host + ":" + std::to_string(port_);
     timer_ = std::thread([this] { TimerLoop(); });
@@ -800,17 +803,36 @@ void RendezvousServer::WhenDrained(const std::string& run_id, std::function<void
   impl_->WhenDrained(run_id, std::move(cb));
 }
 
-void RouteGrpcLogsToSpdlog() {
+namespace {
+std::atomic<bool> warn_handshake_failures{false};
+
+// gRPC's "Security handshake failed: <status> {... target_address:"ipv4:..." ...}"
+// as "TLS handshake with ipv4:... failed: <status>".
+std::string HandshakeLine(const std::string& message) {
+  std::string peer = "a client";
+  const std::string key = "target_address:\"";
+  if (size_t at = message.find(key); at != std::string::npos) {
+    size_t end = message.find('"', at + key.size());
+    if (end != std::string::npos) peer = message.substr(at + key.size(), end - at - key.size());
+  }
+  std::string what = message.substr(0, message.find(" {"));
+  if (what.rfind("Security handshake failed: ", 0) == 0) what = what.substr(27);
+  return "TLS handshake with " + peer + " failed: " + what +
+         " (its CA, certificate or TLS setting does not match this server's: see docs/security.md)";
+}
+}  // namespace
+
+void RouteGrpcLogsToSpdlog(bool warn_handshakes) {
+  warn_handshake_failures = warn_handshakes;
+  // The server side of a failed handshake is a debug message in gRPC.
+  if (warn_handshakes) gpr_set_log_verbosity(GPR_LOG_SEVERITY_DEBUG);
   gpr_set_log_function([](gpr_log_func_args* args) {
-    // A failed TLS handshake (a peer with the wrong CA or certificate, or
-    // none) is the only sign of it on this side: warn, at most once a second.
-    if (std::strstr(args->message, "andshake failed") != nullptr) {
+    if (warn_handshake_failures && std::strstr(args->message, "andshake failed") != nullptr) {
       static std::atomic<int64_t> next_ns{0};
       const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
       int64_t due = next_ns.load();
       if (now >= due && next_ns.compare_exchange_strong(due, now + 1'000'000'000)) {
-        spdlog::warn("TLS handshake failed: {} (check tls_ca / --tls-client-ca and the certificates on both sides)",
-                     args->message);
+        spdlog::warn("{}", HandshakeLine(args->message));
       }
       return;
     }

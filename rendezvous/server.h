@@ -108,6 +108,10 @@ class RendezvousServer {
 // port is taken, which Start already reports as a Status) to spdlog at
 // debug level, so they show only with debug logging. Process-wide; call once
 // from main before any server or channel exists.
-void RouteGrpcLogsToSpdlog();
+// With `warn_handshake_failures` (ctrund), gRPC's debug messages are let
+// through too and a failed TLS handshake with a client becomes a warning
+// naming the peer (at most one a second); agents keep them at debug (their
+// own error line says it).
+void RouteGrpcLogsToSpdlog(bool warn_handshake_failures = false);
 
 }  // namespace ctrun::rdzv

@@ -1,0 +1,220 @@
+"""Bad input, table driven: malformed flags, environment values (PET_*,
+TORCH_ELASTIC_*, CTRUN_*) and files (token, certificates, error files), for
+ctrun and ctrund. Each row: the arguments and environment, the exit code
+(docs/exit-codes.md: 2 for usage errors, nothing started) and a substring of
+the one line on stderr that names the input and the fix.
+
+Every case ends on its own (usage errors exit before starting anything); the
+few multi-node rows fail while setting up the rendezvous, before any network
+wait.
+"""
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import harness as h
+
+SRC = os.environ.get("CTRUN_SOURCE_DIR", os.path.dirname(os.path.dirname(h.HERE)))
+TLS = os.path.join(SRC, "tests", "rendezvous", "data", "tls")
+CTRUND = os.path.join(h.build_dir(), "rendezvous", "ctrund")
+TRUE = "/bin/true"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def multinode(*conf):
+    """Arguments of a 2-node c10d job on a free local port, with --rdzv-conf `conf`."""
+    args = ["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:{port}"]
+    if conf:
+        args += ["--rdzv-conf", ",".join(conf)]
+    return args + ["--no-python", TRUE]
+
+
+def tls(name):
+    return os.path.join(TLS, name)
+
+
+# (name, argv, env, exit code, substring of the single stderr line)
+# argv/env may use {dir} (a temp dir with files: empty, token, binary_token,
+# not_executable, garbage), {port} (a free port).
+CTRUN_ROWS = [
+    # --- flags: sizes
+    ("nnodes zero", ["--nnodes", "0", TRUE], {}, 2, "--nnodes"),
+    ("nnodes min above max", ["--nnodes", "3:2", TRUE], {}, 2, "--nnodes '3:2'"),
+    ("nnodes not a number", ["--nnodes", "abc", TRUE], {}, 2, "--nnodes 'abc'"),
+    ("nnodes three parts", ["--nnodes", "1:2:3", TRUE], {}, 2, "--nnodes"),
+    ("nproc negative", ["--nproc-per-node", "-1", TRUE], {}, 2, "--nproc-per-node"),
+    ("nproc zero", ["--nproc-per-node", "0", TRUE], {}, 2, "--nproc-per-node"),
+    ("nproc word", ["--nproc-per-node", "many", TRUE], {}, 2, "--nproc-per-node"),
+    ("flag without value", ["--nnodes"], {}, 2, "--nnodes"),
+    ("unknown flag", ["--bogus-flag", "1", TRUE], {}, 2, "--bogus-flag"),
+    ("no script", [], {}, 2, "missing the training script"),
+    # --- flags: rendezvous
+    ("unknown backend", ["--rdzv-backend", "zookeeper", TRUE], {}, 2, "--rdzv-backend"),
+    ("endpoint port out of range", ["--rdzv-endpoint", "localhost:99999", TRUE], {}, 2, "--rdzv-endpoint"),
+    ("endpoint port not a number", ["--rdzv-endpoint", "localhost:http", TRUE], {}, 2, "--rdzv-endpoint"),
+    ("rdzv-conf unknown key", ["--rdzv-conf", "bogus_key=1", TRUE], {}, 2, "bogus_key"),
+    ("rdzv-conf negative timeout", ["--rdzv-conf", "join_timeout=-5", TRUE], {}, 2, "join_timeout"),
+    ("rdzv-conf timeout word", ["--rdzv-conf", "join_timeout=soon", TRUE], {}, 2, "join_timeout"),
+    ("rdzv-conf bad bool", ["--rdzv-conf", "is_host=maybe", TRUE], {}, 2, "is_host"),
+    ("rdzv-conf zero attempts", ["--rdzv-conf", "keep_alive_max_attempt=0", TRUE], {}, 2, "keep_alive_max_attempt"),
+    ("rdzv-conf store type", ["--rdzv-conf", "store_type=redis", TRUE], {}, 2, "store_type"),
+    ("rdzv-conf empty key", ["--rdzv-conf", "=1", TRUE], {}, 2, "empty key"),
+    ("rdzv-conf key without value", ["--rdzv-conf", "join_timeout", TRUE], {}, 2, "join_timeout"),
+    ("node rank negative", ["--node-rank", "-1", TRUE], {}, 2, "--node-rank"),
+    ("node rank word", ["--node-rank", "first", TRUE], {}, 2, "--node-rank"),
+    ("master port too big", ["--master-port", "70000", TRUE], {}, 2, "--master-port"),
+    ("master port word", ["--master-port", "http", TRUE], {}, 2, "--master-port"),
+    ("c10d multinode without endpoint", ["--nnodes", "2", "--rdzv-backend", "c10d", "--no-python", TRUE], {}, 2,
+     "needs --rdzv-endpoint"),
+    ("static backend elastic", ["--nnodes", "1:2", "--rdzv-backend", "static", "--no-python", TRUE], {}, 2,
+     "fixed membership"),
+    # --- flags: supervision and logs
+    ("max restarts negative", ["--max-restarts", "-1", TRUE], {}, 2, "--max-restarts"),
+    ("monitor interval negative", ["--monitor-interval", "-1", TRUE], {}, 2, "--monitor-interval"),
+    ("start method", ["--start-method", "thread", TRUE], {}, 2, "--start-method"),
+    ("redirects out of range", ["--redirects", "9", TRUE], {}, 2, "--redirects"),
+    ("tee out of range", ["--tee", "5", TRUE], {}, 2, "--tee"),
+    ("redirects map bad value", ["--redirects", "0:9", TRUE], {}, 2, "--redirects"),
+    ("local ranks filter words", ["--local-ranks-filter", "a,b", TRUE], {}, 2, "--local-ranks-filter"),
+    ("unknown signal", ["--signals-to-handle", "SIGFOO", TRUE], {}, 2, "SIGFOO"),
+    ("heartbeat timeout negative", ["--heartbeat-timeout", "-1", TRUE], {}, 2, "--heartbeat-timeout"),
+    # --- the script
+    ("script missing", ["/nonexistent/train.py"], {}, 2, "/nonexistent/train.py"),
+    ("binary not executable", ["--no-python", "{dir}/not_executable"], {}, 2, "{dir}/not_executable"),
+    # --- environment
+    ("PET_NNODES word", [TRUE], {"PET_NNODES": "abc"}, 2, "PET_NNODES"),
+    ("PET_NPROC_PER_NODE word", [TRUE], {"PET_NPROC_PER_NODE": "many"}, 2, "PET_NPROC_PER_NODE"),
+    ("PET_MAX_RESTARTS negative", [TRUE], {"PET_MAX_RESTARTS": "-3"}, 2, "PET_MAX_RESTARTS"),
+    ("PET_RDZV_BACKEND unknown", [TRUE], {"PET_RDZV_BACKEND": "bogus"}, 2, "PET_RDZV_BACKEND"),
+    ("PET_MASTER_PORT word", [TRUE], {"PET_MASTER_PORT": "http"}, 2, "PET_MASTER_PORT"),
+    ("PET_RDZV_CONF unknown key", [TRUE], {"PET_RDZV_CONF": "nope=1"}, 2, "nope"),
+    ("PET_TEE out of range", [TRUE], {"PET_TEE": "7"}, 2, "PET_TEE"),
+    ("PET_STANDALONE not a switch", [TRUE], {"PET_STANDALONE": "maybe"}, 2, "PET_STANDALONE 'maybe'"),
+    ("PET_NODE_RANK negative", [TRUE], {"PET_NODE_RANK": "-2"}, 2, "PET_NODE_RANK '-2'"),
+    ("PET_LOCAL_RANKS_FILTER word", [TRUE], {"PET_LOCAL_RANKS_FILTER": "x"}, 2, "PET_LOCAL_RANKS_FILTER 'x'"),
+    ("PET_MONITOR_INTERVAL nan", [TRUE], {"PET_MONITOR_INTERVAL": "nan"}, 2, "PET_MONITOR_INTERVAL 'nan'"),
+    ("PET_RDZV_ID empty", [TRUE], {"PET_RDZV_ID": ""}, 2, "run id must not be empty"),
+    ("PYTHON_EXEC missing", [os.path.join(h.WORKERS, "allreduce.py")], {"PYTHON_EXEC": "/nonexistent/python"}, 2,
+     "PYTHON_EXEC '/nonexistent/python'"),
+    ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT word", [TRUE], {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "soon"}, 2,
+     "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"),
+    ("CTRUN_RDZV_TOKEN two lines", multinode(), {"CTRUN_RDZV_TOKEN": "a\nb"}, 2,
+     "CTRUN_RDZV_TOKEN: the token must be one line of printable ASCII"),
+    # --- files: token and TLS
+    ("token file missing", multinode("token_file=/nonexistent/token"), {}, 2,
+     "--rdzv-conf token_file '/nonexistent/token': cannot read it"),
+    ("token file empty", multinode("token_file={dir}/empty"), {}, 2, "the file is empty"),
+    ("token file binary", multinode("token_file={dir}/binary_token"), {}, 2, "one line of printable ASCII"),
+    ("token file is a directory", multinode("token_file={dir}"), {}, 2, "--rdzv-conf token_file '{dir}'"),
+    ("tls cert without key", multinode("tls_ca=" + tls("ca.pem"), "tls_cert=" + tls("server.pem")), {}, 2,
+     "--rdzv-conf tls_cert given without --rdzv-conf tls_key"),
+    ("tls cert without ca", multinode("tls_cert=" + tls("server.pem"), "tls_key=" + tls("server.key")), {}, 2,
+     "without tls_ca"),
+    ("tls ca not PEM", multinode("tls_ca={dir}/garbage"), {}, 2, "--rdzv-conf tls_ca '{dir}/garbage': no PEM certificate"),
+    ("tls ca missing", multinode("tls_ca=/nonexistent/ca.pem"), {}, 2, "cannot read it"),
+    ("tls key of another cert",
+     multinode("tls_ca=" + tls("ca.pem"), "tls_cert=" + tls("server.pem"), "tls_key=" + tls("client.key")), {}, 2,
+     "is not the key of --rdzv-conf tls_cert"),
+    ("tls cert expired",
+     multinode("tls_ca=" + tls("ca.pem"), "tls_cert=" + tls("expired.pem"), "tls_key=" + tls("expired.key")), {}, 2,
+     "the certificate has expired"),
+    ("tls host without cert", multinode("tls_ca=" + tls("ca.pem"), "is_host=1"), {}, 2,
+     "needs its certificate and key to serve TLS"),
+    ("tls server name without ca", multinode("tls_server_name=rdzv.example"), {}, 2, "tls_server_name without tls_ca"),
+]
+
+CTRUND_ROWS = [
+    ("ctrund unknown flag", ["--bogus"], {}, 2, "--bogus"),
+    ("ctrund listen without port", ["--listen", "nohost"], {}, 2, "listen address 'nohost'"),
+    ("ctrund listen port too big", ["--listen", "127.0.0.1:99999"], {}, 2, "listen address '127.0.0.1:99999'"),
+    ("ctrund listen foreign address", ["--listen", "192.0.2.1:0"], {}, 1,
+     "cannot listen on 192.0.2.1:0: Cannot assign requested address (give an address of this host"),
+    ("ctrund log level", ["--log-level", "loud"], {}, 2, "--log-level"),
+    ("ctrund token file missing", ["--token-file", "/nonexistent/token"], {}, 2,
+     "--token-file '/nonexistent/token': cannot read it"),
+    ("ctrund token file empty", ["--token-file", "{dir}/empty"], {}, 2, "the file is empty"),
+    ("ctrund token env control char", [], {"CTRUN_RDZV_TOKEN": "tok\x01en"}, 2, "CTRUN_RDZV_TOKEN"),
+    ("ctrund tls cert without key", ["--tls-cert", tls("server.pem")], {}, 2, "--tls-cert given without --tls-key"),
+    ("ctrund tls key mismatch", ["--tls-cert", tls("server.pem"), "--tls-key", tls("client.key")], {}, 2,
+     "is not the key of --tls-cert"),
+    ("ctrund tls cert not PEM", ["--tls-cert", "{dir}/garbage", "--tls-key", tls("server.key")], {}, 2,
+     "--tls-cert '{dir}/garbage': no PEM certificate"),
+    ("ctrund client ca without cert", ["--tls-client-ca", tls("ca.pem")], {}, 2, "--tls-client-ca needs --tls-cert"),
+]
+
+
+def make_files(d):
+    open(os.path.join(d, "empty"), "w").close()
+    with open(os.path.join(d, "binary_token"), "wb") as f:
+        f.write(b"\x00\xff\x10token")
+    with open(os.path.join(d, "garbage"), "w") as f:
+        f.write("this is not PEM\n")
+    p = os.path.join(d, "not_executable")
+    with open(p, "w") as f:
+        f.write("echo hi\n")
+    os.chmod(p, 0o644)
+
+
+class BadInputTableTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = h.tempdir(self)
+        make_files(self.dir)
+
+    def fill(self, s, port):
+        return s.replace("{dir}", self.dir).replace("{port}", str(port))
+
+    def check(self, program, rows):
+        for name, argv, env, code, needle in rows:
+            with self.subTest(name):
+                port = free_port()
+                args = [self.fill(a, port) for a in argv]
+                e = h.base_env(**{"CTRUN_RDZV_TOKEN": None, **{k: self.fill(v, port) for k, v in env.items()}})
+                r = subprocess.run([program] + args, env=e, capture_output=True, text=True, timeout=60)
+                lines = r.stderr.strip().splitlines()
+                self.assertEqual(r.returncode, code, f"{name}: {args} {env}\n{r.stderr}")
+                self.assertEqual(len(lines), 1, f"{name}: {args}: not one line:\n{r.stderr}")
+                self.assertIn(self.fill(needle, port), lines[0], name)
+
+    def test_ctrun_rows(self):
+        self.assertGreaterEqual(len(CTRUN_ROWS) + len(CTRUND_ROWS) + len(FILE_ROWS), 40)
+        self.check(h.ctrun_bin(), CTRUN_ROWS)
+
+    def test_ctrund_rows(self):
+        self.check(CTRUND, CTRUND_ROWS)
+
+
+# Files a job produces or reads at run time, where the job itself is the
+# input: (name, worker body, exit code, substring of stderr).
+FILE_ROWS = [
+    ("error file that is not JSON",
+     "import os,sys\nopen(os.environ['TORCHELASTIC_ERROR_FILE'],'w').write('not json {')\nsys.exit(3)\n",
+     1, "exitcode  : 3"),
+    ("error file that is JSON but not an object",
+     "import os,sys\nopen(os.environ['TORCHELASTIC_ERROR_FILE'],'w').write('[1,2]')\nsys.exit(4)\n",
+     1, "exitcode  : 4"),
+]
+
+
+class BadFilesTest(unittest.TestCase):
+    def test_a_broken_error_file_still_gives_a_report(self):
+        d = h.tempdir(self)
+        for name, body, code, needle in FILE_ROWS:
+            with self.subTest(name):
+                script = os.path.join(d, "worker.py")
+                with open(script, "w") as f:
+                    f.write(body)
+                r = h.run([script], timeout=60)
+                self.assertEqual(r.returncode, code, r.stderr)
+                self.assertIn(needle, r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
