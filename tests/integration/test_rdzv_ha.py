@@ -271,6 +271,32 @@ class EtcdTest(unittest.TestCase):
             extra = b""
         self.assertEqual(fifo.buf + extra, b"", "workers were started again")
 
+    def test_survivors_go_on_at_a_smaller_world_after_an_agent_is_killed(self):
+        d = h.tempdir(self)
+        fifo = h.Fifo(d)
+        self.addCleanup(fifo.close)
+        etcd = EtcdCluster(self, d)
+        env = h.base_env(ANNOUNCE=fifo.path, TARGET_WORLD="4")
+        agents = []
+        for i in range(3):
+            p = h.start(["--nnodes", "2:3", "--nproc-per-node", "2", "--rdzv-backend", "etcd-v3",
+                         "--rdzv-endpoint", etcd.endpoint("m2"), "--rdzv-id", f"etcd-shrink-{os.getpid()}",
+                         "--local-addr", f"127.0.0.{i + 1}", "--rdzv-conf", FAST, "--tee", "1",
+                         h.worker("elastic_allreduce.py")], env=env)
+            self.addCleanup(lambda p=p: p.poll() is None and p.kill())
+            agents.append(p)
+        lines = fifo.lines(6, timeout=DEADLINE_S)
+        self.assertTrue(all(line.split()[1] == "6" for line in lines), lines)
+        agents[2].kill()  # its etcd lease runs out: the others restart without it
+        agents[2].communicate(timeout=10)
+        lines = fifo.lines(4, timeout=DEADLINE_S)
+        self.assertTrue(all(line.split()[1] == "4" for line in lines), lines)
+        for p in agents[:2]:
+            out, err = p.communicate(timeout=DEADLINE_S)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertIn("not charged to --max-restarts", err)
+            self.assertEqual(out.count("world 4 sum 10"), 2)
+
 
 if __name__ == "__main__":
     unittest.main()
