@@ -1,7 +1,9 @@
 // ctrun-fashion-mnist: the example worker. Trains SmallCnn on Fashion-MNIST
-// with DistributedDataParallel, one process per rank, under ctrun/torchrun.
+// with DistributedDataParallel (or ZeRO-1, ZeRO-2/FSDP: --strategy), one
+// process per rank, under ctrun/torchrun.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <sys/resource.h>
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
@@ -10,6 +12,9 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <set>
 #include <thread>
 
 #if defined(CTRUN_HAVE_GLOG)
@@ -22,8 +27,13 @@
 #include "trainer/dist_env.h"
 #include "trainer/distributed_sampler.h"
 #include "trainer/fashion_mnist.h"
+#include "trainer/fsdp.h"
+#include "trainer/optimizer_state.h"
 #include "trainer/process_group.h"
+#include "trainer/sharded_checkpoint.h"
 #include "trainer/small_cnn.h"
+#include "trainer/small_cnn_stages.h"
+#include "trainer/zero_optimizer.h"
 
 namespace ctrun::trainer {
 namespace {
@@ -68,9 +78,12 @@ Result<std::vector<double>> SumOverRanks(Communicator& comm, const std::vector<d
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
 }
 
+using ForwardFn = std::function<Result<at::Tensor>(const at::Tensor&)>;
+
 // Loss sum and correct count of `model` over test samples rank, rank+R, ...
-std::pair<double, double> Evaluate(SmallCnn& model, const ImageDataset& test, int rank, int world,
-                                   const at::Device& device) {
+Result<std::pair<double, double>> Evaluate(SmallCnn& model, const ForwardFn& forward,
+                                           const ImageDataset& test, int rank, int world,
+                                           const at::Device& device) {
   at::NoGradGuard no_grad;
   model->eval();
   at::Tensor idx = at::arange(rank, test.size(), world, at::kLong);
@@ -79,12 +92,22 @@ std::pair<double, double> Evaluate(SmallCnn& model, const ImageDataset& test, in
     at::Tensor part = idx.narrow(0, begin, std::min<int64_t>(1000, idx.numel() - begin));
     at::Tensor x = test.images.index_select(0, part).to(device);
     at::Tensor y = test.labels.index_select(0, part).to(device);
-    at::Tensor logits = model->forward(x);
-    loss += at::cross_entropy_loss(logits, y, {}, at::Reduction::Sum).item<double>();
-    correct += logits.argmax(1).eq(y).sum().item<double>();
+    auto logits = forward(x);
+    if (!logits.ok()) return logits.status();
+    loss += at::cross_entropy_loss(*logits, y, {}, at::Reduction::Sum).item<double>();
+    correct += logits->argmax(1).eq(y).sum().item<double>();
   }
   model->train();
-  return {loss, correct};
+  return std::make_pair(loss, correct);
+}
+
+int64_t StorageBytes(const std::vector<at::Tensor>& tensors) {
+  std::set<const void*> seen;
+  int64_t total = 0;
+  for (const auto& t : tensors) {
+    if (t.defined() && seen.insert(t.storage().data()).second) total += static_cast<int64_t>(t.storage().nbytes());
+  }
+  return total;
 }
 
 Status Run(const TrainFlags& flags) {
@@ -130,15 +153,42 @@ Status Run(const TrainFlags& flags) {
   at::manual_seed(static_cast<uint64_t>(flags.seed));
   SmallCnn model;
   model->to(device);
-  torch::optim::SGD sgd(model->parameters(),
-                        torch::optim::SGDOptions(flags.lr).momentum(flags.momentum));
+  const bool fsdp_path = flags.strategy == "fsdp" || flags.strategy == "zero2";
+  auto make_sgd = [&](std::vector<at::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
+    return std::make_unique<torch::optim::SGD>(std::move(params),
+                                               torch::optim::SGDOptions(flags.lr).momentum(flags.momentum));
+  };
+  std::unique_ptr<FullyShardedDataParallel> fsdp;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (fsdp_path) {
+    FsdpOptions fsdp_options;
+    fsdp_options.strategy = flags.strategy == "fsdp" ? ShardingStrategy::kFullShard
+                                                     : ShardingStrategy::kShardGradOp;
+    fsdp_options.min_unit_params = flags.min_unit_params;
+    fsdp_options.mixed_precision = flags.mixed_precision;
+    auto made = FullyShardedDataParallel::Create(*model, SmallCnnStages(*model), comm, fsdp_options);
+    if (!made.ok()) return made.status();
+    fsdp = std::move(*made);
+    optimizer = make_sgd(fsdp->parameters());
+  } else {
+    optimizer = make_sgd(model->parameters());
+  }
+  if (flags.strategy == "zero1" && !flags.checkpoint_dir.empty()) {
+    return Status::InvalidArgument("--checkpoint-dir with --strategy zero1: not supported by this "
+                                   "worker yet; use ddp, zero2 or fsdp, or drop --checkpoint-dir");
+  }
 
   TrainPosition position{.step = 0, .epoch = 0, .epoch_consumed = 0,
                          .world_size = env->world_size, .seed = flags.seed};
   const std::string ckpt_path =
       flags.checkpoint_dir.empty() ? "" : flags.checkpoint_dir + "/checkpoint.pt";
+  // zero2/fsdp: sharded checkpoints in <dir>/sharded (any world size), and a
+  // consolidated checkpoint.pt (the DDP format) when training ends.
+  const std::string sharded_dir = flags.checkpoint_dir.empty() ? "" : flags.checkpoint_dir + "/sharded";
+  if (fsdp && !sharded_dir.empty()) std::filesystem::create_directories(sharded_dir);
   if (!ckpt_path.empty()) {
-    auto loaded = LoadCheckpoint(ckpt_path, *model, sgd);
+    auto loaded = fsdp ? LoadShardedCheckpoint(sharded_dir, *fsdp, *optimizer)
+                       : LoadCheckpoint(ckpt_path, *model, *optimizer);
     if (!loaded.ok()) return loaded.status();
     if (loaded->has_value()) {
       const TrainPosition saved = **loaded;
@@ -149,8 +199,8 @@ Status Run(const TrainFlags& flags) {
                                        "; pass the same seed or another --checkpoint-dir");
       }
       position = saved;
-      log("resuming from '" + ckpt_path + "': step " + std::to_string(saved.step) + ", epoch " +
-          std::to_string(saved.epoch) + ", " + std::to_string(saved.epoch_consumed) +
+      log("resuming from '" + (fsdp ? sharded_dir : ckpt_path) + "': step " +
+          std::to_string(saved.step) + ", epoch " + std::to_string(saved.epoch) + ", " + std::to_string(saved.epoch_consumed) +
           " samples into it (saved with " + std::to_string(saved.world_size) + " ranks, now " +
           std::to_string(env->world_size) + ")");
     }
@@ -169,13 +219,28 @@ Status Run(const TrainFlags& flags) {
     }
   }
 
-  DdpOptions ddp_options;
-  ddp_options.bucket_cap_mb = flags.bucket_cap_mb;
-  ddp_options.first_bucket_cap_mb = std::min(1.0, flags.bucket_cap_mb);
-  ddp_options.compression = *compression;
-  auto ddp_or = DistributedDataParallel::Create(*model, comm, ddp_options);
-  if (!ddp_or.ok()) return ddp_or.status();
-  DistributedDataParallel& ddp = **ddp_or;
+  std::unique_ptr<DistributedDataParallel> ddp;
+  std::unique_ptr<ZeroRedundancyOptimizer> zero;
+  if (!fsdp) {
+    DdpOptions ddp_options;
+    ddp_options.bucket_cap_mb = flags.bucket_cap_mb;
+    ddp_options.first_bucket_cap_mb = std::min(1.0, flags.bucket_cap_mb);
+    ddp_options.compression = *compression;
+    auto ddp_or = DistributedDataParallel::Create(*model, comm, ddp_options);
+    if (!ddp_or.ok()) return ddp_or.status();
+    ddp = std::move(*ddp_or);
+    if (flags.strategy == "zero1") {
+      optimizer.reset();
+      auto zero_or = ZeroRedundancyOptimizer::Create(*model, comm, make_sgd);
+      if (!zero_or.ok()) return zero_or.status();
+      zero = std::move(*zero_or);
+    }
+  }
+  torch::optim::Optimizer& opt = zero ? zero->optimizer() : *optimizer;
+  const ForwardFn forward = [&](const at::Tensor& x) -> Result<at::Tensor> {
+    if (fsdp) return fsdp->Forward(x);
+    return model->forward(x);
+  };
 
   SamplerOptions sampler_options;
   sampler_options.dataset_size = train->size();
@@ -187,18 +252,23 @@ Status Run(const TrainFlags& flags) {
 
   log("training SmallCnn on " + std::to_string(train->size()) + " Fashion-MNIST images: " +
       std::to_string(env->world_size) + " ranks (" + comm.backend() + "), batch " +
-      std::to_string(flags.batch_size) + " per rank, " + std::to_string(flags.epochs) +
+      std::to_string(flags.batch_size) + " per rank, strategy " + flags.strategy +
+      (fsdp ? " (FSDP units: " + std::to_string(fsdp->unit_count()) + ")" : std::string()) + ", " +
+      std::to_string(flags.epochs) +
       " epochs, " + std::to_string(threads) + " threads per rank");
 
   auto save = [&]() -> Status {
-    if (ckpt_path.empty() || !chief) return Status::Ok();
-    return SaveCheckpoint(ckpt_path, *model, sgd, position);
+    if (ckpt_path.empty()) return Status::Ok();
+    if (fsdp) return SaveShardedCheckpoint(sharded_dir, *fsdp, opt, position);
+    if (!chief) return Status::Ok();
+    return SaveCheckpoint(ckpt_path, *model, opt, position);
   };
 
   bool stop = false;
   double bench_start = 0;
   int64_t bench_samples = 0;
   DdpStats bench_base;
+  auto ddp_stats = [&]() { return ddp ? ddp->stats() : DdpStats(); };
   while (position.epoch < flags.epochs && !stop) {
     const std::vector<int64_t> indices = sampler->IndicesFrom(position.epoch, position.epoch_consumed);
     const double epoch_start = Now();
@@ -210,11 +280,21 @@ Status Run(const TrainFlags& flags) {
       at::Tensor x = train->images.index_select(0, idx).to(device);
       at::Tensor y = train->labels.index_select(0, idx).to(device);
 
-      sgd.zero_grad();
-      at::Tensor logits = model->forward(x);
+      if (zero) {
+        zero->ZeroGrad();
+      } else {
+        opt.zero_grad();
+      }
+      auto logits_or = forward(x);
+      if (!logits_or.ok()) return logits_or.status();
+      at::Tensor logits = *logits_or;
       at::Tensor loss = at::cross_entropy_loss(logits, y);
-      CTRUN_RETURN_IF_ERROR(ddp.Backward(loss));
-      sgd.step();
+      CTRUN_RETURN_IF_ERROR(fsdp ? fsdp->Backward(loss) : ddp->Backward(loss));
+      if (zero) {
+        CTRUN_RETURN_IF_ERROR(zero->Step());
+      } else {
+        opt.step();
+      }
 
       ++position.step;
       position.epoch_consumed += static_cast<int64_t>(count) * env->world_size;
@@ -228,7 +308,8 @@ Status Run(const TrainFlags& flags) {
       if (flags.bench_warmup > 0) {
         if (position.step == flags.bench_warmup) {
           bench_start = Now();
-          bench_base = ddp.stats();
+          bench_base = ddp_stats();
+          if (fsdp) fsdp->ResetPeaks();
         } else if (position.step > flags.bench_warmup) {
           bench_samples += static_cast<int64_t>(count) * env->world_size;
         }
@@ -250,7 +331,9 @@ Status Run(const TrainFlags& flags) {
       }
     }
     if (!stop || position.epoch_consumed >= train->size()) {
-      auto [test_loss, test_correct] = Evaluate(model, *test, env->rank, env->world_size, device);
+      auto evaluated = Evaluate(model, forward, *test, env->rank, env->world_size, device);
+      if (!evaluated.ok()) return evaluated.status();
+      auto [test_loss, test_correct] = *evaluated;
       auto sums = SumOverRanks(comm, {loss_sum, correct, seen, test_loss, test_correct}, device);
       if (!sums.ok()) return sums.status();
       const auto& v = *sums;
@@ -266,32 +349,71 @@ Status Run(const TrainFlags& flags) {
     }
     CTRUN_RETURN_IF_ERROR(save());
   }
+  if (fsdp && !ckpt_path.empty()) {
+    CTRUN_RETURN_IF_ERROR(SaveFullCheckpoint(ckpt_path, "", *model, *fsdp, opt, position));
+  }
   CTRUN_RETURN_IF_ERROR(WaitWork(comm.Barrier(), "final barrier"));
 
   if (flags.bench_warmup > 0 && bench_start > 0) {
     const double seconds = Now() - bench_start;
-    DdpStats s = ddp.stats();
+    DdpStats s = ddp_stats();
     DdpStats window;
     window.comm_span_seconds = s.comm_span_seconds - bench_base.comm_span_seconds;
     window.exposed_seconds = s.exposed_seconds - bench_base.exposed_seconds;
     const double steps = static_cast<double>(position.step - flags.bench_warmup);
-    char line[256];
+    // Parameter + gradient + optimizer-state bytes this rank holds between
+    // steps (tensor storage, each once), and at the peak of a step: DDP's
+    // buckets hold one more copy of the gradients; FSDP's gathered units and
+    // gradient buffers are measured by the core.
+    int64_t state_bytes = 0, peak_bytes = 0;
+    const int64_t optim_bytes = OptimizerStateBytes(opt);
+    if (fsdp) {
+      const FsdpMemory m = fsdp->Memory();
+      state_bytes = m.shard_param_bytes + m.shard_grad_bytes + optim_bytes;
+      peak_bytes = state_bytes + m.peak_gathered_bytes + m.peak_grad_buffer_bytes;
+    } else {
+      std::vector<at::Tensor> params = model->parameters(), grads;
+      for (const auto& p : params) grads.push_back(p.grad());
+      state_bytes = StorageBytes(params) + StorageBytes(grads) + optim_bytes;
+      peak_bytes = state_bytes + StorageBytes(params);
+    }
+    struct rusage usage {};
+    getrusage(RUSAGE_SELF, &usage);
+    char line[384];
     std::snprintf(line, sizeof line,
                   "BENCH samples_per_s=%.1f hidden_share=%.3f step_ms=%.3f comm_ms=%.3f "
-                  "exposed_ms=%.3f steps=%.0f",
+                  "exposed_ms=%.3f steps=%.0f state_bytes=%lld peak_bytes=%lld maxrss_kb=%ld",
                   static_cast<double>(bench_samples) / seconds, window.HiddenShare(),
                   1e3 * seconds / steps, 1e3 * window.comm_span_seconds / steps,
-                  1e3 * window.exposed_seconds / steps, steps);
+                  1e3 * window.exposed_seconds / steps, steps, static_cast<long long>(state_bytes),
+                  static_cast<long long>(peak_bytes), usage.ru_maxrss);
     log(line);
   }
-  if (chief && !flags.dump_params.empty()) {
-    std::ofstream out(flags.dump_params, std::ios::binary | std::ios::trunc);
-    for (const auto& param : model->parameters()) {
+  if (!flags.dump_params.empty()) {
+    // Under zero2/fsdp the root's parameters are freed: gather them (all ranks).
+    std::vector<at::Tensor> final_params = model->parameters();
+    if (fsdp) {
+      std::map<std::string, at::Tensor> by_name;
+      for (size_t u = 0; u < fsdp->unit_count(); ++u) {
+        at::Tensor send = fsdp->shard(u).detach();
+        at::Tensor full = at::empty({send.numel() * comm.size()}, send.options());
+        CTRUN_RETURN_IF_ERROR(WaitWork(comm.AllGather(send, full), "all-gather of parameters"));
+        for (const auto& e : fsdp->layout(u).entries) {
+          by_name[e.name] = full.narrow(0, e.offset, e.numel);
+        }
+      }
+      final_params.clear();
+      for (const auto& item : model->named_parameters()) final_params.push_back(by_name.at(item.key()));
+    }
+    if (!chief) final_params.clear();
+    std::ofstream out;
+    if (chief) out.open(flags.dump_params, std::ios::binary | std::ios::trunc);
+    for (const auto& param : final_params) {
       at::Tensor flat = param.detach().to(at::kCPU, at::kFloat).contiguous().reshape({-1});
       out.write(reinterpret_cast<const char*>(flat.data_ptr<float>()),
                 static_cast<std::streamsize>(flat.numel() * sizeof(float)));
     }
-    if (!out) return Status::IOError("cannot write --dump-params '" + flags.dump_params + "'");
+    if (chief && !out) return Status::IOError("cannot write --dump-params '" + flags.dump_params + "'");
   }
   log("done: " + std::to_string(position.step) + " steps");
   return Status::Ok();

@@ -79,6 +79,10 @@ Run under a launcher, e.g.  ctrun --nproc-per-node 4 --no-python build/trainer/a
   --store-timeout S       seconds to wait for the store and peers (default 120)
   --dump-params FILE      rank 0 writes the final parameters (float32) to FILE
   --bench-warmup N        print a BENCH line timing the steps after the first N
+  --strategy S            ddp, zero1 (sharded optimizer state), zero2 (+ sharded
+                          gradients) or fsdp (+ sharded parameters) (default ddp)
+  --mixed-precision       zero2/fsdp: compute and reduce in bf16, fp32 master weights
+  --min-unit-params N     zero2/fsdp: parameters per FSDP unit at least (default 10000)
 )";
 }
 
@@ -106,6 +110,8 @@ Result<TrainFlags> ParseTrainFlags(const std::vector<std::string>& args) {
       {"--store-timeout", Int(&flags.store_timeout_s, 1)},
       {"--dump-params", Text(&flags.dump_params)},
       {"--bench-warmup", Int(&flags.bench_warmup, 0)},
+      {"--strategy", Text(&flags.strategy)},
+      {"--min-unit-params", Int(&flags.min_unit_params, 1)},
   };
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i];
@@ -115,6 +121,10 @@ Result<TrainFlags> ParseTrainFlags(const std::vector<std::string>& args) {
     }
     if (flag == "--deterministic") {
       flags.deterministic = true;
+      continue;
+    }
+    if (flag == "--mixed-precision") {
+      flags.mixed_precision = true;
       continue;
     }
     std::string value;
@@ -142,6 +152,15 @@ Result<TrainFlags> ParseTrainFlags(const std::vector<std::string>& args) {
       flags.grad_compression != "bf16") {
     return Status::InvalidArgument("--grad-compression '" + flags.grad_compression +
                                    "': unknown (use none, fp16 or bf16)");
+  }
+  if (flags.strategy != "ddp" && flags.strategy != "zero1" && flags.strategy != "zero2" &&
+      flags.strategy != "fsdp") {
+    return Status::InvalidArgument("--strategy '" + flags.strategy +
+                                   "': unknown (use ddp, zero1, zero2 or fsdp)");
+  }
+  if (flags.mixed_precision && flags.strategy != "zero2" && flags.strategy != "fsdp") {
+    return Status::InvalidArgument("--mixed-precision needs --strategy zero2 or fsdp (DDP has "
+                                   "--grad-compression fp16 instead)");
   }
   if (flags.backend != "gloo" && flags.backend != "nccl") {
     return Status::InvalidArgument("--backend '" + flags.backend + "': unknown (use gloo or nccl)");

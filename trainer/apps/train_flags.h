@@ -33,6 +33,9 @@ struct TrainFlags {
   int64_t store_timeout_s = 120;
   std::string dump_params;          // rank 0 writes final float32 parameters here
   int64_t bench_warmup = 0;         // >0: print a BENCH line timing steps after these
+  std::string strategy = "ddp";     // ddp, zero1, zero2, fsdp
+  bool mixed_precision = false;     // fsdp/zero2: bf16 compute and reduce
+  int64_t min_unit_params = 10000;  // fsdp/zero2 wrap policy
   bool help = false;
 };
 
