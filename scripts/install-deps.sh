@@ -21,6 +21,8 @@ pkgs=(
   slurmctld slurmd slurm-client munge
   # tests: a real etcd cluster for --rdzv-backend etcd-v3
   etcd-server etcd-client
+  # tests: certificates for the rendezvous TLS tests; OpenSSL headers (PEM checks)
+  openssl libssl-dev
 )
 
 sudo=""
