@@ -44,6 +44,7 @@ EtcdRendezvous::EtcdRendezvous(boost::asio::io_context& io, EtcdRendezvousOption
       options_(std::move(options)),
       kv_(std::move(kv)),
       alive_(std::make_shared<bool>(true)),
+      alive_weak_(alive_),
       join_timer_(io),
       deadline_timer_(io),
       keep_alive_timer_(io),
@@ -67,8 +68,7 @@ EtcdRendezvous::~EtcdRendezvous() {
 void EtcdRendezvous::RunOnEtcd(std::function<void()> fn) { boost::asio::post(etcd_io_, std::move(fn)); }
 
 void EtcdRendezvous::Post(std::function<void()> fn) {
-  std::weak_ptr<bool> alive = alive_;
-  boost::asio::post(io_, [alive, fn = std::move(fn)] {
+  boost::asio::post(io_, [alive = alive_weak_, fn = std::move(fn)] {
     if (alive.lock()) fn();
   });
 }

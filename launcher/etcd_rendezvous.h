@@ -87,6 +87,7 @@ class EtcdRendezvous : public RendezvousHandler {
   EtcdRendezvousOptions options_;
   std::unique_ptr<rdzv::EtcdKv> kv_;
   std::shared_ptr<bool> alive_;
+  const std::weak_ptr<bool> alive_weak_;  // read by the etcd thread; alive_ is reset on destruction
   std::string prefix_, state_key_, alive_key_;
   int64_t lease_ = 0;  // etcd thread only
   boost::asio::io_context etcd_io_;
