@@ -79,6 +79,7 @@ Result<rdzv::TlsConfig> LoadTls(const RdzvConf& conf) {
 Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_context& io,
                                                               const LaunchConfig& config,
                                                               const Environment& env) {
+  rdzv::RouteGrpcLogsToSpdlog();
   if (config.rdzv_backend == RdzvBackend::kEtcdV3) return MakeEtcdRendezvous(io, config);
   const bool is_static = config.rdzv_backend == RdzvBackend::kStatic;
   if (!is_static && config.rdzv_backend != RdzvBackend::kC10d) {
@@ -180,15 +181,3 @@ Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_co
 }
 
 }  // namespace ctrun::launcher
-
-extern "C" void ctrun_make_grpc_rendezvous(const ctrun::launcher::MultiNodeArgs* args,
-                                           ctrun::launcher::MultiNodeResult* result) {
-  ctrun::rdzv::RouteGrpcLogsToSpdlog();
-  ctrun::Result<std::unique_ptr<ctrun::launcher::RendezvousHandler>> made =
-      ctrun::launcher::MakeGrpcRendezvous(*args->io, *args->config, *args->env);
-  if (made.ok()) {
-    result->handler = std::move(*made);
-  } else {
-    result->status = made.status();
-  }
-}
