@@ -68,6 +68,10 @@ class EtcdKv::Impl {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // A frozen member (SIGSTOP, a dead host) leaves the watch stream silent:
+    // pings find it within ~15 s. etcd refuses pings more often than every 5 s.
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
     auto channel = grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
     endpoints_.push_back(Endpoint{endpoint, pb::KV::NewStub(channel), pb::Lease::NewStub(channel),
                                   pb::Watch::NewStub(channel), pb::Cluster::NewStub(channel)});

@@ -8,7 +8,8 @@
 // leaderless member) is retried on the next endpoint, each endpoint at most
 // twice; each try is bounded by `call_timeout`. Requests carry etcd's
 // "hasleader" metadata, so a member cut off from the quorum fails them at
-// once instead of hanging.
+// once instead of hanging. gRPC keep-alive pings (every 10 s, 5 s to
+// answer) break a watch stream on a frozen member, which then moves on.
 //
 // Thread model: every method may be called from any thread, concurrently.
 // Watch callbacks run on the watch's own thread.
