@@ -9,7 +9,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from datetime import datetime
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -46,10 +48,10 @@ def wait_all(procs, timeout):
     return all(p.returncode == 0 for p in procs)
 
 
-def ctrun_agents(ctrun, n, worker, port, extra_env=None, conf=""):
+def ctrun_agents(ctrun, n, worker, port, extra_env=None, conf="", first_hosts=True):
     procs = []
     for i in range(n):
-        host = "is_host=1" if i == 0 else "is_host=0"
+        host = "is_host=1" if i == 0 and first_hosts else "is_host=0"
         c = ",".join(x for x in (host, conf) if x)
         procs.append(subprocess.Popen(
             [ctrun, "--nnodes", str(n), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
@@ -124,6 +126,53 @@ def process_floor(grpc_binary, n):
     return time.perf_counter() - t0
 
 
+def own_floor(ctrun, n):
+    """Starting n ctrun processes that do nothing (`ctrun --version`)."""
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen([ctrun, "--version"], stdout=subprocess.DEVNULL) for _ in range(n)]
+    for p in procs:
+        p.wait()
+    return time.perf_counter() - t0
+
+
+def last_join_to_started(ctrun, ctrund, n, timeout):
+    """n agents against a standalone ctrund at debug level: seconds from the
+    server logging the last Join (its own millisecond timestamp) until the
+    last worker has started (this process's clock, the same wall clock)."""
+    port = free_port()
+    daemon = subprocess.Popen([ctrund, "--listen", f"127.0.0.1:{port}", "--log-level", "debug"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    joins = []
+    listening = threading.Event()
+
+    def drain():
+        for line in daemon.stderr:
+            listening.set()
+            if "join from" in line and line.startswith("["):
+                joins.append(datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S.%f").timestamp())
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            fifo = Fifo(d)
+            procs = ctrun_agents(ctrun, n, STARTED, port, {"FIFO": fifo.path}, first_hosts=False)
+            last = None
+            for _ in range(n):
+                if fifo.line(timeout) is None:
+                    break
+                last = time.time()
+            ok = wait_all(procs, timeout)
+            fifo.close()
+    finally:
+        daemon.terminate()
+        daemon.wait()
+        reader.join(5)
+    if not ok or last is None or len(joins) < n:
+        return float("nan")
+    return last - max(joins)
+
+
 # A worker that announces "<world size>" on $FIFO, then waits to be stopped.
 ANNOUNCE = ["/bin/sh", "-c", 'echo "$WORLD_SIZE" > "$FIFO"; exec sleep 1000']
 
@@ -167,22 +216,28 @@ def main():
     if not os.access(ctrun, os.X_OK):
         sys.exit(f"{ctrun} not found: build first (scripts/build.sh) or set CTRUN_BUILD_DIR")
 
+    ctrund = os.path.join(build, "rendezvous", "ctrund")
     rows = []
     results = {}
-    for n in [int(x) for x in args.sizes.split(",")]:
+    round_after = {}
+    for n in [int(x) for x in args.sizes.split(",") if x]:
         reps = args.reps if n <= 64 else 1
         times = [time_to_started(lambda fifo: ctrun_agents(ctrun, n, STARTED, free_port(),
                                                            {"FIFO": fifo}), n, 600)
                  for _ in range(reps)]
-        floor = process_floor(os.path.join(build, "rendezvous", "ctrund"), n)
+        floor = process_floor(ctrund, n)
+        own = own_floor(ctrun, n)
         med = statistics.median(times)
-        rows.append((f"ctrun    {n:5} agents", min(times), med, floor))
-        results[n] = (med, floor)
-    for n in [int(x) for x in args.torchrun_sizes.split(",")]:
+        rows.append((f"ctrun    {n:5} agents", min(times), med, floor, own))
+        results[n] = (med, floor, own)
+        if n >= 64:
+            round_after[n] = last_join_to_started(ctrun, ctrund, n, 600)
+    for n in [int(x) for x in args.torchrun_sizes.split(",") if x]:
         times = [time_to_started(lambda fifo: torchrun_agents(n, STARTED, free_port(),
                                                               extra_env={"FIFO": fifo}), n, 600)
                  for _ in range(args.reps)]
-        rows.append((f"torchrun {n:5} agents", min(times), statistics.median(times), float("nan")))
+        rows.append((f"torchrun {n:5} agents", min(times), statistics.median(times), float("nan"),
+                     float("nan")))
 
     def ctrun_agents_elastic(ctrun, fifo):
         port = free_port()
@@ -201,18 +256,27 @@ def main():
                                                     extra_env={"FIFO": fifo}), args.loss_timeout)
 
     print("agents from launch until every worker has started; floor = launching as many")
-    print("gRPC-linked processes that do nothing (ctrund --help)")
-    print(f"{'case':24} {'min s':>9} {'median s':>9} {'floor s':>9}")
-    for name, lo, med, floor in rows:
-        print(f"{name:24} {lo:9.3f} {med:9.3f} {floor:9.3f}")
+    print("gRPC-linked processes that do nothing (ctrund --help, Debian's shared gRPC);")
+    print("own = launching as many ctrun --version (ctrun links gRPC statically)")
+    print(f"{'case':24} {'min s':>9} {'median s':>9} {'floor s':>9} {'own s':>9}")
+    for name, lo, med, floor, own in rows:
+        print(f"{name:24} {lo:9.3f} {med:9.3f} {floor:9.3f} {own:9.3f}")
     print()
-    for n, (med, floor) in results.items():
-        print(f"ctrun {n:5} agents: {med / floor:.2f} x the time to start {n} agent processes")
+    for n, (med, floor, own) in results.items():
+        print(f"ctrun {n:5} agents: {med / floor:.2f} x the floor, {med / own:.2f} x starting as many ctrun")
+    for n, s in round_after.items():
+        print(f"ctrun {n:5} agents on ctrund: last join -> last worker started {s:.3f} s")
     fmt = lambda v: "no restart" if v == float("inf") else f"{v:.2f} s"
     print(f"survivors restarted after kill -9 of one agent: ctrun {fmt(c_loss)}, "
           f"torchrun {fmt(t_loss)} (limit {args.loss_timeout:.0f} s)")
     if 4 in results:
         print(f"RESULT rdzv_4_agents_s {results[4][0]:.3f}")
+    if results:
+        big = max(results)
+        print(f"RESULT rdzv_{big}_agents_floor_ratio {results[big][0] / results[big][1]:.2f}")
+    if round_after:
+        big = max(round_after)
+        print(f"RESULT rdzv_{big}_last_join_to_started_s {round_after[big]:.3f}")
     print(f"RESULT node_loss_restart_s {c_loss:.3f}")
 
 
