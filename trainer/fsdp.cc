@@ -325,9 +325,9 @@ void FullyShardedDataParallel::LaunchReadyReductions() {
 
 void FullyShardedDataParallel::LaunchReduction(Unit& unit) {
   at::NoGradGuard no_grad;
-  // At most two reductions in flight: their full-size buffers are the
-  // largest transient memory of a step.
-  while (in_flight_.size() >= 2) {
+  // One reduction in flight: the previous unit's overlapped this unit's
+  // backward, and its full-size buffers are a step's largest transient memory.
+  while (!in_flight_.empty()) {
     Status finished = FinishReduction(*units_[in_flight_.front()]);
     in_flight_.pop_front();
     if (hook_error_.ok() && !finished.ok()) hook_error_ = finished;

@@ -85,8 +85,8 @@ struct FsdpMemory {
   int64_t shard_grad_bytes = 0;        // their .grad
   int64_t gathered_bytes = 0;          // full unit parameters held now
   int64_t peak_gathered_bytes = 0;     // most held at once since ResetPeaks
-  int64_t peak_grad_buffer_bytes = 0;  // most full-size unit gradients (and
-                                       // reduce buffers) held at once
+  int64_t peak_grad_buffer_bytes = 0;  // most full-size unit gradient and
+                                       // reduce buffers held at once
   int64_t max_unit_bytes = 0;          // the largest unit's full parameters
 };
 
