@@ -467,6 +467,16 @@ def run_case(name, launcher="ctrun"):
         res.detail = f"{type(e).__name__}: {e}"[:300]
     finally:
         if not res.skipped:
+            # A case that gave up while its job still ran stops the agents the
+            # way a user would (SIGTERM); what outlives that is an orphan.
+            for p in run.agents:
+                if p.poll() is None:
+                    try:
+                        p.send_signal(signal.SIGCONT)
+                        p.terminate()
+                        p.wait(timeout=30)
+                    except (ProcessLookupError, subprocess.TimeoutExpired):
+                        pass
             try:
                 res.orphans = run.orphans()
             except Exception as e:  # noqa: BLE001
