@@ -29,11 +29,11 @@ sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 
 # etcd's v3 API .proto files (--rdzv-backend etcd-v3, proto/CMakeLists.txt),
-# unpacked from the Debian -dev packages that ship them, without installing
-# their ~140 Go dependencies.
+# unpacked from the Debian -dev package that ships them, without installing
+# its ~140 Go dependencies.
 etcd_proto_dir=/usr/local/share/ctrun/etcd-proto
 if [ ! -f "$etcd_proto_dir/usr/share/gocode/src/go.etcd.io/etcd/etcdserver/etcdserverpb/rpc.proto" ]; then
-  etcd_debs=(golang-etcd-server-dev golang-github-gogo-protobuf-dev golang-github-grpc-ecosystem-grpc-gateway-dev)
+  etcd_debs=(golang-etcd-server-dev)
   tmp=$(mktemp -d)
   chmod 755 "$tmp"
   if ! (cd "$tmp" && apt-get download -qq "${etcd_debs[@]}" 2>/dev/null); then
