@@ -65,7 +65,9 @@ std::string Dump(const LaunchConfig& c) {
              "event_log_handler={}\nlog_line_prefix_template={}\n",
              c.role, c.module, c.no_python, c.run_path, c.python_exec, c.script, args, Opt(c.log_dir),
              Streams(c.redirects), Streams(c.tee), filter, Opt(c.logs_specs), Opt(c.numa_binding),
-             Opt(c.event_log_handler), c.log_line_prefix_template);
+             Opt(c.event_log_handler), c.log_line_prefix_template) +
+         fmt::format("heartbeat={} initial={}\n", c.heartbeat_timeout.count(),
+                     c.heartbeat_initial_timeout ? c.heartbeat_initial_timeout->count() : -1.0);
 }
 
 LaunchConfig Good(const Args& args, const Environment& env = {}) {
@@ -330,6 +332,7 @@ const std::map<std::string_view, std::string> kSample = {
     {"--signals-to-handle", "SIGUSR1"}, {"--numa-binding", "node"},  {"--log-dir", "/l"},
     {"--redirects", "3"},         {"--tee", "0:2"},                  {"--local-ranks-filter", "1"},
     {"--logs-specs", "x"},        {"--exit-barrier-timeout", "1"},
+    {"--heartbeat-timeout", "3"}, {"--heartbeat-initial-timeout", "40"},
 };
 
 TEST_CASE("every spelling of every flag in the table works as --f v and --f=v and PET_", "[config][flags]") {

@@ -54,7 +54,7 @@ std::unique_ptr<JoinStreamReader> Rejoin(int port, const v1::JoinRequest& reques
 v1::Update Expect(JoinStreamReader& stream, v1::Update::KindCase kind) {
   std::optional<v1::Update> u = stream.Next();
   REQUIRE(u.has_value());
-  INFO(u->ShortDebugString());
+  INFO(u->ByteSizeLong());
   REQUIRE(u->kind_case() == kind);
   return *u;
 }

@@ -51,7 +51,7 @@ std::unique_ptr<RendezvousServer> AutoServer() {
 v1::Update Expect(JoinStreamReader& stream, v1::Update::KindCase kind) {
   std::optional<v1::Update> u = stream.Next();
   REQUIRE(u.has_value());
-  INFO(u->ShortDebugString());
+  INFO(u->ByteSizeLong());
   REQUIRE(u->kind_case() == kind);
   return *u;
 }
@@ -59,7 +59,7 @@ v1::Update Expect(JoinStreamReader& stream, v1::Update::KindCase kind) {
 // The stream ends now, with `code`.
 void ExpectEnd(JoinStreamReader& stream, grpc::StatusCode code = grpc::StatusCode::OK) {
   std::optional<v1::Update> u = stream.Next();
-  INFO((u ? u->ShortDebugString() : std::string("end of stream")));
+  INFO((u ? std::to_string(u->ByteSizeLong()) + " bytes" : std::string("end of stream")));
   REQUIRE_FALSE(u.has_value());
   grpc::Status status = stream.Finish();
   INFO(status.error_message());
