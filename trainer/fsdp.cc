@@ -115,7 +115,18 @@ Status FullyShardedDataParallel::Init() {
   }
 
   at::NoGradGuard no_grad;
-  placeholder_ = at::empty({0}, at::TensorOptions().dtype(compute_dtype_));
+  bool first = true;
+  for (const auto& params : stage_params) {
+    for (const auto& param : params) {
+      if (first) device_ = param.device();
+      first = false;
+      if (param.device() != device_) {
+        return Status::InvalidArgument("FSDP: parameters are on " + device_.str() + " and " +
+                                       param.device().str() + "; move the model to one device first");
+      }
+    }
+  }
+  placeholder_ = at::empty({0}, Options(compute_dtype_));
   const int world = comm_.size();
   for (const auto& span : *spans) {
     auto unit = std::make_unique<Unit>();
@@ -129,7 +140,7 @@ Status FullyShardedDataParallel::Init() {
     }
     unit->layout = MakeFlatLayout(std::move(entries), world);
     const FlatLayout& layout = unit->layout;
-    at::Tensor flat = at::zeros({layout.padded_numel}, at::kFloat);
+    at::Tensor flat = at::zeros({layout.padded_numel}, Options(at::kFloat));
     for (size_t i = 0; i < unit->params.size(); ++i) {
       const FlatEntry& entry = layout.entries[i];
       flat.narrow(0, entry.offset, entry.numel).copy_(unit->params[i].detach().reshape({-1}));
@@ -181,6 +192,10 @@ Status FullyShardedDataParallel::Init() {
   return Status::Ok();
 }
 
+at::TensorOptions FullyShardedDataParallel::Options(at::ScalarType dtype) const {
+  return at::TensorOptions().dtype(dtype).device(device_);
+}
+
 std::vector<at::Tensor> FullyShardedDataParallel::parameters() const {
   std::vector<at::Tensor> out;
   for (const auto& unit : units_) out.push_back(unit->shard);
@@ -225,7 +240,7 @@ void FullyShardedDataParallel::StartGather(size_t u) {
   if (!sharded() || unit.full.defined() || unit.gather_work) return;
   at::NoGradGuard no_grad;
   unit.send = compute_dtype_ == at::kFloat ? unit.shard.detach() : unit.shard.detach().to(compute_dtype_);
-  unit.incoming = at::empty({unit.layout.padded_numel}, at::TensorOptions().dtype(compute_dtype_));
+  unit.incoming = at::empty({unit.layout.padded_numel}, Options(compute_dtype_));
   gathered_bytes_ += unit.FullBytes(compute_dtype_);
   NoteBytes();
   try {
@@ -333,7 +348,7 @@ void FullyShardedDataParallel::LaunchReduction(Unit& unit) {
     if (hook_error_.ok() && !finished.ok()) hook_error_ = finished;
   }
   const at::ScalarType wire = reduce_in_fp32_ ? at::kFloat : compute_dtype_;
-  unit.grad_full = at::zeros({unit.layout.padded_numel}, at::TensorOptions().dtype(wire));
+  unit.grad_full = at::zeros({unit.layout.padded_numel}, Options(wire));
   for (size_t i = 0; i < unit.params.size(); ++i) {
     at::Tensor& param = unit.params[i];
     if (!param.grad().defined()) continue;

@@ -40,6 +40,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/TensorOptions.h>
 
 #include <deque>
 #include <functional>
@@ -97,7 +98,8 @@ class FullyShardedDataParallel {
   // wrapper, or:
   //  - InvalidArgument when a parameter that requires grad is in no stage or
   //    in two, a stage's module is not under `root`, a parameter is not
-  //    float32, or the wrap policy rejects its input;
+  //    float32, parameters are on more than one device, or the wrap policy
+  //    rejects its input;
   //  - Unavailable when the broadcast fails.
   static Result<std::unique_ptr<FullyShardedDataParallel>> Create(torch::nn::Module& root,
                                                                   std::vector<FsdpStage> stages,
@@ -159,12 +161,14 @@ class FullyShardedDataParallel {
   Status FinishReduction(Unit& unit);  // waits, sets the shard's .grad, frees buffers
   size_t IndexOf(const Unit& unit) const;
   void NoteBytes();
+  at::TensorOptions Options(at::ScalarType dtype) const;  // on the parameters' device
 
   torch::nn::Module& root_;
   std::vector<FsdpStage> stages_;
   Communicator& comm_;
   FsdpOptions options_;
   at::ScalarType compute_dtype_;
+  at::Device device_{at::kCPU};
   bool reduce_in_fp32_ = false;        // kNoShard + bf16 on a group without bf16 sums
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators_;

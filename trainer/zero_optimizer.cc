@@ -37,14 +37,14 @@ Result<std::unique_ptr<ZeroRedundancyOptimizer>> ZeroRedundancyOptimizer::Create
   // The parameters become views of one flat buffer and the shard another
   // tensor on the same storage: the optimizer updates the parameters in
   // place, and no master copy exists.
-  zero->flat_ = at::zeros({layout.padded_numel}, at::kFloat);
+  zero->flat_ = at::zeros({layout.padded_numel}, zero->params_.front().options().requires_grad(false));
   for (size_t i = 0; i < zero->params_.size(); ++i) {
     const FlatEntry& entry = layout.entries[i];
     at::Tensor view = zero->flat_.narrow(0, entry.offset, entry.numel).view(entry.shape);
     view.copy_(zero->params_[i].detach());
     zero->params_[i].set_data(view);
   }
-  zero->shard_ = at::empty({0}, at::kFloat);
+  zero->shard_ = at::empty({0}, zero->flat_.options());
   zero->shard_.set_(zero->flat_.storage(), comm.rank() * layout.shard_numel, {layout.shard_numel}, {1});
   zero->shard_.set_requires_grad(true);
   zero->optimizer_ = make({zero->shard_});
