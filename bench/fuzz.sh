@@ -18,6 +18,10 @@ total="${FUZZ_EXECS:-10000000}"
 seconds="${FUZZ_SECONDS:-1500}"
 targets=(machine_fuzzer request_fuzzer)
 
+if ! command -v clang++ >/dev/null; then
+  echo "bench/fuzz.sh: clang++ not found (apt-get install clang libclang-rt-14-dev)" >&2
+  exit 2
+fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCTRUN_FUZZ=ON -DCTRUN_BUILD_TRAINER=OFF >/dev/null
 ninja -C "$build" -j "${CTRUN_JOBS:-2}" "${targets[@]}"

@@ -1,5 +1,6 @@
 #include "rendezvous/server.h"
 
+#include <google/protobuf/stubs/logging.h>
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 #include <netdb.h>
@@ -824,6 +825,11 @@ std::string HandshakeLine(const std::string& message) {
 
 void RouteGrpcLogsToSpdlog(bool warn_handshakes) {
   warn_handshake_failures = warn_handshakes;
+  // protobuf logs each refused message (e.g. a string that is not UTF-8)
+  // on stderr: a stranger could fill the log with them.
+  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char* file, int line, const std::string& message) {
+    spdlog::debug("protobuf {}:{}: {}", file, line, message);
+  });
   // The server side of a failed handshake is a debug message in gRPC.
   if (warn_handshakes) gpr_set_log_verbosity(GPR_LOG_SEVERITY_DEBUG);
   gpr_set_log_function([](gpr_log_func_args* args) {
