@@ -153,7 +153,7 @@ TEST_CASE("CTRUN_HEARTBEAT_FILE is set only when the agent names a file") {
         "/logs/attempt_0/0/heartbeat");
 }
 
-TEST_CASE("--heartbeat-timeout is off by default and takes seconds or PET_HEARTBEAT_TIMEOUT") {
+TEST_CASE("flag --heartbeat-timeout is off by default and takes seconds or PET_HEARTBEAT_TIMEOUT") {
   auto off = ParseCommandLine({"t.py"}, {});
   REQUIRE(off.ok());
   CHECK(off->config.heartbeat_timeout == Seconds(0));

@@ -165,7 +165,7 @@ TEST_CASE_METHOD(Fixture, "a single-node step sets no rendezvous address and ask
   CHECK(resolver.queried.empty());
 }
 
-TEST_CASE_METHOD(Fixture, "--standalone keeps only the worker count and the signals") {
+TEST_CASE_METHOD(Fixture, "flag --standalone keeps only the worker count and the signals") {
   User user{{"--standalone", "1"}};
   env["SLURM_GPUS_ON_NODE"] = "2";
   CHECK(For("--nproc-per-node", user) == "2 <- SLURM_GPUS_ON_NODE");
