@@ -177,6 +177,7 @@ Status Ask(const RendezvousServer& server, const TlsFiles& files, const std::str
   std::optional<Status> got;
   client.GetState(std::chrono::seconds(5), [&](const Result<Counts>& r) { got = r.status(); });
   REQUIRE(inbox.RunUntil([&] { return got.has_value(); }));
+  UNSCOPED_INFO("GetState from " << host << " with tls_ca=" << files.ca << ": " << got->message());
   return *got;
 }
 
