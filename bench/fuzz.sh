@@ -47,8 +47,8 @@ for p in "${pids[@]}"; do wait "$p" || status=1; done
 execs=0
 crashes=0
 for t in "${targets[@]}"; do
-  n=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$build/fuzz-$t.log" | tail -1 | awk '{print $2}')
-  s=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$build/fuzz-$t.log" | tail -1 | awk '{print $2}')
+  n=$(grep 'stat::number_of_executed_units:' "$build/fuzz-$t.log" | tail -1 | awk '{print $2}')
+  s=$(grep 'stat::average_exec_per_sec:' "$build/fuzz-$t.log" | tail -1 | awk '{print $2}')
   c=$(find "$build/fuzz-artifacts" -maxdepth 1 -type f -name "$t-*" | wc -l)
   echo "fuzz $t: ${n:-0} executions (${s:-0}/s), $c crash artifacts (log: $build/fuzz-$t.log)"
   execs=$((execs + ${n:-0}))

@@ -205,7 +205,7 @@ class TlsTest(unittest.TestCase):
 
     def test_plaintext_agent_against_a_tls_daemon_fails(self):
         d = self.tls_daemon()
-        conf = CONF.replace("join_timeout=20", "join_timeout=3")
+        conf = CONF.replace("join_timeout=20", "join_timeout=3,close_timeout=2")
         p = h.start(agent_args(d.endpoint, "job", conf))
         _, err = p.communicate(timeout=DEADLINE_S)
         self.assertEqual(p.returncode, 1, err)
@@ -230,7 +230,7 @@ class TlsTest(unittest.TestCase):
         # TLS 1.3: the client finishes its half of the handshake before the
         # server refuses it, so the agent sees a dropped connection only and
         # gives up at join_timeout; the server says why.
-        conf = CONF.replace("join_timeout=20", "join_timeout=3") + ",tls_ca=" + p["ca.pem"]
+        conf = CONF.replace("join_timeout=20", "join_timeout=3,close_timeout=2") + ",tls_ca=" + p["ca.pem"]
         without = h.start(agent_args(d.endpoint, "job2", conf))
         _, err = without.communicate(timeout=DEADLINE_S)
         self.assertEqual(without.returncode, 1, err)
