@@ -289,4 +289,24 @@ std::string PeerIp(std::string_view peer) {
   return ip;
 }
 
+void SlimRoundComplete(v1::RoundComplete* rc) {
+  for (int i = 1; i < rc->members_size(); ++i) {
+    v1::Member* m = rc->mutable_members(i);
+    m->clear_node();
+    m->clear_addr();
+    m->clear_master_port();
+  }
+}
+
+void RestoreMember(const Member& member, int index, bool whole, v1::RoundComplete* rc) {
+  v1::Member* m = rc->mutable_members(index);
+  if (whole || index == 0) {
+    MemberToProto(member, m);
+  } else {
+    m->clear_node();
+    m->clear_addr();
+    m->clear_master_port();
+  }
+}
+
 }  // namespace ctrun::rdzv

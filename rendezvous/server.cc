@@ -597,7 +597,13 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
           [&](const auto& x) {
             using T = std::decay_t<decltype(x)>;
             if constexpr (std::is_same_v<T, RoundComplete>) {
-              for (const Member& m : x.members) send(m.node, false);
+              v1::RoundComplete* rc = update.mutable_round_complete();
+              SlimRoundComplete(rc);
+              for (size_t i = 0; i < x.members.size(); ++i) {
+                RestoreMember(x.members[i], static_cast<int>(i), true, rc);
+                send(x.members[i].node, false);
+                RestoreMember(x.members[i], static_cast<int>(i), false, rc);
+              }
             } else if constexpr (std::is_same_v<T, RestartRequested> || std::is_same_v<T, Closed>) {
               for (const NodeId& n : x.nodes) send(n, std::is_same_v<T, Closed>);
             } else if constexpr (std::is_same_v<T, Admitted>) {

@@ -64,6 +64,35 @@ TEST_CASE("LeaveReasonFromProto refuses an unspecified reason") {
   CHECK(LeaveReasonFromProto(v1::LeaveRequest::REASON_UNSPECIFIED).status().IsInvalidArgument());
 }
 
+TEST_CASE("a pushed RoundComplete is slim except the master and the recipient") {
+  const std::vector<Member> members = {Member{{"m0", 1, 0}, 0, 2, "10.0.0.1", 29500},
+                                       Member{{"m1", 2, 0}, 1, 4, "10.0.0.2", 29501},
+                                       Member{{"m2", 3, 0}, 2, 8, "10.0.0.3", 29502}};
+  v1::Update u;
+  UpdateFromDecision(RoundComplete{5, members, 14, false, ""}, &u);
+  v1::RoundComplete* rc = u.mutable_round_complete();
+  const size_t full = rc->ByteSizeLong();
+  SlimRoundComplete(rc);
+  RestoreMember(members[2], 2, true, rc);
+  CHECK(rc->ByteSizeLong() < full);
+
+  const Decision d = DecisionFromUpdate(members[2].node, u);
+  const auto& got = std::get<RoundComplete>(d);
+  REQUIRE(got.members.size() == 3);
+  CHECK(got.members[0] == members[0]);      // the master: whole
+  CHECK(got.members[2] == members[2]);      // the recipient: whole
+  CHECK(got.members[1].node == NodeId{});   // anyone else: rank and size only
+  CHECK(got.members[1].addr.empty());
+  CHECK(got.members[1].group_rank == 1);
+  CHECK(got.members[1].local_world_size == 4);
+  CHECK(got.world_size == 14);
+
+  RestoreMember(members[2], 2, false, rc);  // slim again for the next recipient
+  RestoreMember(members[0], 0, false, rc);  // the master is never slimmed
+  CHECK(rc->members(2).addr().empty());
+  CHECK(rc->members(0).addr() == "10.0.0.1");
+}
+
 TEST_CASE("UpdateFromDecision maps each decision kind") {
   v1::Update u;
   UpdateFromDecision(RoundComplete{3, {Member{{"a", 1, 0}, 0, 2, "10.0.0.1", 29500}}, 2, false, "note"}, &u);
