@@ -48,11 +48,12 @@ struct ParsedArgs {
 };
 
 // Parses `args` (argv without argv[0]) with `env` as the environment.
-// Pure: reads only its arguments (and the random source for --standalone's
-// run id); does no I/O.
+// Reads only its arguments (and the random source for --standalone's run
+// id), except inside a Slurm job step (launcher/slurm_env.h), where it may
+// resolve node names (getaddrinfo) and run `scontrol show node`.
 //
 // Each setting comes from the explicit flag, else its PET_* variable, else
-// the table default; PET_* values pass the same checks as flags, and on/off
+// its SLURM_* default inside a Slurm step, else the table default; PET_* values pass the same checks as flags, and on/off
 // flags read PET_*=1 or 0 only.
 //
 // On success with action kRun, `config` is complete except for what needs the

@@ -111,9 +111,6 @@ class MigrationTest(unittest.TestCase):
 
 
 class LinksTest(unittest.TestCase):
-    # Written by the Slurm work of issue 6; until it lands, links to it are
-    # the only dangling links allowed. Remove once docs/slurm.md exists.
-    PENDING = {"docs/slurm.md"}
 
     def test_relative_links_resolve(self):
         docs = os.path.join(SOURCE, "docs")
@@ -128,9 +125,7 @@ class LinksTest(unittest.TestCase):
                     resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))
                     if not os.path.exists(resolved):
                         missing.add((os.path.relpath(path, SOURCE), os.path.relpath(resolved, SOURCE)))
-        self.assertEqual(sorted(m for m in missing if m[1] not in self.PENDING), [], "dangling links")
-        if missing:
-            self.skipTest(f"links to {sorted(self.PENDING)} wait for that file")
+        self.assertEqual(sorted(missing), [], "dangling links")
 
 
 if __name__ == "__main__":
