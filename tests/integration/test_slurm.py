@@ -40,7 +40,7 @@ class SlurmTest(unittest.TestCase):
         self.addCleanup(lambda: self.cluster.run(["scancel", job], check=False))
         return job, out
 
-    def wait_job(self, job, timeout=60):
+    def wait_job(self, job, timeout=240):
         """Waits (bounded poll of scontrol) for the job to end; returns (state, exit code)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -71,10 +71,10 @@ class SlurmTest(unittest.TestCase):
         fifo = h.Fifo(d)
         self.addCleanup(fifo.close)
         job, out = self.submit(SBATCH, SIGNAL_WORKER, env={"ANNOUNCE": fifo.path})
-        ready = fifo.lines(4, timeout=60)
+        ready = fifo.lines(4, timeout=240)
         self.assertEqual(sorted(ready), [f"ready {r}" for r in range(4)])
         self.cluster.run(["scancel", "--signal=USR1", job])
-        got = fifo.lines(4, timeout=30)
+        got = fifo.lines(4, timeout=60)
         self.assertEqual(sorted(got), [f"got SIGUSR1 {r}" for r in range(4)])
         state, code = self.wait_job(job)
         with open(out) as f:
