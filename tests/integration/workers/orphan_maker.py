@@ -27,9 +27,18 @@ print(f"ppid of the orphan was {line}; ctrun pid is {os.getppid()}", flush=True)
 # The grandchild has exited by now; wait (bounded) for PID 1 to reap it.
 deadline = time.monotonic() + 10
 zombies = None
+def state(pid):
+    """A process's state letter, or None when it is gone (reaped meanwhile:
+    with several workers, another worker's orphan can vanish mid-scan)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
 while time.monotonic() < deadline:
-    zombies = [p for p in os.listdir("/proc") if p.isdigit() and
-               open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"]
+    zombies = [p for p in os.listdir("/proc") if p.isdigit() and state(p) == "Z"]
     if not zombies:
         break
     time.sleep(0.02)
