@@ -117,19 +117,12 @@ def time_to_started(start_fn, n, timeout):
         return elapsed if ok else float("nan")
 
 
-def process_floor(grpc_binary, n):
-    """Starting n gRPC-linked binaries that do nothing (`ctrund --help`): the floor."""
+def process_floor(argv, n):
+    """Seconds to start n processes of `argv` that do nothing and exit: the
+    floor (`ctrund --help`, linked against Debian's shared gRPC) and our own
+    (`ctrun --version`)."""
     t0 = time.perf_counter()
-    procs = [subprocess.Popen([grpc_binary, "--help"], stdout=subprocess.DEVNULL) for _ in range(n)]
-    for p in procs:
-        p.wait()
-    return time.perf_counter() - t0
-
-
-def own_floor(ctrun, n):
-    """Starting n ctrun processes that do nothing (`ctrun --version`)."""
-    t0 = time.perf_counter()
-    procs = [subprocess.Popen([ctrun, "--version"], stdout=subprocess.DEVNULL) for _ in range(n)]
+    procs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL) for _ in range(n)]
     for p in procs:
         p.wait()
     return time.perf_counter() - t0
@@ -225,8 +218,8 @@ def main():
         times = [time_to_started(lambda fifo: ctrun_agents(ctrun, n, STARTED, free_port(),
                                                            {"FIFO": fifo}), n, 600)
                  for _ in range(reps)]
-        floor = process_floor(ctrund, n)
-        own = own_floor(ctrun, n)
+        floor = process_floor([ctrund, "--help"], n)
+        own = process_floor([ctrun, "--version"], n)
         med = statistics.median(times)
         rows.append((f"ctrun    {n:5} agents", min(times), med, floor, own))
         results[n] = (med, floor, own)
