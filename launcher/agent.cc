@@ -199,9 +199,11 @@ void Agent::OnWorkerExit(const WorkerExit& e) {
                  e.exit_code < 0 ? SignalName(-e.exit_code) : std::to_string(e.exit_code));
     state_ = State::kStopping;
     charged_restart_ = true;
+    stopping_to_restart_ = true;
     StopWorkers(SIGTERM, [this] { AfterFailureStop(); });
   } else if (running_ == 0) {
     state_ = State::kStopping;
+    stopping_to_restart_ = false;
     StopWorkers(SIGTERM, [this] {
       Finish(State::kSucceeded, kExitSuccess, ShutdownReason::kSucceeded);
     });
@@ -209,11 +211,20 @@ void Agent::OnWorkerExit(const WorkerExit& e) {
 }
 
 void Agent::OnMembershipChange(bool charged, const std::string& why) {
+  if (state_ == State::kStopping && stopping_to_restart_ && charged_restart_ && !charged) {
+    // A peer's death usually breaks the collective, and so fails a worker,
+    // just before its push arrives: the restart under way is the
+    // membership's, and is not charged either.
+    spdlog::warn("{}; restarting the worker group (not charged to --max-restarts)", why);
+    charged_restart_ = false;
+    return;
+  }
   if (state_ != State::kRunning) return;
   spdlog::warn("{}; restarting the worker group{}", why,
                charged ? "" : " (not charged to --max-restarts)");
   state_ = State::kStopping;
   charged_restart_ = charged;
+  stopping_to_restart_ = true;
   StopWorkers(SIGTERM, [this] { AfterFailureStop(); });
 }
 
@@ -232,6 +243,7 @@ void Agent::OnHeartbeatMiss(const HeartbeatMiss& miss) {
                miss.ever_touched ? "" : " (never touched CTRUN_HEARTBEAT_FILE since its start)");
   state_ = State::kStopping;
   charged_restart_ = true;
+  stopping_to_restart_ = true;
   StopWorkers(SIGTERM, [this] { AfterFailureStop(); });
 }
 
@@ -285,6 +297,7 @@ void Agent::OnSignal(int sig) {
     case State::kStopping:
       if (again) spdlog::warn("second signal: killing the workers now");
       state_ = State::kStopping;
+      stopping_to_restart_ = false;
       StopWorkers(sig, [this] {
         Finish(State::kFailed, kExitSignalBase + signal_received_, ShutdownReason::kSignal);
       });

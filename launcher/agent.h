@@ -89,6 +89,7 @@ class Agent {
   int remaining_restarts_;
   int signal_received_ = 0;
   bool charged_restart_ = true;
+  bool stopping_to_restart_ = false;  // the stop in progress ends in AfterFailureStop
   Round round_;
   std::vector<WorkerRanks> ranks_;
   int running_ = 0;
