@@ -74,7 +74,7 @@ class SlurmTest(unittest.TestCase):
         ready = fifo.lines(4, timeout=240)
         self.assertEqual(sorted(ready), [f"ready {r}" for r in range(4)])
         self.cluster.run(["scancel", "--signal=USR1", job])
-        got = fifo.lines(4, timeout=60)
+        got = fifo.lines(4, timeout=240)
         self.assertEqual(sorted(got), [f"got SIGUSR1 {r}" for r in range(4)])
         state, code = self.wait_job(job)
         with open(out) as f:
