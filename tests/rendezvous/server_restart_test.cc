@@ -63,13 +63,18 @@ TEST_CASE("a restarted server with the same state dir continues the running roun
   StateDir dir;
   const v1::JoinRequest a = MakeJoin("job", "node1", 11, 2, 2, "10.0.0.1");
   const v1::JoinRequest b = MakeJoin("job", "node2", 22, 2, 2, "10.0.0.2");
+  // The streams outlive the first server, as a killed daemon's would: closed
+  // first, they would make it record the nodes' leaving before it stops.
+  std::unique_ptr<JoinStreamReader> sa, sb;
   {
     auto server = Daemon(dir.path);
     TestClient client(server->port());
-    auto sa = client.Join(a);
-    auto sb = client.Join(b);
+    sa = client.Join(a);
+    sb = client.Join(b);
     Expect(*sa, v1::Update::kAdmitted);
     Expect(*sa, v1::Update::kRoundComplete);
+    Expect(*sb, v1::Update::kAdmitted);
+    Expect(*sb, v1::Update::kRoundComplete);
   }
   auto server = Daemon(dir.path);
   auto ra = Rejoin(server->port(), a, Reconnect::kRunning);
