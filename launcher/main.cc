@@ -29,20 +29,28 @@ int UsageError(const Status& s) {
   return kExitUsage;
 }
 
-void SetUpLogging(const Environment& env) {
+// LOGLEVEL as torchrun reads it (Python's level names; any case here). Empty
+// or unset is info. Anything else is a usage error: torchrun dies on it with
+// a ValueError traceback.
+Status SetUpLogging(const Environment& env) {
   auto logger = spdlog::stderr_logger_st("ctrun");
   logger->set_pattern("[ctrun] %^%l%$: %v");
+  spdlog::set_default_logger(logger);
   spdlog::level::level_enum level = spdlog::level::info;
-  if (auto it = env.find("LOGLEVEL"); it != env.end()) {
+  if (auto it = env.find("LOGLEVEL"); it != env.end() && !it->second.empty()) {
     std::string v = it->second;
     for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (v == "debug") level = spdlog::level::debug;
+    if (v == "debug" || v == "notset") level = spdlog::level::debug;
+    else if (v == "info") level = spdlog::level::info;
     else if (v == "warning" || v == "warn") level = spdlog::level::warn;
     else if (v == "error") level = spdlog::level::err;
-    else if (v == "critical") level = spdlog::level::critical;
+    else if (v == "critical" || v == "fatal") level = spdlog::level::critical;
+    else
+      return Status::InvalidArgument("LOGLEVEL='" + it->second +
+                                     "' is not a log level: set it to DEBUG, INFO, WARNING, ERROR or CRITICAL, or unset it");
   }
   logger->set_level(level);
-  spdlog::set_default_logger(logger);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -50,7 +58,7 @@ void SetUpLogging(const Environment& env) {
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   Environment env = CurrentEnvironment();
-  SetUpLogging(env);
+  if (Status s = SetUpLogging(env); !s.ok()) return UsageError(s);
 
   std::vector<std::string> args(argv + 1, argv + argc);
   Result<ParsedArgs> parsed = ParseCommandLine(args, env);

@@ -40,6 +40,7 @@ if [ ! -f "$etcd_proto_dir/usr/share/gocode/src/go.etcd.io/etcd/etcdserver/etcds
     $sudo apt-get update -qq
     (cd "$tmp" && apt-get download -qq "${etcd_debs[@]}")
   fi
+  $sudo mkdir -p "$etcd_proto_dir"  # dpkg-deb -x makes only the last level
   for deb in "$tmp"/*.deb; do $sudo dpkg-deb -x "$deb" "$etcd_proto_dir"; done
   rm -rf "$tmp"
   echo "install-deps: etcd v3 .proto files unpacked under $etcd_proto_dir"

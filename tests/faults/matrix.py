@@ -268,7 +268,7 @@ def case_worker_exit(run, res):
 
 def case_worker_hang(run, res):
     env = run.env(FAULT="hang:1:10")
-    extra = ["--max-restarts", "2", "--heartbeat-timeout", "2", "--heartbeat-initial-timeout", "60"]
+    extra = ["--max-restarts", "2", "--heartbeat-timeout", "5", "--heartbeat-initial-timeout", "60"]
     a = [run.agent(i, "2", extra=extra, env=env) for i in range(2)]
     run.starts(2, 60)
     t0 = run.step(10)

@@ -97,6 +97,7 @@ CTRUN_ROWS = [
     ("PET_MASTER_PORT word", [TRUE], {"PET_MASTER_PORT": "http"}, 2, "PET_MASTER_PORT"),
     ("PET_RDZV_CONF unknown key", [TRUE], {"PET_RDZV_CONF": "nope=1"}, 2, "nope"),
     ("PET_TEE out of range", [TRUE], {"PET_TEE": "7"}, 2, "PET_TEE"),
+    ("LOGLEVEL unknown", [TRUE], {"LOGLEVEL": "verbose"}, 2, "LOGLEVEL='verbose'"),
     ("PET_STANDALONE not a switch", [TRUE], {"PET_STANDALONE": "maybe"}, 2, "PET_STANDALONE 'maybe'"),
     ("PET_NODE_RANK negative", [TRUE], {"PET_NODE_RANK": "-2"}, 2, "PET_NODE_RANK '-2'"),
     ("PET_LOCAL_RANKS_FILTER word", [TRUE], {"PET_LOCAL_RANKS_FILTER": "x"}, 2, "PET_LOCAL_RANKS_FILTER 'x'"),

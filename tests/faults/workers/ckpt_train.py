@@ -62,7 +62,6 @@ def save(step, tensor):
     os.replace(tmp, CKPT)
 
 
-heartbeat.beat()
 child = subprocess.Popen(["sleep", "600"])
 fault = os.environ.get("FAULT", "").split(":")
 
@@ -75,6 +74,11 @@ step, tensor = load() if rank == 0 else (0, [0.0] * 4)
 state = torch.tensor([float(step)] + tensor)
 dist.broadcast(state, 0)
 step, w = int(state[0].item()), state[1:].clone()
+# The first touch comes once training runs: until then (imports, process
+# group, broadcast) only --heartbeat-initial-timeout applies. Touching before
+# `import torch` started the steady timeout (2 s in the hang case) during an
+# import that takes longer than that on a loaded machine.
+heartbeat.beat()
 announce(f"start {os.getpid()} {child.pid} {world} {RESTART} {os.environ['GROUP_RANK']} {rank} {step}")
 
 while step < TOTAL:
