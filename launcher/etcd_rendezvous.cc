@@ -10,6 +10,7 @@
 
 #include "launcher/free_port.h"
 #include "launcher/local_address.h"
+#include "launcher/rendezvous_setup.h"
 #include "rendezvous/machine_snapshot.h"
 
 namespace ctrun::launcher {
@@ -315,15 +316,9 @@ void EtcdRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
 }
 
 Result<std::unique_ptr<RendezvousHandler>> MakeEtcdRendezvous(boost::asio::io_context& io, const LaunchConfig& config) {
-  rdzv::Params params;
-  params.min_nodes = config.min_nodes;
-  params.max_nodes = config.max_nodes;
-  params.join_timeout = ToDuration(config.rdzv_conf.join_timeout);
-  params.last_call_timeout = ToDuration(config.rdzv_conf.last_call_timeout);
-  params.close_timeout = ToDuration(config.rdzv_conf.close_timeout);
-  params.keep_alive_interval = ToDuration(config.rdzv_conf.keep_alive_interval);
-  params.keep_alive_max_attempt = config.rdzv_conf.keep_alive_max_attempt;
-  if (Status s = rdzv::ValidateParams(params); !s.ok()) return s;
+  Result<rdzv::Params> machine_params = MachineParams(config);
+  if (!machine_params.ok()) return machine_params.status();
+  const rdzv::Params& params = *machine_params;
   std::string host = config.rdzv_host == "localhost" ? "127.0.0.1" : config.rdzv_host;
   if (host.find(':') != std::string::npos) host = "[" + host + "]";
   const std::string endpoint = host + ":" + std::to_string(config.rdzv_port);

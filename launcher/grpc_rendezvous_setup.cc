@@ -10,14 +10,13 @@
 #include "launcher/etcd_rendezvous.h"
 #include "launcher/grpc_rendezvous.h"
 #include "launcher/local_address.h"
+#include "launcher/rendezvous_setup.h"
 #include "rendezvous/credentials.h"
 #include "rendezvous/server.h"
 
 namespace ctrun::launcher {
 
 namespace {
-
-Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
 
 bool IsIpV6Literal(const std::string& host) {
   in6_addr a;
@@ -122,15 +121,9 @@ Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_co
   Result<rdzv::TlsConfig> tls = LoadTls(config.rdzv_conf);
   if (!tls.ok()) return tls.status();
 
-  rdzv::Params params;
-  params.min_nodes = config.min_nodes;
-  params.max_nodes = config.max_nodes;
-  params.join_timeout = ToDuration(config.rdzv_conf.join_timeout);
-  params.last_call_timeout = ToDuration(config.rdzv_conf.last_call_timeout);
-  params.close_timeout = ToDuration(config.rdzv_conf.close_timeout);
-  params.keep_alive_interval = ToDuration(config.rdzv_conf.keep_alive_interval);
-  params.keep_alive_max_attempt = config.rdzv_conf.keep_alive_max_attempt;
-  if (Status s = rdzv::ValidateParams(params); !s.ok()) return s;
+  Result<rdzv::Params> machine_params = MachineParams(config);
+  if (!machine_params.ok()) return machine_params.status();
+  const rdzv::Params& params = *machine_params;
 
   std::unique_ptr<HostedServer> hosted;
   const std::string endpoint = Endpoint(host, port);

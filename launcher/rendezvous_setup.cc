@@ -1,5 +1,7 @@
 #include "launcher/rendezvous_setup.h"
 
+#include <chrono>
+
 #include "launcher/grpc_rendezvous_setup.h"
 #include "launcher/local_rendezvous.h"
 
@@ -15,6 +17,20 @@ Result<std::unique_ptr<RendezvousHandler>> MakeRendezvous(boost::asio::io_contex
         io, config.rdzv_id, config.nproc_per_node, master_addr, fixed_port));
   }
   return MakeGrpcRendezvous(io, config, env);
+}
+
+Result<rdzv::Params> MachineParams(const LaunchConfig& config) {
+  auto ToDuration = [](Seconds s) { return std::chrono::duration_cast<Duration>(s); };
+  rdzv::Params params;
+  params.min_nodes = config.min_nodes;
+  params.max_nodes = config.max_nodes;
+  params.join_timeout = ToDuration(config.rdzv_conf.join_timeout);
+  params.last_call_timeout = ToDuration(config.rdzv_conf.last_call_timeout);
+  params.close_timeout = ToDuration(config.rdzv_conf.close_timeout);
+  params.keep_alive_interval = ToDuration(config.rdzv_conf.keep_alive_interval);
+  params.keep_alive_max_attempt = config.rdzv_conf.keep_alive_max_attempt;
+  if (Status s = rdzv::ValidateParams(params); !s.ok()) return s;
+  return params;
 }
 
 }  // namespace ctrun::launcher

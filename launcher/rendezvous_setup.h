@@ -18,6 +18,7 @@
 #include "base/result.h"
 #include "launcher/config.h"
 #include "launcher/rendezvous_handler.h"
+#include "rendezvous/rdzv_params.h"
 
 namespace ctrun::launcher {
 
@@ -28,5 +29,10 @@ namespace ctrun::launcher {
 Result<std::unique_ptr<RendezvousHandler>> MakeRendezvous(boost::asio::io_context& io,
                                                           const LaunchConfig& config,
                                                           const Environment& env);
+
+// The rendezvous machine's parameters from --nnodes MIN:MAX and the
+// --rdzv-conf timeouts (every backend that runs the machine uses these).
+// InvalidArgument, naming the setting, when rdzv::ValidateParams refuses them.
+Result<rdzv::Params> MachineParams(const LaunchConfig& config);
 
 }  // namespace ctrun::launcher

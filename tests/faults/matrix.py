@@ -231,11 +231,17 @@ class Run:
             subprocess.run(["rm", "-rf", self.dir], check=False)
 
 
+def warnings_of(log, limit=1200):
+    """The agent's warning and error lines (what says why it failed), else its tail."""
+    lines = [l for l in log.splitlines() if "] warning:" in l or "] error:" in l]
+    return ("\n".join(lines) or log)[-limit:]
+
+
 def finish_ok(run, res, survivors, timeout=90):
     codes = run.wait_exit(survivors, timeout)
     for p, code in zip(survivors, codes):
         if code != 0:
-            raise CaseFailed(f"agent exited {code}: {run.log(run.agents.index(p))[-600:]}")
+            raise CaseFailed(f"agent exited {code}: {warnings_of(run.log(run.agents.index(p)))}")
     run.check_checkpoint(TOTAL_STEPS)
 
 
@@ -268,7 +274,7 @@ def case_worker_exit(run, res):
 
 def case_worker_hang(run, res):
     env = run.env(FAULT="hang:1:10")
-    extra = ["--max-restarts", "2", "--heartbeat-timeout", "5", "--heartbeat-initial-timeout", "60"]
+    extra = ["--max-restarts", "2", "--heartbeat-timeout", "10", "--heartbeat-initial-timeout", "60"]
     a = [run.agent(i, "2", extra=extra, env=env) for i in range(2)]
     run.starts(2, 60)
     t0 = run.step(10)

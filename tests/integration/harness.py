@@ -55,6 +55,32 @@ def start(args, env=None, **kw):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
+def finish(test, procs, timeout):
+    """Waits for every process of `procs` (from start()) to exit, `timeout`
+    seconds for all; returns [(stdout, stderr)]. When one is still running at
+    the deadline, kills them all and fails `test` with each one's last stderr
+    lines (which agent hung, and where)."""
+    deadline = time.monotonic() + timeout
+    outs = []
+    for i, p in enumerate(procs):
+        try:
+            outs.append(p.communicate(timeout=max(0.1, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                if q.poll() is None:
+                    q.kill()
+            tails = []
+            for j, q in enumerate(procs):
+                try:
+                    _, err = outs[j] if j < len(outs) else q.communicate(timeout=10)
+                except subprocess.TimeoutExpired:  # a descendant holds the pipe
+                    err = "(stderr still held open by a descendant)"
+                state = "did not exit in time" if j == i else f"exit {q.returncode}"
+                tails.append(f"--- process {j} ({state}):\n" + "\n".join((err or "").splitlines()[-15:]))
+            test.fail(f"process {i} did not exit within {timeout} s\n" + "\n".join(tails))
+    return outs
+
+
 class Fifo:
     """A named pipe that workers write one-line messages to. The test holds a
     write end itself so a read never sees a spurious end-of-file."""

@@ -48,7 +48,7 @@ class MultiNodeTest(unittest.TestCase):
         job = Job(self, "4", 2)
         for i in range(4):
             job.start(i, h.worker("allreduce.py"))
-        outs = [p.communicate(timeout=120) for p in job.agents]
+        outs = h.finish(self, job.agents, 120)
         for p, (out, err) in zip(job.agents, outs):
             self.assertEqual(p.returncode, 0, err)
         allout = "".join(o for o, _ in outs)
@@ -71,8 +71,7 @@ class MultiNodeTest(unittest.TestCase):
             pid, world, restarts, _ = line.split()
             self.assertEqual(world, "3")
             self.assertEqual(restarts, "0")  # the restart budget (0) was not spent
-        for p in job.agents:
-            out, err = p.communicate(timeout=60)
+        for p, (_, err) in zip(job.agents, h.finish(self, job.agents, 60)):
             self.assertEqual(p.returncode, 0, err)
 
     def test_survivors_restart_after_kill9_of_an_agent(self):
@@ -90,8 +89,7 @@ class MultiNodeTest(unittest.TestCase):
         victim.communicate(timeout=10)
         lines = fifo.lines(4, timeout=60)
         self.assertTrue(all(line.split()[1] == "4" for line in lines), lines)
-        for p in job.agents[:2]:
-            out, err = p.communicate(timeout=60)
+        for p, (_, err) in zip(job.agents[:2], h.finish(self, job.agents[:2], 60)):
             self.assertEqual(p.returncode, 0, err)
             self.assertRegex(err, r"node 127\.0\.0\.3#\d+ (was lost|left the round)[^;]*; restarting")
         self.assertEqual(out.count("world 4 sum 10"), 2)
