@@ -12,6 +12,7 @@
 #include "launcher/local_address.h"
 #include "launcher/rendezvous_setup.h"
 #include "rendezvous/credentials.h"
+#include "rendezvous/grpc_process.h"
 #include "rendezvous/server.h"
 
 namespace ctrun::launcher {
@@ -79,6 +80,7 @@ Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_co
                                                               const LaunchConfig& config,
                                                               const Environment& env) {
   rdzv::RouteGrpcLogsToSpdlog();
+  rdzv::ConfigureGrpcProcess();
   if (config.rdzv_backend == RdzvBackend::kEtcdV3) return MakeEtcdRendezvous(io, config);
   const bool is_static = config.rdzv_backend == RdzvBackend::kStatic;
   if (!is_static && config.rdzv_backend != RdzvBackend::kC10d) {

@@ -34,6 +34,10 @@ class OrphanGuard {
   void Watch(pid_t pgid);
   // That group is empty; the guard forgets it (its id may be reused).
   void Unwatch(pid_t pgid);
+  // For ctrun's way out: when no process is left below ctrun but the guard,
+  // tells the guard that nothing is left to kill, so that it exits without
+  // scanning /proc for the watched groups' sessions. Otherwise does nothing.
+  void StandDownIfAlone();
 
   pid_t pid() const { return pid_; }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "rendezvous/credentials.h"
+#include "rendezvous/grpc_process.h"
 #include "rendezvous/server.h"
 
 namespace {
@@ -99,6 +100,7 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ctrund] [%l] %v");
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   ctrun::rdzv::RouteGrpcLogsToSpdlog(/*warn_handshake_failures=*/true);
+  ctrun::rdzv::ConfigureGrpcProcess();
 
   // Blocked before any thread starts, so only sigwait below receives them.
   sigset_t stop_signals;

@@ -89,7 +89,7 @@ class MultiNodeTest(unittest.TestCase):
         victim.communicate(timeout=10)
         lines = fifo.lines(4, timeout=60)
         self.assertTrue(all(line.split()[1] == "4" for line in lines), lines)
-        for p, (_, err) in zip(job.agents[:2], h.finish(self, job.agents[:2], 60)):
+        for p, (out, err) in zip(job.agents[:2], h.finish(self, job.agents[:2], 60)):
             self.assertEqual(p.returncode, 0, err)
             self.assertRegex(err, r"node 127\.0\.0\.3#\d+ (was lost|left the round)[^;]*; restarting")
         self.assertEqual(out.count("world 4 sum 10"), 2)
