@@ -317,7 +317,16 @@ void Agent::StopWorkers(int sig, std::function<void()> then) {
       auto then = std::move(after_drain_);
       after_drain_ = nullptr;
       then();
+      return;
     }
+    // Every worker is gone, so what they wrote is in the pipes already; a
+    // pipe still open is held by a descendant that left the worker's process
+    // group (the orphan guard kills it once ctrun exits). Posted, so reads
+    // already completed are written first.
+    boost::asio::post(io_, [this] {
+      if (!group_closed_) return;  // a new group started meanwhile: its tees are live
+      for (auto& tee : tees_) tee->DrainAndFinish();
+    });
   });
 }
 

@@ -104,6 +104,6 @@ int main(int argc, char** argv) {
   Agent agent(io, config, env, **rdzv, reaper, guard->get(), std::move(*log_dir));
   agent.Start();
   io.run();
-  (*guard)->StandDownIfAlone();
+  (*guard)->HandOverAtExit();
   return agent.exit_code();
 }

@@ -133,32 +133,43 @@ void OrphanGuard::Send(char op, pid_t pgid) {
 }
 
 // Every process ctrun started, and every descendant of one, is below ctrun
-// (a child subreaper) until ctrun exits: so when the guard is ctrun's only
-// child, no worker and no worker descendant is left anywhere. Children are
-// listed per thread (/proc/self/task/*/children). Any doubt (not a
-// subreaper, a file that cannot be read) keeps the groups watched.
-void OrphanGuard::StandDownIfAlone() {
+// (a child subreaper) until ctrun exits: so now ctrun's children are the
+// guard and the leftovers, worker descendants re-parented to ctrun. Children
+// are listed per thread (/proc/self/task/*/children). Any doubt (not a
+// subreaper, a file that cannot be read) keeps what is watched as it is.
+void OrphanGuard::HandOverAtExit() {
   int subreaper = 0;
   if (::prctl(PR_GET_CHILD_SUBREAPER, &subreaper) != 0 || !subreaper) return;
   DIR* tasks = ::opendir("/proc/self/task");
   if (!tasks) return;
-  bool alone = true;
+  std::set<pid_t> leftovers;
+  bool complete = true;
   while (dirent* e = ::readdir(tasks)) {
     if (e->d_name[0] == '.') continue;
     char path[300];
     std::snprintf(path, sizeof(path), "/proc/self/task/%s/children", e->d_name);
     FILE* f = std::fopen(path, "r");
     if (!f) {
-      alone = false;
+      complete = false;
       break;
     }
     long child;
-    while (alone && std::fscanf(f, "%ld", &child) == 1) alone = child == pid_;
+    while (std::fscanf(f, "%ld", &child) == 1) {
+      if (child != pid_) leftovers.insert(static_cast<pid_t>(child));
+    }
     std::fclose(f);
-    if (!alone) break;
   }
   ::closedir(tasks);
-  if (alone) Send('0', 0);
+  if (!complete) return;
+  if (leftovers.empty()) {
+    Send('0', 0);
+    return;
+  }
+  const pid_t own_session = ::getsid(0);
+  for (pid_t p : leftovers) {
+    const pid_t sid = ::getsid(p);
+    if (sid > 1 && sid != own_session) Watch(sid);
+  }
 }
 
 void OrphanGuard::Watch(pid_t pgid) { Send('+', pgid); }

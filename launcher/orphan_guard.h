@@ -34,10 +34,12 @@ class OrphanGuard {
   void Watch(pid_t pgid);
   // That group is empty; the guard forgets it (its id may be reused).
   void Unwatch(pid_t pgid);
-  // For ctrun's way out: when no process is left below ctrun but the guard,
-  // tells the guard that nothing is left to kill, so that it exits without
-  // scanning /proc for the watched groups' sessions. Otherwise does nothing.
-  void StandDownIfAlone();
+  // For ctrun's way out, after the workers have exited. A worker's
+  // descendant left behind in another process group (a group that emptied
+  // was unwatched) is re-parented to ctrun: the guard is told to kill its
+  // session too. When nothing but the guard is left below ctrun, the guard is
+  // told that there is nothing to kill, and exits without scanning /proc.
+  void HandOverAtExit();
 
   pid_t pid() const { return pid_; }
 

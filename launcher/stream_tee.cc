@@ -74,21 +74,41 @@ StreamTee::~StreamTee() {
 void StreamTee::Read() {
   pipe_.async_read_some(boost::asio::buffer(buf_),
                         [this](const boost::system::error_code& ec, size_t n) {
-                          if (n > 0) {
-                            std::string_view data(buf_.data(), n);
-                            if (file_fd_ >= 0) WriteAll(file_fd_, data);
-                            if (console_fd_ >= 0) {
-                              out_.clear();
-                              prefixer_.Feed(data, &out_);
-                              WriteAll(console_fd_, out_);
-                            }
-                          }
+                          if (done_) return;  // DrainAndFinish ran first
+                          if (n > 0) Consume(n);
                           if (ec) {
                             Finish();
                             return;
                           }
                           Read();
                         });
+}
+
+void StreamTee::Consume(size_t n) {
+  std::string_view data(buf_.data(), n);
+  if (file_fd_ >= 0) WriteAll(file_fd_, data);
+  if (console_fd_ >= 0) {
+    out_.clear();
+    prefixer_.Feed(data, &out_);
+    WriteAll(console_fd_, out_);
+  }
+}
+
+void StreamTee::DrainAndFinish() {
+  if (done_) return;
+  boost::system::error_code ignored;
+  pipe_.non_blocking(true, ignored);
+  for (;;) {
+    ssize_t n = ::read(pipe_.native_handle(), buf_.data(), buf_.size());
+    if (n > 0) {
+      Consume(static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // end-of-file, nothing more now (EAGAIN), or an error
+    }
+  }
+  Finish();  // closing the pipe cancels the pending read
 }
 
 void StreamTee::Finish() {

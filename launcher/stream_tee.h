@@ -50,8 +50,14 @@ class StreamTee {
 
   bool done() const { return done_; }
 
+  // For when the worker is gone: takes what the pipe holds now, completes the
+  // last line and finishes (on_eof runs), without waiting for an end-of-file
+  // that a descendant still holding the pipe would put off for ever.
+  void DrainAndFinish();
+
  private:
   void Read();
+  void Consume(size_t n);  // the first n bytes of buf_ to the file and the console
   void Finish();
 
   boost::asio::posix::stream_descriptor pipe_;

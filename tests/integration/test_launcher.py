@@ -160,6 +160,18 @@ class ShutdownTest(unittest.TestCase):
         proc.communicate(timeout=10)
         self.assertEqual(h.wait_gone(pids, timeout=20), [])
 
+    def test_a_worker_s_leftover_in_another_group_dies_with_ctrun_after_success(self):
+        # The worker exits 0 leaving a `sleep` in its session but in a process
+        # group of its own: neither the worker's group nor PDEATHSIG reaches
+        # it; the orphan guard's session scan must, after a normal exit too.
+        script = ("import subprocess; p = subprocess.Popen(['sleep', '300'], process_group=0); "
+                  "print('leftover', p.pid, flush=True)")
+        r = h.run(["--nproc-per-node", "1", "--tee", "1", "--no-python", h.PYTHON, "-c", script])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pid = int(r.stdout.split("leftover")[1].split()[0])
+        self.addCleanup(h.kill_all, [pid])
+        self.assertEqual(h.wait_gone([pid], timeout=10), [])
+
 
 class LogsTest(unittest.TestCase):
     def test_log_dir_layout_and_tee_prefixes(self):
