@@ -3,6 +3,7 @@ patched in-process), side by side in one run. See bench/rendezvous.sh."""
 import argparse
 import os
 import select
+import selectors
 import signal
 import socket
 import statistics
@@ -129,41 +130,70 @@ def process_floor(argv, n):
 
 
 def last_join_to_started(ctrun, ctrund, n, timeout):
-    """n agents against a standalone ctrund at debug level: seconds from the
-    server logging the last Join (its own millisecond timestamp) until the
-    last worker has started (this process's clock, the same wall clock)."""
+    """n agents against a standalone ctrund at debug level. Returns seconds
+    from the server logging the last Join (its own millisecond timestamp) to
+    (a) the last agent having the round: its "round 0 complete" log line
+    (agents at LOGLEVEL=INFO, each stderr a pipe this process reads and
+    timestamps: an upper bound, the reading competes for the same cores), and
+    (b) the last worker having started (its line on the FIFO). NaNs if the
+    run fails."""
     port = free_port()
     daemon = subprocess.Popen([ctrund, "--listen", f"127.0.0.1:{port}", "--log-level", "debug"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     joins = []
-    listening = threading.Event()
 
     def drain():
         for line in daemon.stderr:
-            listening.set()
             if "join from" in line and line.startswith("["):
                 joins.append(datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S.%f").timestamp())
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
+    nan = (float("nan"), float("nan"))
     try:
         with tempfile.TemporaryDirectory() as d:
             fifo = Fifo(d)
-            procs = ctrun_agents(ctrun, n, STARTED, port, {"FIFO": fifo.path}, first_hosts=False)
-            last = None
-            for _ in range(n):
-                if fifo.line(timeout) is None:
-                    break
-                last = time.time()
+            sel = selectors.DefaultSelector()
+            sel.register(fifo.rfd, selectors.EVENT_READ, None)
+            procs = []
+            for i in range(n):
+                p = subprocess.Popen(
+                    [ctrun, "--nnodes", str(n), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                     "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "bench",
+                     "--local-addr", f"127.0.{i // 250}.{i % 250 + 1}", "--rdzv-conf", "is_host=0",
+                     "--no-python"] + STARTED, env=env(FIFO=fifo.path, LOGLEVEL="INFO"),
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                os.set_blocking(p.stderr.fileno(), False)
+                sel.register(p.stderr, selectors.EVENT_READ, p)
+                procs.append(p)
+            received, started, open_pipes = [], [], n
+            deadline = time.monotonic() + timeout
+            while (len(received) < n or len(started) < n) and open_pipes and time.monotonic() < deadline:
+                for key, _ in sel.select(max(0.1, deadline - time.monotonic())):
+                    if key.data is None:
+                        data, now = os.read(fifo.rfd, 65536), time.time()
+                        started += [now] * data.count(b"\n")
+                        continue
+                    data, now = key.fileobj.read(), time.time()
+                    if data is None:
+                        continue
+                    if not data:
+                        sel.unregister(key.fileobj)
+                        open_pipes -= 1
+                    elif b"round 0 complete" in data:
+                        received.append(now)
             ok = wait_all(procs, timeout)
+            for p in procs:
+                p.stderr.close()
+            sel.close()
             fifo.close()
     finally:
         daemon.terminate()
         daemon.wait()
         reader.join(5)
-    if not ok or last is None or len(joins) < n:
-        return float("nan")
-    return last - max(joins)
+    if not ok or len(received) < n or len(started) < n or len(joins) < n:
+        return nan
+    return max(received) - max(joins), max(started) - max(joins)
 
 
 # A worker that announces "<world size>" on $FIFO, then waits to be stopped.
@@ -257,8 +287,9 @@ def main():
     print()
     for n, (med, floor, own) in results.items():
         print(f"ctrun {n:5} agents: {med / floor:.2f} x the floor, {med / own:.2f} x starting as many ctrun")
-    for n, s in round_after.items():
-        print(f"ctrun {n:5} agents on ctrund: last join -> last worker started {s:.3f} s")
+    for n, (got, s) in round_after.items():
+        print(f"ctrun {n:5} agents on ctrund: last join -> every agent has the round {got:.3f} s, "
+              f"-> last worker started {s:.3f} s")
     fmt = lambda v: "no restart" if v == float("inf") else f"{v:.2f} s"
     print(f"survivors restarted after kill -9 of one agent: ctrun {fmt(c_loss)}, "
           f"torchrun {fmt(t_loss)} (limit {args.loss_timeout:.0f} s)")
@@ -269,7 +300,8 @@ def main():
         print(f"RESULT rdzv_{big}_agents_floor_ratio {results[big][0] / results[big][1]:.2f}")
     if round_after:
         big = max(round_after)
-        print(f"RESULT rdzv_{big}_last_join_to_started_s {round_after[big]:.3f}")
+        print(f"RESULT rdzv_{big}_last_join_to_round_s {round_after[big][0]:.3f}")
+        print(f"RESULT rdzv_{big}_last_join_to_started_s {round_after[big][1]:.3f}")
     print(f"RESULT node_loss_restart_s {c_loss:.3f}")
 
 
