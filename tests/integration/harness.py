@@ -66,19 +66,36 @@ def finish(test, procs, timeout):
         try:
             outs.append(p.communicate(timeout=max(0.1, deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
-            for q in procs:
-                if q.poll() is None:
-                    q.kill()
-            tails = []
-            for j, q in enumerate(procs):
-                try:
-                    _, err = outs[j] if j < len(outs) else q.communicate(timeout=10)
-                except subprocess.TimeoutExpired:  # a descendant holds the pipe
-                    err = "(stderr still held open by a descendant)"
-                state = "did not exit in time" if j == i else f"exit {q.returncode}"
-                tails.append(f"--- process {j} ({state}):\n" + "\n".join((err or "").splitlines()[-15:]))
-            test.fail(f"process {i} did not exit within {timeout} s\n" + "\n".join(tails))
+            fail_with_tails(test, procs, f"process {i} did not exit within {timeout} s", outs, hung=i)
     return outs
+
+
+def fail_with_tails(test, procs, message, outs=(), hung=None):
+    """Kills what is left of `procs` and fails `test` with `message` and each
+    process's last stderr lines (`outs` holds those already collected)."""
+    for q in procs:
+        if q.poll() is None:
+            q.kill()
+    tails = []
+    for j, q in enumerate(procs):
+        try:
+            _, err = outs[j] if j < len(outs) else q.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a descendant holds the pipe
+            err = "(stderr still held open by a descendant)"
+        except ValueError:  # the test read it already
+            err = "(stderr read by the test)"
+        state = "did not exit in time" if j == hung else f"exit {q.returncode}"
+        tails.append(f"--- process {j} ({state}):\n" + "\n".join((err or "").splitlines()[-15:]))
+    test.fail(message + "\n" + "\n".join(tails))
+
+
+def fifo_lines(test, fifo, count, timeout, procs):
+    """fifo.lines(count, timeout); when they do not all arrive, fails `test`
+    with what did and with the last stderr lines of `procs` (the agents)."""
+    try:
+        return fifo.lines(count, timeout)
+    except TimeoutError as e:
+        fail_with_tails(test, procs, f"workers' lines: {e}")
 
 
 class Fifo:

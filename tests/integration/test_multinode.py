@@ -33,10 +33,13 @@ class Job:
         self.agents = []
 
     def start(self, index, *extra):
+        # Every agent here could bind the endpoint (they share one host): the
+        # first one hosts, so a test that kills agent 2 never kills the host.
+        conf = self.conf + (",is_host=1" if index == 0 else ",is_host=0")
         args = ["--nnodes", self.nnodes, "--nproc-per-node", str(self.nproc),
                 "--rdzv-backend", self.backend, "--rdzv-endpoint", f"127.0.0.1:{self.port}",
                 "--rdzv-id", "job", "--local-addr", f"127.0.0.{index + 1}",
-                "--rdzv-conf", self.conf, "--tee", "3", *extra]
+                "--rdzv-conf", conf, "--tee", "3", *extra]
         p = h.start(args, env=self.env)
         self.agents.append(p)
         self.test.addCleanup(lambda: p.poll() is None and p.kill())
@@ -63,10 +66,10 @@ class MultiNodeTest(unittest.TestCase):
         script = h.worker("elastic_allreduce.py")
         job.start(0, script)
         job.start(1, script)
-        first = fifo.lines(2, timeout=60)
+        first = h.fifo_lines(self, fifo, 2, 60, job.agents)
         self.assertEqual(sorted(line.split()[1] for line in first), ["2", "2"])
         job.start(2, script)
-        second = fifo.lines(3, timeout=60)
+        second = h.fifo_lines(self, fifo, 3, 60, job.agents)
         for line in second:
             pid, world, restarts, _ = line.split()
             self.assertEqual(world, "3")
@@ -82,12 +85,12 @@ class MultiNodeTest(unittest.TestCase):
         script = h.worker("elastic_allreduce.py")
         for i in range(3):
             job.start(i, script)
-        lines = fifo.lines(6, timeout=60)
+        lines = h.fifo_lines(self, fifo, 6, 60, job.agents)
         self.assertTrue(all(line.split()[1] == "6" for line in lines), lines)
         victim = job.agents[2]
         victim.kill()
         victim.communicate(timeout=10)
-        lines = fifo.lines(4, timeout=60)
+        lines = h.fifo_lines(self, fifo, 4, 60, job.agents[:2])
         self.assertTrue(all(line.split()[1] == "4" for line in lines), lines)
         for p, (out, err) in zip(job.agents[:2], h.finish(self, job.agents[:2], 60)):
             self.assertEqual(p.returncode, 0, err)
@@ -164,7 +167,7 @@ class MultiNodeTest(unittest.TestCase):
         script = h.worker("elastic_allreduce.py")
         job.start(0, script)
         job.start(1, script)
-        pids = [int(line.split()[0]) for line in fifo.lines(2, timeout=60)]
+        pids = [int(line.split()[0]) for line in h.fifo_lines(self, fifo, 2, 60, job.agents)]
         for p in job.agents:
             p.send_signal(signal.SIGTERM)
         for p in job.agents:
@@ -196,10 +199,10 @@ class PartitionTest(unittest.TestCase):
                                  stderr=subprocess.PIPE, text=True)
             self.addCleanup(lambda p=p: p.poll() is None and p.kill())
             agents.append(p)
-        lines = fifo.lines(3, timeout=60)
+        lines = h.fifo_lines(self, fifo, 3, 60, agents)
         self.assertTrue(all(line.split()[1] == "3" for line in lines), lines)
         hosts.partition(2)
-        lines = fifo.lines(2, timeout=60)
+        lines = h.fifo_lines(self, fifo, 2, 60, agents)
         self.assertEqual(sorted(line.split()[3] for line in lines), ["0", "1"])
         self.assertTrue(all(line.split()[1] == "2" for line in lines), lines)
         for p in agents[:2]:
