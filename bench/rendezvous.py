@@ -132,24 +132,30 @@ def process_floor(argv, n):
 def last_join_to_started(ctrun, ctrund, n, timeout):
     """n agents against a standalone ctrund at debug level. Returns seconds
     from the server logging the last Join (its own millisecond timestamp) to
-    (a) the last agent having the round: its "round 0 complete" log line
-    (agents at LOGLEVEL=INFO, each stderr a pipe this process reads and
+    (a) the server having sent round 0 to every member (the last "round 0
+    sent to" line: the write of that node's RoundComplete completed on its
+    stream), (b) the last agent having the round: its "round 0 complete" log
+    line (agents at LOGLEVEL=INFO, each stderr a pipe this process reads and
     timestamps: an upper bound, the reading competes for the same cores), and
-    (b) the last worker having started (its line on the FIFO). NaNs if the
+    (c) the last worker having started (its line on the FIFO). NaNs if the
     run fails."""
     port = free_port()
     daemon = subprocess.Popen([ctrund, "--listen", f"127.0.0.1:{port}", "--log-level", "debug"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    joins = []
+    joins, sent = [], []
 
     def drain():
         for line in daemon.stderr:
-            if "join from" in line and line.startswith("["):
+            if not line.startswith("["):
+                continue
+            if "join from" in line:
                 joins.append(datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S.%f").timestamp())
+            elif "round 0 sent to" in line:
+                sent.append(datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S.%f").timestamp())
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
-    nan = (float("nan"), float("nan"))
+    nan = (float("nan"),) * 3
     try:
         with tempfile.TemporaryDirectory() as d:
             fifo = Fifo(d)
@@ -191,9 +197,9 @@ def last_join_to_started(ctrun, ctrund, n, timeout):
         daemon.terminate()
         daemon.wait()
         reader.join(5)
-    if not ok or len(received) < n or len(started) < n or len(joins) < n:
+    if not ok or len(received) < n or len(started) < n or len(joins) < n or len(sent) < n:
         return nan
-    return max(received) - max(joins), max(started) - max(joins)
+    return max(sent) - max(joins), max(received) - max(joins), max(started) - max(joins)
 
 
 # A worker that announces "<world size>" on $FIFO, then waits to be stopped.
@@ -287,9 +293,9 @@ def main():
     print()
     for n, (med, floor, own) in results.items():
         print(f"ctrun {n:5} agents: {med / floor:.2f} x the floor, {med / own:.2f} x starting as many ctrun")
-    for n, (got, s) in round_after.items():
-        print(f"ctrun {n:5} agents on ctrund: last join -> every agent has the round {got:.3f} s, "
-              f"-> last worker started {s:.3f} s")
+    for n, (sent, got, s) in round_after.items():
+        print(f"ctrun {n:5} agents on ctrund: last join -> round sent to every member {sent:.3f} s, "
+              f"-> every agent has the round {got:.3f} s, -> last worker started {s:.3f} s")
     fmt = lambda v: "no restart" if v == float("inf") else f"{v:.2f} s"
     print(f"survivors restarted after kill -9 of one agent: ctrun {fmt(c_loss)}, "
           f"torchrun {fmt(t_loss)} (limit {args.loss_timeout:.0f} s)")
@@ -300,8 +306,9 @@ def main():
         print(f"RESULT rdzv_{big}_agents_floor_ratio {results[big][0] / results[big][1]:.2f}")
     if round_after:
         big = max(round_after)
-        print(f"RESULT rdzv_{big}_last_join_to_round_s {round_after[big][0]:.3f}")
-        print(f"RESULT rdzv_{big}_last_join_to_started_s {round_after[big][1]:.3f}")
+        print(f"RESULT rdzv_{big}_last_join_to_round_sent_s {round_after[big][0]:.3f}")
+        print(f"RESULT rdzv_{big}_last_join_to_round_s {round_after[big][1]:.3f}")
+        print(f"RESULT rdzv_{big}_last_join_to_started_s {round_after[big][2]:.3f}")
     print(f"RESULT node_loss_restart_s {c_loss:.3f}")
 
 

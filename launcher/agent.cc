@@ -55,6 +55,14 @@ void Agent::ArmSignals() {
 
 void Agent::BeginRendezvous() {
   state_ = State::kRendezvous;
+  // The attempt's directories are made while the round forms: once it is
+  // complete, every node starts its workers at once.
+  Status s = log_dir_.PrepareAttempt(restart_count_, config_.nproc_per_node);
+  if (!s.ok()) {
+    spdlog::error("{}", s.message());
+    Finish(State::kFailed, kExitFailure, ShutdownReason::kFailed);
+    return;
+  }
   rdzv_.NextRound([this](const Result<Round>& round) { OnRound(round); });
 }
 
@@ -70,13 +78,6 @@ void Agent::OnRound(const Result<Round>& round) {
 
 void Agent::StartWorkers(const Round& round) {
   round_ = round;
-  const int nproc = config_.nproc_per_node;
-  Status s = log_dir_.PrepareAttempt(restart_count_, nproc);
-  if (!s.ok()) {
-    spdlog::error("{}", s.message());
-    Finish(State::kFailed, kExitFailure, ShutdownReason::kFailed);
-    return;
-  }
   ranks_ = AssignRanks(round.group_rank, round.local_world_sizes);
 
   RoundEnv round_env;
@@ -125,7 +126,7 @@ void Agent::StartWorkers(const Round& round) {
   group_closed_ = false;
   running_ = static_cast<int>(specs.size());
   std::vector<std::pair<int, int>> pipes;
-  s = workers_.Start(
+  Status s = workers_.Start(
       specs, [this](const WorkerExit& e) { OnWorkerExit(e); }, &pipes);
   if (!s.ok()) {
     spdlog::error("cannot start workers: {}", s.message());

@@ -144,7 +144,7 @@ class RendezvousClient::Impl {
             std::function<void(const Status&)> on_end) {
     if (join_stale_) *join_stale_ = true;
     v1::JoinRequest req;
-    req.set_version(v1::PROTOCOL_VERSION_1);
+    req.set_version(v1::PROTOCOL_VERSION_2);
     req.set_run_id(options_.run_id);
     NodeToProto(options_.node, req.mutable_node());
     req.set_incarnation(options_.incarnation);
@@ -227,7 +227,7 @@ void RendezvousClient::CancelJoin() { impl_->CancelJoin(); }
 
 void RendezvousClient::KeepAlive(std::function<void(const Status&)> done) {
   v1::KeepAliveRequest req;
-  req.set_version(v1::PROTOCOL_VERSION_1);
+  req.set_version(v1::PROTOCOL_VERSION_2);
   req.set_run_id(options_.run_id);
   NodeToProto(options_.node, req.mutable_node());
   req.set_incarnation(options_.incarnation);
@@ -246,7 +246,7 @@ void RendezvousClient::KeepAlive(std::function<void(const Status&)> done) {
 void RendezvousClient::Leave(LeaveReason reason, Duration timeout,
                              std::function<void(const Status&)> done) {
   v1::LeaveRequest req;
-  req.set_version(v1::PROTOCOL_VERSION_1);
+  req.set_version(v1::PROTOCOL_VERSION_2);
   req.set_run_id(options_.run_id);
   NodeToProto(options_.node, req.mutable_node());
   req.set_incarnation(options_.incarnation);
@@ -262,7 +262,7 @@ void RendezvousClient::Leave(LeaveReason reason, Duration timeout,
 void RendezvousClient::GetState(Duration timeout,
                                 std::function<void(const Result<Counts>&)> done) {
   v1::StateRequest req;
-  req.set_version(v1::PROTOCOL_VERSION_1);
+  req.set_version(v1::PROTOCOL_VERSION_2);
   req.set_run_id(options_.run_id);
   req.set_token(options_.token);
   req.set_counts_only(true);

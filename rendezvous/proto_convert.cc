@@ -52,11 +52,8 @@ struct UpdateWriter {
     a->set_round(d.round);
   }
   void operator()(const RoundComplete& d) const {
-    v1::RoundComplete* r = out->mutable_round_complete();
-    r->set_round(d.round);
-    for (const Member& m : d.members) MemberToProto(m, r->add_members());
-    r->set_world_size(d.world_size);
-    r->set_hint_note(d.hint_note);
+    RoundCompleteForPush(d, out->mutable_round_complete());
+    for (size_t i = 1; i < d.members.size(); ++i) AddWholeMember(d, i, out->mutable_round_complete());
   }
   void operator()(const RestartRequested& d) const {
     v1::RestartRequested* r = out->mutable_restart_requested();
@@ -231,14 +228,19 @@ Decision DecisionFromUpdate(const NodeId& self, const v1::Update& u) {
       out.round = rc.round();
       out.world_size = rc.world_size();
       out.hint_note = rc.hint_note();
+      out.members.resize(static_cast<size_t>(rc.local_world_sizes_size()));
+      for (int i = 0; i < rc.local_world_sizes_size(); ++i) {
+        out.members[i].group_rank = i;
+        out.members[i].local_world_size = rc.local_world_sizes(i);
+      }
+      // A whole member outside the size list is dropped: the agent then
+      // finds itself missing from the round and says so.
       for (const v1::Member& m : rc.members()) {
-        Member member;
+        if (m.group_rank() < 0 || m.group_rank() >= rc.local_world_sizes_size()) continue;
+        Member& member = out.members[m.group_rank()];
         member.node = NodeFromProto(m.node());
-        member.group_rank = m.group_rank();
-        member.local_world_size = m.local_world_size();
         member.addr = m.addr();
         member.master_port = m.master_port();
-        out.members.push_back(std::move(member));
       }
       return out;
     }
@@ -289,24 +291,17 @@ std::string PeerIp(std::string_view peer) {
   return ip;
 }
 
-void SlimRoundComplete(v1::RoundComplete* rc) {
-  for (int i = 1; i < rc->members_size(); ++i) {
-    v1::Member* m = rc->mutable_members(i);
-    m->clear_node();
-    m->clear_addr();
-    m->clear_master_port();
-  }
+void RoundCompleteForPush(const RoundComplete& d, v1::RoundComplete* out) {
+  out->set_round(d.round);
+  out->set_world_size(d.world_size);
+  out->set_hint_note(d.hint_note);
+  out->mutable_local_world_sizes()->Reserve(static_cast<int>(d.members.size()));
+  for (const Member& m : d.members) out->add_local_world_sizes(m.local_world_size);
+  if (!d.members.empty()) MemberToProto(d.members[0], out->add_members());
 }
 
-void RestoreMember(const Member& member, int index, bool whole, v1::RoundComplete* rc) {
-  v1::Member* m = rc->mutable_members(index);
-  if (whole || index == 0) {
-    MemberToProto(member, m);
-  } else {
-    m->clear_node();
-    m->clear_addr();
-    m->clear_master_port();
-  }
+void AddWholeMember(const RoundComplete& d, size_t index, v1::RoundComplete* out) {
+  MemberToProto(d.members[index], out->add_members());
 }
 
 }  // namespace ctrun::rdzv

@@ -40,15 +40,14 @@ Result<LeaveReason> LeaveReasonFromProto(v1::LeaveRequest::Reason reason);
 // Update kind; the addressees in RestartRequested/Closed are not sent).
 void UpdateFromDecision(const Decision& decision, v1::Update* out);
 
-// Slims a RoundComplete for pushing: every member keeps only group_rank and
-// local_world_size, except group rank 0 (the master's address and port),
-// which stays whole. The server then restores the recipient's own entry
-// (RestoreMember) before sending it, so a round of N nodes pushes O(N) small
-// integers to each node instead of every node's identity and address.
-void SlimRoundComplete(v1::RoundComplete* rc);
-// Writes `member` whole into rc->members(index), or slims it again when
-// `whole` is false (never slims index 0).
-void RestoreMember(const Member& member, int index, bool whole, v1::RoundComplete* rc);
+// The part of a RoundComplete push every member gets: round, world size,
+// hint note, every member's local_world_size (packed) and group rank 0 (the
+// master: address and port) whole. The server copies it per recipient and
+// adds the recipient itself (AddWholeMember, unless it is the master), so a
+// round of N nodes pushes O(N) bytes to each node, in one allocation.
+void RoundCompleteForPush(const RoundComplete& d, v1::RoundComplete* out);
+// Appends d.members[index] whole to out->members.
+void AddWholeMember(const RoundComplete& d, size_t index, v1::RoundComplete* out);
 
 // The Rejected code a machine rejection travels as.
 v1::Rejected::Code RejectCodeToProto(RejectCode code);

@@ -210,8 +210,10 @@ class JoinStream final : public grpc::ServerWriteReactor<v1::Update> {
 
   void OnWriteDone(bool ok) override {
     Action action;
+    std::optional<uint64_t> round_sent;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (ok && queue_.front().has_round_complete()) round_sent = queue_.front().round_complete().round();
       queue_.pop_front();
       writing_ = false;
       if (!ok) {
@@ -220,6 +222,10 @@ class JoinStream final : public grpc::ServerWriteReactor<v1::Update> {
         if (!finish_) finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
       }
       action = NextLocked();
+    }
+    if (round_sent && spdlog::should_log(spdlog::level::debug)) {
+      // Timestamped: bench/rendezvous.py takes the last one as "round complete".
+      spdlog::debug("rendezvous run '{}': round {} sent to {}", run_id_, *round_sent, ToString(node_));
     }
     Perform(action);
   }
@@ -554,10 +560,10 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
       refusals_.Note(context->peer(), run_id, token.empty() ? "no token" : "a wrong token");
       return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, kTokenMismatch);
     }
-    if (version != v1::PROTOCOL_VERSION_1) {
+    if (version != v1::PROTOCOL_VERSION_2) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "rendezvous protocol version " + std::to_string(static_cast<int>(version)) +
-                              ", this server speaks 1: use the same ctrun version on every node");
+                              ", this server speaks 2: use the same ctrun version on every node");
     }
     return grpc::Status::OK;
   }
@@ -588,28 +594,27 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
         rejected = std::holds_alternative<Rejected>(d);
       }
       v1::Update update;
-      UpdateFromDecision(d, &update);
-      auto send = [&](const NodeId& node, bool finish_after) {
+      if (!std::holds_alternative<RoundComplete>(d)) UpdateFromDecision(d, &update);
+      auto send = [&](const NodeId& node, bool finish_after, v1::Update message) {
         JoinStream* stream = (joiner && answered && node == *joiner) ? joiner_stream : Find(run_id, node);
-        if (stream && stream->Enqueue(update, finish_after)) out.kicks.push_back(stream);
+        if (stream && stream->Enqueue(std::move(message), finish_after)) out.kicks.push_back(stream);
       };
       std::visit(
           [&](const auto& x) {
             using T = std::decay_t<decltype(x)>;
             if constexpr (std::is_same_v<T, RoundComplete>) {
-              v1::RoundComplete* rc = update.mutable_round_complete();
-              SlimRoundComplete(rc);
+              RoundCompleteForPush(x, update.mutable_round_complete());
               for (size_t i = 0; i < x.members.size(); ++i) {
-                RestoreMember(x.members[i], static_cast<int>(i), true, rc);
-                send(x.members[i].node, false);
-                RestoreMember(x.members[i], static_cast<int>(i), false, rc);
+                v1::Update mine = update;
+                if (i > 0) AddWholeMember(x, i, mine.mutable_round_complete());
+                send(x.members[i].node, false, std::move(mine));
               }
             } else if constexpr (std::is_same_v<T, RestartRequested> || std::is_same_v<T, Closed>) {
-              for (const NodeId& n : x.nodes) send(n, std::is_same_v<T, Closed>);
+              for (const NodeId& n : x.nodes) send(n, std::is_same_v<T, Closed>, update);
             } else if constexpr (std::is_same_v<T, Admitted>) {
-              send(x.node, false);
+              send(x.node, false, update);
             } else {
-              send(x.node, true);  // Rejected, TimedOut, Evicted end the stream
+              send(x.node, true, update);  // Rejected, TimedOut, Evicted end the stream
             }
           },
           d);

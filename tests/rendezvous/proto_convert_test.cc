@@ -64,20 +64,22 @@ TEST_CASE("LeaveReasonFromProto refuses an unspecified reason") {
   CHECK(LeaveReasonFromProto(v1::LeaveRequest::REASON_UNSPECIFIED).status().IsInvalidArgument());
 }
 
-TEST_CASE("a pushed RoundComplete is slim except the master and the recipient") {
+TEST_CASE("a pushed RoundComplete carries every size packed, the master and the recipient whole") {
   const std::vector<Member> members = {Member{{"m0", 1, 0}, 0, 2, "10.0.0.1", 29500},
                                        Member{{"m1", 2, 0}, 1, 4, "10.0.0.2", 29501},
                                        Member{{"m2", 3, 0}, 2, 8, "10.0.0.3", 29502}};
-  v1::Update u;
-  UpdateFromDecision(RoundComplete{5, members, 14, false, ""}, &u);
-  v1::RoundComplete* rc = u.mutable_round_complete();
-  const size_t full = rc->ByteSizeLong();
-  SlimRoundComplete(rc);
-  RestoreMember(members[2], 2, true, rc);
-  CHECK(rc->ByteSizeLong() < full);
+  const RoundComplete round{5, members, 14, false, ""};
+  v1::Update full;
+  UpdateFromDecision(round, &full);
+  v1::Update push;
+  RoundCompleteForPush(round, push.mutable_round_complete());
+  AddWholeMember(round, 2, push.mutable_round_complete());
+  CHECK(push.ByteSizeLong() < full.ByteSizeLong());
+  REQUIRE(push.round_complete().local_world_sizes_size() == 3);
+  REQUIRE(push.round_complete().members_size() == 2);
 
-  const Decision d = DecisionFromUpdate(members[2].node, u);
-  const auto& got = std::get<RoundComplete>(d);
+  const Decision decoded = DecisionFromUpdate(members[2].node, push);
+  const auto& got = std::get<RoundComplete>(decoded);
   REQUIRE(got.members.size() == 3);
   CHECK(got.members[0] == members[0]);      // the master: whole
   CHECK(got.members[2] == members[2]);      // the recipient: whole
@@ -86,11 +88,24 @@ TEST_CASE("a pushed RoundComplete is slim except the master and the recipient") 
   CHECK(got.members[1].group_rank == 1);
   CHECK(got.members[1].local_world_size == 4);
   CHECK(got.world_size == 14);
+  CHECK(got.round == 5);
 
-  RestoreMember(members[2], 2, false, rc);  // slim again for the next recipient
-  RestoreMember(members[0], 0, false, rc);  // the master is never slimmed
-  CHECK(rc->members(2).addr().empty());
-  CHECK(rc->members(0).addr() == "10.0.0.1");
+  // The full form (a reconnect into a running round) decodes to the round itself.
+  CHECK(std::get<RoundComplete>(DecisionFromUpdate(members[1].node, full)) == round);
+}
+
+TEST_CASE("a RoundComplete whole member outside its size list is dropped") {
+  v1::Update u;
+  v1::RoundComplete* rc = u.mutable_round_complete();
+  rc->add_local_world_sizes(2);
+  v1::Member* stray = rc->add_members();
+  stray->set_group_rank(7);
+  stray->set_addr("10.0.0.9");
+  const Decision decoded = DecisionFromUpdate(NodeId{"a", 1, 0}, u);
+  const auto& got = std::get<RoundComplete>(decoded);
+  REQUIRE(got.members.size() == 1);
+  CHECK(got.members[0].addr.empty());
+  CHECK(got.members[0].local_world_size == 2);
 }
 
 TEST_CASE("UpdateFromDecision maps each decision kind") {
