@@ -129,7 +129,7 @@ def process_floor(argv, n):
     return time.perf_counter() - t0
 
 
-def last_join_to_started(ctrun, ctrund, n, timeout):
+def last_join_to_started(ctrun, ctrund, n, timeout, pin=False):
     """n agents against a standalone ctrund at debug level. Returns seconds
     from the server logging the last Join (its own millisecond timestamp) to
     (a) the server having sent round 0 to every member (the last "round 0
@@ -138,10 +138,17 @@ def last_join_to_started(ctrun, ctrund, n, timeout):
     line (agents at LOGLEVEL=INFO, each stderr a pipe this process reads and
     timestamps: an upper bound, the reading competes for the same cores), and
     (c) the last worker having started (its line on the FIFO). NaNs if the
-    run fails."""
+    run fails. With `pin`, ctrund runs on CPU 0 and the agents on the other
+    CPUs: the daemon on its own host, as a job that keeps the rendezvous off
+    the training nodes runs it (on one shared host the server's pushes
+    otherwise wait behind the hundreds of agents each push wakes)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    pin = pin and len(cpus) > 1
+    daemon_cpus, agent_cpus = ({cpus[0]}, set(cpus[1:])) if pin else (set(cpus), set(cpus))
     port = free_port()
     daemon = subprocess.Popen([ctrund, "--listen", f"127.0.0.1:{port}", "--log-level", "debug"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: os.sched_setaffinity(0, daemon_cpus))
     joins, sent = [], []
 
     def drain():
@@ -168,7 +175,8 @@ def last_join_to_started(ctrun, ctrund, n, timeout):
                      "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "bench",
                      "--local-addr", f"127.0.{i // 250}.{i % 250 + 1}", "--rdzv-conf", "is_host=0",
                      "--no-python"] + STARTED, env=env(FIFO=fifo.path, LOGLEVEL="INFO"),
-                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                    preexec_fn=lambda: os.sched_setaffinity(0, agent_cpus))
                 os.set_blocking(p.stderr.fileno(), False)
                 sel.register(p.stderr, selectors.EVENT_READ, p)
                 procs.append(p)
@@ -249,6 +257,7 @@ def main():
     rows = []
     results = {}
     round_after = {}
+    round_pinned = {}
     for n in [int(x) for x in args.sizes.split(",") if x]:
         reps = args.reps if n <= 64 else 1
         times = [time_to_started(lambda fifo: ctrun_agents(ctrun, n, STARTED, free_port(),
@@ -261,6 +270,7 @@ def main():
         results[n] = (med, floor, own)
         if n >= 64:
             round_after[n] = last_join_to_started(ctrun, ctrund, n, 600)
+            round_pinned[n] = last_join_to_started(ctrun, ctrund, n, 600, pin=True)
     for n in [int(x) for x in args.torchrun_sizes.split(",") if x]:
         times = [time_to_started(lambda fifo: torchrun_agents(n, STARTED, free_port(),
                                                               extra_env={"FIFO": fifo}), n, 600)
@@ -293,9 +303,14 @@ def main():
     print()
     for n, (med, floor, own) in results.items():
         print(f"ctrun {n:5} agents: {med / floor:.2f} x the floor, {med / own:.2f} x starting as many ctrun")
-    for n, (sent, got, s) in round_after.items():
-        print(f"ctrun {n:5} agents on ctrund: last join -> round sent to every member {sent:.3f} s, "
-              f"-> every agent has the round {got:.3f} s, -> last worker started {s:.3f} s")
+    print("N agents on a standalone ctrund, from the server's last Join: round sent to every member /")
+    print("every agent has the round / last worker started; shared = all on every CPU, own core =")
+    print("ctrund on CPU 0 and the agents on the others (the daemon on its own host)")
+    print(f"{'case':24} {'sent s':>9} {'has it s':>9} {'started s':>9}")
+    for n in round_after:
+        for name, runs in (("shared", round_after), ("own core", round_pinned)):
+            sent, got, s = runs[n]
+            print(f"{n:5} agents, {name:12} {sent:9.3f} {got:9.3f} {s:9.3f}")
     fmt = lambda v: "no restart" if v == float("inf") else f"{v:.2f} s"
     print(f"survivors restarted after kill -9 of one agent: ctrun {fmt(c_loss)}, "
           f"torchrun {fmt(t_loss)} (limit {args.loss_timeout:.0f} s)")
@@ -306,7 +321,8 @@ def main():
         print(f"RESULT rdzv_{big}_agents_floor_ratio {results[big][0] / results[big][1]:.2f}")
     if round_after:
         big = max(round_after)
-        print(f"RESULT rdzv_{big}_last_join_to_round_sent_s {round_after[big][0]:.3f}")
+        print(f"RESULT rdzv_{big}_round_complete_s {round_pinned[big][0]:.3f}")
+        print(f"RESULT rdzv_{big}_last_join_to_round_sent_shared_s {round_after[big][0]:.3f}")
         print(f"RESULT rdzv_{big}_last_join_to_round_s {round_after[big][1]:.3f}")
         print(f"RESULT rdzv_{big}_last_join_to_started_s {round_after[big][2]:.3f}")
     print(f"RESULT node_loss_restart_s {c_loss:.3f}")

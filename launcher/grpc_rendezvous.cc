@@ -79,6 +79,7 @@ void GrpcRendezvous::NextRound(std::function<void(Result<Round>)> done) {
   join_args_ = args;
   reconnect_timer_.cancel();
   reconnecting_ = false;
+  heard_ = false;
   client_->Join(
       args, [this](const rdzv::Update& u) { OnUpdate(u); },
       [this](const Status& s) { OnStreamEnd(s); });
@@ -102,6 +103,7 @@ void GrpcRendezvous::NextRound(std::function<void(Result<Round>)> done) {
 }
 
 void GrpcRendezvous::OnUpdate(const rdzv::Update& update) {
+  heard_ = true;
   if (reconnecting_) {
     reconnecting_ = false;
     spdlog::info("reconnected to the rendezvous at {}", options_.client.endpoint);
@@ -291,8 +293,12 @@ void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
   const rdzv::LeaveReason leave = reason == ShutdownReason::kSignal
                                       ? rdzv::LeaveReason::kSignal
                                       : rdzv::LeaveReason::kNormalExit;
-  // On a signal, leave promptly: the peers learn of it from the keep-alives anyway.
-  const Duration timeout = reason == ShutdownReason::kSignal
+  // On a signal, leave promptly: the peers learn of it from the keep-alives
+  // anyway. A server that did not answer the last Join (or was lost while
+  // the workers ran) will not answer a Leave either: do not wait
+  // close_timeout for it after join_timeout has passed already.
+  const bool unanswered = reconnecting_ || !heard_;
+  const Duration timeout = reason == ShutdownReason::kSignal || unanswered
                                ? std::min(ToDuration(options_.close_timeout), kSignalLeaveTimeout)
                                : ToDuration(options_.close_timeout);
   auto after_leave = [this, done](const Status& s) {

@@ -94,6 +94,7 @@ class GrpcRendezvous : public RendezvousHandler {
   boost::asio::steady_timer reconnect_timer_;
   rdzv::JoinArgs join_args_;  // of the current round's Join, re-sent on reconnect
   bool reconnecting_ = false;
+  bool heard_ = false;  // the server answered this Join (any update on its stream)
   Duration reconnect_delay_{};
   Phase phase_ = Phase::kIdle;
   std::function<void(Result<Round>)> pending_;
