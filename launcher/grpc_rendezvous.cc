@@ -239,7 +239,16 @@ void GrpcRendezvous::ArmKeepAlive() {
       if (s.IsNotFound() && phase_ == Phase::kRunning) {
         Changed("the rendezvous no longer knows this node (" + s.message() + ")");
       } else if (!s.ok() && !s.IsAborted()) {
-        spdlog::warn("keep-alive failed: {}", s.message());
+        // Once per streak; a lost Join stream has said so already.
+        if (!keep_alive_failing_ && !reconnecting_) {
+          spdlog::warn("keep-alive failed: {} (retrying every {:g} s; said once until one gets through)",
+                       s.message(),
+                       std::chrono::duration<double>(options_.client.params.keep_alive_interval).count());
+        }
+        keep_alive_failing_ = true;
+      } else if (s.ok() && keep_alive_failing_) {
+        keep_alive_failing_ = false;
+        spdlog::info("keep-alives reach the rendezvous at {} again", options_.client.endpoint);
       }
     });
     ArmKeepAlive();
@@ -301,10 +310,11 @@ void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
   const Duration timeout = reason == ShutdownReason::kSignal || unanswered
                                ? std::min(ToDuration(options_.close_timeout), kSignalLeaveTimeout)
                                : ToDuration(options_.close_timeout);
-  auto after_leave = [this, done](const Status& s) {
+  auto after_leave = [this, done, unanswered](const Status& s) {
     // FailedPrecondition: the server refused this node (token, TLS, version),
-    // which the join failure already said; there is nothing to leave.
-    if (!s.ok() && s.code() != Status::Code::kFailedPrecondition) {
+    // which the join failure already said; there is nothing to leave. An
+    // unanswered server was reported already too.
+    if (!s.ok() && s.code() != Status::Code::kFailedPrecondition && !unanswered) {
       spdlog::warn("could not leave the rendezvous: {}", s.message());
     }
     client_->CancelJoin();

@@ -95,6 +95,7 @@ class GrpcRendezvous : public RendezvousHandler {
   rdzv::JoinArgs join_args_;  // of the current round's Join, re-sent on reconnect
   bool reconnecting_ = false;
   bool heard_ = false;  // the server answered this Join (any update on its stream)
+  bool keep_alive_failing_ = false;  // said once per streak of failed keep-alives
   Duration reconnect_delay_{};
   Phase phase_ = Phase::kIdle;
   std::function<void(Result<Round>)> pending_;
