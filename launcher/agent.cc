@@ -295,14 +295,25 @@ void Agent::OnSignal(int sig) {
       Finish(State::kFailed, kExitSignalBase + sig, ShutdownReason::kSignal);
       return;
     case State::kRunning:
-    case State::kStopping:
+    case State::kStopping: {
+      auto finish = [this] {
+        Finish(State::kFailed, kExitSignalBase + signal_received_, ShutdownReason::kSignal);
+      };
+      if (state_ == State::kStopping && !again && after_drain_) {
+        // A stop for a restart (or after the last worker exited) is under
+        // way: its workers have their SIGTERM and the grace to finish, e.g.
+        // a checkpoint. Let that stop end, then exit for the signal. Only a
+        // second signal kills them at once.
+        stopping_to_restart_ = false;
+        after_drain_ = finish;
+        return;
+      }
       if (again) spdlog::warn("second signal: killing the workers now");
       state_ = State::kStopping;
       stopping_to_restart_ = false;
-      StopWorkers(sig, [this] {
-        Finish(State::kFailed, kExitSignalBase + signal_received_, ShutdownReason::kSignal);
-      });
+      StopWorkers(sig, finish);
       return;
+    }
     case State::kSucceeded:
     case State::kFailed:
       return;

@@ -98,6 +98,23 @@ def fifo_lines(test, fifo, count, timeout, procs):
         fail_with_tails(test, procs, f"workers' lines: {e}")
 
 
+def read_until(stream, marker, timeout):
+    """Reads the text pipe `stream` (a Popen's stdout or stderr) until
+    `marker` has appeared; returns what was read. TimeoutError, with it, when
+    `marker` did not come within `timeout` seconds or the pipe closed."""
+    fd = stream.fileno()
+    deadline = time.monotonic() + timeout
+    data = b""
+    while marker.encode() not in data:
+        left = deadline - time.monotonic()
+        ready = select.select([fd], [], [], max(0, left))[0] if left > 0 else []
+        chunk = os.read(fd, 65536) if ready else b""
+        if not chunk:
+            raise TimeoutError(f"no {marker!r} within {timeout} s; got: {data.decode(errors='replace')}")
+        data += chunk
+    return data.decode(errors="replace")
+
+
 class Fifo:
     """A named pipe that workers write one-line messages to. The test holds a
     write end itself so a read never sees a spurious end-of-file."""

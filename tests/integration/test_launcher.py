@@ -173,6 +173,42 @@ class ShutdownTest(unittest.TestCase):
         self.assertEqual(h.wait_gone([pid], timeout=10), [])
 
 
+    def test_a_signal_during_a_restart_stop_lets_the_workers_finish_their_sigterm(self):
+        # A worker fails, so the group is being stopped for a restart; the
+        # other worker is checkpointing in its SIGTERM handler when ctrun gets
+        # SIGTERM itself. That first signal must not SIGKILL it (only a
+        # second one does), and ctrun exits for the signal without restarting.
+        d = h.tempdir(self)
+        fifo = h.Fifo(d)
+        self.addCleanup(fifo.close)
+        fail, go = os.path.join(d, "fail"), os.path.join(d, "go")
+        os.mkfifo(fail)
+        os.mkfifo(go)
+        proc = h.start(["--nproc-per-node", "2", "--max-restarts", "1",
+                        h.worker("checkpoint_on_term.py")],
+                       env=h.base_env(ANNOUNCE=fifo.path, FAIL=fail, GO=go,
+                                      TORCH_ELASTIC_SHUTDOWN_TIMEOUT="60"))
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+
+        def tell(path):
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO: the worker is gone
+            os.write(fd, b"go\n")
+            os.close(fd)
+
+        self.assertEqual(sorted(h.fifo_lines(self, fifo, 2, 60, [proc])), ["ready 0 0", "ready 1 0"])
+        tell(fail)
+        self.assertEqual(h.fifo_lines(self, fifo, 1, 60, [proc]), ["term 1"])
+        proc.send_signal(signal.SIGTERM)
+        seen = h.read_until(proc.stderr, "Received SIGTERM death signal", 60)  # ctrun has handled it
+        tell(go)
+        self.assertEqual(h.fifo_lines(self, fifo, 1, 60, [proc]), ["saved 1"])
+        _, rest = proc.communicate(timeout=60)
+        err = seen + rest
+        self.assertEqual(proc.returncode, 128 + signal.SIGTERM, err)
+        self.assertNotIn("restart 1 of 1", err)
+        self.assertNotIn("SIGKILL", err)
+
+
 class LogsTest(unittest.TestCase):
     def test_log_dir_layout_and_tee_prefixes(self):
         d = h.tempdir(self)
