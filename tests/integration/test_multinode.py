@@ -211,7 +211,7 @@ class PartitionTest(unittest.TestCase):
             self.assertRegex(err, r"node 10\.213\.57\.3#\d+ (was lost|left the round)[^;]*; restarting")
             self.assertIn("world 2 sum 3", out)
         agents[2].send_signal(signal.SIGTERM)
-        agents[2].communicate(timeout=60)
+        h.finish(self, agents[2:], 60)
 
 
 if __name__ == "__main__":
