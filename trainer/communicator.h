@@ -16,9 +16,11 @@
 #include <c10/util/intrusive_ptr.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "base/status.h"
 
 namespace ctrun::trainer {
@@ -54,6 +56,26 @@ class Communicator {
   // the chunk out on wait(); the c10d communicator overrides it (NCCL:
   // native; Gloo, which has none: see reduce_scatter.h).
   virtual c10::intrusive_ptr<c10d::Work> ReduceScatterSum(at::Tensor& full, at::Tensor& shard);
+
+  // Starts an in-place element-wise maximum of `tensor` over all ranks.
+  // The default (for fakes) throws std::logic_error.
+  virtual c10::intrusive_ptr<c10d::Work> AllReduceMax(at::Tensor& tensor);
+  // Start a point-to-point send of `tensor` to rank `peer` of this group /
+  // a receive into `tensor` from `peer`. The pair matches on (peer, tag);
+  // shapes and dtypes must agree. `tensor` must stay alive (and, for Recv,
+  // untouched) until the Work completes. The defaults throw std::logic_error.
+  virtual c10::intrusive_ptr<c10d::Work> Send(at::Tensor& tensor, int peer, int tag);
+  virtual c10::intrusive_ptr<c10d::Work> Recv(at::Tensor& tensor, int peer, int tag);
+
+  // A new group of the ranks `ranks` (this group's ranks, ascending, this
+  // rank among them) named `name`, unique among the groups made from this
+  // one: only the members call it, each with the same arguments; it blocks
+  // until all of them have. The new group's rank r is ranks[r]. Returns the
+  // group (it shares this one's store; this object must outlive it), or
+  // InvalidArgument for a bad rank list, Unavailable when the members do
+  // not meet within the timeout. The default returns FailedPrecondition.
+  virtual Result<std::shared_ptr<Communicator>> NewGroup(const std::string& name,
+                                                         const std::vector<int>& ranks);
 };
 
 // Waits for `work`. Returns OK, or Unavailable with c10d's reason folded to

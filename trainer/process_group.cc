@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdlib>
+#include <functional>
 
 #if defined(CTRUN_TRAINER_CUDA)
 #include <c10/cuda/CUDAFunctions.h>
@@ -24,10 +25,13 @@ namespace {
 template <typename Group>
 class C10dCommunicator final : public Communicator {
  public:
+  // `make_group(store, rank, size)` builds a group of the same backend and
+  // options over another store (for NewGroup).
+  using MakeGroup = std::function<c10::intrusive_ptr<Group>(const c10::intrusive_ptr<c10d::Store>&, int, int)>;
   C10dCommunicator(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<Group> group,
-                   std::string backend, int rank, int size)
+                   std::string backend, int rank, int size, MakeGroup make_group)
       : store_(std::move(store)), group_(std::move(group)), backend_(std::move(backend)),
-        rank_(rank), size_(size) {}
+        rank_(rank), size_(size), make_group_(std::move(make_group)) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -65,12 +69,53 @@ class C10dCommunicator final : public Communicator {
     return ReduceScatterByAllToAll(all_to_all, size_, full, shard);
   }
 
+  c10::intrusive_ptr<c10d::Work> AllReduceMax(at::Tensor& tensor) override {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::MAX;
+    return group_->allreduce(tensors, options);
+  }
+  c10::intrusive_ptr<c10d::Work> Send(at::Tensor& tensor, int peer, int tag) override {
+    std::vector<at::Tensor> tensors{tensor};
+    return group_->send(tensors, peer, tag);
+  }
+  c10::intrusive_ptr<c10d::Work> Recv(at::Tensor& tensor, int peer, int tag) override {
+    std::vector<at::Tensor> tensors{tensor};
+    return group_->recv(tensors, peer, tag);
+  }
+
+  Result<std::shared_ptr<Communicator>> NewGroup(const std::string& name,
+                                                 const std::vector<int>& ranks) override {
+    int my_index = -1;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1])) {
+        return Status::InvalidArgument("group '" + name + "': ranks must be ascending ranks of the group");
+      }
+      if (ranks[i] == rank_) my_index = static_cast<int>(i);
+    }
+    if (my_index < 0) {
+      return Status::InvalidArgument("group '" + name + "': rank " + std::to_string(rank_) +
+                                     " is not a member");
+    }
+    const int size = static_cast<int>(ranks.size());
+    try {
+      auto store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_);
+      auto group = make_group_(store, my_index, size);
+      return std::shared_ptr<Communicator>(std::make_shared<C10dCommunicator<Group>>(
+          store, group, backend_, my_index, size, make_group_));
+    } catch (const std::exception& error) {
+      return Status::Unavailable("cannot form the sub-group '" + name + "' of " + std::to_string(size) +
+                                 " ranks: " + TorchErrorLine(error));
+    }
+  }
+
  private:
   c10::intrusive_ptr<c10d::Store> store_;  // outlives group_ (declared first)
   c10::intrusive_ptr<Group> group_;
   std::string backend_;
   int rank_;
   int size_;
+  MakeGroup make_group_;
 };
 
 bool IsLoopback(const std::string& addr) {
@@ -144,10 +189,12 @@ Result<std::shared_ptr<Communicator>> ConnectProcessGroup(const DistEnv& env,
       c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.local_rank));
       auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
       nccl_options->timeout = options.timeout;
-      auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size,
-                                                               nccl_options);
+      auto make_group = [nccl_options](const c10::intrusive_ptr<c10d::Store>& s, int rank, int size) {
+        return c10::make_intrusive<c10d::ProcessGroupNCCL>(s, rank, size, nccl_options);
+      };
+      auto group = make_group(store, env.rank, env.world_size);
       return std::shared_ptr<Communicator>(std::make_shared<C10dCommunicator<c10d::ProcessGroupNCCL>>(
-          store, group, "nccl", env.rank, env.world_size));
+          store, group, "nccl", env.rank, env.world_size, make_group));
 #else
       return Status::FailedPrecondition(
           "--backend nccl: this build has no CUDA/NCCL path (rebuild with "
@@ -157,10 +204,12 @@ Result<std::shared_ptr<Communicator>> ConnectProcessGroup(const DistEnv& env,
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
     gloo_options->devices.push_back(GlooDevice(env));
     gloo_options->threads = options.gloo_threads;
-    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size,
-                                                             gloo_options);
+    auto make_group = [gloo_options](const c10::intrusive_ptr<c10d::Store>& s, int rank, int size) {
+      return c10::make_intrusive<c10d::ProcessGroupGloo>(s, rank, size, gloo_options);
+    };
+    auto group = make_group(store, env.rank, env.world_size);
     return std::shared_ptr<Communicator>(std::make_shared<C10dCommunicator<c10d::ProcessGroupGloo>>(
-        store, group, "gloo", env.rank, env.world_size));
+        store, group, "gloo", env.rank, env.world_size, make_group));
   } catch (const std::exception& error) {
     return Status::Unavailable("cannot form the process group of " +
                                std::to_string(env.world_size) + " ranks via the store at " +

@@ -1,5 +1,6 @@
 #include "trainer/sharded_checkpoint.h"
 
+#include "trainer/archive_file.h"
 #include "trainer/optimizer_state.h"
 #include "trainer/torch_error.h"
 
@@ -38,20 +39,6 @@ std::string Signature(const FlatLayout& layout) {
 }
 
 at::Tensor Long(int64_t value) { return at::scalar_tensor(value, at::kLong); }
-
-Status SaveArchive(torch::serialize::OutputArchive& archive, const std::string& path) {
-  const std::string tmp = path + ".tmp";
-  try {
-    archive.save_to(tmp);
-  } catch (const std::exception& error) {
-    return Status::IOError("cannot write checkpoint shard '" + tmp + "': " + TorchErrorLine(error) +
-                           " (check the directory exists and is writable)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Status::IOError("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
-  }
-  return Status::Ok();
-}
 
 Status Bad(const std::string& dir, const std::string& why) {
   return Status::InvalidArgument("sharded checkpoint '" + dir + "' cannot be loaded (" + why +
@@ -118,7 +105,7 @@ Status SaveShardedCheckpoint(const std::string& dir, FullyShardedDataParallel& f
   }
   shard_archive.write("meta/step", Long(position.step));
   shard_archive.write("meta/world_size", Long(world));
-  CTRUN_RETURN_IF_ERROR(SaveArchive(shard_archive, ShardFile(dir, rank, world)));
+  CTRUN_RETURN_IF_ERROR(SaveArchiveAtomically(shard_archive, ShardFile(dir, rank, world)));
   CTRUN_RETURN_IF_ERROR(WaitWork(comm.Barrier(), "barrier after writing checkpoint shards"));
   if (rank == 0) {
     torch::serialize::OutputArchive meta;
@@ -132,7 +119,7 @@ Status SaveShardedCheckpoint(const std::string& dir, FullyShardedDataParallel& f
       meta.write(UnitKey(u) + "/signature", c10::IValue(Signature(fsdp.layout(u))));
       meta.write(UnitKey(u) + "/state_keys", c10::IValue(state_keys[u]));
     }
-    CTRUN_RETURN_IF_ERROR(SaveArchive(meta, dir + "/meta.pt"));
+    CTRUN_RETURN_IF_ERROR(SaveArchiveAtomically(meta, dir + "/meta.pt"));
   }
   return WaitWork(comm.Barrier(), "barrier after writing checkpoint metadata");
 }

@@ -1,0 +1,89 @@
+"""Helpers for the tensor / pipeline / data parallel tests: run ctrun-gpt on
+N ranks (the launcher's environment set by hand), read back the parameter
+slices each mesh coordinate dumped, and rebuild the full model by name."""
+import array
+import glob
+import json
+import os
+import re
+import subprocess
+
+from trainer_test_util import free_port, rank_env
+
+# A model small enough for 8 ranks on 2 cores, with every dimension
+# divisible by 4 (tp up to 4) and 4 blocks (pp up to 4).
+MODEL = ["--layers", "4", "--width", "32", "--heads", "4", "--seq-len", "16",
+         "--global-batch", "16", "--optimizer", "sgd", "--lr", "0.2", "--momentum", "0.9",
+         "--log-every", "1", "--seed", "5"]
+
+
+def run_gpt(tool, world, args, timeout=180):
+    """Runs `world` ranks of ctrun-gpt; returns [(code, stdout, stderr)] by rank."""
+    port = free_port()
+    procs = [subprocess.Popen([tool, *args], env=rank_env(r, world, port), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for r in range(world)]
+    results = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=timeout)
+            results.append((p.returncode, out, err))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return results
+
+
+def losses(text):
+    """{step: loss} from the reporting rank's 'step N loss X' lines."""
+    return {int(s): float(v) for s, v in re.findall(r"^step (\d+) loss ([-0-9.e]+)", text, re.M)}
+
+
+def full_params(prefix):
+    """{name: (full shape, flat list of floats)} rebuilt from every
+    PREFIX.pp*.tp*.{json,bin} dump (slices joined along their cut dimension)."""
+    import torch
+    pieces = {}
+    for index_path in sorted(glob.glob(prefix + ".pp*.tp*.json")):
+        with open(index_path) as f:
+            entries = json.load(f)
+        values = array.array("f")
+        with open(index_path[:-5] + ".bin", "rb") as f:
+            values.frombytes(f.read())
+        offset = 0
+        for e in entries:
+            chunk = torch.tensor(values[offset:offset + e["numel"]])
+            offset += e["numel"]
+            pieces.setdefault(e["name"], {})[e["index"] if e["dim"] >= 0 else 0] = (e, chunk)
+    params = {}
+    for name, parts in pieces.items():
+        e = parts[0][0]
+        shape = e["full_shape"]
+        if e["dim"] < 0 or e["parts"] == 1:
+            params[name] = parts[0][1].view(shape)
+            continue
+        assert len(parts) == e["parts"], f"{name}: {len(parts)} of {e['parts']} slices"
+        slice_shape = list(shape)
+        slice_shape[e["dim"]] //= e["parts"]
+        params[name] = torch.cat([parts[i][1].view(slice_shape) for i in range(e["parts"])], e["dim"])
+    return params
+
+
+def worst_difference(a, b):
+    assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+def check_ok(testcase, results, what):
+    for rank, (code, out, err) in enumerate(results):
+        testcase.assertEqual(code, 0, f"{what}: rank {rank} exited {code}: {err[-2000:]}")
+
+
+def gpt_tool():
+    from trainer_test_util import binary
+    return binary("trainer/apps/ctrun-gpt")
+
+
+def dump_prefix(tmp, name):
+    return os.path.join(tmp, name)

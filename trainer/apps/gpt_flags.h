@@ -1,0 +1,58 @@
+// GptFlags: the command line of ctrun-gpt, parsed and checked (everything
+// that can be checked without the world size: the mesh against WORLD_SIZE
+// is CheckMeshShape's, at start).
+//
+// ParseGptFlags is the only reader of argv for that binary. Plain data, no
+// torch, no I/O.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "trainer/mesh_shape.h"
+#include "trainer/pipeline_schedule.h"
+
+namespace ctrun::trainer {
+
+struct GptFlags {
+  std::string mesh;                 // "" = pure data parallel (dp = WORLD_SIZE)
+  MeshShape mesh_shape;             // parsed --mesh (dp 0 = WORLD_SIZE)
+  PipeSchedule schedule = PipeSchedule::k1F1B;
+  int64_t micro_batches = 4;
+  std::string pp_split;             // "" = by layer count
+  bool sequence_parallel = false;
+  int64_t layers = 4;
+  int64_t width = 64;
+  int64_t heads = 4;
+  int64_t seq_len = 32;
+  int64_t global_batch = 16;        // sequences per step, all dp replicas
+  std::string optimizer = "adam";   // adam or sgd
+  double lr = 3e-3;
+  double momentum = 0.9;            // sgd
+  int64_t steps = 300;
+  int64_t seed = 0;
+  int64_t log_every = 20;
+  std::string data;                 // "" = the Debian license texts
+  std::string checkpoint_dir;       // "" = no checkpoints
+  int64_t checkpoint_every = 50;
+  std::string dump_params;          // prefix: dp-0 ranks write their shards
+  bool show_schedule = false;       // print each stage's executed order once
+  int64_t threads = 1;              // intra-op threads per rank
+  int64_t store_timeout_s = 120;
+  std::string backend = "gloo";
+  // Fault injection for tests: on the first attempt, the ranks of stage
+  // crash_stage kill themselves with SIGKILL before step crash_at_step.
+  int64_t crash_stage = -1;
+  int64_t crash_at_step = 0;
+  bool help = false;
+};
+
+std::string GptUsage();
+
+// Parses `args` (argv without the program name). Returns the flags, or
+// InvalidArgument naming the flag and the fix.
+Result<GptFlags> ParseGptFlags(const std::vector<std::string>& args);
+
+}  // namespace ctrun::trainer
