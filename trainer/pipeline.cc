@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "trainer/memory_meter.h"
 #include "trainer/torch_error.h"
 
 namespace ctrun::trainer {
@@ -40,6 +41,8 @@ Result<PipelineStepStats> Pipeline::Step(const at::Tensor& tokens, const at::Ten
   std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, at::Tensor>> sends;  // tensors kept alive
   int held = 0, backwards_left = micro_batches_;
   const double start = Now();
+  const int64_t bytes_at_start = TensorMemoryMeter::CurrentBytes();
+  TensorMemoryMeter::ResetPeak();
   try {
     for (const PipeAction& action : actions) {
       const int i = action.micro_batch;
@@ -100,6 +103,7 @@ Result<PipelineStepStats> Pipeline::Step(const at::Tensor& tokens, const at::Ten
   }
   if (ddp_ != nullptr) CTRUN_RETURN_IF_ERROR(ddp_->FinishGradSync());
   stats.step_seconds = Now() - start;
+  stats.peak_step_bytes = TensorMemoryMeter::PeakBytes() - bytes_at_start;
   return stats;
 }
 

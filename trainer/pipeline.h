@@ -32,6 +32,10 @@ struct PipelineStepStats {
   double step_seconds = 0;     // wall time of the step on this rank
   double compute_seconds = 0;  // of it, in forward and backward compute
   int peak_in_flight = 0;      // most micro-batches whose activations were held
+  // Most tensor bytes alive during the step beyond those alive at its start
+  // (activations, gradients, buffers in flight); 0 unless the
+  // TensorMemoryMeter is installed.
+  int64_t peak_step_bytes = 0;
   std::string order;           // the actions run, "F0 F1 B0 ..."
 };
 

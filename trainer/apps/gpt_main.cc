@@ -22,6 +22,7 @@
 #include "trainer/device_mesh.h"
 #include "trainer/dist_env.h"
 #include "trainer/gpt.h"
+#include "trainer/memory_meter.h"
 #include "trainer/mesh_checkpoint.h"
 #include "trainer/pipeline.h"
 #include "trainer/process_group.h"
@@ -84,6 +85,7 @@ Failure Run(const GptFlags& flags) {
   auto env = ReadDistEnv(ProcessEnv());
   if (!env.ok()) return {env.status(), kExitUsage};
   at::set_num_threads(static_cast<int>(flags.threads));
+  TensorMemoryMeter::Install();
 
   MeshShape shape = flags.mesh_shape;
   if (shape.dp == 0) shape.dp = std::max(1, env->world_size / (shape.pp * shape.tp));
@@ -151,6 +153,7 @@ Failure Run(const GptFlags& flags) {
   const int64_t rows = flags.global_batch / shape.dp;
   double step_sum = 0, compute_sum = 0;
   int measured = 0, peak_in_flight = 0;
+  int64_t peak_step_bytes = 0, peak_tensor_high = 0;
   for (int64_t step = start_step; step < flags.steps; ++step) {
     if (env->restart_count == 0 && coord.pp == flags.crash_stage && step == flags.crash_at_step) {
       std::fprintf(stderr, "ctrun-gpt: rank %d (stage %d): fault injection, SIGKILL before step %lld\n", env->rank,
@@ -172,6 +175,8 @@ Failure Run(const GptFlags& flags) {
       ++measured;
     }
     peak_in_flight = std::max(peak_in_flight, stats->peak_in_flight);
+    peak_step_bytes = std::max(peak_step_bytes, stats->peak_step_bytes);
+    peak_tensor_high = std::max(peak_tensor_high, TensorMemoryMeter::PeakBytes());
     if (flags.show_schedule && step == start_step && coord.dp == 0 && coord.tp == 0) {
       std::printf("schedule stage=%d: %s\n", coord.pp, stats->order.c_str());
       std::fflush(stdout);
@@ -201,9 +206,10 @@ Failure Run(const GptFlags& flags) {
   for (const auto& p : stage->parameters()) param_bytes += p.numel() * p.element_size();
   std::fprintf(stderr,
                "STATS rank=%d stage=%d dp=%d tp=%d steps=%d step_s=%.6f compute_s=%.6f peak_in_flight=%d "
-               "param_bytes=%lld peak_rss_kb=%lld\n",
+               "param_bytes=%lld peak_step_bytes=%lld peak_tensor_bytes=%lld peak_rss_kb=%lld\n",
                env->rank, coord.pp, coord.dp, coord.tp, measured, measured ? step_sum / measured : 0.0,
                measured ? compute_sum / measured : 0.0, peak_in_flight, static_cast<long long>(param_bytes),
+               static_cast<long long>(peak_step_bytes), static_cast<long long>(peak_tensor_high),
                static_cast<long long>(PeakRssKb()));
   if (!flags.dump_params.empty() && coord.dp == 0) {
     Status dumped = DumpParams(flags.dump_params, coord, *stage, registry);

@@ -1,0 +1,91 @@
+"""Checkpoints of a model on a device mesh: saved per mesh coordinate,
+resumed on another mesh, and used by ctrun's restart when a pipeline stage
+dies.
+
+test_resume_on_another_mesh: 2 steps on pp=2,dp=2,tp=2 (8 ranks), then 2
+more resumed on pp=1,dp=4,tp=2: the parameters (and SGD momentum, which
+the resumed steps use) match 4 unbroken steps of one process within 2e-5.
+test_dead_stage_restarts_from_checkpoint: under `ctrun --nproc-per-node 4
+--max-restarts 1`, pipeline stage 1 of pp=2,tp=2 SIGKILLs itself before
+step 3 (fault injection on the first attempt); ctrun restarts the group,
+which resumes from the step-3 checkpoint and ends equal to an unbroken run.
+test_corrupt_checkpoint_is_refused: a shard cut short is named in a
+one-line error and nothing is trained."""
+import os
+import subprocess
+import tempfile
+import unittest
+
+from parallel_test_util import MODEL, check_ok, full_params, gpt_tool, losses, run_gpt, worst_difference
+from trainer_test_util import BUILD_DIR, free_port
+
+TOL = 2e-5
+DEADLINE = 240
+
+
+class ParallelCheckpointTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tool = gpt_tool()
+        cls.tmp = tempfile.TemporaryDirectory()
+        prefix = os.path.join(cls.tmp.name, "single")
+        results = run_gpt(cls.tool, 1, [*MODEL, "--steps", "4", "--micro-batches", "1", "--dump-params", prefix])
+        assert results[0][0] == 0, results[0][2]
+        cls.reference = full_params(prefix)
+        cls.reference_losses = losses(results[0][1])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_resume_on_another_mesh(self):
+        ckpt = os.path.join(self.tmp.name, "mesh_ckpt")
+        check_ok(self, run_gpt(self.tool, 8, [*MODEL, "--steps", "2", "--mesh", "pp=2,dp=2,tp=2",
+                                              "--checkpoint-dir", ckpt, "--checkpoint-every", "2"]), "2x2x2")
+        self.assertEqual(sorted(os.listdir(os.path.join(ckpt, "step-2"))),
+                         ["meta.pt"] + [f"shard-pp{p}-tp{t}.pt" for p in (0, 1) for t in (0, 1)])
+        prefix = os.path.join(self.tmp.name, "resumed")
+        results = run_gpt(self.tool, 8, [*MODEL, "--steps", "4", "--mesh", "pp=1,dp=4,tp=2",
+                                         "--checkpoint-dir", ckpt, "--dump-params", prefix])
+        check_ok(self, results, "1x4x2")
+        out = "".join(o for _, o, _ in results)
+        self.assertIn("resumed from step 2 (saved by 8 ranks)", out)
+        self.assertEqual(sorted(losses(out)), [3, 4])
+        self.assertLessEqual(worst_difference(full_params(prefix), self.reference), TOL)
+
+    def test_dead_stage_restarts_from_checkpoint(self):
+        ctrun = os.path.join(BUILD_DIR, "launcher", "ctrun")
+        if not os.path.exists(ctrun):
+            self.skipTest("ctrun is not built in CTRUN_BUILD_DIR")
+        ckpt = os.path.join(self.tmp.name, "restart_ckpt")
+        prefix = os.path.join(self.tmp.name, "restarted")
+        argv = [ctrun, "--nproc-per-node", "4", "--max-restarts", "1", "--master-port", str(free_port()),
+                "--no-python", self.tool, *MODEL, "--steps", "4", "--mesh", "pp=2,tp=2",
+                "--checkpoint-dir", ckpt, "--checkpoint-every", "1", "--crash-stage", "1", "--crash-at-step", "3",
+                "--dump-params", prefix]
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=DEADLINE, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        log = proc.stdout
+        self.assertEqual(proc.returncode, 0, log[-4000:])
+        self.assertIn("fault injection, SIGKILL before step 3", log)
+        self.assertIn("resumed from step 3 (saved by 4 ranks)", log)
+        self.assertRegex(log, r"restart|Restart")
+        self.assertLessEqual(worst_difference(full_params(prefix), self.reference), TOL)
+
+    def test_corrupt_checkpoint_is_refused(self):
+        ckpt = os.path.join(self.tmp.name, "corrupt_ckpt")
+        check_ok(self, run_gpt(self.tool, 2, [*MODEL, "--steps", "1", "--mesh", "tp=2",
+                                              "--checkpoint-dir", ckpt]), "save")
+        shard = os.path.join(ckpt, "step-1", "shard-pp0-tp1.pt")
+        with open(shard, "r+b") as f:
+            f.truncate(os.path.getsize(shard) // 2)
+        results = run_gpt(self.tool, 2, [*MODEL, "--steps", "2", "--mesh", "tp=2", "--checkpoint-dir", ckpt])
+        for code, out, err in results:
+            self.assertEqual(code, 1, err)
+            self.assertRegex(err, rf"^ctrun-gpt: checkpoint '{ckpt}/step-1/shard-pp0-tp1.pt' cannot be loaded "
+                                  r"\(unreadable: .*\); remove it or use the model it was saved from\n$")
+            self.assertNotIn("step 2 loss", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
