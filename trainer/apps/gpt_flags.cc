@@ -24,7 +24,7 @@ Run under a launcher, e.g.
   --optimizer O           adam or sgd (default adam)
   --lr X                  learning rate (default 0.003)
   --momentum X            sgd momentum (default 0.9)
-  --steps N               optimizer steps in total (default 300)
+  --steps N               optimizer steps in total (default 200)
   --seed N                model init and batch seed (default 0)
   --log-every N           steps between loss lines; 0 = none (default 20)
   --data PATH             a text file or directory (default /usr/share/common-licenses)

@@ -31,7 +31,7 @@ struct GptFlags {
   std::string optimizer = "adam";   // adam or sgd
   double lr = 3e-3;
   double momentum = 0.9;            // sgd
-  int64_t steps = 300;
+  int64_t steps = 200;
   int64_t seed = 0;
   int64_t log_every = 20;
   std::string data;                 // "" = the Debian license texts

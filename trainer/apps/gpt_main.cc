@@ -112,7 +112,10 @@ Failure Run(const GptFlags& flags) {
   auto mesh = DeviceMesh::Create(*world, shape);
   if (!mesh.ok()) return {mesh.status()};
   const MeshCoord coord = (*mesh)->coord();
-  if (env->rank == 0) std::printf("%s\n", LayoutTable(shape, static_cast<int>(flags.layers), split).c_str());
+  if (env->rank == 0) {
+    std::printf("%s\n", LayoutTable(shape, static_cast<int>(flags.layers), split).c_str());
+    std::fflush(stdout);
+  }
 
   ShardRegistry registry;
   LayerContext ctx{.name = "", .seed = static_cast<uint64_t>(flags.seed), .tp = (*mesh)->group(MeshDim::kTp),
@@ -143,6 +146,7 @@ Failure Run(const GptFlags& flags) {
       if (env->rank == 0) {
         std::printf("resumed from step %lld (saved by %lld ranks)\n", static_cast<long long>(start_step),
                     static_cast<long long>((*loaded)->world_size));
+        std::fflush(stdout);
       }
     }
   }
