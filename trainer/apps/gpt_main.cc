@@ -114,6 +114,11 @@ Failure Run(const GptFlags& flags) {
   const MeshCoord coord = (*mesh)->coord();
   if (env->rank == 0) {
     std::printf("%s\n", LayoutTable(shape, static_cast<int>(flags.layers), split).c_str());
+    if (shape.pp > 1) {
+      std::printf("pipeline: %d stages, %lld micro-batches, %s: bubble (p-1)/(m+p-1) = %.3f of a step\n", shape.pp,
+                  static_cast<long long>(flags.micro_batches), PipeScheduleName(flags.schedule),
+                  BubbleFraction(shape.pp, static_cast<int>(flags.micro_batches)));
+    }
     std::fflush(stdout);
   }
 
@@ -209,10 +214,11 @@ Failure Run(const GptFlags& flags) {
   int64_t param_bytes = 0;
   for (const auto& p : stage->parameters()) param_bytes += p.numel() * p.element_size();
   std::fprintf(stderr,
-               "STATS rank=%d stage=%d dp=%d tp=%d steps=%d step_s=%.6f compute_s=%.6f peak_in_flight=%d "
+               "STATS rank=%d stage=%d dp=%d tp=%d steps=%d step_s=%.6f compute_s=%.6f bubble=%.4f peak_in_flight=%d "
                "param_bytes=%lld peak_step_bytes=%lld peak_tensor_bytes=%lld peak_rss_kb=%lld\n",
                env->rank, coord.pp, coord.dp, coord.tp, measured, measured ? step_sum / measured : 0.0,
-               measured ? compute_sum / measured : 0.0, peak_in_flight, static_cast<long long>(param_bytes),
+               measured ? compute_sum / measured : 0.0, step_sum > 0 ? 1.0 - compute_sum / step_sum : 0.0,
+               peak_in_flight, static_cast<long long>(param_bytes),
                static_cast<long long>(peak_step_bytes), static_cast<long long>(peak_tensor_high),
                static_cast<long long>(PeakRssKb()));
   if (!flags.dump_params.empty() && coord.dp == 0) {
