@@ -4,11 +4,9 @@ slices each mesh coordinate dumped, and rebuild the full model by name."""
 import array
 import glob
 import json
-import os
 import re
-import subprocess
 
-from trainer_test_util import free_port, rank_env
+from trainer_test_util import binary, run_ranks_output
 
 # A model small enough for 8 ranks on 2 cores, with every dimension
 # divisible by 4 (tp up to 4) and 4 blocks (pp up to 4).
@@ -19,20 +17,7 @@ MODEL = ["--layers", "4", "--width", "32", "--heads", "4", "--seq-len", "16",
 
 def run_gpt(tool, world, args, timeout=180):
     """Runs `world` ranks of ctrun-gpt; returns [(code, stdout, stderr)] by rank."""
-    port = free_port()
-    procs = [subprocess.Popen([tool, *args], env=rank_env(r, world, port), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for r in range(world)]
-    results = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=timeout)
-            results.append((p.returncode, out, err))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return results
+    return run_ranks_output([tool, *args], world, timeout=timeout)
 
 
 def losses(text):
@@ -81,9 +66,4 @@ def check_ok(testcase, results, what):
 
 
 def gpt_tool():
-    from trainer_test_util import binary
     return binary("trainer/apps/ctrun-gpt")
-
-
-def dump_prefix(tmp, name):
-    return os.path.join(tmp, name)

@@ -36,17 +36,22 @@ def rank_env(rank, world, port, extra=None):
 
 
 def run_ranks(argv, world, timeout=120, extra_env=None):
-    """Runs `argv` as `world` ranks; returns [(returncode, stderr)] by rank.
-    Kills every rank if any is still running at the deadline."""
+    """Runs `argv` as `world` ranks; returns [(returncode, stderr)] by rank."""
+    return [(code, err) for code, _, err in run_ranks_output(argv, world, timeout, extra_env)]
+
+
+def run_ranks_output(argv, world, timeout=120, extra_env=None):
+    """Runs `argv` as `world` ranks; returns [(returncode, stdout, stderr)] by
+    rank. Kills every rank if any is still running at the deadline."""
     port = free_port()
     procs = [subprocess.Popen(argv, env=rank_env(r, world, port, extra_env),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r in range(world)]
     results = []
     try:
         for p in procs:
-            _, err = p.communicate(timeout=timeout)
-            results.append((p.returncode, err))
+            out, err = p.communicate(timeout=timeout)
+            results.append((p.returncode, out, err))
     finally:
         for p in procs:
             if p.poll() is None:
