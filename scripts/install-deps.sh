@@ -23,6 +23,9 @@ pkgs=(
   etcd-server etcd-client
   # tests: certificates for the rendezvous TLS tests; OpenSSL headers (PEM checks)
   openssl libssl-dev
+  # the container image and its tests (scripts/container, test_container.py):
+  # rootful podman with runc and netavark; mmdebstrap for the Debian base
+  podman runc netavark mmdebstrap
 )
 
 sudo=""
