@@ -25,17 +25,17 @@ done
 # The packages owning the libraries the binaries load, in one dpkg -S (dpkg
 # knows some under /lib, some under /usr/lib on a merged-/usr system).
 mapfile -t libs < <(ldd "${bins[@]}" | awk '/=> \//{print $3}' | sort -u)
+mapfile -t reals < <(realpath "${libs[@]}")
 candidates=()
-for l in "${libs[@]}"; do
-  r=$(realpath "$l")
+for i in "${!libs[@]}"; do
+  l="${libs[$i]}" r="${reals[$i]}"
   candidates+=("$l" "$r" "${l#/usr}" "/usr$l" "${r#/usr}" "/usr${r#/usr}")
 done
 declare -A own=()
 while read -r pkg path; do own[$path]="$pkg"; done < <(dpkg -S "${candidates[@]}" 2>/dev/null | sed -n 's/^\([^:, ]*\)[^ ]* \(.*\)$/\1 \2/p')
 pkgs=(python3-torch python3-numpy dataset-fashion-mnist ${CTRUN_CONTAINER_PACKAGES:-})
-for l in "${libs[@]}"; do
-  r=$(realpath "$l")
-  p=""
+for i in "${!libs[@]}"; do
+  l="${libs[$i]}" r="${reals[$i]}" p=""
   for c in "$l" "$r" "${l#/usr}" "/usr$l" "${r#/usr}" "/usr${r#/usr}"; do p="${p:-${own[$c]:-}}"; done
   [ -n "$p" ] || { echo "image.sh: no Debian package has $l" >&2; exit 1; }
   pkgs+=("$p")
