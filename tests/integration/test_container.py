@@ -54,6 +54,26 @@ def ulimits():
     return ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", f"nproc={nproc}:{nproc}"]
 
 
+def sweep_stale():
+    """Removes the containers, networks and routes of earlier runs of this
+    test whose process is gone (killed by a CTest timeout, say: containers
+    outlive the `podman run` that started them)."""
+    def dead(name):
+        m = re.match(r"ctrun-test-(\d+)", name)
+        return m and not os.path.exists(f"/proc/{m.group(1)}")
+    names = podman("ps", "-a", "--filter", "name=^ctrun-test-", "--format", "{{.Names}}", check=False).stdout.split()
+    stale = [n for n in names if dead(n)]
+    if stale:
+        podman("rm", "-f", "-t", "0", *stale, check=False)
+    for net in podman("network", "ls", "--format", "{{.Name}}", check=False).stdout.split():
+        if net.startswith("ctrun-test-") and dead(net):
+            subnet = podman("network", "inspect", "--format", "{{range .Subnets}}{{.Subnet}}{{end}}", net,
+                            check=False).stdout.strip()
+            podman("network", "rm", "-f", net, check=False)
+            if subnet:
+                subprocess.run(["ip", "route", "del", "blackhole", subnet], capture_output=True)
+
+
 class Output:
     """Everything a `podman run` prints (stdout and stderr together), read by
     a thread; wait_for() blocks on it with a deadline."""
@@ -151,6 +171,7 @@ class ContainerTest(unittest.TestCase):
     def setUpClass(cls):
         if os.geteuid() != 0 or not shutil.which("podman"):
             raise unittest.SkipTest("needs root and podman (scripts/install-deps.sh installs it)")
+        sweep_stale()
         cls.asan = "libasan" in subprocess.run(["ldd", h.ctrun_bin()], capture_output=True, text=True).stdout
         start = time.monotonic()
         env = dict(os.environ, CTRUN_CONTAINER_PACKAGES=BASE_EXTRA)
