@@ -13,7 +13,7 @@
 #   downloaded. ~4 min on 2 cores.
 # --from host: the same package set, taken file by file from this host's
 #   installed packages (host_rootfs.py): no download, no maintainer scripts,
-#   ~35 s. The tests use it (tests/integration/test_container.py).
+#   ~40 s. The tests use it (tests/integration/test_container.py).
 #
 # Cached by content: the key hashes this script, the builder, the mode, the
 # package list and (--from host) the host's installed package versions; when
