@@ -26,12 +26,14 @@ Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s);
 }  // namespace
 
 Agent::Agent(boost::asio::io_context& io, const LaunchConfig& config, Environment env,
-             RendezvousHandler& rdzv, Reaper& reaper, OrphanGuard* guard, RunLogDir log_dir)
+             RendezvousHandler& rdzv, Reaper& reaper, OrphanGuard* guard, RunLogDir log_dir,
+             StoreServer* store)
     : io_(io),
       config_(config),
       env_(std::move(env)),
       rdzv_(rdzv),
       log_dir_(std::move(log_dir)),
+      store_(store),
       workers_(io, reaper, guard),
       signals_(io),
       remaining_restarts_(config.max_restarts) {
@@ -63,6 +65,9 @@ void Agent::BeginRendezvous() {
     Finish(State::kFailed, kExitFailure, ShutdownReason::kFailed);
     return;
   }
+  // The last group is gone: its keys and connections must not leak into the
+  // next one (after a scale-up the attempt prefix is even the same).
+  if (store_) store_->Clear();
   rdzv_.NextRound([this](const Result<Round>& round) { OnRound(round); });
 }
 

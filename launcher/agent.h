@@ -14,6 +14,10 @@
 // polling), membership changed (rendezvous push), a handled signal arrived,
 // the shutdown grace ran out. A restart always replaces the whole local group.
 //
+// The workers' c10d store, when this agent hosts it (`store` not null), is
+// cleared at the start of every rendezvous: each round's group starts from an
+// empty store with no clients.
+//
 // Ownership: borrows everything given to the constructor; all of it must
 // outlive the Agent. Thread model: io_context thread only.
 #pragma once
@@ -30,6 +34,7 @@
 #include "launcher/log_dir.h"
 #include "launcher/rendezvous_handler.h"
 #include "launcher/report.h"
+#include "launcher/store_server.h"
 #include "launcher/stream_tee.h"
 #include "launcher/worker_env.h"
 #include "launcher/workers.h"
@@ -47,7 +52,8 @@ class Agent {
   enum class State { kInit, kRendezvous, kRunning, kStopping, kSucceeded, kFailed };
 
   Agent(boost::asio::io_context& io, const LaunchConfig& config, Environment env,
-        RendezvousHandler& rdzv, Reaper& reaper, OrphanGuard* guard, RunLogDir log_dir);
+        RendezvousHandler& rdzv, Reaper& reaper, OrphanGuard* guard, RunLogDir log_dir,
+        StoreServer* store = nullptr);
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
@@ -80,6 +86,7 @@ class Agent {
   Environment env_;
   RendezvousHandler& rdzv_;
   RunLogDir log_dir_;
+  StoreServer* store_;  // null: this agent hosts no store
   WorkerSet workers_;
   boost::asio::signal_set signals_;
 

@@ -153,7 +153,7 @@ void EtcdRendezvous::Step(rdzv::Event event) {
 }
 
 void EtcdRendezvous::NextRound(std::function<void(Result<Round>)> done) {
-  Result<int> port = FindFreePort();
+  Result<int> port = options_.store.port ? Result<int>(*options_.store.port) : FindFreePort();
   if (!port.ok()) {
     boost::asio::post(io_, [done, s = port.status()] { done(s); });
     return;
@@ -235,6 +235,7 @@ void EtcdRendezvous::Evaluate() {
     Round round;
     round.round = static_cast<int>(s.round);
     round.run_id = options_.run_id;
+    round.use_agent_store = options_.store.agent_store;
     round.group_rank = -1;
     for (const rdzv::Member& m : s.members) {
       round.local_world_sizes.push_back(m.local_world_size);
@@ -315,7 +316,8 @@ void EtcdRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
   });
 }
 
-Result<std::unique_ptr<RendezvousHandler>> MakeEtcdRendezvous(boost::asio::io_context& io, const LaunchConfig& config) {
+Result<std::unique_ptr<RendezvousHandler>> MakeEtcdRendezvous(boost::asio::io_context& io, const LaunchConfig& config,
+                                                              const StoreHosting& store) {
   Result<rdzv::Params> machine_params = MachineParams(config);
   if (!machine_params.ok()) return machine_params.status();
   const rdzv::Params& params = *machine_params;
@@ -326,6 +328,7 @@ Result<std::unique_ptr<RendezvousHandler>> MakeEtcdRendezvous(boost::asio::io_co
   if (!kv.ok()) return Status::Unavailable("--rdzv-backend etcd-v3 --rdzv-endpoint " + endpoint + ": " + kv.status().message());
   EtcdRendezvousOptions o;
   o.run_id = config.rdzv_id;
+  o.store = store;
   o.node = rdzv::NodeId{config.local_addr.value_or(HostName()), ::getpid(), 0};
   o.incarnation = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
   o.params = params;

@@ -47,6 +47,7 @@ struct EtcdRendezvousOptions {
   std::optional<int> hint_rank;
   int local_world_size = 1;
   std::string addr;  // published as MASTER_ADDR when this node is group rank 0
+  StoreHosting store;  // with store.port, published as MASTER_PORT likewise
   Seconds join_timeout{600};
   Seconds close_timeout{30};
 };
@@ -114,6 +115,7 @@ class EtcdRendezvous : public RendezvousHandler {
 // Unavailable when etcd cannot be reached; InvalidArgument for bad params,
 // or when this ctrun was built without etcd support.
 Result<std::unique_ptr<RendezvousHandler>> MakeEtcdRendezvous(boost::asio::io_context& io,
-                                                              const LaunchConfig& config);
+                                                              const LaunchConfig& config,
+                                                              const StoreHosting& store);
 
 }  // namespace ctrun::launcher

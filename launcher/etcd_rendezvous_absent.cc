@@ -4,7 +4,7 @@
 
 namespace ctrun::launcher {
 
-Result<std::unique_ptr<RendezvousHandler>> MakeEtcdRendezvous(boost::asio::io_context&, const LaunchConfig&) {
+Result<std::unique_ptr<RendezvousHandler>> MakeEtcdRendezvous(boost::asio::io_context&, const LaunchConfig&, const StoreHosting&) {
   return Status::InvalidArgument(
       "--rdzv-backend etcd-v3: this ctrun was built without etcd support (run scripts/install-deps.sh, which "
       "unpacks etcd's .proto files, and rebuild), or use --rdzv-backend c10d");

@@ -411,6 +411,10 @@ std::vector<FlagSpec> BuildTable() {
                               "--redirects and --tee)");),
        "NAME", "torchrun logs-specs plugin; ctrun has none, so any name is an error.", G::kLogs},
 
+      {"--no-agent-store", {"--no-agent-store", "--no_agent_store"}, "PET_NO_AGENT_STORE", "0", K::kSwitch,
+       CTRUN_APPLY(return ApplySwitch(v, c.no_agent_store);), "",
+       "Worker rank 0 hosts the c10d store instead of ctrun (TORCHELASTIC_USE_AGENT_STORE=False).",
+       G::kCtrun},
       {"--exit-code-from-root-cause", {"--exit-code-from-root-cause", "--exit_code_from_root_cause"},
        "PET_EXIT_CODE_FROM_ROOT_CAUSE", "0", K::kSwitch,
        CTRUN_APPLY(return ApplySwitch(v, c.exit_code_from_root_cause);), "",

@@ -64,7 +64,7 @@ GrpcRendezvous::~GrpcRendezvous() {
 }
 
 void GrpcRendezvous::NextRound(std::function<void(Result<Round>)> done) {
-  Result<int> port = FindFreePort();
+  Result<int> port = options_.store.port ? Result<int>(*options_.store.port) : FindFreePort();
   if (!port.ok()) {
     boost::asio::post(io_, [done, s = port.status()] { done(s); });
     return;
@@ -119,7 +119,7 @@ void GrpcRendezvous::OnUpdate(const rdzv::Update& update) {
     Round round;
     round.round = static_cast<int>(rc->round);
     round.run_id = options_.client.run_id;
-    round.use_agent_store = false;
+    round.use_agent_store = options_.store.agent_store;
     round.group_rank = -1;
     for (const rdzv::Member& m : rc->members) {
       round.local_world_sizes.push_back(m.local_world_size);

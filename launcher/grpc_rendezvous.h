@@ -51,6 +51,9 @@ struct GrpcRendezvousOptions {
   std::string advertise_addr;     // "" = the address the server sees
   // Static backend: workers get exactly --master-addr/--master-port.
   std::optional<std::pair<std::string, int>> fixed_master;
+  // Who hosts the workers' store; with store.port, joins advertise it as
+  // this node's master port (launcher/rendezvous_handler.h).
+  StoreHosting store;
   Seconds join_timeout{600};
   Seconds close_timeout{30};
   Seconds exit_barrier_timeout{300};

@@ -78,10 +78,11 @@ Result<rdzv::TlsConfig> LoadTls(const RdzvConf& conf) {
 
 Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_context& io,
                                                               const LaunchConfig& config,
-                                                              const Environment& env) {
+                                                              const Environment& env,
+                                                              const StoreHosting& store) {
   rdzv::RouteGrpcLogsToSpdlog();
   rdzv::ConfigureGrpcProcess();
-  if (config.rdzv_backend == RdzvBackend::kEtcdV3) return MakeEtcdRendezvous(io, config);
+  if (config.rdzv_backend == RdzvBackend::kEtcdV3) return MakeEtcdRendezvous(io, config, store);
   const bool is_static = config.rdzv_backend == RdzvBackend::kStatic;
   if (!is_static && config.rdzv_backend != RdzvBackend::kC10d) {
     return Status::InvalidArgument(
@@ -168,6 +169,7 @@ Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_co
   o.local_world_size = config.nproc_per_node;
   o.advertise_addr = config.local_addr.value_or("");
   if (is_static) o.fixed_master = std::make_pair(config.master_addr, config.master_port);
+  o.store = store;
   o.join_timeout = config.rdzv_conf.join_timeout;
   o.close_timeout = config.rdzv_conf.close_timeout;
   o.exit_barrier_timeout = config.exit_barrier_timeout;

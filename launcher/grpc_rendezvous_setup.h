@@ -14,6 +14,7 @@ namespace ctrun::launcher {
 // --rdzv-backend c10d or static with more than one node: see rendezvous_setup.h.
 Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_context& io,
                                                               const LaunchConfig& config,
-                                                              const Environment& env);
+                                                              const Environment& env,
+                                                              const StoreHosting& store);
 
 }  // namespace ctrun::launcher

@@ -90,6 +90,9 @@ struct LaunchConfig {
   // worker's start to its first touch; nullopt = the same as heartbeat_timeout.
   Seconds heartbeat_timeout{0};
   std::optional<Seconds> heartbeat_initial_timeout;
+  // ctrun only: worker rank 0 hosts the c10d store (TORCHELASTIC_USE_AGENT_STORE=False)
+  // instead of the agent (launcher/store_server.h).
+  bool no_agent_store = false;
 
   // User-code launch.
   std::string role = "default";

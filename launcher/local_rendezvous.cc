@@ -7,12 +7,14 @@
 namespace ctrun::launcher {
 
 LocalRendezvous::LocalRendezvous(boost::asio::io_context& io, std::string run_id, int nproc,
-                                 std::string master_addr, int fixed_port)
+                                 std::string master_addr, int fixed_port,
+                                 bool use_agent_store)
     : io_(io),
       run_id_(std::move(run_id)),
       nproc_(nproc),
       master_addr_(std::move(master_addr)),
-      fixed_port_(fixed_port) {}
+      fixed_port_(fixed_port),
+      use_agent_store_(use_agent_store) {}
 
 void LocalRendezvous::NextRound(std::function<void(Result<Round>)> done) {
   Round r;
@@ -21,7 +23,7 @@ void LocalRendezvous::NextRound(std::function<void(Result<Round>)> done) {
   r.local_world_sizes = {nproc_};
   r.master_addr = master_addr_;
   r.run_id = run_id_;
-  r.use_agent_store = false;
+  r.use_agent_store = use_agent_store_;
   if (fixed_port_ > 0) {
     r.master_port = fixed_port_;
   } else {

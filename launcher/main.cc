@@ -16,6 +16,7 @@
 #include "launcher/nproc.h"
 #include "launcher/orphan_guard.h"
 #include "launcher/rendezvous_setup.h"
+#include "launcher/store_server.h"
 #include "launcher/worker_env.h"
 #include "launcher/workers.h"
 
@@ -93,7 +94,21 @@ int main(int argc, char** argv) {
                  "but their own children may not");
   });
 
-  Result<std::unique_ptr<RendezvousHandler>> rdzv = MakeRendezvous(io, config, env);
+  // The workers' store is bound before any rendezvous or worker: a port
+  // that is taken fails the launch here, once, and never a restart.
+  StoreHosting hosting;
+  hosting.agent_store = !config.no_agent_store;
+  std::unique_ptr<StoreServer> store;
+  if (std::optional<int> port = AgentStorePort(config)) {
+    store = std::make_unique<StoreServer>(io);
+    if (Status s = store->Listen(*port); !s.ok()) {
+      spdlog::error("{}", s.message());
+      return kExitFailure;
+    }
+    hosting.port = store->port();
+    spdlog::debug("hosting the workers' store on port {}", store->port());
+  }
+  Result<std::unique_ptr<RendezvousHandler>> rdzv = MakeRendezvous(io, config, env, hosting);
   if (!rdzv.ok()) {
     if (rdzv.status().IsInvalidArgument()) return UsageError(rdzv.status());
     spdlog::error("{}", rdzv.status().message());
@@ -101,7 +116,7 @@ int main(int argc, char** argv) {
   }
   Result<RunLogDir> log_dir = RunLogDir::Create(config.log_dir, config.rdzv_id);
   if (!log_dir.ok()) return UsageError(log_dir.status());
-  Agent agent(io, config, env, **rdzv, reaper, guard->get(), std::move(*log_dir));
+  Agent agent(io, config, env, **rdzv, reaper, guard->get(), std::move(*log_dir), store.get());
   agent.Start();
   io.run();
   (*guard)->HandOverAtExit();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,10 +20,21 @@ struct Round {
   int round = 0;
   int group_rank = 0;
   std::vector<int> local_world_sizes;  // every node's nproc, in group-rank order
-  std::string master_addr;             // where worker RANK 0 hosts the store
+  std::string master_addr;             // where the workers' c10d store is hosted
   int master_port = 0;
   std::string run_id;
   bool use_agent_store = false;        // TORCHELASTIC_USE_AGENT_STORE
+};
+
+// Who hosts the workers' c10d store, as a rendezvous publishes it in rounds.
+struct StoreHosting {
+  // The agent of group rank 0 hosts it (TORCHELASTIC_USE_AGENT_STORE=True);
+  // false: worker rank 0 hosts it on a free port chosen per round.
+  bool agent_store = false;
+  // The port this node's agent store listens on; nullopt when this node
+  // hosts none. A rendezvous that picks the master port per round advertises
+  // this one, so group rank 0's store is where the workers go.
+  std::optional<int> port;
 };
 
 enum class ShutdownReason {

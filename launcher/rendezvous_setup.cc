@@ -9,14 +9,26 @@ namespace ctrun::launcher {
 
 Result<std::unique_ptr<RendezvousHandler>> MakeRendezvous(boost::asio::io_context& io,
                                                           const LaunchConfig& config,
-                                                          const Environment& env) {
+                                                          const Environment& env,
+                                                          const StoreHosting& store) {
   if (config.is_single_node()) {
     const std::string master_addr = config.local_addr.value_or(config.master_addr);
-    const int fixed_port = config.master_port_given ? config.master_port : 0;
+    int fixed_port = config.master_port_given ? config.master_port : 0;
+    if (store.agent_store && store.port) fixed_port = *store.port;
     return std::unique_ptr<RendezvousHandler>(std::make_unique<LocalRendezvous>(
-        io, config.rdzv_id, config.nproc_per_node, master_addr, fixed_port));
+        io, config.rdzv_id, config.nproc_per_node, master_addr, fixed_port, store.agent_store));
   }
-  return MakeGrpcRendezvous(io, config, env);
+  return MakeGrpcRendezvous(io, config, env, store);
+}
+
+std::optional<int> AgentStorePort(const LaunchConfig& config) {
+  if (config.no_agent_store) return std::nullopt;
+  if (config.is_single_node()) return config.master_port_given ? config.master_port : 0;
+  if (config.rdzv_backend == RdzvBackend::kStatic) {
+    if (config.node_rank != 0) return std::nullopt;
+    return config.master_port;
+  }
+  return 0;
 }
 
 Result<rdzv::Params> MachineParams(const LaunchConfig& config) {

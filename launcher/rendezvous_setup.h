@@ -14,6 +14,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <memory>
+#include <optional>
 
 #include "base/result.h"
 #include "launcher/config.h"
@@ -26,9 +27,21 @@ namespace ctrun::launcher {
 // missing endpoint, an etcd backend, an unreadable token file); Unavailable
 // when is_host=1 was given and the server cannot listen. `io` and `config`
 // must outlive the handler.
+// `store` says who hosts the workers' store (see AgentStorePort).
 Result<std::unique_ptr<RendezvousHandler>> MakeRendezvous(boost::asio::io_context& io,
                                                           const LaunchConfig& config,
-                                                          const Environment& env);
+                                                          const Environment& env,
+                                                          const StoreHosting& store);
+
+// The port this node's agent binds for the workers' store, or nullopt when
+// it hosts none (--no-agent-store; a static-backend node other than node
+// rank 0). 0 means any free port:
+//   one node     --master-port when given, else any
+//   static       --master-port on node rank 0 (workers get exactly
+//                --master-addr:--master-port)
+//   c10d, etcd   any: each agent advertises its store's port when it joins,
+//                and the round's group rank 0 is the one the workers use
+std::optional<int> AgentStorePort(const LaunchConfig& config);
 
 // The rendezvous machine's parameters from --nnodes MIN:MAX and the
 // --rdzv-conf timeouts (every backend that runs the machine uses these).

@@ -48,7 +48,7 @@ class EnvironmentTest(unittest.TestCase):
                 "ROLE_WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "2",
                 "MASTER_ADDR": "127.0.0.1", "TORCHELASTIC_RESTART_COUNT": "0",
                 "TORCHELASTIC_MAX_RESTARTS": "2", "TORCHELASTIC_RUN_ID": "job7",
-                "TORCHELASTIC_USE_AGENT_STORE": "False",
+                "TORCHELASTIC_USE_AGENT_STORE": "True",
                 "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "OMP_NUM_THREADS": "1",
                 "CUDA_VISIBLE_DEVICES": "3,1", "MY_OWN_VAR": "kept",
                 "TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
@@ -62,6 +62,15 @@ class EnvironmentTest(unittest.TestCase):
                 re.escape(d) + r"/job7_[^/]+/attempt_0/" + str(lr) + r"/error\.json", err), err)
             self.assertEqual(dump["argv"][1:], ["--lr", str(lr), "-m"])
             self.assertEqual(dump["executable"], h.PYTHON)
+
+    def test_no_agent_store_lets_worker_rank0_host_the_store(self):
+        d = h.tempdir(self)
+        r = h.run(["--nproc-per-node", "2", "--no-agent-store", h.worker("dump_env.py")],
+                  env=h.base_env(DUMP_DIR=d))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for lr in range(2):
+            with open(os.path.join(d, f"env_0_{lr}.json")) as f:
+                self.assertEqual(json.load(f)["env"]["TORCHELASTIC_USE_AGENT_STORE"], "False")
 
     def test_set_omp_num_threads_is_passed_through_without_banner(self):
         d = h.tempdir(self)

@@ -67,7 +67,8 @@ std::string Dump(const LaunchConfig& c) {
              Streams(c.redirects), Streams(c.tee), filter, Opt(c.logs_specs), Opt(c.numa_binding),
              Opt(c.event_log_handler), c.log_line_prefix_template) +
          fmt::format("heartbeat={} initial={}\n", c.heartbeat_timeout.count(),
-                     c.heartbeat_initial_timeout ? c.heartbeat_initial_timeout->count() : -1.0);
+                     c.heartbeat_initial_timeout ? c.heartbeat_initial_timeout->count() : -1.0) +
+         fmt::format("no_agent_store={}\n", c.no_agent_store);
 }
 
 LaunchConfig Good(const Args& args, const Environment& env = {}) {
@@ -96,7 +97,7 @@ TEST_CASE("defaults match torchrun's", "[config]") {
         "rdzv_port=29500", "rdzv_id=none", "standalone=false", "node_rank=0", "node_rank_given=false", "master_port_given=false",
         "local_addr=unset", "max_restarts=0", "monitor_interval=0.1", "start_method=spawn", "signals=15,2,1,3,",
         "shutdown_grace=30", "exit_barrier_timeout=300", "exit_code_from_root_cause=false", "role=default",
-        "module=false", "no_python=false", "run_path=false", "script=train.py", "script_args=",
+        "module=false", "no_python=false", "run_path=false", "script=train.py", "script_args=", "no_agent_store=false",
         "log_dir=unset", "redirects=0", "tee=0", "local_ranks_filter=unset", "logs_specs=unset",
         "numa_binding=unset", "event_log_handler=null", "log_line_prefix_template=",
         "rdzv_conf=join:600 last_call:30 close:30 heartbeat:5 keep_alive:5x3 read:60 timeout:900 "

@@ -1,0 +1,110 @@
+// The wire protocol of PyTorch's c10d TCPStore, as its clients speak it:
+// bytes in -> requests out, replies -> bytes. Pure: no sockets, no clock.
+//
+// Two dialects share one framing (a request is a type byte followed by its
+// arguments; integers are little-endian, strings and byte vectors are a
+// uint64 length then the bytes):
+//
+//   kV1 (torch 1.13): SET=0 COMPARE_SET=1 GET=2 ADD=3 CHECK=4 WAIT=5
+//                     GETNUMKEYS=6 WATCH_KEY=7 DELETE_KEY=8
+//   kV2 (torch 2.x):  VALIDATE=0 SET=1 COMPARE_SET=2 GET=3 ADD=4 CHECK=5
+//                     WAIT=6 GETNUMKEYS=7 DELETE_KEY=8 APPEND=9 MULTI_GET=10
+//                     MULTI_SET=11 CANCEL_WAIT=12 PING=13
+//
+// A 2.x client opens every connection with VALIDATE (type 0, then the uint32
+// magic 0x3C85F7CE); a 1.13 client's first request never carries the magic
+// where a key length would be (it would be a key of ~1 GB, over the limit).
+// So the first request of a connection decides its dialect.
+//
+// Not served (refused as malformed): 1.13's WATCH_KEY (only its C++ watchKey
+// API sends it; neither its python TCPStore nor its process groups do) and
+// 2.x's queue requests (QUEUE_PUSH and later).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+
+namespace ctrun::launcher {
+
+enum class StoreOp {
+  kValidate,    // 2.x handshake; no reply
+  kSet,         // keys[0] = values[0]; no reply
+  kCompareSet,  // keys[0], values = {expected, desired}; reply: bytes
+  kGet,         // keys[0]; reply: bytes
+  kAdd,         // keys[0] += number; reply: int64
+  kCheck,       // keys; reply: uint8 0 ready / 1 not ready
+  kWait,        // keys; reply: uint8 0 once every key exists
+  kNumKeys,     // reply: int64
+  kDeleteKey,   // keys[0]; reply: int64 (number deleted)
+  kAppend,      // keys[0] += values[0]; no reply
+  kMultiGet,    // keys; reply: one bytes per key
+  kMultiSet,    // keys[i] = values[i]; no reply
+  kCancelWait,  // drop this client's waits; reply: uint8 1 (wait canceled)
+  kPing,        // number (uint32 nonce); reply: the same uint32
+};
+
+// One request, decoded. Strings hold raw bytes.
+struct StoreRequest {
+  StoreOp op = StoreOp::kNumKeys;
+  std::vector<std::string> keys;
+  std::vector<std::string> values;
+  int64_t number = 0;  // kAdd: the delta; kPing: the nonce
+};
+
+enum class StoreDialect { kUnknown, kV1, kV2 };
+
+// What a single request may carry; anything bigger is refused before it is
+// buffered.
+struct StoreLimits {
+  uint64_t max_key_bytes = 1 << 20;     // 1 MiB
+  uint64_t max_value_bytes = 64 << 20;  // 64 MiB
+  uint64_t max_keys = 1 << 16;          // keys in one CHECK/WAIT/MULTI_*
+  uint64_t max_request_bytes = 128 << 20;
+};
+
+inline constexpr uint32_t kStoreValidateMagic = 0x3C85F7CE;
+
+// Incremental decoder of one connection's byte stream.
+// Copyable; not thread-safe.
+class StoreParser {
+ public:
+  explicit StoreParser(StoreLimits limits = {}) : limits_(limits) {}
+
+  // Appends bytes received from the client.
+  void Feed(const void* data, size_t size);
+
+  // The next complete request, or nullopt when more bytes are needed.
+  // InvalidArgument (naming the offending type or size) when the stream is
+  // malformed: an unknown type, a size over the limits, VALIDATE with a bad
+  // magic, a request the dialect does not have. After an error the parser
+  // stays failed: every later call returns the same Status.
+  Result<std::optional<StoreRequest>> Next();
+
+  StoreDialect dialect() const { return dialect_; }
+  // Bytes fed but not yet consumed by a complete request.
+  size_t buffered() const { return buffer_.size() - consumed_; }
+
+ private:
+  StoreLimits limits_;
+  StoreDialect dialect_ = StoreDialect::kUnknown;
+  std::string buffer_;
+  size_t consumed_ = 0;
+  Status failed_;
+};
+
+// Reply encoders: append the wire form to `out`.
+void AppendStoreBytes(std::string& out, std::string_view bytes);  // uint64 length + bytes
+void AppendStoreInt64(std::string& out, int64_t v);
+void AppendStoreUint8(std::string& out, uint8_t v);
+void AppendStoreUint32(std::string& out, uint32_t v);
+
+// Printable name of a request type ("SET"), for logs.
+std::string_view StoreOpName(StoreOp op);
+
+}  // namespace ctrun::launcher
