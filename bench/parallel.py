@@ -1,0 +1,256 @@
+"""Data, tensor and pipeline parallelism on one model: ctrun-gpt under ctrun.
+
+Runs the same GPT (byte vocabulary 128; LAYERS, WIDTH, HEADS, SEQ_LEN, global
+batch BATCH, Adam, one intra-op thread per rank, Gloo, CPU) as:
+  dp       8 ranks, --mesh dp=8 (each rank holds the whole model)
+  tp       8 ranks, --mesh tp=8 (Megatron column/row splits of every block)
+  pp8      8 ranks, --mesh pp=8, 1f1b and gpipe, M micro-batches
+  pp2      2 ranks, --mesh pp=2, 1f1b and gpipe, M micro-batches: one rank per
+           core on this 2-core machine, where wall-clock compute is honest.
+Each worker prints a STATS line at exit (trainer/apps/gpt_main.cc); this
+script reads every rank's line and prints, per run and per pipeline stage:
+  step_s       mean wall seconds per Pipeline::Step (first step excluded);
+  compute_s    of it, seconds in forward+backward compute (not in receives);
+  bubble       1 - compute_s / step_s of that stage (its idle share);
+  in_flight    the most micro-batches whose activations the stage held;
+  param_bytes  this rank's parameter bytes;
+  step_bytes   peak_step_bytes: the most CPU tensor bytes alive during a
+               step beyond those alive at its start (activations, gradient
+               buffers in flight, send buffers), from trainer/memory_meter.h;
+  tensor_bytes peak_tensor_bytes (everything alive, parameters, grads and
+               Adam state included); rss_MiB  ru_maxrss.
+The measured bubble of a pipeline run is the mean over stages of each stage's
+bubble, beside the formula (p-1)/(m+p-1). `excess_ms` is the wait a stage had
+beyond the formula's idle time, per receive (2m receives per step):
+(step_s - compute_s / (1 - formula)) / (2m) -- p2p latency, stage imbalance,
+or (8 ranks on 2 cores) CPU contention.
+
+Ends with
+  RESULT pp_1f1b_bubble_ratio <measured / formula>       (the pp2 run, see below)
+  RESULT pp_1f1b_vs_gpipe_activation_ratio <sum over stages of 1F1B step_bytes /
+                                             the same for GPipe, at pp8, m=M>
+  RESULT tp_param_mem_ratio <max param_bytes of a TP rank / (DP rank's / 8)>
+The bubble RESULT comes from the 2-rank pipeline when the 8-rank one runs 8
+processes on fewer cores: there, a stage that waits frees its core for
+another, so wall-clock compute includes time spent descheduled and the idle
+share says more about the scheduler than about the schedule (both are
+printed; BUBBLE_FROM=pp8 picks the 8-rank one).
+
+Env: CTRUN_BUILD_DIR (./build), CTRUN (launcher, default
+$CTRUN_BUILD_DIR/launcher/ctrun), LAYERS (8), WIDTH (256), HEADS (8),
+SEQ_LEN (64), BATCH (16), M (8), STEPS (4, the first not timed),
+RUN_TIMEOUT (240 s per run), PP2_SPLIT ("", layers per stage for pp=2),
+PP8_SPLIT (""), BUBBLE_FROM (auto | pp2 | pp8), CONFIGS (all: comma list of
+dp,tp,pp8,pp2).
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("CTRUN_BUILD_DIR", os.path.join(ROOT, "build"))
+CTRUN = os.environ.get("CTRUN", os.path.join(BUILD, "launcher", "ctrun"))
+WORKER = os.path.join(BUILD, "trainer", "apps", "ctrun-gpt")
+LAYERS = int(os.environ.get("LAYERS", "8"))
+WIDTH = int(os.environ.get("WIDTH", "256"))
+HEADS = int(os.environ.get("HEADS", "8"))
+SEQ_LEN = int(os.environ.get("SEQ_LEN", "64"))
+BATCH = int(os.environ.get("BATCH", "16"))
+M = int(os.environ.get("M", "8"))
+STEPS = int(os.environ.get("STEPS", "4"))
+RUN_TIMEOUT = float(os.environ.get("RUN_TIMEOUT", "240"))
+PP2_SPLIT = os.environ.get("PP2_SPLIT", "")
+PP8_SPLIT = os.environ.get("PP8_SPLIT", "")
+BUBBLE_FROM = os.environ.get("BUBBLE_FROM", "auto")
+CONFIGS = os.environ.get("CONFIGS", "dp,tp,pp8,pp2").split(",")
+
+STATS_RE = re.compile(r"^STATS (.*)$", re.M)
+
+
+class Run:
+    def __init__(self, name, world, mesh, schedule="1f1b", micro=1, split=""):
+        self.name, self.world, self.mesh = name, world, mesh
+        self.schedule, self.micro, self.split = schedule, micro, split
+        self.stats = []  # one dict per rank, sorted by rank
+        self.seconds = 0.0
+
+    def pp(self):
+        return int(re.search(r"pp=(\d+)", self.mesh).group(1)) if "pp=" in self.mesh else 1
+
+
+def kill_group(proc):
+    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(grace)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def launch(run):
+    cmd = [CTRUN, "--standalone", "--nproc-per-node", str(run.world), "--no-python", WORKER,
+           "--mesh", run.mesh, "--pp-schedule", run.schedule, "--micro-batches", str(run.micro),
+           "--layers", str(LAYERS), "--width", str(WIDTH), "--heads", str(HEADS),
+           "--seq-len", str(SEQ_LEN), "--global-batch", str(BATCH), "--steps", str(STEPS),
+           "--log-every", "0", "--threads", "1", "--store-timeout", "60"]
+    if run.split:
+        cmd += ["--pp-split", run.split]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    start = time.monotonic()
+    # Own session: on timeout the launcher and its workers go together.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, _ = proc.communicate()
+        sys.exit(f"parallel.py: {run.name} ran past RUN_TIMEOUT={RUN_TIMEOUT:.0f} s; killed. Output tail:\n"
+                 + out[-2000:])
+    finally:
+        if proc.poll() is None:
+            kill_group(proc)
+    run.seconds = time.monotonic() - start
+    stats = []
+    for m in STATS_RE.finditer(out):
+        fields = dict(kv.split("=", 1) for kv in m.group(1).split())
+        stats.append({k: float(v) for k, v in fields.items()})
+    if proc.returncode != 0 or len(stats) != run.world:
+        sys.exit(f"parallel.py: {run.name} exited {proc.returncode} with {len(stats)}/{run.world} STATS lines:\n"
+                 + out[-3000:])
+    run.stats = sorted(stats, key=lambda s: s["rank"])
+    print(f"  ran {run.name:<10} {run.mesh:<6} {run.schedule:<5} m={run.micro:<2} "
+          f"in {run.seconds:5.1f} s", flush=True)
+
+
+def formula(p, m):
+    return (p - 1) / (m + p - 1)
+
+
+def stage_rows(run):
+    """Per pipeline stage: the tp=0, dp=0 rank's stats."""
+    return [s for s in run.stats if s["dp"] == 0 and s["tp"] == 0]
+
+
+def measured_bubble(run):
+    rows = stage_rows(run)
+    return sum(1 - s["compute_s"] / s["step_s"] for s in rows) / len(rows)
+
+
+def mib(b):
+    return f"{b / 2**20:.2f}"
+
+
+def print_table(runs):
+    print()
+    print(f"{'run':<10} {'mesh':<6} {'sched':<5} {'m':>2} {'stage':>5} {'step_s':>7} {'compute_s':>9} "
+          f"{'bubble':>6} {'excess_ms':>9} {'in_flight':>9} {'param_MiB':>9} {'step_MiB':>8} "
+          f"{'tensor_MiB':>10} {'rss_MiB':>7}")
+    for run in runs:
+        p = run.pp()
+        f = formula(p, run.micro) if p > 1 else 0.0
+        for s in stage_rows(run) if p > 1 else run.stats[:1]:
+            # dp/tp runs: rank 0 (all ranks hold the same amounts; max shown for tp below).
+            excess = (s["step_s"] - s["compute_s"] / (1 - f)) / (2 * run.micro) * 1e3 if p > 1 else float("nan")
+            print(f"{run.name:<10} {run.mesh:<6} {run.schedule if p > 1 else '-':<5} {run.micro:>2} "
+                  f"{int(s['stage']) if p > 1 else '-':>5} {s['step_s']:7.3f} {s['compute_s']:9.3f} "
+                  f"{1 - s['compute_s'] / s['step_s']:6.3f} "
+                  f"{(f'{excess:9.2f}' if p > 1 else '-'):>9} {int(s['peak_in_flight']):>9} "
+                  f"{mib(s['param_bytes']):>9} {mib(s['peak_step_bytes']):>8} "
+                  f"{mib(s['peak_tensor_bytes']):>10} {s['peak_rss_kb'] / 1024:7.0f}")
+
+
+def main():
+    for f in (CTRUN, WORKER):
+        if not os.access(f, os.X_OK):
+            sys.exit(f"parallel.py: {f} is not built (build it, or set CTRUN_BUILD_DIR / CTRUN)")
+    ncpu = os.cpu_count() or 1
+    print(f"model: layers={LAYERS} width={WIDTH} heads={HEADS} seq_len={SEQ_LEN} vocab=128 "
+          f"global_batch={BATCH} steps={STEPS} (first not timed); {ncpu} CPUs")
+    print("load before: " + subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), flush=True)
+
+    runs = {}
+    plan = []
+    # pp2 first: the bubble RESULT's source on a small machine.
+    if "pp2" in CONFIGS:
+        plan += [Run("pp2-1f1b", 2, "pp=2", "1f1b", M, PP2_SPLIT), Run("pp2-gpipe", 2, "pp=2", "gpipe", M, PP2_SPLIT)]
+    if "dp" in CONFIGS:
+        plan.append(Run("dp", 8, "dp=8"))
+    if "tp" in CONFIGS:
+        plan.append(Run("tp", 8, "tp=8"))
+    if "pp8" in CONFIGS:
+        plan += [Run("pp8-1f1b", 8, "pp=8", "1f1b", M, PP8_SPLIT), Run("pp8-gpipe", 8, "pp=8", "gpipe", M, PP8_SPLIT)]
+    for run in plan:
+        launch(run)
+        runs[run.name] = run
+    print("load after:  " + subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    print_table(plan)
+
+    results = {}
+    print("\nbubble: measured = mean over stages of (1 - compute_s / step_s); formula = (p-1)/(m+p-1)")
+    for name in ("pp8-1f1b", "pp8-gpipe", "pp2-1f1b", "pp2-gpipe"):
+        if name in runs:
+            r = runs[name]
+            p = r.pp()
+            meas, form = measured_bubble(r), formula(p, r.micro)
+            comp = [s["compute_s"] for s in stage_rows(r)]
+            print(f"  {name:<10} p={p} m={r.micro} ranks={r.world} on {ncpu} CPUs: measured {meas:.3f}  "
+                  f"formula {form:.3f}  ratio {meas / form:.3f}  stage compute_s max/min "
+                  f"{max(comp) / min(comp):.2f}")
+    src = BUBBLE_FROM
+    if src == "auto":
+        src = "pp2" if (ncpu < 8 and "pp2-1f1b" in runs) or "pp8-1f1b" not in runs else "pp8"
+    if f"{src}-1f1b" in runs:
+        r = runs[f"{src}-1f1b"]
+        ratio = measured_bubble(r) / formula(r.pp(), r.micro)
+        why = (f"from {src}: {r.world} ranks on {ncpu} CPUs"
+               + (" (8 ranks on fewer cores than ranks would time the scheduler, not the schedule)"
+                  if src == "pp2" and ncpu < 8 else ""))
+        print(f"  RESULT bubble source: {why}")
+        results["bubble"] = f"RESULT pp_1f1b_bubble_ratio {ratio:.3f}"
+
+    for tag in ("pp8", "pp2"):
+        a, g = runs.get(f"{tag}-1f1b"), runs.get(f"{tag}-gpipe")
+        if not (a and g):
+            continue
+        p = a.pp()
+        print(f"\nactivation memory, {tag} (p={p}, m={a.micro}): step_bytes per stage, 1F1B vs GPipe")
+        print(f"  {'stage':>5} {'1f1b_MiB':>8} {'gpipe_MiB':>9} {'ratio':>6} {'expect':>6} "
+              f"{'in_flight 1f1b/gpipe':>20}")
+        sa = sg = 0.0
+        for s1, s2 in zip(stage_rows(a), stage_rows(g)):
+            st = int(s1["stage"])
+            expect = min(p - st, a.micro) / a.micro
+            sa += s1["peak_step_bytes"]
+            sg += s2["peak_step_bytes"]
+            print(f"  {st:>5} {mib(s1['peak_step_bytes']):>8} {mib(s2['peak_step_bytes']):>9} "
+                  f"{s1['peak_step_bytes'] / s2['peak_step_bytes']:6.3f} {expect:6.3f} "
+                  f"{int(s1['peak_in_flight']):>10}/{int(s2['peak_in_flight'])}")
+        expect_all = sum(min(p - s, a.micro) for s in range(p)) / (p * a.micro)
+        print(f"  all stages: {sa / sg:.3f} (in-flight count alone predicts {expect_all:.3f})")
+        if tag == "pp8" or "pp8-1f1b" not in runs:
+            results["act"] = f"RESULT pp_1f1b_vs_gpipe_activation_ratio {sa / sg:.3f}"
+
+    if "dp" in runs and "tp" in runs:
+        full = runs["dp"].stats[0]["param_bytes"]
+        tp_max = max(s["param_bytes"] for s in runs["tp"].stats)
+        tp_n = runs["tp"].world
+        print(f"\nparameters: DP rank {full:.0f} B (the whole model); TP rank max {tp_max:.0f} B; "
+              f"full/{tp_n} = {full / tp_n:.0f} B (the excess is what TP replicates: layer norms, "
+              f"row-parallel biases, position embedding)")
+        results["tp"] = f"RESULT tp_param_mem_ratio {tp_max / (full / tp_n):.3f}"
+    print()
+    for key in ("act", "bubble", "tp"):
+        if key in results:
+            print(results[key])
+
+
+if __name__ == "__main__":
+    main()
