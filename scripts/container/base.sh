@@ -16,7 +16,7 @@
 #   ~40 s. The tests use it (tests/integration/test_container.py).
 #
 # Cached by content: the key hashes this script, the builder, the mode, the
-# package list and (--from host) the host's installed package versions; when
+# package list and (--from host) the versions of the packages it takes; when
 # podman already holds localhost/ctrun-base:<key> nothing is built. Documents,
 # man pages and translations are left out. Needs root (podman, mmdebstrap).
 set -euo pipefail
@@ -31,7 +31,7 @@ mapfile -t pkgs < <(printf '%s\n' "$@" | sort -u)
 key=$( {
   cat "$here/base.sh" "$here/host_rootfs.py"
   echo "$from ${pkgs[*]}"
-  if [ "$from" = host ]; then dpkg-query -W -f='${Package} ${Version}\n'; fi
+  if [ "$from" = host ]; then /usr/bin/python3 "$here/host_rootfs.py" --versions "${pkgs[@]}"; fi
 } | sha256sum | cut -c1-16)
 image="localhost/ctrun-base:$key"
 

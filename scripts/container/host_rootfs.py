@@ -8,6 +8,7 @@ users. No download, no maintainer script: seconds instead of minutes, and the
 same package versions as the binaries were built and tested against.
 
   host_rootfs.py OUT.tar PACKAGE...     (root; prints the package count)
+  host_rootfs.py --versions PACKAGE...  (prints "name version" of that set)
 
 Documentation, man pages and translations are left out, as base.sh's
 mmdebstrap build does. Fails (exit 1) when a PACKAGE is not installed."""
@@ -107,6 +108,9 @@ def main():
         raise SystemExit(f"host_rootfs: not installed on this host: {' '.join(missing)}")
     roots = [n for n, f in packages.items() if f.get("Essential") == "yes"] + wanted
     chosen = closure(roots, packages, provides)
+    if out == "--versions":  # base.sh's cache key
+        print("\n".join(f"{n} {packages[n]['Version']}" for n in sorted(chosen)))
+        return
 
     paths, meta = set(), []
     for name in sorted(chosen):
