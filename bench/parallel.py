@@ -41,7 +41,7 @@ $CTRUN_BUILD_DIR/launcher/ctrun), LAYERS (8), WIDTH (256), HEADS (8),
 SEQ_LEN (64), BATCH (16), M (8), STEPS (4, the first not timed),
 RUN_TIMEOUT (240 s per run), PP2_SPLIT ("", layers per stage for pp=2),
 PP8_SPLIT (""), BUBBLE_FROM (auto | pp2 | pp8), CONFIGS (all: comma list of
-dp,tp,pp8,pp2).
+dp,tp,pp8,pp2), RAW (set: print every rank's STATS line).
 """
 import os
 import re
@@ -126,6 +126,9 @@ def launch(run):
         sys.exit(f"parallel.py: {run.name} exited {proc.returncode} with {len(stats)}/{run.world} STATS lines:\n"
                  + out[-3000:])
     run.stats = sorted(stats, key=lambda s: s["rank"])
+    if os.environ.get("RAW"):
+        for line in sorted(STATS_RE.findall(out), key=lambda l: int(l.split()[0].split("=")[1])):
+            print(f"    {run.name} STATS {line}")
     print(f"  ran {run.name:<10} {run.mesh:<6} {run.schedule:<5} m={run.micro:<2} "
           f"in {run.seconds:5.1f} s", flush=True)
 
@@ -201,9 +204,14 @@ def main():
             p = r.pp()
             meas, form = measured_bubble(r), formula(p, r.micro)
             comp = [s["compute_s"] for s in stage_rows(r)]
+            step = max(s["step_s"] for s in stage_rows(r))
+            # With unequal stages the slowest one sets the pace: the schedule
+            # alone predicts step = max compute * (m+p-1)/m; the rest is p2p
+            # latency and time descheduled outside compute.
+            predicted = max(comp) * (r.micro + p - 1) / r.micro
             print(f"  {name:<10} p={p} m={r.micro} ranks={r.world} on {ncpu} CPUs: measured {meas:.3f}  "
                   f"formula {form:.3f}  ratio {meas / form:.3f}  stage compute_s max/min "
-                  f"{max(comp) / min(comp):.2f}")
+                  f"{max(comp) / min(comp):.3f}  step_s / (max compute_s * (m+p-1)/m) {step / predicted:.3f}")
     src = BUBBLE_FROM
     if src == "auto":
         src = "pp2" if (ncpu < 8 and "pp2-1f1b" in runs) or "pp8-1f1b" not in runs else "pp8"
