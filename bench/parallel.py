@@ -30,7 +30,7 @@ Ends with
   RESULT pp_1f1b_vs_gpipe_activation_ratio <sum over stages of 1F1B step_bytes /
                                              the same for GPipe, at pp8, m=M>
   RESULT tp_param_mem_ratio <max param_bytes of a TP rank / (DP rank's / 8)>
-The bubble RESULT comes from the 2-rank pipeline when the 8-rank one runs 8
+The bubble RESULT is the median over PP_REPS runs, from the 2-rank pipeline when the 8-rank one runs 8
 processes on fewer cores: there, a stage that waits frees its core for
 another, so wall-clock compute includes time spent descheduled and the idle
 share says more about the scheduler than about the schedule (both are
@@ -39,7 +39,8 @@ printed; BUBBLE_FROM=pp8 picks the 8-rank one).
 Env: CTRUN_BUILD_DIR (./build), CTRUN (launcher, default
 $CTRUN_BUILD_DIR/launcher/ctrun), LAYERS (8), WIDTH (256), HEADS (8),
 SEQ_LEN (64), BATCH (16), M (8), STEPS (4, the first not timed),
-RUN_TIMEOUT (240 s per run), PP2_SPLIT ("", layers per stage for pp=2),
+RUN_TIMEOUT (240 s per run), PP_REPS (3: runs of the bubble's 1F1B
+source, median taken), PP2_SPLIT ("", layers per stage for pp=2),
 PP8_SPLIT (""), BUBBLE_FROM (auto | pp2 | pp8), CONFIGS (all: comma list of
 dp,tp,pp8,pp2), RAW (set: print every rank's STATS line).
 """
@@ -65,6 +66,7 @@ RUN_TIMEOUT = float(os.environ.get("RUN_TIMEOUT", "240"))
 PP2_SPLIT = os.environ.get("PP2_SPLIT", "")
 PP8_SPLIT = os.environ.get("PP8_SPLIT", "")
 BUBBLE_FROM = os.environ.get("BUBBLE_FROM", "auto")
+PP_REPS = int(os.environ.get("PP_REPS", "3"))
 CONFIGS = os.environ.get("CONFIGS", "dp,tp,pp8,pp2").split(",")
 
 STATS_RE = re.compile(r"^STATS (.*)$", re.M)
@@ -190,6 +192,13 @@ def main():
         plan.append(Run("tp", 8, "tp=8"))
     if "pp8" in CONFIGS:
         plan += [Run("pp8-1f1b", 8, "pp=8", "1f1b", M, PP8_SPLIT), Run("pp8-gpipe", 8, "pp=8", "gpipe", M, PP8_SPLIT)]
+    # Wall-clock bubbles on a shared machine swing from run to run: repeat the
+    # bubble's 1F1B source run, spread over the bench, and take the median.
+    for i in range(2, PP_REPS + 1):
+        if BUBBLE_FROM in ("auto", "pp2") and "pp2" in CONFIGS:
+            plan.append(Run(f"pp2-1f1b-r{i}", 2, "pp=2", "1f1b", M, PP2_SPLIT))
+        if BUBBLE_FROM == "pp8" and "pp8" in CONFIGS:
+            plan.append(Run(f"pp8-1f1b-r{i}", 8, "pp=8", "1f1b", M, PP8_SPLIT))
     for run in plan:
         launch(run)
         runs[run.name] = run
@@ -198,7 +207,7 @@ def main():
 
     results = {}
     print("\nbubble: measured = mean over stages of (1 - compute_s / step_s); formula = (p-1)/(m+p-1)")
-    for name in ("pp8-1f1b", "pp8-gpipe", "pp2-1f1b", "pp2-gpipe"):
+    for name in [r.name for r in plan if r.pp() > 1]:
         if name in runs:
             r = runs[name]
             p = r.pp()
@@ -215,10 +224,13 @@ def main():
     src = BUBBLE_FROM
     if src == "auto":
         src = "pp2" if (ncpu < 8 and "pp2-1f1b" in runs) or "pp8-1f1b" not in runs else "pp8"
-    if f"{src}-1f1b" in runs:
-        r = runs[f"{src}-1f1b"]
-        ratio = measured_bubble(r) / formula(r.pp(), r.micro)
-        why = (f"from {src}: {r.world} ranks on {ncpu} CPUs"
+    reps = [r for r in plan if r.name.startswith(f"{src}-1f1b")]
+    if reps:
+        r = reps[0]
+        ratios = sorted(measured_bubble(x) / formula(x.pp(), x.micro) for x in reps)
+        ratio = ratios[len(ratios) // 2] if len(ratios) % 2 else sum(ratios[len(ratios) // 2 - 1:][:2]) / 2
+        why = (f"median of {len(reps)} {src}-1f1b runs ({' '.join(f'{x:.3f}' for x in ratios)}), "
+               f"{r.world} ranks on {ncpu} CPUs"
                + (" (8 ranks on fewer cores than ranks would time the scheduler, not the schedule)"
                   if src == "pp2" and ncpu < 8 else ""))
         print(f"  RESULT bubble source: {why}")
