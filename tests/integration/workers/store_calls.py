@@ -52,6 +52,7 @@ if world > 1:
 dist.barrier()
 for r in range(world):
     check(f"get k{r}", store.get(f"k{r}"), f"v{r}".encode())
+dist.barrier()  # every rank has read every key before any is deleted
 check("delete own", store.delete_key(f"k{rank}"), True)
 check("delete again", store.delete_key(f"k{rank}"), False)
 dist.barrier()
