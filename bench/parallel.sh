@@ -7,7 +7,7 @@
 # (p-1)/(m+p-1); 1F1B vs GPipe activation bytes per stage. Ends with
 # `RESULT pp_1f1b_vs_gpipe_activation_ratio`, `RESULT pp_1f1b_bubble_ratio`
 # (median of PP_REPS=3 pp=2 1F1B runs) and `RESULT tp_param_mem_ratio`.
-# ~8 min on a 2-core machine. Uses $CTRUN_BUILD_DIR (default ./build); env
+# ~6 min on a 2-core machine. Uses $CTRUN_BUILD_DIR (default ./build); env
 # knobs (model size, STEPS, PP_REPS, RUN_TIMEOUT, splits) in bench/parallel.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
