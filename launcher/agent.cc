@@ -23,17 +23,32 @@ namespace {
 
 Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
 
+using Json = nlohmann::ordered_json;
+
+const char* StateName(Agent::State s) {
+  switch (s) {
+    case Agent::State::kInit: return "init";
+    case Agent::State::kRendezvous: return "rendezvous";
+    case Agent::State::kRunning: return "running";
+    case Agent::State::kStopping: return "stopping";
+    case Agent::State::kSucceeded: return "succeeded";
+    case Agent::State::kFailed: return "failed";
+  }
+  return "?";
+}
+
 }  // namespace
 
 Agent::Agent(boost::asio::io_context& io, const LaunchConfig& config, Environment env,
              RendezvousHandler& rdzv, Reaper& reaper, OrphanGuard* guard, RunLogDir log_dir,
-             StoreServer* store)
+             StoreServer* store, EventLog* events)
     : io_(io),
       config_(config),
       env_(std::move(env)),
       rdzv_(rdzv),
       log_dir_(std::move(log_dir)),
       store_(store),
+      events_(events),
       workers_(io, reaper, guard),
       signals_(io),
       remaining_restarts_(config.max_restarts) {
@@ -68,6 +83,7 @@ void Agent::BeginRendezvous() {
   // The last group is gone: its keys and connections must not leak into the
   // next one (after a scale-up the attempt prefix is even the same).
   if (store_) store_->Clear();
+  if (events_) events_->Emit("rendezvous_started", Json{{"restart_count", restart_count_}});
   rdzv_.NextRound([this](const Result<Round>& round) { OnRound(round); });
 }
 
@@ -75,8 +91,17 @@ void Agent::OnRound(const Result<Round>& round) {
   if (state_ != State::kRendezvous) return;  // a signal ended the wait
   if (!round.ok()) {
     spdlog::error("rendezvous failed: {}", round.status().message());
+    if (events_) events_->Emit("rendezvous_failed", Json{{"error", round.status().message()}});
     Finish(State::kFailed, kExitFailure, ShutdownReason::kFailed);
     return;
+  }
+  if (events_) {
+    events_->Emit("round_complete",
+                  Json{{"round", round->round}, {"group_rank", round->group_rank},
+                       {"nodes", round->local_world_sizes.size()},
+                       {"local_world_sizes", round->local_world_sizes},
+                       {"master_addr", round->master_addr}, {"master_port", round->master_port},
+                       {"agent_store", round->use_agent_store}});
   }
   StartWorkers(*round);
 }
@@ -139,6 +164,13 @@ void Agent::StartWorkers(const Round& round) {
     return;
   }
   state_ = State::kRunning;
+  if (events_) {
+    const std::vector<pid_t> pids = workers_.Pids();
+    for (size_t i = 0; i < ranks_.size() && i < pids.size(); ++i) {
+      events_->Emit("worker_started", Json{{"local_rank", ranks_[i].local_rank}, {"rank", ranks_[i].rank},
+                                           {"pid", pids[i]}, {"restart_count", restart_count_}});
+    }
+  }
   if (config_.heartbeat_timeout > Seconds(0)) {
     std::vector<std::string> files;
     for (const WorkerRanks& r : ranks_) files.push_back(HeartbeatFile(r.local_rank));
@@ -180,6 +212,13 @@ void Agent::StartWorkers(const Round& round) {
 void Agent::OnWorkerExit(const WorkerExit& e) {
   --running_;
   if (heartbeat_) heartbeat_->Forget(e.local_rank);
+  if (events_) {
+    Json f{{"local_rank", e.local_rank}, {"rank", ranks_[e.local_rank].rank}, {"pid", e.pid}};
+    if (e.exit_code < 0) f["signal"] = SignalName(-e.exit_code);
+    else f["exit_code"] = e.exit_code;
+    f["during"] = StateName(state_);
+    events_->Emit("worker_exited", f);
+  }
   const bool failed = e.exit_code != 0;
   if (failed && signal_received_ == 0) {
     WorkerFailure f;
@@ -206,6 +245,7 @@ void Agent::OnWorkerExit(const WorkerExit& e) {
     state_ = State::kStopping;
     charged_restart_ = true;
     stopping_to_restart_ = true;
+    restart_cause_ = "worker_failed";
     StopWorkers(SIGTERM, [this] { AfterFailureStop(); });
   } else if (running_ == 0) {
     state_ = State::kStopping;
@@ -217,12 +257,17 @@ void Agent::OnWorkerExit(const WorkerExit& e) {
 }
 
 void Agent::OnMembershipChange(bool charged, const std::string& why) {
+  if (events_) {
+    events_->Emit("membership_changed",
+                  Json{{"why", why}, {"charged", charged}, {"state", StateName(state_)}});
+  }
   if (state_ == State::kStopping && stopping_to_restart_ && charged_restart_ && !charged) {
     // A peer's death usually breaks the collective, and so fails a worker,
     // just before its push arrives: the restart under way is the
     // membership's, and is not charged either.
     spdlog::warn("{}; restarting the worker group (not charged to --max-restarts)", why);
     charged_restart_ = false;
+    restart_cause_ = "membership_changed";
     return;
   }
   if (state_ != State::kRunning) return;
@@ -231,6 +276,7 @@ void Agent::OnMembershipChange(bool charged, const std::string& why) {
   state_ = State::kStopping;
   charged_restart_ = charged;
   stopping_to_restart_ = true;
+  restart_cause_ = "membership_changed";
   StopWorkers(SIGTERM, [this] { AfterFailureStop(); });
 }
 
@@ -247,6 +293,12 @@ void Agent::OnHeartbeatMiss(const HeartbeatMiss& miss) {
   spdlog::warn("worker local_rank {} (pid {}) missed its heartbeat for {:.1f} s{}; killing the worker group",
                miss.local_rank, pid, std::chrono::duration<double>(miss.silent_for).count(),
                miss.ever_touched ? "" : " (never touched CTRUN_HEARTBEAT_FILE since its start)");
+  if (events_) {
+    events_->Emit("heartbeat_expired",
+                  Json{{"local_rank", miss.local_rank}, {"pid", pid},
+                       {"silent_for_s", std::chrono::duration<double>(miss.silent_for).count()}});
+  }
+  restart_cause_ = "heartbeat_expired";
   state_ = State::kStopping;
   charged_restart_ = true;
   stopping_to_restart_ = true;
@@ -255,6 +307,11 @@ void Agent::OnHeartbeatMiss(const HeartbeatMiss& miss) {
 
 void Agent::AfterFailureStop() {
   if (!charged_restart_) {
+    if (events_) {
+      events_->Emit("restart", Json{{"cause", restart_cause_}, {"charged", false},
+                                    {"restart_count", restart_count_},
+                                    {"remaining_restarts", remaining_restarts_}});
+    }
     BeginRendezvous();
     return;
   }
@@ -263,6 +320,11 @@ void Agent::AfterFailureStop() {
     ++restart_count_;
     spdlog::warn("restarting the worker group (restart {} of {})", restart_count_,
                  config_.max_restarts);
+    if (events_) {
+      events_->Emit("restart", Json{{"cause", restart_cause_}, {"charged", true},
+                                    {"restart_count", restart_count_},
+                                    {"remaining_restarts", remaining_restarts_}});
+    }
     BeginRendezvous();
     return;
   }
@@ -292,6 +354,7 @@ void Agent::ReportFailure() {
 
 void Agent::OnSignal(int sig) {
   spdlog::warn("Received {} death signal, shutting down workers", SignalName(sig));
+  if (events_) events_->Emit("signal", Json{{"signal", SignalName(sig)}, {"state", StateName(state_)}});
   const bool again = signal_received_ != 0;
   signal_received_ = sig;
   switch (state_) {
@@ -350,6 +413,10 @@ void Agent::StopWorkers(int sig, std::function<void()> then) {
 void Agent::Finish(State final_state, int code, ShutdownReason reason) {
   state_ = final_state;
   exit_code_ = code;
+  if (events_) {
+    events_->Emit("finished", Json{{"state", StateName(final_state)}, {"exit_code", code},
+                                   {"restart_count", restart_count_}});
+  }
   boost::system::error_code ignored;
   signals_.cancel(ignored);
   if (code == kExitSuccess) log_dir_.RemoveIfTemporary();

@@ -14,6 +14,8 @@
 // polling), membership changed (rendezvous push), a handled signal arrived,
 // the shutdown grace ran out. A restart always replaces the whole local group.
 //
+// With an EventLog, every event above is also written there as a JSON line.
+//
 // The workers' c10d store, when this agent hosts it (`store` not null), is
 // cleared at the start of every rendezvous: each round's group starts from an
 // empty store with no clients.
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "launcher/config.h"
+#include "launcher/event_log.h"
 #include "launcher/heartbeat.h"
 #include "launcher/log_dir.h"
 #include "launcher/rendezvous_handler.h"
@@ -53,7 +56,7 @@ class Agent {
 
   Agent(boost::asio::io_context& io, const LaunchConfig& config, Environment env,
         RendezvousHandler& rdzv, Reaper& reaper, OrphanGuard* guard, RunLogDir log_dir,
-        StoreServer* store = nullptr);
+        StoreServer* store = nullptr, EventLog* events = nullptr);
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
@@ -87,6 +90,8 @@ class Agent {
   RendezvousHandler& rdzv_;
   RunLogDir log_dir_;
   StoreServer* store_;  // null: this agent hosts no store
+  EventLog* events_;    // null: no --events-file
+  std::string restart_cause_;  // why the stop under way was started
   WorkerSet workers_;
   boost::asio::signal_set signals_;
 

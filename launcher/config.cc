@@ -211,6 +211,10 @@ Status ReadOtherEnvironment(const Environment& env, LaunchConfig& config) {
   if (auto it = env.find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); it != env.end()) {
     config.log_line_prefix_template = it->second;
   }
+  // The spelling; --events-file and PET_EVENTS_FILE win over it.
+  if (auto it = env.find("CTRUN_EVENTS_FILE"); it != env.end() && !it->second.empty() && !config.events_file) {
+    config.events_file = it->second;
+  }
   return Status::Ok();
 }
 

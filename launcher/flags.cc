@@ -415,6 +415,11 @@ std::vector<FlagSpec> BuildTable() {
        CTRUN_APPLY(return ApplySwitch(v, c.no_agent_store);), "",
        "Worker rank 0 hosts the c10d store instead of ctrun (TORCHELASTIC_USE_AGENT_STORE=False).",
        G::kCtrun},
+      {"--events-file", {"--events-file", "--events_file"}, "PET_EVENTS_FILE", nullptr, K::kValue,
+       CTRUN_APPLY(c.events_file = NoneIfEmpty(v); return Status::Ok();), "PATH",
+       "Append one JSON line per agent event (round, worker start/exit, restart, signal) to PATH "
+       "(also CTRUN_EVENTS_FILE).",
+       G::kCtrun},
       {"--exit-code-from-root-cause", {"--exit-code-from-root-cause", "--exit_code_from_root_cause"},
        "PET_EXIT_CODE_FROM_ROOT_CAUSE", "0", K::kSwitch,
        CTRUN_APPLY(return ApplySwitch(v, c.exit_code_from_root_cause);), "",

@@ -93,6 +93,8 @@ struct LaunchConfig {
   // ctrun only: worker rank 0 hosts the c10d store (TORCHELASTIC_USE_AGENT_STORE=False)
   // instead of the agent (launcher/store_server.h).
   bool no_agent_store = false;
+  // ctrun only: append one JSON line per agent event here (launcher/event_log.h).
+  std::optional<std::string> events_file;
 
   // User-code launch.
   std::string role = "default";

@@ -11,6 +11,7 @@
 
 #include "launcher/agent.h"
 #include "launcher/command.h"
+#include "launcher/event_log.h"
 #include "launcher/config.h"
 #include "launcher/log_dir.h"
 #include "launcher/nproc.h"
@@ -116,7 +117,14 @@ int main(int argc, char** argv) {
   }
   Result<RunLogDir> log_dir = RunLogDir::Create(config.log_dir, config.rdzv_id);
   if (!log_dir.ok()) return UsageError(log_dir.status());
-  Agent agent(io, config, env, **rdzv, reaper, guard->get(), std::move(*log_dir), store.get());
+  std::unique_ptr<EventLog> events;
+  if (config.events_file) {
+    Result<std::unique_ptr<EventLog>> opened = EventLog::Open(*config.events_file, config.rdzv_id);
+    if (!opened.ok()) return UsageError(opened.status());
+    events = std::move(*opened);
+  }
+  Agent agent(io, config, env, **rdzv, reaper, guard->get(), std::move(*log_dir), store.get(),
+              events.get());
   agent.Start();
   io.run();
   (*guard)->HandOverAtExit();

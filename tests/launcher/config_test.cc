@@ -68,7 +68,7 @@ std::string Dump(const LaunchConfig& c) {
              Opt(c.event_log_handler), c.log_line_prefix_template) +
          fmt::format("heartbeat={} initial={}\n", c.heartbeat_timeout.count(),
                      c.heartbeat_initial_timeout ? c.heartbeat_initial_timeout->count() : -1.0) +
-         fmt::format("no_agent_store={}\n", c.no_agent_store);
+         fmt::format("no_agent_store={}\nevents_file={}\n", c.no_agent_store, Opt(c.events_file));
 }
 
 LaunchConfig Good(const Args& args, const Environment& env = {}) {
@@ -334,6 +334,7 @@ const std::map<std::string_view, std::string> kSample = {
     {"--redirects", "3"},         {"--tee", "0:2"},                  {"--local-ranks-filter", "1"},
     {"--logs-specs", "x"},        {"--exit-barrier-timeout", "1"},
     {"--heartbeat-timeout", "3"}, {"--heartbeat-initial-timeout", "40"},
+    {"--events-file", "/e.jsonl"},
 };
 
 TEST_CASE("every spelling of every flag in the table works as --f v and --f=v and PET_", "[config][flags]") {

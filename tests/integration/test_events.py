@@ -1,0 +1,44 @@
+"""--events-file / CTRUN_EVENTS_FILE: one JSON line per agent event, in
+order, through a failure, a restart and a success."""
+import json
+import os
+import unittest
+
+import harness as h
+
+
+class EventsTest(unittest.TestCase):
+    def test_restart_run_writes_every_event(self):
+        d = h.tempdir(self)
+        path = os.path.join(d, "events.jsonl")
+        r = h.run(["--nproc-per-node", "2", "--max-restarts", "1", "--rdzv-id", "ev",
+                   h.worker("crash_once.py")],
+                  env=h.base_env(DUMP_DIR=d, CTRUN_EVENTS_FILE=path), timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(path) as f:
+            events = [json.loads(line) for line in f]
+        for e in events:
+            self.assertEqual(e["run_id"], "ev")
+            self.assertIsInstance(e["ts"], float)
+        names = [e["event"] for e in events]
+        self.assertEqual(names[:4], ["rendezvous_started", "round_complete", "worker_started", "worker_started"])
+        exits = [e for e in events if e["event"] == "worker_exited"]
+        self.assertEqual(len(exits), 4)
+        self.assertEqual((exits[0]["local_rank"], exits[0]["exit_code"]), (1, 1))
+        restart = next(e for e in events if e["event"] == "restart")
+        self.assertEqual((restart["cause"], restart["restart_count"], restart["remaining_restarts"]),
+                         ("worker_failed", 1, 0))
+        self.assertEqual(names.count("round_complete"), 2)
+        self.assertEqual(events[-1]["event"], "finished")
+        self.assertEqual((events[-1]["state"], events[-1]["exit_code"]), ("succeeded", 0))
+        times = [e["ts"] for e in events]
+        self.assertEqual(times, sorted(times))
+
+    def test_unwritable_path_is_a_usage_error(self):
+        r = h.run(["--events-file", "/nonexistent/dir/e.jsonl", "--no-python", "/bin/true"], timeout=30)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--events-file /nonexistent/dir/e.jsonl: No such file or directory", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
