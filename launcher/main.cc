@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<StoreServer> store;
   if (std::optional<int> port = AgentStorePort(config)) {
     store = std::make_unique<StoreServer>(io);
-    if (Status s = store->Listen(*port); !s.ok()) {
+    if (Status s = store->Listen(AgentStoreHost(config), *port); !s.ok()) {
+      if (s.IsInvalidArgument()) return UsageError(s);
       spdlog::error("{}", s.message());
       return kExitFailure;
     }

@@ -31,6 +31,11 @@ std::optional<int> AgentStorePort(const LaunchConfig& config) {
   return 0;
 }
 
+std::string AgentStoreHost(const LaunchConfig& config) {
+  if (config.is_single_node()) return config.local_addr.value_or(config.master_addr);
+  return config.local_addr.value_or("");
+}
+
 Result<rdzv::Params> MachineParams(const LaunchConfig& config) {
   auto ToDuration = [](Seconds s) { return std::chrono::duration_cast<Duration>(s); };
   rdzv::Params params;

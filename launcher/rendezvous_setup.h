@@ -43,6 +43,12 @@ Result<std::unique_ptr<RendezvousHandler>> MakeRendezvous(boost::asio::io_contex
 //                and the round's group rank 0 is the one the workers use
 std::optional<int> AgentStorePort(const LaunchConfig& config);
 
+// The address that store listens on: the one its workers are given as
+// MASTER_ADDR where ctrun knows it (one node: --local-addr, else
+// --master-addr; several nodes: --local-addr), else "" (every interface, as
+// torch's TCPStore server binds).
+std::string AgentStoreHost(const LaunchConfig& config);
+
 // The rendezvous machine's parameters from --nnodes MIN:MAX and the
 // --rdzv-conf timeouts (every backend that runs the machine uses these).
 // InvalidArgument, naming the setting, when rdzv::ValidateParams refuses them.

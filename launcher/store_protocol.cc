@@ -225,4 +225,18 @@ std::string_view StoreOpName(StoreOp op) {
   return "?";
 }
 
+void DropAttemptPrefix(StoreRequest& req) {
+  static constexpr std::string_view kPrefix = "/worker/attempt_";
+  for (std::string& key : req.keys) {
+    // TCPStore's clients send every key behind a "/" of their own.
+    const size_t at = key.compare(0, 1 + kPrefix.size(), std::string("/").append(kPrefix)) == 0 ? 1 : 0;
+    if (key.compare(at, kPrefix.size(), kPrefix) != 0) continue;
+    const size_t digits = at + kPrefix.size();
+    size_t end = digits;
+    while (end < key.size() && key[end] >= '0' && key[end] <= '9') ++end;
+    if (end == digits || end >= key.size() || key[end] != '/') continue;
+    key.erase(digits - 1, end - (digits - 1));  // keep "/worker/attempt", drop "_<digits>"
+  }
+}
+
 }  // namespace ctrun::launcher

@@ -98,6 +98,17 @@ class StoreParser {
   Status failed_;
 };
 
+// torch < 2.5 workers reach the agent's store through
+// PrefixStore("/worker/attempt_<TORCHELASTIC_RESTART_COUNT>"), and that count
+// is kept per node: after one node's charged restart, the workers of one
+// round would use different prefixes and never meet (pytorch#135712). The
+// agent's store is emptied before every round, so the attempt separates
+// nothing: drop it from every key of `req` ("/worker/attempt_3/x" becomes
+// "/worker/attempt/x", and "//worker/attempt_3/x", as TCPStore sends it
+// behind its own "/", becomes "//worker/attempt/x"), as torch 2.5 does by
+// not prefixing. Other keys are left as they are.
+void DropAttemptPrefix(StoreRequest& req);
+
 // Reply encoders: append the wire form to `out`.
 void AppendStoreBytes(std::string& out, std::string_view bytes);  // uint64 length + bytes
 void AppendStoreInt64(std::string& out, int64_t v);

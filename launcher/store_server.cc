@@ -50,31 +50,44 @@ StoreServer::~StoreServer() {
   }
 }
 
-Status StoreServer::Listen(int port) {
+Status StoreServer::Listen(const std::string& host, int port) {
   boost::system::error_code ec;
-  const std::string n = std::to_string(port);
-  acceptor_.open(tcp::v6(), ec);
-  if (!ec) acceptor_.set_option(boost::asio::ip::v6_only(false), ec);
-  tcp::endpoint ep(tcp::v6(), static_cast<unsigned short>(port));
-  if (ec) {  // no IPv6 on this host
-    boost::system::error_code ignored;
-    acceptor_.close(ignored);
-    ec.clear();
-    acceptor_.open(tcp::v4(), ec);
-    ep = tcp::endpoint(tcp::v4(), static_cast<unsigned short>(port));
+  const std::string where = (host.empty() ? std::string("port ") : host + ":") + std::to_string(port);
+  tcp::endpoint ep;
+  if (host.empty()) {
+    acceptor_.open(tcp::v6(), ec);
+    if (!ec) acceptor_.set_option(boost::asio::ip::v6_only(false), ec);
+    ep = tcp::endpoint(tcp::v6(), static_cast<unsigned short>(port));
+    if (ec) {  // no IPv6 on this host
+      boost::system::error_code ignored;
+      acceptor_.close(ignored);
+      ec.clear();
+      acceptor_.open(tcp::v4(), ec);
+      ep = tcp::endpoint(tcp::v4(), static_cast<unsigned short>(port));
+    }
+  } else {
+    tcp::resolver resolver(io_);
+    const tcp::resolver::results_type found = resolver.resolve(host, std::to_string(port), ec);
+    if (ec || found.empty()) {
+      return Status::InvalidArgument("cannot host the workers' store on " + where + ": '" + host +
+                                     "' does not resolve (" + ec.message() +
+                                     "); pass an address of this host as --local-addr");
+    }
+    ep = found.begin()->endpoint();
+    acceptor_.open(ep.protocol(), ec);
   }
-  if (ec) return Status::IOError("cannot host the workers' store on port " + n + ": " + ec.message());
+  if (ec) return Status::IOError("cannot host the workers' store on " + where + ": " + ec.message());
   SetCloexec(acceptor_.native_handle());
   acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
   acceptor_.bind(ep, ec);
   if (ec == boost::asio::error::address_in_use) {
-    return Status::Unavailable("cannot host the workers' store on port " + n + ": " + ec.message() +
+    return Status::Unavailable("cannot host the workers' store on " + where + ": " + ec.message() +
                                " (another process holds it: pick another --master-port, or drop it)");
   }
   if (!ec) acceptor_.listen(boost::asio::socket_base::max_listen_connections, ec);
-  if (ec) return Status::IOError("cannot host the workers' store on port " + n + ": " + ec.message());
+  if (ec) return Status::IOError("cannot host the workers' store on " + where + ": " + ec.message());
   port_ = acceptor_.local_endpoint(ec).port();
-  if (ec) return Status::IOError("cannot host the workers' store on port " + n + ": " + ec.message());
+  if (ec) return Status::IOError("cannot host the workers' store on " + where + ": " + ec.message());
   Accept();
   return Status::Ok();
 }
@@ -125,6 +138,7 @@ void StoreServer::Read(const std::shared_ptr<Session>& s) {
           if (st.ok() && !*req) break;
           if (st.ok()) {
             woken_.clear();
+            DropAttemptPrefix(**req);
             st = state_.Apply(s->id, **req, reply, woken_);
             for (StoreClientId id : woken_) {
               auto w = sessions_.find(id);

@@ -31,11 +31,13 @@ class StoreServer {
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
 
-  // Binds every interface (IPv6 and IPv4 where the host has both) on `port`,
-  // 0 meaning a port the kernel picks, and starts accepting. Call once.
+  // Binds `host` (an address or a name resolved here; empty: every
+  // interface, IPv6 and IPv4 where the host has both) on `port`, 0 meaning a
+  // port the kernel picks, and starts accepting. Call once.
   // Errors: Unavailable when the port is taken ("address already in use"),
-  // IOError for any other socket error; the message names the port.
-  Status Listen(int port);
+  // InvalidArgument when `host` does not resolve, IOError for any other
+  // socket error; the message names the address and port.
+  Status Listen(const std::string& host, int port);
 
   // The bound port; 0 before Listen succeeded.
   int port() const { return port_; }

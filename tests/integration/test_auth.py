@@ -288,14 +288,20 @@ class BindTest(unittest.TestCase):
 
     def test_hosting_agent_listens_only_on_the_endpoint_address(self):
         port = free_port()
-        host = h.start(agent_args(f"127.0.0.1:{port}", "job", CONF + ",is_host=1"))
+        # --local-addr: the workers' store (which the agent hosts too) binds the
+        # address the workers are given; without it, every interface, as
+        # torch's TCPStore does.
+        host = h.start(["--local-addr", "127.0.0.1"] + agent_args(f"127.0.0.1:{port}", "job", CONF + ",is_host=1"))
         self.addCleanup(lambda: host.poll() is None and host.kill())
         # The agent logs that it hosts once the listener is up.
         line = ""
         while "hosting the rendezvous" not in line:
             line = read_line(host.stderr, timeout=DEADLINE_S)
             self.assertTrue(line, "ctrun ended before hosting")
-        self.assertEqual(listening_sockets(host.pid), [("127.0.0.1", port)])
+        sockets = listening_sockets(host.pid)
+        self.assertIn(("127.0.0.1", port), sockets)
+        self.assertEqual(len(sockets), 2, sockets)  # the rendezvous and the workers' store
+        self.assertEqual({addr for addr, _ in sockets}, {"127.0.0.1"})
         host.send_signal(signal.SIGTERM)
         host.communicate(timeout=DEADLINE_S)
 

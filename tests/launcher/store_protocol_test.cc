@@ -159,5 +159,20 @@ TEST_CASE("reply encoders write torch's little-endian forms") {
   CHECK(out == Str("ab") + Le<int64_t>(-2) + U8(1) + Le<uint32_t>(7));
 }
 
+TEST_CASE("the per-node attempt number is dropped from torch's worker keys") {
+  StoreRequest req;
+  req.op = StoreOp::kWait;
+  req.keys = {"/worker/attempt_0/rank_0", "/worker/attempt_12/default_pg/0//cpu//0",
+              "/worker/attempt_/x", "/worker/attempt_3", "/worker/attempt_3x/y", "user/key",
+              "/worker/attempt/z", "//worker/attempt_1/default_pg/rank_0", "///worker/attempt_1/x"};
+  DropAttemptPrefix(req);
+  CHECK(req.keys == std::vector<std::string>{"/worker/attempt/rank_0",
+                                             "/worker/attempt/default_pg/0//cpu//0",
+                                             "/worker/attempt_/x", "/worker/attempt_3",
+                                             "/worker/attempt_3x/y", "user/key", "/worker/attempt/z",
+                                             "//worker/attempt/default_pg/rank_0",
+                                             "///worker/attempt_1/x"});
+}
+
 }  // namespace
 }  // namespace ctrun::launcher
