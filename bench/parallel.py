@@ -17,6 +17,7 @@ script reads every rank's line and prints, per run and per pipeline stage:
   step_bytes   peak_step_bytes: the most CPU tensor bytes alive during a
                step beyond those alive at its start (activations, gradient
                buffers in flight, send buffers), from trainer/memory_meter.h;
+               the first step (which also allocates the gradients) excluded;
   tensor_bytes peak_tensor_bytes (everything alive, parameters, grads and
                Adam state included); rss_MiB  ru_maxrss.
 The measured bubble of a pipeline run is the mean over stages of each stage's

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "trainer/memory_meter.h"
@@ -38,7 +39,17 @@ Result<PipelineStepStats> Pipeline::Step(const at::Tensor& tokens, const at::Ten
   PipelineStepStats stats;
   stats.order = ScheduleText(actions);
   std::vector<at::Tensor> inputs(micro_batches_), outputs(micro_batches_);
-  std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, at::Tensor>> sends;  // tensors kept alive
+  // The send in flight each way, with the tensor it reads. Posting the next
+  // send one way waits for the one before it: at most two messages per
+  // direction are alive, whatever the micro-batch count. The neighbour posts
+  // the matching receive without waiting on anything this stage does later
+  // (its receives are in micro-batch order), so the wait cannot deadlock.
+  using InFlight = std::pair<c10::intrusive_ptr<c10d::Work>, at::Tensor>;
+  std::optional<InFlight> activation_sent, gradient_sent;
+  auto post = [](std::optional<InFlight>& slot, c10::intrusive_ptr<c10d::Work> work, at::Tensor tensor) {
+    std::optional<InFlight> previous = std::exchange(slot, InFlight{std::move(work), std::move(tensor)});
+    if (previous) previous->first->wait();
+  };
   int held = 0, backwards_left = micro_batches_;
   const double start = Now();
   const int64_t bytes_at_start = TensorMemoryMeter::CurrentBytes();
@@ -61,7 +72,7 @@ Result<PipelineStepStats> Pipeline::Step(const at::Tensor& tokens, const at::Ten
         stats.compute_seconds += Now() - t0;
         if (!stage_->last()) {
           at::Tensor sent = output.detach();
-          sends.emplace_back(pp_->Send(sent, stage + 1, ActivationTag(i)), sent);
+          post(activation_sent, pp_->Send(sent, stage + 1, ActivationTag(i)), sent);
         } else {
           stats.loss += output.item<double>();
         }
@@ -88,14 +99,15 @@ Result<PipelineStepStats> Pipeline::Step(const at::Tensor& tokens, const at::Ten
         stats.compute_seconds += Now() - t0;
         if (!stage_->first()) {
           at::Tensor sent = inputs[static_cast<size_t>(i)].grad();
-          sends.emplace_back(pp_->Send(sent, stage - 1, GradientTag(i)), sent);
+          post(gradient_sent, pp_->Send(sent, stage - 1, GradientTag(i)), sent);
         }
         inputs[static_cast<size_t>(i)] = at::Tensor();
         outputs[static_cast<size_t>(i)] = at::Tensor();
         --held;
       }
     }
-    for (auto& [work, tensor] : sends) work->wait();
+    if (activation_sent) activation_sent->first->wait();
+    if (gradient_sent) gradient_sent->first->wait();
   } catch (const std::exception& error) {
     return Status::Unavailable("pipeline stage " + std::to_string(stage) +
                                " failed (a peer stage exited, a collective timed out, or the computation threw): " +

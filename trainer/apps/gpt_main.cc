@@ -184,7 +184,11 @@ Failure Run(const GptFlags& flags) {
       ++measured;
     }
     peak_in_flight = std::max(peak_in_flight, stats->peak_in_flight);
-    peak_step_bytes = std::max(peak_step_bytes, stats->peak_step_bytes);
+    // The first step also allocates every gradient (later steps zero them in
+    // place): it counts only when it is the only step.
+    if (step > start_step || step + 1 == flags.steps) {
+      peak_step_bytes = std::max(peak_step_bytes, stats->peak_step_bytes);
+    }
     peak_tensor_high = std::max(peak_tensor_high, TensorMemoryMeter::PeakBytes());
     if (flags.show_schedule && step == start_step && coord.dp == 0 && coord.tp == 0) {
       std::printf("schedule stage=%d: %s\n", coord.pp, stats->order.c_str());
