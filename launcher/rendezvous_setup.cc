@@ -1,5 +1,6 @@
 #include "launcher/rendezvous_setup.h"
 
+#include <boost/asio/ip/address.hpp>
 #include <chrono>
 
 #include "launcher/grpc_rendezvous_setup.h"
@@ -33,7 +34,12 @@ std::optional<int> AgentStorePort(const LaunchConfig& config) {
 
 std::string AgentStoreHost(const LaunchConfig& config) {
   if (config.is_single_node()) return config.local_addr.value_or(config.master_addr);
-  return config.local_addr.value_or("");
+  // A name can resolve here to another address than on the other nodes
+  // (Debian maps the host name to 127.0.1.1 in /etc/hosts): bind a name's
+  // every interface, an IP address only itself.
+  boost::system::error_code ec;
+  if (config.local_addr) boost::asio::ip::make_address(*config.local_addr, ec);
+  return config.local_addr && !ec ? *config.local_addr : std::string();
 }
 
 Result<rdzv::Params> MachineParams(const LaunchConfig& config) {

@@ -45,8 +45,8 @@ std::optional<int> AgentStorePort(const LaunchConfig& config);
 
 // The address that store listens on: the one its workers are given as
 // MASTER_ADDR where ctrun knows it (one node: --local-addr, else
-// --master-addr; several nodes: --local-addr), else "" (every interface, as
-// torch's TCPStore server binds).
+// --master-addr; several nodes: --local-addr when it is an IP address), else
+// "" (every interface, as torch's TCPStore server binds).
 std::string AgentStoreHost(const LaunchConfig& config);
 
 // The rendezvous machine's parameters from --nnodes MIN:MAX and the
