@@ -13,8 +13,12 @@ Messages on the FIFO $ANNOUNCE, one line each:
 <child_pid> is a `sleep` this worker started: a descendant the orphan checks
 must also find gone.
 
-$FAULT, on restart 0 only: "exit:RANK:STEP" exits 3 at STEP; "hang:RANK:STEP"
-stops (no heartbeat, no collectives) at STEP."""
+$FAULT, once per job: "exit:RANK:STEP" exits 3 at STEP; "hang:RANK:STEP"
+stops (no heartbeat, no collectives) at STEP. Once is kept by a marker file
+in $CKPT_DIR, not by TORCHELASTIC_RESTART_COUNT: that count is per node, and
+when the faulty rank's peer is charged for the restart (its agent noticed
+first: a peer blocked in a collective misses its heartbeat too), the faulty
+node's count stays 0."""
 import json
 import os
 import subprocess
@@ -29,6 +33,7 @@ CKPT = os.path.join(os.environ["CKPT_DIR"], "ckpt.json")
 TOTAL = int(os.environ.get("TOTAL_STEPS", "60"))
 STEP_SECONDS = float(os.environ.get("STEP_SECONDS", "0.05"))
 RESTART = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+FAULT_DONE = os.path.join(os.environ["CKPT_DIR"], "fault.done")
 
 
 def announce(msg):
@@ -83,7 +88,9 @@ announce(f"start {os.getpid()} {child.pid} {world} {RESTART} {os.environ['GROUP_
 
 while step < TOTAL:
     heartbeat.beat()
-    if RESTART == 0 and len(fault) == 3 and int(fault[1]) == rank and int(fault[2]) == step:
+    if len(fault) == 3 and int(fault[1]) == rank and int(fault[2]) == step and not os.path.exists(FAULT_DONE):
+        with open(FAULT_DONE, "w"):
+            pass
         if fault[0] == "exit":
             sys.exit(3)
         if fault[0] == "hang":
