@@ -53,6 +53,8 @@ const std::map<std::string_view, Sample>& Samples() {
       {"--exit-barrier-timeout", {"42", {}}},
       {"--heartbeat-timeout", {"60", {}}},
       {"--heartbeat-initial-timeout", {"600", {}}},
+      {"--no-agent-store", {"", {}}},
+      {"--events-file", {"/var/log/ctrun/events.jsonl", {}}},
   };
   return samples;
 }
@@ -100,9 +102,10 @@ std::string Dump(const LaunchConfig& c) {
       c.heartbeat_timeout.count(), c.heartbeat_initial_timeout ? c.heartbeat_initial_timeout->count() : -1.0);
   out += fmt::format(
       "role={} module={} no_python={} run_path={} script={} log_dir={} redirects={} tee={} filter={} "
-      "logs_specs={} numa={} events={} prefix={}\n",
+      "logs_specs={} numa={} events={} prefix={} no_agent_store={} events_file={}\n",
       c.role, c.module, c.no_python, c.run_path, c.script, Opt(c.log_dir), Streams(c.redirects), Streams(c.tee),
-      filter, Opt(c.logs_specs), Opt(c.numa_binding), Opt(c.event_log_handler), c.log_line_prefix_template);
+      filter, Opt(c.logs_specs), Opt(c.numa_binding), Opt(c.event_log_handler), c.log_line_prefix_template,
+      c.no_agent_store, Opt(c.events_file));
   return out;
 }
 
