@@ -45,8 +45,10 @@ class ServerHandle : public HostedServer {
   std::string run_id_;
 };
 
+}  // namespace
+
 // token_file wins over $CTRUN_RDZV_TOKEN; read the same way as ctrund's.
-Result<std::string> ReadToken(const LaunchConfig& config, const Environment& env) {
+Result<std::string> RendezvousToken(const LaunchConfig& config, const Environment& env) {
   if (config.rdzv_conf.token_file) return rdzv::ReadTokenFile(*config.rdzv_conf.token_file, "--rdzv-conf token_file");
   auto it = env.find("CTRUN_RDZV_TOKEN");
   std::string token = it == env.end() ? std::string() : it->second;
@@ -54,7 +56,7 @@ Result<std::string> ReadToken(const LaunchConfig& config, const Environment& env
   return token;
 }
 
-Result<rdzv::TlsConfig> LoadTls(const RdzvConf& conf) {
+Result<rdzv::TlsConfig> RendezvousTls(const RdzvConf& conf) {
   rdzv::TlsFiles files;
   files.cert = conf.tls_cert;
   files.key = conf.tls_key;
@@ -73,8 +75,6 @@ Result<rdzv::TlsConfig> LoadTls(const RdzvConf& conf) {
   }
   return rdzv::LoadTls(files);
 }
-
-}  // namespace
 
 Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_context& io,
                                                               const LaunchConfig& config,
@@ -119,9 +119,9 @@ Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_co
     host_it = config.rdzv_conf.is_host.value_or(IsLocalHost(host));
   }
 
-  Result<std::string> token = ReadToken(config, env);
+  Result<std::string> token = RendezvousToken(config, env);
   if (!token.ok()) return token.status();
-  Result<rdzv::TlsConfig> tls = LoadTls(config.rdzv_conf);
+  Result<rdzv::TlsConfig> tls = RendezvousTls(config.rdzv_conf);
   if (!tls.ok()) return tls.status();
 
   Result<rdzv::Params> machine_params = MachineParams(config);

@@ -8,6 +8,7 @@
 #include "base/result.h"
 #include "launcher/config.h"
 #include "launcher/rendezvous_handler.h"
+#include "rendezvous/credentials.h"
 
 namespace ctrun::launcher {
 
@@ -16,5 +17,13 @@ Result<std::unique_ptr<RendezvousHandler>> MakeGrpcRendezvous(boost::asio::io_co
                                                               const LaunchConfig& config,
                                                               const Environment& env,
                                                               const StoreHosting& store);
+
+// The rendezvous token: --rdzv-conf token_file, else $CTRUN_RDZV_TOKEN, else
+// "" (none); read the same way as ctrund's. InvalidArgument naming the source.
+Result<std::string> RendezvousToken(const LaunchConfig& config, const Environment& env);
+
+// TLS from --rdzv-conf tls_cert/tls_key/tls_ca/tls_server_name (plaintext
+// when none is given). InvalidArgument naming the key and the fix.
+Result<rdzv::TlsConfig> RendezvousTls(const RdzvConf& conf);
 
 }  // namespace ctrun::launcher

@@ -17,6 +17,7 @@
 #include "launcher/nproc.h"
 #include "launcher/orphan_guard.h"
 #include "launcher/rendezvous_setup.h"
+#include "launcher/status_command.h"
 #include "launcher/store_server.h"
 #include "launcher/worker_env.h"
 #include "launcher/workers.h"
@@ -63,6 +64,8 @@ int main(int argc, char** argv) {
   if (Status s = SetUpLogging(env); !s.ok()) return UsageError(s);
 
   std::vector<std::string> args(argv + 1, argv + argc);
+  // `ctrun status ...`: a query, not a launch (a script named "status" runs as ./status).
+  if (!args.empty() && args[0] == "status") return RunStatusCommand({args.begin() + 1, args.end()}, env);
   Result<ParsedArgs> parsed = ParseCommandLine(args, env);
   if (!parsed.ok()) return UsageError(parsed.status());
   if (parsed->action != ParseAction::kRun) {

@@ -275,4 +275,18 @@ void RendezvousClient::GetState(Duration timeout,
       /*wait_for_ready=*/false);
 }
 
+void RendezvousClient::GetStatus(Duration timeout, std::function<void(const Result<RunView>&)> done) {
+  v1::StateRequest req;
+  req.set_version(v1::PROTOCOL_VERSION_2);
+  req.set_run_id(options_.run_id);
+  req.set_token(options_.token);
+  impl_->Unary<v1::StateRequest, v1::StateReply>(
+      [](auto* a, grpc::ClientContext* c, const v1::StateRequest* q, v1::StateReply* r, auto cb) { a->GetState(c, q, r, std::move(cb)); }, std::move(req), timeout,
+      [done](const Status& s, const v1::StateReply& rep) {
+        if (!s.ok()) return done(s);
+        done(RunViewFromStateReply(rep, Clock::now()));
+      },
+      /*wait_for_ready=*/false);
+}
+
 }  // namespace ctrun::rdzv

@@ -27,6 +27,7 @@
 #include "rendezvous/machine.h"
 #include "rendezvous/rdzv_params.h"
 #include "rendezvous/reconnect.h"
+#include "rendezvous/run_view.h"
 
 namespace ctrun::rdzv {
 
@@ -90,6 +91,10 @@ class RendezvousClient {
   // server was reached but the TLS handshake failed (wrong CA, wrong name,
   // plaintext against TLS): a configuration error that retrying cannot fix.
   void GetState(Duration timeout, std::function<void(const Result<Counts>&)> done);
+
+  // The run with every node (run_view.h), for `ctrun status`; fails like
+  // GetState, and with NotFound when the server does not know the run.
+  void GetStatus(Duration timeout, std::function<void(const Result<RunView>&)> done);
 
   const ClientOptions& options() const { return options_; }
 

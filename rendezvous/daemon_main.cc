@@ -8,10 +8,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "rendezvous/credentials.h"
 #include "rendezvous/grpc_process.h"
+#include "rendezvous/metrics_http.h"
 #include "rendezvous/server.h"
 
 namespace {
@@ -25,7 +27,15 @@ struct DaemonFlags {
   std::string tls_cert, tls_key, tls_client_ca;
   std::string log_level = "info";
   std::string state_dir;
+  int metrics_port = -1;  // -1: no metrics endpoint
 };
+
+// The host part of --listen ("0.0.0.0:29400" -> "0.0.0.0", "[::1]:0" -> "::1").
+std::string ListenHost(const std::string& listen) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
 
 // A bad file or environment value: the message already names the fix.
 int BadInput(const std::string& message) {
@@ -78,6 +88,10 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", flags.state_dir,
                  "directory to keep every run's state in, so that a restarted ctrund resumes the runs "
                  "(created if missing; default: none, state is lost with the process)");
+  app.add_option("--metrics-port", flags.metrics_port,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics, HOST being --listen's (0 picks a port; "
+                 "default: no metrics endpoint)")
+      ->check(CLI::Range(0, 65535));
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
@@ -122,11 +136,26 @@ int main(int argc, char** argv) {
   }
   std::printf("ctrund: serving rendezvous on %s%s\n", (*server)->address().c_str(),
               !tls->ServerSide() ? "" : tls->ca_pem.empty() ? " (TLS)" : " (TLS, client certificates required)");
+  std::unique_ptr<ctrun::rdzv::MetricsHttpServer> metrics;
+  if (flags.metrics_port >= 0) {
+    ctrun::rdzv::RendezvousServer* rdzv = server->get();
+    auto started = ctrun::rdzv::MetricsHttpServer::Start(ListenHost(flags.listen), flags.metrics_port,
+                                                         [rdzv] { return rdzv->MetricsText(); });
+    if (!started.ok()) {
+      std::fprintf(stderr, "ctrund: %s\n", started.status().message().c_str());
+      return kExitFailure;
+    }
+    metrics = std::move(*started);
+    std::string host = ListenHost(flags.listen);
+    if (host.find(':') != std::string::npos) host = "[" + host + "]";
+    std::printf("ctrund: serving metrics on http://%s:%d/metrics\n", host.c_str(), metrics->port());
+  }
   std::fflush(stdout);
 
   int signal = 0;
   sigwait(&stop_signals, &signal);
   spdlog::info("got {}, shutting down", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+  metrics.reset();
   (*server)->Shutdown();
   return 0;
 }

@@ -181,6 +181,36 @@ Counts CountsFromStateReply(const v1::StateReply& reply, TimePoint now) {
   return c;
 }
 
+void StateReplyAddView(const RunView& view, v1::StateReply* out) {
+  out->set_world_size(view.world_size);
+  for (const NodeView& n : view.nodes) {
+    v1::NodeView* p = out->add_nodes();
+    NodeToProto(n.node, p->mutable_node());
+    p->set_state(n.state);
+    p->set_group_rank(n.group_rank.value_or(-1));
+    p->set_local_world_size(n.local_world_size);
+    p->set_addr(n.addr);
+    p->set_last_seen_s(n.last_seen_s);
+  }
+}
+
+RunView RunViewFromStateReply(const v1::StateReply& reply, TimePoint now) {
+  RunView view;
+  view.counts = CountsFromStateReply(reply, now);
+  view.world_size = reply.world_size();
+  for (const v1::NodeView& p : reply.nodes()) {
+    NodeView n;
+    n.node = NodeFromProto(p.node());
+    n.state = p.state();
+    if (p.group_rank() >= 0) n.group_rank = p.group_rank();
+    n.local_world_size = p.local_world_size();
+    n.addr = p.addr();
+    n.last_seen_s = p.last_seen_s();
+    view.nodes.push_back(std::move(n));
+  }
+  return view;
+}
+
 void StateReplyFromSnapshot(const Snapshot& snapshot, TimePoint now, v1::StateReply* out) {
   out->set_participant_count(static_cast<int>(snapshot.participants.size()));
   out->set_rejoining_count(static_cast<int>(snapshot.rejoining.size()));

@@ -16,6 +16,7 @@
 #include "rendezvous/events.h"
 #include "rendezvous/machine.h"
 #include "rendezvous/rdzv_params.h"
+#include "rendezvous/run_view.h"
 
 namespace ctrun::rdzv {
 
@@ -66,6 +67,10 @@ void StateReplyFromCounts(const Counts& counts, TimePoint now, v1::StateReply* o
 // The client's side: the numbers of a StateReply, the last call as a deadline
 // on the caller's clock (`now` + last_call_in_s).
 Counts CountsFromStateReply(const v1::StateReply& reply, TimePoint now);
+
+// A run's nodes for `ctrun status` (run_view.h) into a full StateReply, and back.
+void StateReplyAddView(const RunView& view, v1::StateReply* out);
+RunView RunViewFromStateReply(const v1::StateReply& reply, TimePoint now);
 
 // The client's side of UpdateFromDecision: the decision an Update carries,
 // addressed to `self` (RestartRequested/Closed name only `self`). Rejected

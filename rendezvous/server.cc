@@ -22,8 +22,10 @@
 
 #include "rendezvous.grpc.pb.h"
 #include "rendezvous/machine_snapshot.h"
+#include "rendezvous/metrics.h"
 #include "rendezvous/proto_convert.h"
 #include "rendezvous/reconnect.h"
+#include "rendezvous/run_view.h"
 #include "rendezvous/state_store.h"
 
 namespace ctrun::rdzv {
@@ -402,6 +404,20 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   int port() const { return port_; }
   const std::string& address() const { return address_; }
 
+  std::string MetricsText() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Metrics::RunNow> runs;
+    for (const std::string& run_id : registry_.RunIds()) {
+      const RendezvousMachine& machine = **registry_.Find(run_id);
+      Metrics::RunNow r{run_id, machine.Tally(), 0};
+      if (r.counts.complete) {
+        for (const Member& m : machine.State().members) r.world_size += m.local_world_size;
+      }
+      runs.push_back(std::move(r));
+    }
+    return metrics_.Render(runs);
+  }
+
   // A node's current stream that its client dropped means the node is gone
   // (agent killed, host lost): the machine hears it as a leave that does not
   // close the run, so the others restart now instead of after the keep-alive
@@ -461,7 +477,9 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
         } else {
           spdlog::debug("rendezvous run '{}': join from {} (addr {})", request->run_id(), ToString(join.node),
                         join.addr);
-          std::vector<Decision> decisions = (*machine)->Step(join, Clock::now());
+          const TimePoint now = Clock::now();
+          metrics_.OnJoin(request->run_id(), join.node, now);
+          std::vector<Decision> decisions = (*machine)->Step(join, now);
           Persist(request->run_id(), **machine, true);
           if (!Route(request->run_id(), decisions, &join.node, stream, out)) Install(stream, out);
           Rearm(**machine);
@@ -543,10 +561,12 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
     if (status.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
+      const TimePoint now = Clock::now();
       if (machine.ok() && request->counts_only()) {
-        StateReplyFromCounts((*machine)->Tally(), Clock::now(), reply);
+        StateReplyFromCounts((*machine)->Tally(), now, reply);
       } else if (machine.ok()) {
-        StateReplyFromSnapshot((*machine)->State(), Clock::now(), reply);
+        StateReplyFromSnapshot((*machine)->State(), now, reply);
+        StateReplyAddView(ViewOf((*machine)->Export(), (*machine)->Tally(), now), reply);
       }
     }
     reactor->Finish(status);
@@ -588,6 +608,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   bool Route(const std::string& run_id, const std::vector<Decision>& decisions, const NodeId* joiner,
              JoinStream* joiner_stream, Outbox& out) {
     bool answered = false, rejected = false;
+    metrics_.OnDecisions(run_id, decisions, Clock::now());
     for (const Decision& d : decisions) {
       if (joiner && !answered && AnswersJoin(d, *joiner)) {
         answered = true;
@@ -778,6 +799,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   bool timer_dirty_ = false;
   std::optional<TimePoint> timer_target_;
   RunRegistry registry_;
+  Metrics metrics_;
   std::map<std::string, std::map<NodeId, JoinStream*, NodeIdLess>> streams_;
   std::map<std::string, std::vector<std::function<void()>>> drained_waiters_;
 
@@ -810,6 +832,8 @@ int RendezvousServer::port() const { return impl_->port(); }
 const std::string& RendezvousServer::address() const { return impl_->address(); }
 
 void RendezvousServer::Shutdown() { impl_->Shutdown(); }
+
+std::string RendezvousServer::MetricsText() { return impl_->MetricsText(); }
 
 void RendezvousServer::WhenDrained(const std::string& run_id, std::function<void()> cb) {
   impl_->WhenDrained(run_id, std::move(cb));

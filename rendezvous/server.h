@@ -90,6 +90,11 @@ class RendezvousServer {
   // calls in flight. Idempotent.
   void Shutdown();
 
+  // What the server has seen, in Prometheus' text format (metrics.h): the
+  // counters since Start and every run's gauges now. ctrund --metrics-port
+  // serves it.
+  std::string MetricsText();
+
   // Runs `cb` once `run_id` holds no live node (every node left, was evicted
   // or timed out; after close, every running member left or fell silent):
   // at once, on this thread, when that is already so; else on a gRPC or

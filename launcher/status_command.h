@@ -1,0 +1,42 @@
+// `ctrun status`: a one-screen table of a run as its rendezvous server (the
+// hosting agent, or ctrund) sees it: the round, its state, and every node
+// with its group rank, workers, address and last keep-alive.
+//
+//   ctrun status --rdzv-endpoint HOST:PORT --rdzv-id ID [--rdzv-conf token_file=...,tls_ca=...]
+//
+// The three flags are the launcher's rows of the flag table (both spellings,
+// "--flag VALUE" or "--flag=VALUE", the PET_* fallbacks, the same checks).
+// Exit codes: 0 shown; 2 a bad flag; 1 the server is unreachable, refused the
+// request, or does not serve the run.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "launcher/config.h"
+#include "rendezvous/run_view.h"
+
+namespace ctrun::launcher {
+
+// The status subcommand's settings, from its arguments (without "status")
+// and the environment. kHelp-like: `help` is set for -h/--help.
+struct StatusArgs {
+  bool help = false;
+  std::string endpoint;  // "host:port" or "[v6]:port"
+  std::string run_id;
+  LaunchConfig config;   // rdzv_conf (token, TLS) as the launcher reads it
+};
+Result<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args, const Environment& env);
+
+// The usage text of `ctrun status --help`.
+std::string StatusHelpText();
+
+// The table: a header line (run, server, round, state, size) and one line per node.
+std::string FormatStatus(const std::string& run_id, const std::string& endpoint, const rdzv::RunView& view);
+
+// Runs `ctrun status ARGS`: prints the table or a one-line error; returns
+// the exit code.
+int RunStatusCommand(const std::vector<std::string>& args, const Environment& env);
+
+}  // namespace ctrun::launcher
