@@ -17,6 +17,8 @@ pkgs=(
   dpkg-dev file binutils
   # tests: process inspection, PID namespaces
   procps util-linux iproute2 iptables
+  # tests: a real HTTP client scrapes ctrund --metrics-port
+  curl
   # tests: a real Slurm (slurmctld + slurmd, munge) on this host
   slurmctld slurmd slurm-client munge
   # tests: a real etcd cluster for --rdzv-backend etcd-v3

@@ -1,0 +1,115 @@
+"""ctrund --metrics-port scraped with curl, and `ctrun status`, through a
+two-node run with one failure and restart (issue 13, part 2)."""
+import os
+import re
+import shutil
+import subprocess
+import unittest
+
+import harness as h
+
+FAST = "last_call_timeout=1,keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=60,is_host=0"
+
+
+def sample(text, series):
+    """The value of one sample line `series` (name{labels}) in Prometheus text."""
+    m = re.search("^" + re.escape(series) + r" (\S+)$", text, re.M)
+    if not m:
+        raise AssertionError(f"no sample {series} in:\n{text}")
+    return float(m.group(1))
+
+
+class MetricsTest(unittest.TestCase):
+    def setUp(self):
+        if shutil.which("curl") is None:
+            self.skipTest("needs curl")
+        ctrund = os.path.join(h.build_dir(), "rendezvous", "ctrund")
+        self.daemon = subprocess.Popen([ctrund, "--listen", "127.0.0.1:0", "--metrics-port", "0"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: self.daemon.poll() is None and self.daemon.kill())
+        out = h.read_until(self.daemon.stdout, "/metrics\n", 10)
+        self.endpoint = re.search(r"serving rendezvous on (\S+)", out).group(1)
+        self.metrics_url = re.search(r"serving metrics on (\S+)", out).group(1)
+
+    def scrape(self):
+        r = subprocess.run(["curl", "-sS", "--fail", "--max-time", "10", "-D", "-", self.metrics_url],
+                           capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Content-Type: text/plain; version=0.0.4", r.stdout)
+        return r.stdout
+
+    def status(self, run_id="m1"):
+        r = h.run(["status", "--rdzv-endpoint", self.endpoint, "--rdzv-id", run_id], timeout=30)
+        return r
+
+    def test_scrape_and_status_through_a_restart(self):
+        d = h.tempdir(self)
+        fifo = h.Fifo(d)
+        self.addCleanup(fifo.close)
+        env = h.base_env(ANNOUNCE=fifo.path, GATES=d)
+        agents = [h.start(["--nnodes", "2", "--nproc-per-node", "1", "--max-restarts", "1",
+                           "--rdzv-backend", "c10d", "--rdzv-endpoint", self.endpoint, "--rdzv-id", "m1",
+                           "--local-addr", f"127.0.0.{i + 1}", "--rdzv-conf", FAST,
+                           "--no-python", h.worker("gated.sh")], env=env) for i in range(2)]
+        for p in agents:
+            self.addCleanup(lambda p=p: p.poll() is None and p.kill())
+
+        # Round 0 runs: both workers announced.
+        first = h.fifo_lines(self, fifo, 2, 60, agents)
+        self.assertEqual(sorted(line.split()[1] for line in first), ["0", "1"])
+        text = self.scrape()
+        self.assertEqual(sample(text, 'ctrun_runs'), 1)
+        self.assertEqual(sample(text, 'ctrun_rounds_total{run_id="m1"}'), 1)
+        self.assertEqual(sample(text, 'ctrun_nodes{run_id="m1",state="member"}'), 2)
+        self.assertEqual(sample(text, 'ctrun_world_size{run_id="m1"}'), 2)
+        self.assertEqual(sample(text, 'ctrun_join_latency_seconds_count{run_id="m1"}'), 2)
+        self.assertEqual(sample(text, 'ctrun_join_latency_seconds_bucket{run_id="m1",le="+Inf"}'), 2)
+        self.assertEqual(sample(text, 'ctrun_restarts_total{run_id="m1",cause="node_left"}'), 0)
+        r = self.status()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertRegex(lines[0], r"^run 'm1' on 127\.0\.0\.1:\d+: round 0, running, world size 2; nodes 2\.\.2, 2 live$")
+        self.assertEqual(lines[1].split(), ["RANK", "STATE", "NODE", "WORKERS", "ADDR", "LAST", "KEEP-ALIVE"])
+        for rank, line in enumerate(lines[2:]):
+            self.assertRegex(line, rf"^{rank}\s+member\s+127\.0\.0\.{rank + 1}#\d+\s+1\s+127\.0\.0\.{rank + 1}\s+\d+\.\d s ago$")
+        self.assertEqual(len(lines), 4, r.stdout)
+
+        # Group rank 1's worker fails: its node restarts, the round breaks (node_left), round 1 runs.
+        open(os.path.join(d, "fail"), "w").close()
+        second = h.fifo_lines(self, fifo, 2, 60, agents)
+        self.assertEqual(sorted(line.split()[1] for line in second), ["0", "1"])
+        text = self.scrape()
+        self.assertEqual(sample(text, 'ctrun_rounds_total{run_id="m1"}'), 2)
+        self.assertEqual(sample(text, 'ctrun_round{run_id="m1"}'), 1)
+        self.assertEqual(sample(text, 'ctrun_restarts_total{run_id="m1",cause="node_left"}'), 1)
+        self.assertEqual(sample(text, 'ctrun_restarts_total{run_id="m1",cause="node_lost"}'), 0)
+        self.assertEqual(sample(text, 'ctrun_join_latency_seconds_count{run_id="m1"}'), 4)
+        self.assertIn("round 1, running", self.status().stdout)
+
+        open(os.path.join(d, "done"), "w").close()
+        for p, (_, err) in zip(agents, h.finish(self, agents, 60)):
+            self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(sample(self.scrape(), 'ctrun_closed{run_id="m1"}'), 1)
+        r = self.status()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("round 1, closed", r.stdout)
+
+    def test_unknown_run_and_bad_requests(self):
+        r = self.status("nope")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("--rdzv-id 'nope' is not served here", r.stderr)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        r = h.run(["status", "--nnodes", "2"], timeout=30)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("it takes only --rdzv-endpoint, --rdzv-id and --rdzv-conf", r.stderr)
+        base = self.metrics_url.rsplit("/", 1)[0]
+        for args, code in ((["-X", "POST", self.metrics_url], "405"), ([base + "/other"], "404")):
+            r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", *args],
+                               capture_output=True, text=True, timeout=20)
+            self.assertEqual(r.stdout, code, r.stderr)
+        self.assertEqual(sample(self.scrape(), "ctrun_runs"), 0)
+        self.assertIsNone(self.daemon.poll())
+
+
+if __name__ == "__main__":
+    unittest.main()
