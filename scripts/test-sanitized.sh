@@ -3,7 +3,7 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer into build-asan (or
 # $CTRUN_ASAN_BUILD_DIR) and runs the whole CTest suite there. Any sanitizer
 # report fails the test that triggered it (halt_on_error). Part of the README's
-# test command (and so of CI): ~10 min to build and ~12 min to run on 2 cores.
+# test command (and so of CI): ~12 min to build and ~15 min to run on 2 cores.
 #
 # -O1 -g1: line tables for the reports, a faster suite than -O0. The trainer's
 # own code is instrumented; libtorch is not (its memory still goes through

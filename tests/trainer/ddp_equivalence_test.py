@@ -57,7 +57,8 @@ class DdpEquivalenceTest(unittest.TestCase):
         return worst
 
     def test_world_sizes_match_single_process(self):
-        for world in (1, 2, 4):
+        # Under ASan + UBSan (CTRUN_SANITIZED=1): 1 and 4 ranks cover the paths 2 ranks take.
+        for world in ((1, 4) if os.environ.get("CTRUN_SANITIZED") == "1" else (1, 2, 4)):
             with self.subTest(world=world):
                 got, _ = self.ddp(world, 4, 4)
                 self.assertClose(got, self.single(world, 4, 4), TOL)
