@@ -81,6 +81,8 @@ class ResumeTest(unittest.TestCase):
         with open(path, "rb") as f:
             return f.read()
 
+    @unittest.skipIf(os.environ.get("CTRUN_SANITIZED") == "1",
+                     "under ASan + UBSan test_kill9_under_ctrun covers the same trainer resume path")
     def test_kill9_relaunched_by_hand(self):
         ckpt = os.path.join(self.tmp.name, "hand_ckpt")
         os.mkdir(ckpt)
