@@ -114,14 +114,15 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ctrund] [%l] %v");
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
   ctrun::rdzv::RouteGrpcLogsToSpdlog(/*warn_handshake_failures=*/true);
-  ctrun::rdzv::ConfigureGrpcProcess();
 
-  // Blocked before any thread starts, so only sigwait below receives them.
+  // Blocked before any thread starts (gRPC's start in ConfigureGrpcProcess),
+  // so only sigwait below receives them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ctrun::rdzv::ConfigureGrpcProcess();
 
   ctrun::rdzv::ServerOptions options;
   options.listen_address = flags.listen;

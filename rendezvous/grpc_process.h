@@ -16,7 +16,9 @@ namespace ctrun::rdzv {
 // uses it goes, and a poller thread can then free it a second time (ASan:
 // double-free in grpc_cq_internal_unref from cq_next; `ctrun status` hit it
 // in ~5 % of runs on a loaded host, after printing its table). With one
-// reference held for good, the teardown never runs. Idempotent.
+// reference held for good, the teardown never runs. This starts gRPC's
+// threads: block the signals a process waits for with sigwait first.
+// Idempotent.
 void ConfigureGrpcProcess();
 
 }  // namespace ctrun::rdzv
