@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "rendezvous.grpc.pb.h"
+#include "rendezvous/grpc_process.h"
 #include "rendezvous/proto_convert.h"
 
 namespace ctrun::rdzv {
@@ -214,7 +215,9 @@ class RendezvousClient::Impl {
 };
 
 RendezvousClient::RendezvousClient(ClientOptions options, Post post)
-    : options_(std::move(options)), impl_(std::make_unique<Impl>(options_, std::move(post))) {}
+    : options_(std::move(options)), impl_(std::make_unique<Impl>(options_, std::move(post))) {
+  KeepCallbackQueueAlive();  // before the first call takes the queue
+}
 
 RendezvousClient::~RendezvousClient() = default;
 

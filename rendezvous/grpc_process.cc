@@ -22,7 +22,9 @@ struct CallbackQueueKeeper {
   grpc::ByteBuffer response;
 };
 
-void KeepCallbackQueue() {
+}  // namespace
+
+void KeepCallbackQueueAlive() {
   // Reachable from this static until exit, so LeakSanitizer does not count it.
   static CallbackQueueKeeper* keeper = [] {
     auto* k = new CallbackQueueKeeper;
@@ -39,11 +41,9 @@ void KeepCallbackQueue() {
   (void)keeper;
 }
 
-}  // namespace
-
 void ConfigureGrpcProcess() {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  KeepCallbackQueue();
+  KeepCallbackQueueAlive();
 }
 
 }  // namespace ctrun::rdzv

@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "rendezvous.grpc.pb.h"
+#include "rendezvous/grpc_process.h"
 #include "rendezvous/machine_snapshot.h"
 #include "rendezvous/metrics.h"
 #include "rendezvous/proto_convert.h"
@@ -816,6 +817,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
 Result<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const ServerOptions& options) {
   Result<HostPort> hp = ParseListenAddress(options.listen_address);
   if (!hp.ok()) return hp.status();
+  KeepCallbackQueueAlive();
   auto impl = std::make_unique<Impl>(options);
   CTRUN_RETURN_IF_ERROR(impl->AddRuns(options.runs));
   if (!options.state_dir.empty()) CTRUN_RETURN_IF_ERROR(impl->RestoreRuns(options.state_dir));

@@ -146,25 +146,7 @@ class Inbox {
   std::deque<std::function<void()>> queue_;
 };
 
-// gRPC 1.51 (Debian) frees its shared callback completion queue when the
-// last callback server or channel of the process goes, and a poller thread
-// may free it again (ASan: double-free in grpc_cq_internal_unref, seen when
-// these cases create and drop servers and channels back to back under load).
-// One server kept for the whole test process keeps the queue alive; it stays
-// reachable, so LeakSanitizer does not count it.
-void KeepCallbackQueueAlive() {
-  static RendezvousServer* keeper = [] {
-    ServerOptions options;
-    options.listen_address = "127.0.0.1:0";
-    options.mode = RunRegistry::Mode::kAutoCreate;
-    Result<std::unique_ptr<RendezvousServer>> server = RendezvousServer::Start(options);
-    return server.ok() ? server->release() : nullptr;
-  }();
-  REQUIRE(keeper != nullptr);
-}
-
 std::unique_ptr<RendezvousServer> TlsServer(const TlsFiles& files, const std::string& token = "") {
-  KeepCallbackQueueAlive();
   ServerOptions options;
   options.listen_address = "127.0.0.1:0";
   Params p;
