@@ -1,5 +1,5 @@
 """The Python side of bench/ddp.sh: PyTorch DistributedDataParallel training
-the same SmallCnn as trainer/small_cnn.cc on Fashion-MNIST, with the same
+the same SmallCnn as trainer/models/small_cnn.cc on Fashion-MNIST, with the same
 per-rank batch, SGD settings, DistributedSampler order, bucket size and
 one intra-op thread per rank. Data is preloaded and indexed like the C++
 worker (no DataLoader), so only the training step is compared.

@@ -16,7 +16,7 @@ script reads every rank's line and prints, per run and per pipeline stage:
   param_bytes  this rank's parameter bytes;
   step_bytes   peak_step_bytes: the most CPU tensor bytes alive during a
                step beyond those alive at its start (activations, gradient
-               buffers in flight, send buffers), from trainer/memory_meter.h;
+               buffers in flight, send buffers), from trainer/parallel/memory_meter.h;
                the first step (which also allocates the gradients) excluded;
   tensor_bytes peak_tensor_bytes (everything alive, parameters, grads and
                Adam state included); rss_MiB  ru_maxrss.

@@ -11,10 +11,10 @@
 #include <chrono>
 #include <filesystem>
 
-#include "launcher/command.h"
-#include "launcher/error_file.h"
-#include "launcher/local_address.h"
-#include "launcher/worker_env.h"
+#include "launcher/cli/command.h"
+#include "launcher/logs/error_file.h"
+#include "launcher/net/local_address.h"
+#include "launcher/process/worker_env.h"
 
 namespace ctrun::launcher {
 

@@ -8,7 +8,7 @@
 //
 // With --heartbeat-timeout, a worker that stops touching its heartbeat file
 // counts as a failed worker: the group is stopped and restarted while the
-// budget lasts (launcher/heartbeat.h).
+// budget lasts (launcher/process/heartbeat.h).
 //
 // Events: a round is ready, a worker exited (SIGCHLD via the Reaper, never
 // polling), membership changed (rendezvous push), a handled signal arrived,
@@ -31,16 +31,16 @@
 #include <string>
 #include <vector>
 
-#include "launcher/config.h"
-#include "launcher/event_log.h"
-#include "launcher/heartbeat.h"
-#include "launcher/log_dir.h"
-#include "launcher/rendezvous_handler.h"
-#include "launcher/report.h"
-#include "launcher/store_server.h"
-#include "launcher/stream_tee.h"
-#include "launcher/worker_env.h"
-#include "launcher/workers.h"
+#include "launcher/cli/config.h"
+#include "launcher/logs/event_log.h"
+#include "launcher/process/heartbeat.h"
+#include "launcher/logs/log_dir.h"
+#include "launcher/rdzv/rendezvous_handler.h"
+#include "launcher/logs/report.h"
+#include "launcher/store/store_server.h"
+#include "launcher/logs/stream_tee.h"
+#include "launcher/process/worker_env.h"
+#include "launcher/process/workers.h"
 
 namespace ctrun::launcher {
 

@@ -10,17 +10,17 @@
 #include <vector>
 
 #include "launcher/agent.h"
-#include "launcher/command.h"
-#include "launcher/event_log.h"
-#include "launcher/config.h"
-#include "launcher/log_dir.h"
-#include "launcher/nproc.h"
-#include "launcher/orphan_guard.h"
-#include "launcher/rendezvous_setup.h"
+#include "launcher/cli/command.h"
+#include "launcher/logs/event_log.h"
+#include "launcher/cli/config.h"
+#include "launcher/logs/log_dir.h"
+#include "launcher/cli/nproc.h"
+#include "launcher/process/orphan_guard.h"
+#include "launcher/rdzv/setup.h"
 #include "launcher/status_command.h"
-#include "launcher/store_server.h"
-#include "launcher/worker_env.h"
-#include "launcher/workers.h"
+#include "launcher/store/store_server.h"
+#include "launcher/process/worker_env.h"
+#include "launcher/process/workers.h"
 
 namespace {
 

@@ -10,11 +10,11 @@
 #include <optional>
 
 #include "launcher/agent.h"
-#include "launcher/flags.h"
-#include "launcher/grpc_rendezvous_setup.h"
-#include "rendezvous/client.h"
-#include "rendezvous/grpc_process.h"
-#include "rendezvous/server.h"
+#include "launcher/cli/flags.h"
+#include "launcher/rdzv/grpc_setup.h"
+#include "rendezvous/grpc/client.h"
+#include "rendezvous/grpc/grpc_process.h"
+#include "rendezvous/grpc/server.h"
 
 namespace ctrun::launcher {
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "base/result.h"
-#include "launcher/config.h"
-#include "rendezvous/run_view.h"
+#include "launcher/cli/config.h"
+#include "rendezvous/machine/run_view.h"
 
 namespace ctrun::launcher {
 

@@ -11,10 +11,10 @@
 #include <memory>
 #include <string>
 
-#include "rendezvous/credentials.h"
-#include "rendezvous/grpc_process.h"
-#include "rendezvous/metrics_http.h"
-#include "rendezvous/server.h"
+#include "rendezvous/grpc/credentials.h"
+#include "rendezvous/grpc/grpc_process.h"
+#include "rendezvous/metrics/metrics_http.h"
+#include "rendezvous/grpc/server.h"
 
 namespace {
 

@@ -40,7 +40,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/ctrun/docs
         FILES_MATCHING PATTERN "*.md")
 
-# The .deb: /usr/bin/ctrun, /usr/bin/ctrund, /usr/lib/ctrun/libctrun_multinode.so
+# The .deb: /usr/bin/ctrun, /usr/bin/ctrund
 # and the files above. Depends is computed by dpkg-shlibdeps from the binaries.
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME ctrun)

@@ -6,7 +6,7 @@
 #include <set>
 #include <vector>
 
-#include "rendezvous/machine.h"
+#include "rendezvous/machine/machine.h"
 
 namespace ctrun::fuzz {
 

@@ -14,8 +14,8 @@
 #include "fuzz_checks.h"
 #include "fuzz_input.h"
 #include "rendezvous.pb.h"
-#include "rendezvous/proto_convert.h"
-#include "rendezvous/run_registry.h"
+#include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/machine/run_registry.h"
 
 namespace ctrun::fuzz {
 namespace {

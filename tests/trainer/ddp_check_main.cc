@@ -23,11 +23,11 @@
 #include <sstream>
 #include <string>
 
-#include "trainer/ddp.h"
-#include "trainer/dist_env.h"
-#include "trainer/distributed_sampler.h"
-#include "trainer/process_group.h"
-#include "trainer/small_cnn.h"
+#include "trainer/parallel/ddp.h"
+#include "trainer/comm/dist_env.h"
+#include "trainer/data/distributed_sampler.h"
+#include "trainer/comm/process_group.h"
+#include "trainer/models/small_cnn.h"
 
 namespace ct = ctrun::trainer;
 

@@ -22,18 +22,18 @@
 #endif
 
 #include "trainer/apps/train_flags.h"
-#include "trainer/checkpoint.h"
-#include "trainer/ddp.h"
-#include "trainer/dist_env.h"
-#include "trainer/distributed_sampler.h"
-#include "trainer/fashion_mnist.h"
-#include "trainer/fsdp.h"
-#include "trainer/optimizer_state.h"
-#include "trainer/process_group.h"
-#include "trainer/sharded_checkpoint.h"
-#include "trainer/small_cnn.h"
-#include "trainer/small_cnn_stages.h"
-#include "trainer/zero_optimizer.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/parallel/ddp.h"
+#include "trainer/comm/dist_env.h"
+#include "trainer/data/distributed_sampler.h"
+#include "trainer/data/fashion_mnist.h"
+#include "trainer/parallel/fsdp.h"
+#include "trainer/checkpoint/optimizer_state.h"
+#include "trainer/comm/process_group.h"
+#include "trainer/checkpoint/sharded_checkpoint.h"
+#include "trainer/models/small_cnn.h"
+#include "trainer/models/small_cnn_stages.h"
+#include "trainer/parallel/zero_optimizer.h"
 
 namespace ctrun::trainer {
 namespace {

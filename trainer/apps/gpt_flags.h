@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "base/result.h"
-#include "trainer/mesh_shape.h"
-#include "trainer/pipeline_schedule.h"
+#include "trainer/comm/mesh_shape.h"
+#include "trainer/parallel/pipeline_schedule.h"
 
 namespace ctrun::trainer {
 

@@ -18,16 +18,16 @@
 #endif
 
 #include "trainer/apps/gpt_flags.h"
-#include "trainer/ddp.h"
-#include "trainer/device_mesh.h"
-#include "trainer/dist_env.h"
-#include "trainer/gpt.h"
-#include "trainer/memory_meter.h"
-#include "trainer/mesh_checkpoint.h"
-#include "trainer/pipeline.h"
-#include "trainer/process_group.h"
-#include "trainer/text_corpus.h"
-#include "trainer/torch_error.h"
+#include "trainer/parallel/ddp.h"
+#include "trainer/comm/device_mesh.h"
+#include "trainer/comm/dist_env.h"
+#include "trainer/models/gpt.h"
+#include "trainer/parallel/memory_meter.h"
+#include "trainer/checkpoint/mesh_checkpoint.h"
+#include "trainer/parallel/pipeline.h"
+#include "trainer/comm/process_group.h"
+#include "trainer/data/text_corpus.h"
+#include "trainer/comm/torch_error.h"
 
 namespace ctrun::trainer {
 namespace {
@@ -156,7 +156,7 @@ Failure Run(const GptFlags& flags) {
     }
   }
 
-  Pipeline pipeline(stage, (*mesh)->group(MeshDim::kPp), ddp.get(), flags.schedule,
+  Pipeline pipeline(stage.get(), (*mesh)->group(MeshDim::kPp), ddp.get(), flags.schedule,
                     static_cast<int>(flags.micro_batches));
   const bool reporter = coord.pp == shape.pp - 1 && coord.dp == 0 && coord.tp == 0;
   const int64_t rows = flags.global_batch / shape.dp;

@@ -1,0 +1,341 @@
+#include "launcher/cli/config.h"
+
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <cmath>
+#include <optional>
+#include <random>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "launcher/cli/flags.h"
+#include "launcher/cli/slurm_env.h"
+
+extern char** environ;
+
+namespace ctrun::launcher {
+namespace {
+
+constexpr int kC10dDefaultPort = 29400;
+constexpr int kEtcdDefaultPort = 2379;
+constexpr double kDefaultShutdownGrace = 30;
+
+// Where a setting's value came from: the spelling typed, the PET_* name, or
+// "" for the table default.
+struct Given {
+  std::string value;
+  std::string source;
+};
+
+// argparse's rule: "-1" and "-.5" are values, not flags.
+bool LooksLikeNegativeNumber(std::string_view s) {
+  if (s.size() < 2 || s[0] != '-') return false;
+  s.remove_prefix(1);
+  size_t dot = s.find('.');
+  if (dot != std::string_view::npos) {
+    if (s.find('.', dot + 1) != std::string_view::npos || dot + 1 == s.size()) return false;
+  }
+  for (char c : s) {
+    if (c != '.' && (c < '0' || c > '9')) return false;
+  }
+  return true;
+}
+
+bool IsFlagToken(std::string_view s) {
+  return s.size() >= 2 && s[0] == '-' && !LooksLikeNegativeNumber(s);
+}
+
+Status UsageError(std::string_view why) {
+  return Status::InvalidArgument(fmt::format(
+      "{} (usage: ctrun [OPTIONS] SCRIPT [SCRIPT_ARGS...]; see ctrun --help)", why));
+}
+
+Status UnknownFlag(std::string_view name) {
+  std::string near = ClosestSpelling(name);
+  if (near.empty()) {
+    return Status::InvalidArgument(fmt::format("unknown flag '{}' (see ctrun --help for the flags ctrun knows)", name));
+  }
+  return Status::InvalidArgument(fmt::format("unknown flag '{}' (did you mean {}? see ctrun --help)", name, near));
+}
+
+uint64_t RandomSeed() {
+  try {
+    std::random_device device;
+    return (static_cast<uint64_t>(device()) << 32) ^ device();
+  } catch (const std::exception&) {  // no entropy source: a clock-based id is still unique enough per job
+    return static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  }
+}
+
+std::string RandomUuid4() {
+  std::mt19937_64 gen(RandomSeed());
+  uint64_t hi = gen();
+  uint64_t lo = gen();
+  hi = (hi & ~0xF000ULL) | 0x4000ULL;                   // version 4
+  lo = (lo & ~(0xC000ULL << 48)) | (0x8000ULL << 48);   // RFC 4122 variant
+  return fmt::format("{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", hi >> 32, (hi >> 16) & 0xFFFF, hi & 0xFFFF,
+                     lo >> 48, lo & 0xFFFFFFFFFFFFULL);
+}
+
+struct Tokens {
+  std::map<const FlagSpec*, Given> explicit_values;
+  const FlagSpec* action = nullptr;
+  std::optional<std::string> script;
+  std::vector<std::string> script_args;
+};
+
+// Splits argv into flags (last one wins, like argparse), the script and the
+// untouched remainder.
+Result<Tokens> Tokenize(const std::vector<std::string>& args) {
+  Tokens t;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (!IsFlagToken(arg)) break;
+    std::string name = arg;
+    std::optional<std::string> inline_value;
+    if (arg.rfind("--", 0) == 0) {
+      size_t eq = arg.find('=');
+      if (eq != std::string::npos) {
+        name = arg.substr(0, eq);
+        inline_value = arg.substr(eq + 1);
+      }
+    } else if (arg.size() > 2) {  // "-r3" or "-r=3"
+      name = arg.substr(0, 2);
+      inline_value = arg.substr(arg[2] == '=' ? 3 : 2);
+    }
+    const FlagSpec* flag = FindFlag(name);
+    if (flag == nullptr) return UnknownFlag(name);
+    if (flag->kind == FlagKind::kAction) {
+      t.action = flag;
+      return t;
+    }
+    if (flag->kind == FlagKind::kSwitch) {
+      if (inline_value) {
+        return Status::InvalidArgument(fmt::format("{} takes no value (write just {})", name, name));
+      }
+      t.explicit_values[flag] = {"1", name};
+      continue;
+    }
+    if (!inline_value) {
+      if (i + 1 >= args.size() || IsFlagToken(args[i + 1])) {
+        return Status::InvalidArgument(
+            fmt::format("{} expects a value (write {} {} or {}={})", name, name, flag->metavar, name, flag->metavar));
+      }
+      inline_value = args[++i];
+    }
+    t.explicit_values[flag] = {*inline_value, name};
+  }
+  if (i < args.size()) {
+    t.script = args[i];
+    t.script_args.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+  }
+  return t;
+}
+
+// Each flag given on the command line or by its PET_* variable, by canonical
+// name, with the value that wins.
+std::map<std::string_view, std::string> UserValues(const Tokens& tokens, const Environment& env) {
+  std::map<std::string_view, std::string> user;
+  for (const FlagSpec& flag : Flags()) {
+    if (auto it = tokens.explicit_values.find(&flag); it != tokens.explicit_values.end()) {
+      user[flag.name] = it->second.value;
+    } else if (auto e = flag.env.empty() ? env.end() : env.find(std::string(flag.env)); e != env.end()) {
+      user[flag.name] = e->second;
+    }
+  }
+  return user;
+}
+
+// Chooses flag > PET_* > Slurm (when `slurm` is set) > default for every row
+// and applies it; records the sources by canonical name for the cross-flag
+// checks.
+Status ApplyTable(const Tokens& tokens, const Environment& env, const SlurmEnv* slurm, LaunchConfig& config,
+                  std::map<std::string_view, Given>& sources) {
+  const std::map<std::string_view, std::string> user = UserValues(tokens, env);
+  for (const FlagSpec& flag : Flags()) {
+    if (flag.kind == FlagKind::kAction) continue;
+    Given given;
+    auto explicit_it = tokens.explicit_values.find(&flag);
+    auto env_it = flag.env.empty() ? env.end() : env.find(std::string(flag.env));
+    if (explicit_it != tokens.explicit_values.end()) {
+      given = explicit_it->second;
+    } else if (env_it != env.end()) {
+      given = {env_it->second, std::string(flag.env)};
+      if (flag.kind == FlagKind::kSwitch && given.value != "1" && given.value != "0") {
+        return Status::InvalidArgument(fmt::format("{} '{}': must be 1 or 0 (set {}=1 to turn {} on, {}=0 for off)",
+                                                   flag.env, given.value, flag.env, flag.name, flag.env));
+      }
+    } else if (auto from_slurm = slurm ? slurm->DefaultFor(flag.name, config, user)
+                                       : Result<std::optional<SlurmDefault>>(std::nullopt);
+               !from_slurm.ok() || *from_slurm) {
+      if (!from_slurm.ok()) return from_slurm.status();
+      given = {(*from_slurm)->value, (*from_slurm)->source};
+    } else if (flag.default_text != nullptr) {
+      given = {flag.default_text, ""};
+    } else {
+      continue;
+    }
+    Status s = flag.apply(given.value, config);
+    if (!s.ok()) {
+      if (given.source.empty()) {
+        return Status::Internal(fmt::format("default of {} is invalid: {}", flag.name, s.message()));
+      }
+      return Status::InvalidArgument(fmt::format("{} '{}': {}", given.source, given.value, s.message()));
+    }
+    sources[flag.name] = std::move(given);
+  }
+  return Status::Ok();
+}
+
+Status ReadOtherEnvironment(const Environment& env, LaunchConfig& config) {
+  if (auto it = env.find("TORCH_ELASTIC_SHUTDOWN_TIMEOUT"); it != env.end()) {
+    double secs = -1;
+    const std::string& v = it->second;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), secs);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size() || !std::isfinite(secs) || secs < 0) {
+      return Status::InvalidArgument(fmt::format(
+          "TORCH_ELASTIC_SHUTDOWN_TIMEOUT '{}': must be a number of seconds >= 0 (e.g. 30)", v));
+    }
+    config.shutdown_grace = Seconds(secs);
+  } else {
+    config.shutdown_grace = Seconds(kDefaultShutdownGrace);
+  }
+  if (auto it = env.find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); it != env.end()) {
+    config.log_line_prefix_template = it->second;
+  }
+  // The spelling; --events-file and PET_EVENTS_FILE win over it.
+  if (auto it = env.find("CTRUN_EVENTS_FILE"); it != env.end() && !it->second.empty() && !config.events_file) {
+    config.events_file = it->second;
+  }
+  return Status::Ok();
+}
+
+std::string Describe(const Given& g, std::string_view flag) {
+  return g.source.empty() ? fmt::format("{} (default '{}')", flag, g.value)
+                          : fmt::format("{} '{}'", g.source, g.value);
+}
+
+Status ResolveRendezvous(std::map<std::string_view, Given>& sources, LaunchConfig& config,
+                         std::vector<std::string>& warnings) {
+  if (config.standalone) {
+    config.rdzv_backend = RdzvBackend::kC10d;
+    config.rdzv_endpoint = "localhost:0";
+    config.rdzv_id = RandomUuid4();
+    config.rdzv_host = "localhost";
+    config.rdzv_port = 0;
+    for (std::string_view name : {"--rdzv-backend", "--rdzv-endpoint", "--rdzv-id"}) {
+      const Given& g = sources[name];
+      if (!g.source.empty()) {
+        warnings.push_back(fmt::format("--standalone ignores {} '{}'; using --rdzv-backend c10d "
+                                       "--rdzv-endpoint localhost:0 --rdzv-id {}",
+                                       g.source, g.value, config.rdzv_id));
+      }
+    }
+    return Status::Ok();
+  }
+  const Given& endpoint = sources["--rdzv-endpoint"];
+  if (config.rdzv_backend == RdzvBackend::kStatic) {
+    if (config.rdzv_endpoint.empty()) {
+      config.rdzv_host = config.master_addr;
+      config.rdzv_port = config.master_port;
+      return Status::Ok();
+    }
+    auto e = ParseEndpoint(config.rdzv_endpoint, 0);
+    if (!e.ok()) return Status::Internal(e.status().message());  // already checked by the table
+    if (!e->port_given) {
+      return Status::InvalidArgument(fmt::format(
+          "{} '{}': the static backend needs a port (use HOST:PORT, or leave it unset and give "
+          "--master-addr and --master-port)",
+          endpoint.source, endpoint.value));
+    }
+    config.rdzv_host = e->host;
+    config.rdzv_port = e->port;
+    return Status::Ok();
+  }
+  int default_port = config.rdzv_backend == RdzvBackend::kC10d ? kC10dDefaultPort : kEtcdDefaultPort;
+  if (config.rdzv_endpoint.empty()) {
+    config.rdzv_host = "localhost";
+    config.rdzv_port = default_port;
+    return Status::Ok();
+  }
+  auto e = ParseEndpoint(config.rdzv_endpoint, default_port);
+  if (!e.ok()) return Status::Internal(e.status().message());
+  config.rdzv_host = e->host;
+  config.rdzv_port = e->port;
+  return Status::Ok();
+}
+
+Status CheckCombinations(std::map<std::string_view, Given>& sources, LaunchConfig& config) {
+  if (config.node_rank >= config.max_nodes) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: must be less than the maximum node count {} from {} (use 0..{}, or raise --nnodes)",
+        Describe(sources["--node-rank"], "--node-rank"), config.max_nodes,
+        Describe(sources["--nnodes"], "--nnodes"), config.max_nodes - 1));
+  }
+  if (config.no_python && config.module && !config.run_path) {
+    return Status::InvalidArgument(fmt::format(
+        "{} and {} cannot be used together (drop one: --no-python runs SCRIPT directly, -m runs a python module)",
+        sources["--no-python"].source, sources["--module"].source));
+  }
+  if (config.run_path && (config.script.empty() || config.script.front() != '/')) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: script '{}' must be an absolute path (e.g. /home/me/train.py)", sources["--run-path"].source,
+        config.script));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Environment CurrentEnvironment() {
+  Environment env;
+  for (char** p = environ; p != nullptr && *p != nullptr; ++p) {
+    std::string_view entry(*p);
+    size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    env.emplace(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
+  }
+  return env;
+}
+
+Result<ParsedArgs> ParseCommandLine(const std::vector<std::string>& args, const Environment& env) {
+  auto tokens = Tokenize(args);
+  if (!tokens.ok()) return tokens.status();
+  ParsedArgs out;
+  if (tokens->action != nullptr) {
+    bool help = tokens->action->name == "--help";
+    out.action = help ? ParseAction::kHelp : ParseAction::kVersion;
+    out.text = help ? HelpText() : VersionText();
+    return out;
+  }
+  if (!tokens->script) return UsageError("missing the training script");
+
+  LaunchConfig& config = out.config;
+  config.script = *tokens->script;
+  config.script_args = tokens->script_args;
+  std::map<std::string_view, Given> sources;
+  std::optional<SlurmEnv> slurm = SlurmEnv::Detect(env, SystemNodeAddressResolver());
+  CTRUN_RETURN_IF_ERROR(ApplyTable(*tokens, env, slurm ? &*slurm : nullptr, config, sources));
+  config.master_port_given = !sources["--master-port"].source.empty();
+  config.node_rank_given = !sources["--node-rank"].source.empty();
+  CTRUN_RETURN_IF_ERROR(ReadOtherEnvironment(env, config));
+  CTRUN_RETURN_IF_ERROR(ResolveRendezvous(sources, config, out.warnings));
+  CTRUN_RETURN_IF_ERROR(CheckCombinations(sources, config));
+  // Slurm's node 0 is the first host of the node list: it hosts the
+  // rendezvous, so no agent has to guess from its own addresses.
+  if (sources["--rdzv-endpoint"].source.rfind("SLURM_", 0) == 0 &&
+      sources["--node-rank"].source == "SLURM_NODEID" && !config.rdzv_conf.is_host) {
+    config.rdzv_conf.is_host = config.node_rank == 0;
+  }
+  return out;
+}
+
+}  // namespace ctrun::launcher

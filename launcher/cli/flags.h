@@ -1,0 +1,76 @@
+// The table of ctrun's command-line flags: one row per flag, torchrun's and
+// ctrun's own. Parsing, PET_* lookup and --help (launcher/cli/config.cc) are all
+// driven by this table; nothing else knows a flag's spelling.
+//
+// Plain static data plus pure functions; thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "base/status.h"
+#include "launcher/cli/launch_config.h"
+
+namespace ctrun::launcher {
+
+enum class FlagKind {
+  kValue,   // takes one value: "--flag VALUE", "--flag=VALUE", short "-rVALUE"
+  kSwitch,  // torchrun's "chk" boolean: present = on; PET_* must be "1" or "0"
+  kAction,  // --help / --version: stops parsing
+};
+
+// --help sections, in torchrun's order, then ctrun's own.
+enum class HelpGroup { kSize, kRendezvous, kLaunch, kLogs, kCtrun };
+
+// Checks `value` and stores it into `config`. On a bad value returns
+// InvalidArgument whose message is "<what is wrong> (<the fix>)"; the caller
+// prefixes it with the flag or PET_* name and the value. For a kSwitch the
+// value is "1" or "0"; a kAction has no apply.
+using ApplyFn = Status (*)(std::string_view value, LaunchConfig& config);
+
+struct FlagSpec {
+  std::string_view name;                    // canonical spelling, e.g. "--nproc-per-node"
+  std::vector<std::string_view> spellings;  // every accepted spelling (name included), help order
+  std::string_view env;                     // "PET_NPROC_PER_NODE"; "" = no env fallback
+  const char* default_text;                 // applied when neither flag nor env is given;
+                                            // nullptr = no default (the field stays unset)
+  FlagKind kind;
+  ApplyFn apply;                            // nullptr only for kAction
+  std::string_view metavar;                 // value placeholder in --help ("" for switches)
+  std::string_view help;                    // one sentence or two, no trailing newline
+  HelpGroup group;
+};
+
+// The table, in --help order. The reference lives for the whole program.
+const std::vector<FlagSpec>& Flags();
+
+// The row that has `spelling` among its spellings (exact match, no
+// abbreviations), or nullptr.
+const FlagSpec* FindFlag(std::string_view spelling);
+
+// The known spelling closest to `unknown` by edit distance (ties: table
+// order), or "" when none is close enough to be a plausible typo.
+std::string ClosestSpelling(std::string_view unknown);
+
+// The full --help text: usage line, then one section per HelpGroup listing
+// each flag's spellings, metavar, PET_* name, default and help.
+std::string HelpText();
+
+// "ctrun <version>" for --version.
+std::string VersionText();
+
+// Pure value parsers the table uses and config.cc reuses for cross-flag
+// checks. Each returns InvalidArgument with a "<problem> (<fix>)" message.
+
+// `host[:port]` or `[v6]` or `[v6]:port`. `default_port` is used when no
+// port is written; a written port must be 1..65535.
+struct Endpoint {
+  std::string host;
+  int port = 0;
+  bool port_given = false;
+};
+Result<Endpoint> ParseEndpoint(std::string_view text, int default_port);
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,121 @@
+// LaunchConfig: everything one `ctrun` invocation was asked to do, validated.
+//
+// Filled only by launcher/cli/config.cc (from argv, PET_* and SLURM_* variables);
+// read by the agent, the worker environment builder and the log setup. Plain
+// data: copyable, no I/O, no invariants beyond those config.cc checks.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ctrun::launcher {
+
+using Seconds = std::chrono::duration<double>;
+
+enum class RdzvBackend { kStatic, kC10d, kEtcd, kEtcdV2, kEtcdV3 };
+
+// How --nproc-per-node was given; kNumber carries the count itself.
+enum class NprocKind { kNumber, kAuto, kCpu, kGpu };
+
+// Redirect/tee selection: bit 1 = stdout, bit 2 = stderr (torchrun's Std).
+// Either one value for all local ranks or a map "local_rank:value,...".
+struct StreamSelection {
+  int all = 0;                    // used for ranks not in per_rank
+  std::map<int, int> per_rank;    // empty unless the map form was given
+  int For(int local_rank) const {
+    auto it = per_rank.find(local_rank);
+    return it == per_rank.end() ? (per_rank.empty() ? all : 0) : it->second;
+  }
+  bool Stdout(int local_rank) const { return (For(local_rank) & 1) != 0; }
+  bool Stderr(int local_rank) const { return (For(local_rank) & 2) != 0; }
+};
+
+// --rdzv-conf, parsed and checked. Unknown keys are rejected by config.cc.
+struct RdzvConf {
+  Seconds join_timeout{600};
+  Seconds last_call_timeout{30};
+  Seconds close_timeout{30};
+  Seconds heartbeat_timeout{5};
+  Seconds keep_alive_interval{5};
+  int keep_alive_max_attempt = 3;
+  Seconds read_timeout{60};
+  Seconds timeout{900};              // static backend's store timeout
+  std::optional<bool> is_host;
+  std::string store_type = "tcp";    // "tcp" or "file"
+  bool use_libuv = true;
+  std::optional<std::string> token_file;
+  // TLS for the rendezvous (docs/security.md): paths as given, "" = unset.
+  std::string tls_cert;         // this node's certificate (as server, and as client when tls_ca is set)
+  std::string tls_key;          // its private key
+  std::string tls_ca;           // CA that signed the server's (and, for mutual TLS, the agents') certificates
+  std::string tls_server_name;  // name to check in the server's certificate instead of the endpoint host
+  std::map<std::string, std::string> given;  // the pairs as the user wrote them
+};
+
+struct LaunchConfig {
+  // Worker/node size.
+  int min_nodes = 1;
+  int max_nodes = 1;
+  NprocKind nproc_kind = NprocKind::kNumber;
+  int nproc_per_node = 1;            // resolved count (after auto/cpu/gpu)
+
+  // Rendezvous.
+  RdzvBackend rdzv_backend = RdzvBackend::kStatic;
+  std::string rdzv_endpoint;         // as given ("" = none)
+  std::string rdzv_host;             // parsed endpoint, defaults filled (see config.h)
+  int rdzv_port = 0;                 // 1..65535, or 0 with --standalone (bind a free port)
+  std::string rdzv_id = "none";
+  RdzvConf rdzv_conf;
+  bool standalone = false;
+  int node_rank = 0;
+  bool node_rank_given = false;      // --node-rank or PET_NODE_RANK was set
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool master_port_given = false;    // --master-port or PET_MASTER_PORT was set
+  std::optional<std::string> local_addr;
+
+  // Supervision.
+  int max_restarts = 0;
+  Seconds monitor_interval{0.1};     // accepted for compatibility; ctrun is event driven
+  std::string start_method = "spawn";
+  std::vector<int> signals_to_handle; // signal numbers, in the order given
+  Seconds shutdown_grace{30};        // TORCH_ELASTIC_SHUTDOWN_TIMEOUT
+  Seconds exit_barrier_timeout{300};
+  bool exit_code_from_root_cause = false;  // ctrun only: exit with the root-cause worker's code
+  // Worker heartbeat (ctrun only): 0 = off. The initial timeout runs from a
+  // worker's start to its first touch; nullopt = the same as heartbeat_timeout.
+  Seconds heartbeat_timeout{0};
+  std::optional<Seconds> heartbeat_initial_timeout;
+  // ctrun only: worker rank 0 hosts the c10d store (TORCHELASTIC_USE_AGENT_STORE=False)
+  // instead of the agent (launcher/store/store_server.h).
+  bool no_agent_store = false;
+  // ctrun only: append one JSON line per agent event here (launcher/logs/event_log.h).
+  std::optional<std::string> events_file;
+
+  // User-code launch.
+  std::string role = "default";
+  bool module = false;               // -m: python -u -m <script>
+  bool no_python = false;            // exec <script> directly
+  bool run_path = false;
+  std::string python_exec;           // PYTHON_EXEC, else first python3 on PATH
+  std::string script;                // training script, module or binary
+  std::vector<std::string> script_args;
+
+  // Logs.
+  std::optional<std::string> log_dir;
+  StreamSelection redirects;
+  StreamSelection tee;
+  std::optional<std::set<int>> local_ranks_filter;  // nullopt = all ranks
+  std::optional<std::string> logs_specs;
+  std::optional<std::string> numa_binding;
+  std::optional<std::string> event_log_handler;
+  std::string log_line_prefix_template;  // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE or ""
+
+  bool is_single_node() const { return max_nodes == 1; }
+};
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,135 @@
+#include "launcher/logs/stream_tee.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace ctrun::launcher {
+
+namespace {
+
+void ReplaceAll(std::string& s, std::string_view from, const std::string& to) {
+  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size())) {
+    s.replace(pos, from.size(), to);
+  }
+}
+
+}  // namespace
+
+std::string ExpandLinePrefix(const std::string& tmpl, const std::string& role, int rank,
+                             int local_rank) {
+  if (tmpl.empty()) return "[" + role + std::to_string(local_rank) + "]:";
+  std::string s = tmpl;
+  ReplaceAll(s, "${role_name}", role);
+  ReplaceAll(s, "${local_rank}", std::to_string(local_rank));
+  ReplaceAll(s, "${rank}", std::to_string(rank));
+  return s;
+}
+
+void LinePrefixer::Feed(std::string_view data, std::string* out) {
+  size_t start = 0;
+  for (size_t nl = data.find('\n'); nl != std::string_view::npos; nl = data.find('\n', start)) {
+    out->append(prefix_);
+    out->append(partial_);
+    partial_.clear();
+    out->append(data.substr(start, nl + 1 - start));
+    start = nl + 1;
+  }
+  partial_.append(data.substr(start));
+}
+
+void LinePrefixer::Finish(std::string* out) {
+  if (partial_.empty()) return;
+  out->append(prefix_);
+  out->append(partial_);
+  out->push_back('\n');
+  partial_.clear();
+}
+
+void WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+StreamTee::StreamTee(boost::asio::io_context& io, int pipe_fd, int file_fd, int console_fd,
+                     std::string prefix, std::function<void()> on_eof)
+    : pipe_(io, pipe_fd),
+      file_fd_(file_fd),
+      console_fd_(console_fd),
+      prefixer_(std::move(prefix)),
+      on_eof_(std::move(on_eof)) {
+  Read();
+}
+
+StreamTee::~StreamTee() {
+  if (file_fd_ >= 0) ::close(file_fd_);
+}
+
+void StreamTee::Read() {
+  pipe_.async_read_some(boost::asio::buffer(buf_),
+                        [this](const boost::system::error_code& ec, size_t n) {
+                          if (done_) return;  // DrainAndFinish ran first
+                          if (n > 0) Consume(n);
+                          if (ec) {
+                            Finish();
+                            return;
+                          }
+                          Read();
+                        });
+}
+
+void StreamTee::Consume(size_t n) {
+  std::string_view data(buf_.data(), n);
+  if (file_fd_ >= 0) WriteAll(file_fd_, data);
+  if (console_fd_ >= 0) {
+    out_.clear();
+    prefixer_.Feed(data, &out_);
+    WriteAll(console_fd_, out_);
+  }
+}
+
+void StreamTee::DrainAndFinish() {
+  if (done_) return;
+  boost::system::error_code ignored;
+  pipe_.non_blocking(true, ignored);
+  for (;;) {
+    ssize_t n = ::read(pipe_.native_handle(), buf_.data(), buf_.size());
+    if (n > 0) {
+      Consume(static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // end-of-file, nothing more now (EAGAIN), or an error
+    }
+  }
+  Finish();  // closing the pipe cancels the pending read
+}
+
+void StreamTee::Finish() {
+  if (done_) return;
+  done_ = true;
+  if (console_fd_ >= 0) {
+    out_.clear();
+    prefixer_.Finish(&out_);
+    WriteAll(console_fd_, out_);
+  }
+  boost::system::error_code ignored;
+  pipe_.close(ignored);
+  if (file_fd_ >= 0) {
+    ::close(file_fd_);
+    file_fd_ = -1;
+  }
+  if (on_eof_) {
+    auto cb = std::move(on_eof_);
+    on_eof_ = nullptr;
+    cb();
+  }
+}
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,281 @@
+#include "launcher/process/workers.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <boost/asio/post.hpp>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "launcher/process/orphan_guard.h"
+
+namespace ctrun::launcher {
+
+namespace {
+
+std::string Errno(int err) { return std::strerror(err); }
+
+// The file descriptor a child should dup onto stdout/stderr, or -1 to inherit.
+// For Mode::kPipe, *read_end receives the parent's end.
+Status OpenTarget(const StdioTarget& t, int* child_fd, int* read_end) {
+  *child_fd = -1;
+  *read_end = -1;
+  switch (t.mode) {
+    case StdioTarget::Mode::kInherit:
+      return Status::Ok();
+    case StdioTarget::Mode::kNull:
+      *child_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+      if (*child_fd < 0) return Status::IOError("cannot open /dev/null: " + Errno(errno));
+      return Status::Ok();
+    case StdioTarget::Mode::kFile:
+      *child_fd = ::open(t.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (*child_fd < 0) {
+        return Status::IOError("cannot open log file " + t.path + ": " + Errno(errno) +
+                               " (check --log-dir)");
+      }
+      return Status::Ok();
+    case StdioTarget::Mode::kPipe: {
+      int fds[2];
+      if (::pipe2(fds, O_CLOEXEC) != 0) return Status::IOError("pipe: " + Errno(errno));
+      *read_end = fds[0];
+      *child_fd = fds[1];
+      return Status::Ok();
+    }
+  }
+  return Status::Internal("unknown stdio mode");
+}
+
+void CloseIfOpen(int fd) {
+  if (fd >= 0) ::close(fd);
+}
+
+// Runs in the forked child: only async-signal-safe calls until exec.
+[[noreturn]] void ExecChild(pid_t parent, char* const argv[], char* const envp[], int out_fd,
+                            int err_fd, int status_fd) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);  // ctrun died before prctl took effect
+  ::setsid();
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (out_fd >= 0) ::dup2(out_fd, STDOUT_FILENO);
+  if (err_fd >= 0) ::dup2(err_fd, STDERR_FILENO);
+  ::execvpe(argv[0], argv, envp);
+  int err = errno;
+  ssize_t ignored = ::write(status_fd, &err, sizeof(err));
+  (void)ignored;
+  ::_exit(127);
+}
+
+}  // namespace
+
+int ExitCodeFromWaitStatus(int wait_status) {
+  if (WIFSIGNALED(wait_status)) return -WTERMSIG(wait_status);
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  return -1;
+}
+
+// ---------------------------------------------------------------- Reaper
+
+Reaper::Reaper(boost::asio::io_context& io) : sigchld_(io, SIGCHLD) {
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    spdlog::warn("cannot become a child subreaper ({}); orphaned grandchildren of workers "
+                 "will be reaped by init instead",
+                 Errno(errno));
+  }
+  Arm();
+}
+
+void Reaper::Register(pid_t pid, ExitCallback cb) { waiting_[pid] = std::move(cb); }
+
+void Reaper::Arm() {
+  sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    ReapAll();
+    Arm();
+  });
+}
+
+void Reaper::ReapAll() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    auto it = waiting_.find(pid);
+    if (it == waiting_.end()) continue;  // an orphan re-parented to us
+    ExitCallback cb = std::move(it->second);
+    waiting_.erase(it);
+    cb(pid, status);
+  }
+  if (on_any_) on_any_();
+}
+
+// ---------------------------------------------------------------- WorkerSet
+
+WorkerSet::WorkerSet(boost::asio::io_context& io, Reaper& reaper, OrphanGuard* guard)
+    : io_(io), reaper_(reaper), guard_(guard), kill_timer_(io) {}
+
+WorkerSet::~WorkerSet() {
+  for (Worker& w : workers_) {
+    if (!w.group_empty) ::killpg(w.pid, SIGKILL);
+  }
+}
+
+Status WorkerSet::Start(const std::vector<WorkerSpec>& specs, ExitHandler on_exit,
+                        std::vector<std::pair<int, int>>* pipes) {
+  workers_.clear();
+  on_exit_ = std::move(on_exit);
+  closing_ = false;
+  pipes->assign(specs.size(), {-1, -1});
+  const pid_t self = ::getpid();
+
+  // Fork every worker first, then collect their exec results: the workers'
+  // exec and dynamic loading overlap instead of running one after another.
+  std::vector<int> status_fds;
+  Status s;
+  for (size_t i = 0; i < specs.size() && s.ok(); ++i) {
+    const WorkerSpec& spec = specs[i];
+    std::vector<char*> argv;
+    for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+
+    int out_fd = -1, out_read = -1, err_fd = -1, err_read = -1;
+    s = OpenTarget(spec.out, &out_fd, &out_read);
+    if (s.ok()) s = OpenTarget(spec.err, &err_fd, &err_read);
+    int status_pipe[2] = {-1, -1};
+    if (s.ok() && ::pipe2(status_pipe, O_CLOEXEC) != 0) {
+      s = Status::IOError("pipe: " + Errno(errno));
+    }
+    pid_t pid = -1;
+    if (s.ok()) {
+      pid = ::fork();
+      if (pid == 0) ExecChild(self, argv.data(), envp.data(), out_fd, err_fd, status_pipe[1]);
+      if (pid < 0) s = Status::IOError("fork: " + Errno(errno));
+    }
+    CloseIfOpen(status_pipe[1]);
+    CloseIfOpen(out_fd);
+    CloseIfOpen(err_fd);
+    (*pipes)[i] = {out_read, err_read};
+    if (pid > 0) {
+      const size_t index = workers_.size();
+      workers_.push_back(Worker{spec.local_rank, pid});
+      reaper_.Register(pid, [this, index](pid_t, int st) { HandleExit(index, st); });
+      if (guard_) guard_->Watch(pid);
+      status_fds.push_back(status_pipe[0]);
+    } else {
+      CloseIfOpen(status_pipe[0]);
+    }
+  }
+
+  // A child writes its errno here only when exec failed; end-of-file means it ran.
+  for (size_t i = 0; i < status_fds.size(); ++i) {
+    int child_errno = 0;
+    ssize_t n;
+    do {
+      n = ::read(status_fds[i], &child_errno, sizeof(child_errno));
+    } while (n < 0 && errno == EINTR);
+    ::close(status_fds[i]);
+    if (s.ok() && n == static_cast<ssize_t>(sizeof(child_errno))) {
+      const std::string& argv0 = specs[i].argv[0];
+      s = child_errno == ENOENT
+              ? Status::NotFound("cannot run '" + argv0 + "': " + Errno(child_errno))
+              : Status::FailedPrecondition("cannot run '" + argv0 + "': " + Errno(child_errno));
+    }
+  }
+  if (!s.ok()) {
+    for (auto& [o, e] : *pipes) {
+      CloseIfOpen(o);
+      CloseIfOpen(e);
+      o = e = -1;
+    }
+    on_exit_ = nullptr;  // the caller learns of the failure from the Status
+    for (Worker& w : workers_) ::killpg(w.pid, SIGKILL);
+  }
+  return s;
+}
+
+void WorkerSet::HandleExit(size_t index, int wait_status) {
+  Worker& w = workers_[index];
+  w.reaped = true;
+  WorkerExit exit{w.local_rank, w.pid, ExitCodeFromWaitStatus(wait_status),
+                  static_cast<int64_t>(std::time(nullptr))};
+  if (on_exit_) on_exit_(exit);
+  CheckClosed();
+}
+
+bool WorkerSet::GroupAlive(Worker& w) {
+  if (w.group_empty) return false;
+  if (::kill(-w.pid, 0) != 0 && errno == ESRCH) {
+    w.group_empty = true;
+    if (guard_) guard_->Unwatch(w.pid);
+    return false;
+  }
+  return true;
+}
+
+void WorkerSet::Signal(int sig) {
+  for (Worker& w : workers_) {
+    if (GroupAlive(w)) ::killpg(w.pid, sig);
+  }
+}
+
+void WorkerSet::Close(int sig, Duration grace, std::function<void()> done) {
+  if (closing_) {
+    Signal(SIGKILL);
+    if (done) close_done_ = std::move(done);
+    return;
+  }
+  closing_ = true;
+  close_done_ = std::move(done);
+  Signal(sig);
+  kill_timer_.expires_after(grace);
+  kill_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || !closing_) return;
+    spdlog::warn("workers still running after the shutdown grace; sending SIGKILL");
+    Signal(SIGKILL);
+  });
+  reaper_.OnAnyExit([this] { CheckClosed(); });
+  boost::asio::post(io_, [this] { CheckClosed(); });
+}
+
+void WorkerSet::CheckClosed() {
+  if (!closing_) return;
+  for (Worker& w : workers_) {
+    if (!w.reaped || GroupAlive(w)) return;
+  }
+  closing_ = false;
+  kill_timer_.cancel();
+  reaper_.OnAnyExit(nullptr);
+  if (close_done_) {
+    auto done = std::move(close_done_);
+    close_done_ = nullptr;
+    done();
+  }
+}
+
+bool WorkerSet::AllReaped() const {
+  for (const Worker& w : workers_) {
+    if (!w.reaped) return false;
+  }
+  return true;
+}
+
+std::vector<pid_t> WorkerSet::Pids() const {
+  std::vector<pid_t> pids;
+  for (const Worker& w : workers_) pids.push_back(w.pid);
+  return pids;
+}
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,363 @@
+#include "launcher/rdzv/grpc_rendezvous.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/post.hpp>
+#include <chrono>
+#include <cmath>
+
+#include "launcher/net/free_port.h"
+#include "rendezvous/machine/node_order.h"
+
+namespace ctrun::launcher {
+
+namespace {
+
+Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
+
+constexpr auto kStatusEvery = std::chrono::seconds(10);
+constexpr Duration kSignalLeaveTimeout = std::chrono::seconds(2);
+// A reconnect waits for the server (wait-for-ready) and needs no delay; the
+// delay only spaces retries after a server that answers and fails at once
+// (e.g. one shutting down).
+constexpr Duration kFirstReconnectDelay = std::chrono::milliseconds(100);
+constexpr Duration kMaxReconnectDelay = std::chrono::seconds(2);
+
+std::string Why(const rdzv::RestartRequested& r) {
+  switch (r.reason) {
+    case rdzv::RestartReason::kNodeJoinedWaitList:
+      return "node " + rdzv::ToString(r.cause) + " joined";
+    case rdzv::RestartReason::kNodeLost:
+      return "node " + rdzv::ToString(r.cause) + " was lost (no keep-alive)";
+    case rdzv::RestartReason::kNodeLeft:
+      return "node " + rdzv::ToString(r.cause) + " left the round";
+  }
+  return "membership changed";
+}
+
+}  // namespace
+
+GrpcRendezvous::GrpcRendezvous(boost::asio::io_context& io, GrpcRendezvousOptions options,
+                               std::unique_ptr<HostedServer> hosted)
+    : io_(io),
+      options_(std::move(options)),
+      alive_(std::make_shared<bool>(true)),
+      hosted_(std::move(hosted)),
+      join_timer_(io),
+      keep_alive_timer_(io),
+      status_timer_(io),
+      barrier_timer_(io),
+      reconnect_timer_(io) {
+  std::weak_ptr<bool> alive = alive_;
+  client_ = std::make_unique<rdzv::RendezvousClient>(
+      options_.client, [&io, alive](std::function<void()> fn) {
+        boost::asio::post(io, [alive, fn = std::move(fn)] {
+          if (alive.lock()) fn();
+        });
+      });
+}
+
+GrpcRendezvous::~GrpcRendezvous() {
+  alive_.reset();
+  client_.reset();
+  if (hosted_) hosted_->Stop();
+}
+
+void GrpcRendezvous::NextRound(std::function<void(Result<Round>)> done) {
+  Result<int> port = options_.store.port ? Result<int>(*options_.store.port) : FindFreePort();
+  if (!port.ok()) {
+    boost::asio::post(io_, [done, s = port.status()] { done(s); });
+    return;
+  }
+  phase_ = Phase::kJoining;
+  pending_ = std::move(done);
+  rdzv::JoinArgs args;
+  args.hint_rank = options_.hint_rank;
+  args.local_world_size = options_.local_world_size;
+  args.addr = options_.advertise_addr;
+  args.master_port = *port;
+  join_args_ = args;
+  reconnect_timer_.cancel();
+  reconnecting_ = false;
+  heard_ = false;
+  client_->Join(
+      args, [this](const rdzv::Update& u) { OnUpdate(u); },
+      [this](const Status& s) { OnStreamEnd(s); });
+
+  ProbeTls();
+  join_timer_.expires_after(ToDuration(options_.join_timeout));
+  join_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || phase_ != Phase::kJoining) return;
+    FinishJoin(Status::DeadlineExceeded(
+        "no rendezvous round formed at " + options_.client.endpoint + " for run '" +
+        options_.client.run_id + "' within join_timeout (" +
+        std::to_string(static_cast<int>(options_.join_timeout.count())) +
+        " s); check that every node uses the same --rdzv-endpoint and --rdzv-id, or raise "
+        "--rdzv-conf join_timeout"));
+  });
+  if (!keep_alive_started_) {
+    keep_alive_started_ = true;
+    ArmKeepAlive();
+  }
+  ArmStatusLine();
+}
+
+void GrpcRendezvous::OnUpdate(const rdzv::Update& update) {
+  heard_ = true;
+  if (reconnecting_) {
+    reconnecting_ = false;
+    spdlog::info("reconnected to the rendezvous at {}", options_.client.endpoint);
+  }
+  if (const auto* a = std::get_if<rdzv::Admitted>(&update)) {
+    if (a->state == rdzv::AdmitState::kRedundant) {
+      spdlog::info("the run is full: waiting as a hot spare");
+    }
+    return;
+  }
+  if (const auto* rc = std::get_if<rdzv::RoundComplete>(&update)) {
+    if (phase_ != Phase::kJoining) return;
+    Round round;
+    round.round = static_cast<int>(rc->round);
+    round.run_id = options_.client.run_id;
+    round.use_agent_store = options_.store.agent_store;
+    round.group_rank = -1;
+    for (const rdzv::Member& m : rc->members) {
+      round.local_world_sizes.push_back(m.local_world_size);
+      if (m.node == options_.client.node) round.group_rank = m.group_rank;
+    }
+    if (round.group_rank < 0 || rc->members.empty()) {
+      FinishJoin(Status::Internal("the rendezvous completed a round without this node"));
+      return;
+    }
+    round.master_addr = rc->members[0].addr;
+    round.master_port = rc->members[0].master_port;
+    if (options_.fixed_master) {
+      round.master_addr = options_.fixed_master->first;
+      round.master_port = options_.fixed_master->second;
+    }
+    round_ = rc->round;
+    if (!rc->hint_note.empty()) spdlog::warn("--node-rank ignored: {}", rc->hint_note);
+    spdlog::info("round {} complete: {} nodes, world size {}, this node is group rank {}",
+                 rc->round, rc->members.size(), rc->world_size, round.group_rank);
+    FinishJoin(round);
+    return;
+  }
+  if (const auto* r = std::get_if<rdzv::RestartRequested>(&update)) {
+    if (phase_ != Phase::kRunning) return;
+    Changed(r->cause == options_.client.node ? "the round changed while the rendezvous was unreachable"
+                                             : Why(*r));
+    return;
+  }
+  if (const auto* r = std::get_if<rdzv::Rejected>(&update)) {
+    if (phase_ == Phase::kJoining) {
+      FinishJoin(Status(rdzv::ToStatus(*r).code() == Status::Code::kAborted
+                            ? Status::Aborted("rendezvous run '" + options_.client.run_id +
+                                              "' is closed: " + r->message +
+                                              " (use a new --rdzv-id for a new job)")
+                            : rdzv::ToStatus(*r)));
+    }
+    return;
+  }
+  if (const auto* t = std::get_if<rdzv::TimedOut>(&update)) {
+    if (phase_ == Phase::kJoining) FinishJoin(Status::DeadlineExceeded(t->message));
+    return;
+  }
+  if (const auto* e = std::get_if<rdzv::Evicted>(&update)) {
+    if (phase_ == Phase::kRunning) Changed("this node was evicted: " + e->message);
+    return;
+  }
+  if (std::get_if<rdzv::Closed>(&update)) {
+    closed_ = true;
+    if (phase_ == Phase::kJoining) {
+      FinishJoin(Status::Aborted("rendezvous run '" + options_.client.run_id +
+                                 "' was closed while this node was joining"));
+    }
+  }
+}
+
+void GrpcRendezvous::OnStreamEnd(const Status& status) {
+  if (status.ok() || status.IsAborted()) return;  // finished by the server, or cancelled by us
+  if (status.IsUnavailable() && (phase_ == Phase::kJoining || (phase_ == Phase::kRunning && !closed_))) {
+    Reconnect(status);
+    return;
+  }
+  if (phase_ == Phase::kJoining) {
+    FinishJoin(status);
+  } else if (phase_ == Phase::kRunning && !closed_) {
+    Changed("lost the rendezvous server (" + status.message() + ")");
+  }
+}
+
+// The join timer still bounds a joining node; a running one keeps trying
+// while its workers run.
+void GrpcRendezvous::Reconnect(const Status& why) {
+  if (!reconnecting_) {
+    spdlog::warn("lost the rendezvous at {} ({}); reconnecting {}", options_.client.endpoint, why.message(),
+                 phase_ == Phase::kJoining ? "until join_timeout" : "while the workers run");
+    reconnect_delay_ = kFirstReconnectDelay;
+  }
+  reconnecting_ = true;
+  reconnect_timer_.expires_after(reconnect_delay_);
+  reconnect_delay_ = std::min(reconnect_delay_ * 2, kMaxReconnectDelay);
+  reconnect_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    if (phase_ == Phase::kJoining) {
+      join_args_.reconnect = rdzv::Reconnect::kJoining;
+    } else if (phase_ == Phase::kRunning && !closed_) {
+      join_args_.reconnect = rdzv::Reconnect::kRunning;
+    } else {
+      return;
+    }
+    client_->Join(
+        join_args_, [this](const rdzv::Update& u) { OnUpdate(u); },
+        [this](const Status& s) { OnStreamEnd(s); });
+  });
+}
+
+void GrpcRendezvous::FinishJoin(Result<Round> result) {
+  if (result.status().code() == Status::Code::kFailedPrecondition) refused_ = true;
+  join_timer_.cancel();
+  status_timer_.cancel();
+  if (!result.ok()) reconnect_timer_.cancel();
+  phase_ = result.ok() ? Phase::kRunning : Phase::kIdle;
+  if (!result.ok()) client_->CancelJoin();
+  auto done = std::move(pending_);
+  pending_ = nullptr;
+  if (done) done(result);
+}
+
+void GrpcRendezvous::Changed(const std::string& why) {
+  phase_ = Phase::kIdle;
+  if (on_change_) on_change_(/*charged=*/false, why);
+}
+
+void GrpcRendezvous::ArmKeepAlive() {
+  keep_alive_timer_.expires_after(ToDuration(options_.client.params.keep_alive_interval));
+  keep_alive_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || phase_ == Phase::kShutdown) return;
+    client_->KeepAlive([this](const Status& s) {
+      if (s.IsNotFound() && phase_ == Phase::kRunning) {
+        Changed("the rendezvous no longer knows this node (" + s.message() + ")");
+      } else if (!s.ok() && !s.IsAborted()) {
+        // Once per streak; a lost Join stream has said so already.
+        if (!keep_alive_failing_ && !reconnecting_) {
+          spdlog::warn("keep-alive failed: {} (retrying every {:g} s; said once until one gets through)",
+                       s.message(),
+                       std::chrono::duration<double>(options_.client.params.keep_alive_interval).count());
+        }
+        keep_alive_failing_ = true;
+      } else if (s.ok() && keep_alive_failing_) {
+        keep_alive_failing_ = false;
+        spdlog::info("keep-alives reach the rendezvous at {} again", options_.client.endpoint);
+      }
+    });
+    ArmKeepAlive();
+  });
+}
+
+// A failing TLS handshake never ends the Join (it waits for the server);
+// GetState fails fast and tells it apart (FailedPrecondition). Asked once at
+// once, then with every status line.
+void GrpcRendezvous::ProbeTls() {
+  if (!options_.client.tls.ClientSide()) return;
+  client_->GetState(std::chrono::seconds(2), [this](const Result<rdzv::Counts>& st) {
+    if (phase_ == Phase::kJoining && st.status().code() == Status::Code::kFailedPrecondition) {
+      FinishJoin(st.status());
+    }
+  });
+}
+
+void GrpcRendezvous::ArmStatusLine() {
+  status_timer_.expires_after(kStatusEvery);
+  status_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || phase_ != Phase::kJoining) return;
+    client_->GetState(std::chrono::seconds(2), [this](const Result<rdzv::Counts>& st) {
+      if (phase_ != Phase::kJoining) return;
+      if (st.status().code() == Status::Code::kFailedPrecondition) return FinishJoin(st.status());
+      if (!st.ok()) {
+        spdlog::info("waiting for the rendezvous at {}: {}", options_.client.endpoint,
+                     st.status().message());
+        return;
+      }
+      std::string line = "waiting for nodes: " + std::to_string(st->participants) + "/" +
+                         std::to_string(st->max_nodes) + " (min " +
+                         std::to_string(st->min_nodes) + ")";
+      if (st->last_call_deadline) {
+        const double left =
+            std::chrono::duration<double>(*st->last_call_deadline - Clock::now()).count();
+        line += ", last call in " + std::to_string(static_cast<int>(std::ceil(std::max(0.0, left)))) + " s";
+      }
+      spdlog::info("{}", line);
+    });
+    ArmStatusLine();
+  });
+}
+
+void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done) {
+  phase_ = Phase::kShutdown;
+  join_timer_.cancel();
+  reconnect_timer_.cancel();
+  keep_alive_timer_.cancel();
+  status_timer_.cancel();
+  const rdzv::LeaveReason leave = reason == ShutdownReason::kSignal
+                                      ? rdzv::LeaveReason::kSignal
+                                      : rdzv::LeaveReason::kNormalExit;
+  // On a signal, leave promptly: the peers learn of it from the keep-alives
+  // anyway. A server that did not answer the last Join (or was lost while
+  // the workers ran) will not answer a Leave either: do not wait
+  // close_timeout for it after join_timeout has passed already.
+  const bool unanswered = reconnecting_ || !heard_;
+  const Duration timeout = reason == ShutdownReason::kSignal || unanswered
+                               ? std::min(ToDuration(options_.close_timeout), kSignalLeaveTimeout)
+                               : ToDuration(options_.close_timeout);
+  auto after_leave = [this, done, unanswered](const Status& s) {
+    // FailedPrecondition: the server refused this node (token, TLS, version),
+    // which the join failure already said; there is nothing to leave. An
+    // unanswered server was reported already too.
+    if (!s.ok() && s.code() != Status::Code::kFailedPrecondition && !unanswered) {
+      spdlog::warn("could not leave the rendezvous: {}", s.message());
+    }
+    client_->CancelJoin();
+    if (!hosted_) {
+      done();
+      return;
+    }
+    ExitBarrier(done);
+  };
+  // A refused node never joined; a Leave would only wait out its timeout.
+  if (refused_) return after_leave(Status::Ok());
+  client_->Leave(leave, timeout, after_leave);
+}
+
+// The hosting agent keeps serving until the other nodes are gone.
+void GrpcRendezvous::ExitBarrier(std::function<void()> done) {
+  barrier_done_ = std::move(done);
+  barrier_timer_.expires_after(ToDuration(options_.exit_barrier_timeout));
+  barrier_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) EndBarrier(/*drained=*/false);
+  });
+  std::weak_ptr<bool> alive = alive_;
+  boost::asio::io_context& io = io_;
+  hosted_->WhenDrained([&io, alive, this] {
+    boost::asio::post(io, [alive, this] {
+      if (alive.lock()) EndBarrier(/*drained=*/true);
+    });
+  });
+}
+
+void GrpcRendezvous::EndBarrier(bool drained) {
+  if (!barrier_done_) return;
+  barrier_timer_.cancel();
+  if (!drained) {
+    spdlog::warn("exit barrier: other nodes are still in the run after {} s; stopping the "
+                 "rendezvous server (--exit-barrier-timeout)",
+                 options_.exit_barrier_timeout.count());
+  }
+  hosted_->Stop();
+  hosted_.reset();
+  auto done = std::move(barrier_done_);
+  barrier_done_ = nullptr;
+  done();
+}
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,112 @@
+// GrpcRendezvous: the multi-node RendezvousHandler, a client of ctrun's gRPC
+// rendezvous (proto/rendezvous.proto) hosted by one of the agents or by the
+// ctrund daemon.
+//
+// Each NextRound opens a Join stream carrying this node's worker count, the
+// address to publish as MASTER_ADDR (--local-addr, else whatever address the
+// server sees the request come from) and a free local port for MASTER_PORT
+// (fresh every round). The server pushes membership changes on that stream
+// at once; they reach the agent through OnChange. Keep-alives go out every
+// keep_alive_interval for the agent's whole life.
+//
+// A stream that breaks (UNAVAILABLE: the ctrund daemon was killed, the
+// connection dropped) is re-opened, not treated as fatal: while joining,
+// until join_timeout; while the workers run, for as long as they run (they
+// do not need the rendezvous), with the reconnect flag of
+// rendezvous/grpc/reconnect.h so that a restarted daemon that kept the run
+// (--state-dir) continues the round instead of restarting it.
+//
+// When this agent hosts the server (`hosted` is set), Shutdown keeps serving
+// until every other node has left the run or --exit-barrier-timeout passes,
+// so that peers still finishing are not cut off.
+//
+// Thread model: io_context thread only; gRPC results arrive by post.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "launcher/cli/launch_config.h"
+#include "launcher/rdzv/rendezvous_handler.h"
+#include "rendezvous/grpc/client.h"
+
+namespace ctrun::launcher {
+
+// Something this agent hosts and must stop last (the rendezvous server).
+class HostedServer {
+ public:
+  virtual ~HostedServer() = default;
+  virtual void Stop() = 0;
+  // Runs `cb`, on any thread, once no other node is left in the run.
+  virtual void WhenDrained(std::function<void()> cb) = 0;
+};
+
+struct GrpcRendezvousOptions {
+  rdzv::ClientOptions client;
+  std::optional<int> hint_rank;   // --node-rank, when the user gave it
+  int local_world_size = 1;
+  std::string advertise_addr;     // "" = the address the server sees
+  // Static backend: workers get exactly --master-addr/--master-port.
+  std::optional<std::pair<std::string, int>> fixed_master;
+  // Who hosts the workers' store; with store.port, joins advertise it as
+  // this node's master port (launcher/rdzv/rendezvous_handler.h).
+  StoreHosting store;
+  Seconds join_timeout{600};
+  Seconds close_timeout{30};
+  Seconds exit_barrier_timeout{300};
+};
+
+class GrpcRendezvous : public RendezvousHandler {
+ public:
+  // `io` must outlive this object; `hosted` may be null.
+  GrpcRendezvous(boost::asio::io_context& io, GrpcRendezvousOptions options,
+                 std::unique_ptr<HostedServer> hosted);
+  ~GrpcRendezvous() override;
+
+  void NextRound(std::function<void(Result<Round>)> done) override;
+  void OnChange(ChangeCallback cb) override { on_change_ = std::move(cb); }
+  void Shutdown(ShutdownReason reason, std::function<void()> done) override;
+
+ private:
+  enum class Phase { kIdle, kJoining, kRunning, kShutdown };
+
+  void OnUpdate(const rdzv::Update& update);
+  void OnStreamEnd(const Status& status);
+  void Reconnect(const Status& why);
+  void FinishJoin(Result<Round> result);
+  void Changed(const std::string& why);
+  void ArmKeepAlive();
+  void ArmStatusLine();
+  void ProbeTls();
+  bool refused_ = false;  // the server refused this node (token, TLS, version)
+  void ExitBarrier(std::function<void()> done);
+  void EndBarrier(bool drained);
+
+  boost::asio::io_context& io_;
+  GrpcRendezvousOptions options_;
+  std::shared_ptr<bool> alive_;  // false once destroyed: posted callbacks check it
+  std::unique_ptr<rdzv::RendezvousClient> client_;
+  std::unique_ptr<HostedServer> hosted_;
+  boost::asio::steady_timer join_timer_;
+  boost::asio::steady_timer keep_alive_timer_;
+  boost::asio::steady_timer status_timer_;
+  boost::asio::steady_timer barrier_timer_;
+  boost::asio::steady_timer reconnect_timer_;
+  rdzv::JoinArgs join_args_;  // of the current round's Join, re-sent on reconnect
+  bool reconnecting_ = false;
+  bool heard_ = false;  // the server answered this Join (any update on its stream)
+  bool keep_alive_failing_ = false;  // said once per streak of failed keep-alives
+  Duration reconnect_delay_{};
+  Phase phase_ = Phase::kIdle;
+  std::function<void(Result<Round>)> pending_;
+  ChangeCallback on_change_;
+  bool keep_alive_started_ = false;
+  bool closed_ = false;
+  uint64_t round_ = 0;
+  std::function<void()> barrier_done_;
+};
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,216 @@
+#include "launcher/store/store_server.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/write.hpp>
+
+#include "launcher/store/store_protocol.h"
+
+namespace ctrun::launcher {
+
+namespace {
+
+using boost::asio::ip::tcp;
+
+// Refusals logged as warnings before the rest go to debug: a port scanner or
+// a confused client must not flood the agent's log.
+constexpr int kMaxRefusalsLogged = 20;
+
+void SetCloexec(int fd) {
+  const int flags = ::fcntl(fd, F_GETFD);
+  if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
+}  // namespace
+
+struct StoreServer::Session {
+  Session(boost::asio::io_context& io, StoreClientId id) : id(id), socket(io) {}
+  StoreClientId id;
+  tcp::socket socket;
+  std::string peer;
+  StoreParser parser;
+  std::array<char, 65536> in;
+  std::string out;      // being written
+  std::string pending;  // queued behind `out`
+  bool writing = false;
+  bool closed = false;
+};
+
+StoreServer::StoreServer(boost::asio::io_context& io) : io_(io), acceptor_(io) {}
+
+StoreServer::~StoreServer() {
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  for (auto& [id, s] : sessions_) {
+    s->closed = true;
+    s->socket.close(ignored);
+  }
+}
+
+Status StoreServer::Listen(const std::string& host, int port) {
+  boost::system::error_code ec;
+  const std::string where = (host.empty() ? std::string("port ") : host + ":") + std::to_string(port);
+  tcp::endpoint ep;
+  if (host.empty()) {
+    acceptor_.open(tcp::v6(), ec);
+    if (!ec) acceptor_.set_option(boost::asio::ip::v6_only(false), ec);
+    ep = tcp::endpoint(tcp::v6(), static_cast<unsigned short>(port));
+    if (ec) {  // no IPv6 on this host
+      boost::system::error_code ignored;
+      acceptor_.close(ignored);
+      ec.clear();
+      acceptor_.open(tcp::v4(), ec);
+      ep = tcp::endpoint(tcp::v4(), static_cast<unsigned short>(port));
+    }
+  } else {
+    tcp::resolver resolver(io_);
+    const tcp::resolver::results_type found = resolver.resolve(host, std::to_string(port), ec);
+    if (ec || found.empty()) {
+      return Status::InvalidArgument("cannot host the workers' store on " + where + ": '" + host +
+                                     "' does not resolve (" + ec.message() +
+                                     "); pass an address of this host as --local-addr");
+    }
+    ep = found.begin()->endpoint();
+    acceptor_.open(ep.protocol(), ec);
+  }
+  if (ec) return Status::IOError("cannot host the workers' store on " + where + ": " + ec.message());
+  SetCloexec(acceptor_.native_handle());
+  acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  acceptor_.bind(ep, ec);
+  if (ec == boost::asio::error::address_in_use) {
+    return Status::Unavailable("cannot host the workers' store on " + where + ": " + ec.message() +
+                               " (another process holds it: pick another --master-port, or drop it)");
+  }
+  if (!ec) acceptor_.listen(boost::asio::socket_base::max_listen_connections, ec);
+  if (ec) return Status::IOError("cannot host the workers' store on " + where + ": " + ec.message());
+  port_ = acceptor_.local_endpoint(ec).port();
+  if (ec) return Status::IOError("cannot host the workers' store on " + where + ": " + ec.message());
+  Accept();
+  return Status::Ok();
+}
+
+void StoreServer::Accept() {
+  auto s = std::make_shared<Session>(io_, next_id_++);
+  acceptor_.async_accept(s->socket, [this, s](const boost::system::error_code& ec) {
+    if (ec == boost::asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!ec) {
+      SetCloexec(s->socket.native_handle());
+      boost::system::error_code ignored;
+      s->socket.set_option(tcp::no_delay(true), ignored);
+      const tcp::endpoint peer = s->socket.remote_endpoint(ignored);
+      boost::asio::ip::address addr = peer.address();
+      if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
+        addr = boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, addr.to_v6());
+      }
+      s->peer = addr.is_v6() ? "[" + addr.to_string() + "]:" + std::to_string(peer.port())
+                             : addr.to_string() + ":" + std::to_string(peer.port());
+      sessions_.emplace(s->id, s);
+      Read(s);
+    } else {
+      spdlog::debug("store: accept failed: {}", ec.message());
+    }
+    Accept();
+  });
+}
+
+void StoreServer::Read(const std::shared_ptr<Session>& s) {
+  s->socket.async_read_some(
+      boost::asio::buffer(s->in), [this, s](const boost::system::error_code& ec, size_t n) {
+        if (s->closed) return;
+        if (ec) {
+          if (s->parser.buffered() > 0) {
+            Refuse(s, Status::InvalidArgument("the connection closed inside a request (" +
+                                              std::to_string(s->parser.buffered()) +
+                                              " bytes of it arrived)"));
+          } else {
+            Close(*s);
+          }
+          return;
+        }
+        s->parser.Feed(s->in.data(), n);
+        std::string reply;
+        for (;;) {
+          Result<std::optional<StoreRequest>> req = s->parser.Next();
+          Status st = req.ok() ? Status::Ok() : req.status();
+          if (st.ok() && !*req) break;
+          if (st.ok()) {
+            woken_.clear();
+            DropAttemptPrefix(**req);
+            st = state_.Apply(s->id, **req, reply, woken_);
+            for (StoreClientId id : woken_) {
+              auto w = sessions_.find(id);
+              if (w == sessions_.end()) continue;
+              if (w->second == s) {
+                reply.push_back(static_cast<char>(kStoreStopWaiting));
+              } else {
+                w->second->pending.push_back(static_cast<char>(kStoreStopWaiting));
+                if (!w->second->writing) Flush(w->second);
+              }
+            }
+          }
+          if (!st.ok()) {
+            Refuse(s, st);
+            return;
+          }
+        }
+        if (!reply.empty()) {
+          s->pending += reply;
+          if (!s->writing) Flush(s);
+        }
+        Read(s);
+      });
+}
+
+void StoreServer::Flush(const std::shared_ptr<Session>& s) {
+  s->out.swap(s->pending);
+  s->pending.clear();
+  s->writing = true;
+  boost::asio::async_write(s->socket, boost::asio::buffer(s->out),
+                           [this, s](const boost::system::error_code& ec, size_t) {
+                             s->writing = false;
+                             s->out.clear();
+                             if (s->closed) return;
+                             if (ec) {
+                               Close(*s);
+                               return;
+                             }
+                             if (!s->pending.empty()) Flush(s);
+                           });
+}
+
+void StoreServer::Refuse(const std::shared_ptr<Session>& s, const Status& why) {
+  ++refusals_logged_;
+  if (refusals_logged_ <= kMaxRefusalsLogged) {
+    spdlog::warn("store: refused a request from {}: {}; closed the connection{}", s->peer,
+                 why.message(),
+                 refusals_logged_ == kMaxRefusalsLogged ? " (further refusals are logged at debug level)" : "");
+  } else {
+    spdlog::debug("store: refused a request from {}: {}; closed the connection", s->peer,
+                  why.message());
+  }
+  Close(*s);
+}
+
+void StoreServer::Close(Session& s) {
+  if (s.closed) return;
+  s.closed = true;
+  state_.Disconnect(s.id);
+  boost::system::error_code ignored;
+  s.socket.close(ignored);
+  sessions_.erase(s.id);
+}
+
+void StoreServer::Clear() {
+  state_.Clear();
+  boost::system::error_code ignored;
+  for (auto& [id, s] : sessions_) {
+    s->closed = true;
+    s->socket.close(ignored);
+  }
+  sessions_.clear();
+}
+
+}  // namespace ctrun::launcher

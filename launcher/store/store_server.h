@@ -1,0 +1,71 @@
+// StoreServer: the agent-hosted c10d store. Serves PyTorch's TCPStore wire
+// protocol (launcher/store/store_protocol.h) over TCP on the agent's io_context, so
+// workers started with TORCHELASTIC_USE_AGENT_STORE=True connect to it as
+// TCPStore clients. The table and its waits are a StoreState.
+//
+// A connection whose bytes are malformed (or whose request the table refuses:
+// GET of a missing key, ADD to a non-number) is closed and logged as a
+// warning, once per connection; the server and its other clients go on.
+//
+// Ownership: `io` must outlive the server. The listening and accepted
+// sockets are close-on-exec: workers never inherit them. Thread model:
+// io_context thread only (no threads of its own).
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "launcher/store/store_state.h"
+
+namespace ctrun::launcher {
+
+class StoreServer {
+ public:
+  explicit StoreServer(boost::asio::io_context& io);
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  // Binds `host` (an address or a name resolved here; empty: every
+  // interface, IPv6 and IPv4 where the host has both) on `port`, 0 meaning a
+  // port the kernel picks, and starts accepting. Call once.
+  // Errors: Unavailable when the port is taken ("address already in use"),
+  // InvalidArgument when `host` does not resolve, IOError for any other
+  // socket error; the message names the address and port.
+  Status Listen(const std::string& host, int port);
+
+  // The bound port; 0 before Listen succeeded.
+  int port() const { return port_; }
+
+  // Drops every key and wait and closes every client connection: the next
+  // worker group starts from an empty store. The listening socket stays.
+  void Clear();
+
+  // Live client connections (for tests and logs).
+  size_t connections() const { return sessions_.size(); }
+
+ private:
+  struct Session;
+  void Accept();
+  void Read(const std::shared_ptr<Session>& s);
+  void Send(Session& s, std::string bytes);
+  void Flush(const std::shared_ptr<Session>& s);
+  void Refuse(const std::shared_ptr<Session>& s, const Status& why);
+  void Close(Session& s);
+
+  boost::asio::io_context& io_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  int port_ = 0;
+  StoreState state_;
+  std::unordered_map<StoreClientId, std::shared_ptr<Session>> sessions_;
+  StoreClientId next_id_ = 1;
+  std::vector<StoreClientId> woken_;  // reused across requests
+  int refusals_logged_ = 0;
+};
+
+}  // namespace ctrun::launcher

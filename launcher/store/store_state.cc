@@ -1,0 +1,141 @@
+#include "launcher/store/store_state.h"
+
+#include <charconv>
+
+namespace ctrun::launcher {
+
+namespace {
+
+bool ParseInt64(const std::string& s, int64_t& v) {
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, v);
+  return ec == std::errc() && p == end && !s.empty();
+}
+
+}  // namespace
+
+void StoreState::Write(const std::string& key, std::string value,
+                       std::vector<StoreClientId>& woken) {
+  table_[key] = std::move(value);
+  auto it = key_waits_.find(key);
+  if (it == key_waits_.end()) return;
+  for (uint64_t id : it->second) {
+    auto w = waits_.find(id);
+    if (w == waits_.end()) continue;  // canceled, or its client left
+    if (--w->second.missing == 0) {
+      woken.push_back(w->second.client);
+      waits_.erase(w);
+    }
+  }
+  key_waits_.erase(it);
+}
+
+Status StoreState::Apply(StoreClientId client, const StoreRequest& req, std::string& reply,
+                         std::vector<StoreClientId>& woken) {
+  switch (req.op) {
+    case StoreOp::kValidate:
+      return Status::Ok();
+    case StoreOp::kSet:
+      Write(req.keys[0], req.values[0], woken);
+      return Status::Ok();
+    case StoreOp::kMultiSet:
+      for (size_t i = 0; i < req.keys.size(); ++i) Write(req.keys[i], req.values[i], woken);
+      return Status::Ok();
+    case StoreOp::kAppend: {
+      auto it = table_.find(req.keys[0]);
+      Write(req.keys[0], it == table_.end() ? req.values[0] : it->second + req.values[0], woken);
+      return Status::Ok();
+    }
+    case StoreOp::kCompareSet: {
+      const std::string& expected = req.values[0];
+      const std::string& desired = req.values[1];
+      auto it = table_.find(req.keys[0]);
+      if (it == table_.end()) {
+        if (!expected.empty()) {
+          AppendStoreBytes(reply, expected);
+          return Status::Ok();
+        }
+      } else if (it->second != expected) {
+        AppendStoreBytes(reply, it->second);
+        return Status::Ok();
+      }
+      Write(req.keys[0], desired, woken);
+      AppendStoreBytes(reply, desired);
+      return Status::Ok();
+    }
+    case StoreOp::kGet: {
+      auto it = table_.find(req.keys[0]);
+      if (it == table_.end()) return Status::NotFound("GET of a missing key");
+      AppendStoreBytes(reply, it->second);
+      return Status::Ok();
+    }
+    case StoreOp::kMultiGet: {
+      for (const std::string& k : req.keys) {
+        if (table_.count(k) == 0) return Status::NotFound("MULTI_GET of a missing key");
+      }
+      for (const std::string& k : req.keys) AppendStoreBytes(reply, table_.find(k)->second);
+      return Status::Ok();
+    }
+    case StoreOp::kAdd: {
+      int64_t value = 0;
+      auto it = table_.find(req.keys[0]);
+      if (it != table_.end() && !ParseInt64(it->second, value)) {
+        return Status::InvalidArgument("ADD to a key that does not hold a number");
+      }
+      if (__builtin_add_overflow(value, req.number, &value)) {
+        return Status::InvalidArgument("ADD overflows int64");
+      }
+      Write(req.keys[0], std::to_string(value), woken);
+      AppendStoreInt64(reply, value);
+      return Status::Ok();
+    }
+    case StoreOp::kCheck: {
+      bool ready = true;
+      for (const std::string& k : req.keys) ready = ready && table_.count(k) > 0;
+      AppendStoreUint8(reply, ready ? kStoreCheckReady : kStoreCheckNotReady);
+      return Status::Ok();
+    }
+    case StoreOp::kWait: {
+      size_t missing = 0;
+      for (const std::string& k : req.keys) missing += table_.count(k) == 0;
+      if (missing == 0) {
+        AppendStoreUint8(reply, kStoreStopWaiting);
+        return Status::Ok();
+      }
+      const uint64_t id = next_wait_++;
+      waits_.emplace(id, Wait{client, missing});
+      for (const std::string& k : req.keys) {
+        if (table_.count(k) == 0) key_waits_[k].push_back(id);
+      }
+      return Status::Ok();
+    }
+    case StoreOp::kNumKeys:
+      AppendStoreInt64(reply, static_cast<int64_t>(table_.size()));
+      return Status::Ok();
+    case StoreOp::kDeleteKey:
+      AppendStoreInt64(reply, static_cast<int64_t>(table_.erase(req.keys[0])));
+      return Status::Ok();
+    case StoreOp::kCancelWait:
+      Disconnect(client);
+      AppendStoreUint8(reply, kStoreWaitCanceled);
+      return Status::Ok();
+    case StoreOp::kPing:
+      AppendStoreUint32(reply, static_cast<uint32_t>(req.number));
+      return Status::Ok();
+  }
+  return Status::Internal("unhandled store request");
+}
+
+void StoreState::Disconnect(StoreClientId client) {
+  for (auto it = waits_.begin(); it != waits_.end();) {
+    it = it->second.client == client ? waits_.erase(it) : std::next(it);
+  }
+}
+
+void StoreState::Clear() {
+  table_.clear();
+  waits_.clear();
+  key_waits_.clear();
+}
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,69 @@
+// StoreState: the key-value table behind the agent-hosted store, and the
+// clients waiting on its keys. Pure: requests in, reply bytes out; no
+// sockets, clock or threads (launcher/store/store_server.h owns those).
+//
+// Semantics follow torch's own TCPStore server:
+//  - SET, MULTI_SET, APPEND, ADD and a COMPARE_SET that writes wake the
+//    clients waiting on those keys;
+//  - COMPARE_SET writes `desired` when the key holds `expected`, or when the
+//    key is missing and `expected` is empty; it replies with the value the key
+//    holds afterwards, or with `expected` when the key is missing;
+//  - ADD keeps a decimal number as the key's value (a missing key counts 0);
+//  - a WAIT on keys that all exist is answered at once, otherwise when the
+//    last of them is written; the client's connection closing drops it;
+//  - GET and MULTI_GET of a missing key are errors: clients WAIT first.
+//
+// Copyable; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "launcher/store/store_protocol.h"
+
+namespace ctrun::launcher {
+
+using StoreClientId = uint64_t;
+
+class StoreState {
+ public:
+  // Applies `req` from `client`. Appends the reply bytes for `client` (if the
+  // request has a reply now) to `reply`, and each client that a write
+  // released from its WAIT, once per released WAIT, to `woken` (its reply is
+  // the single byte kStoreStopWaiting). Errors, leaving the table unchanged:
+  // NotFound for GET/MULTI_GET of a missing key, InvalidArgument for ADD to a
+  // key that does not hold a decimal int64 (or whose sum overflows).
+  Status Apply(StoreClientId client, const StoreRequest& req, std::string& reply,
+               std::vector<StoreClientId>& woken);
+
+  // Forgets `client`'s waits (its connection closed).
+  void Disconnect(StoreClientId client);
+
+  // Drops every key and every wait (a new round starts from an empty store).
+  void Clear();
+
+  size_t num_keys() const { return table_.size(); }
+  size_t num_waits() const { return waits_.size(); }
+
+ private:
+  struct Wait {
+    StoreClientId client;
+    size_t missing;  // keys not written yet
+  };
+  void Write(const std::string& key, std::string value, std::vector<StoreClientId>& woken);
+
+  std::unordered_map<std::string, std::string> table_;
+  std::unordered_map<uint64_t, Wait> waits_;                           // by wait id
+  std::unordered_map<std::string, std::vector<uint64_t>> key_waits_;   // key -> wait ids
+  uint64_t next_wait_ = 1;
+};
+
+inline constexpr uint8_t kStoreStopWaiting = 0;
+inline constexpr uint8_t kStoreWaitCanceled = 1;
+inline constexpr uint8_t kStoreCheckReady = 0;
+inline constexpr uint8_t kStoreCheckNotReady = 1;
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,122 @@
+// RendezvousServer: the gRPC service of proto/rendezvous.proto around the
+// rendezvous machines of one RunRegistry.
+//
+// Each request becomes an Event for its run's RendezvousMachine; each
+// Decision becomes a reply or a push on the addressee's Join stream. The
+// server decides nothing itself. One mutex guards the registry and the table
+// of open Join streams and is held only across Step and the enqueue of the
+// resulting updates; gRPC calls (writes, finishes) are made with no lock
+// held, so no reactor ever blocks on another.
+//
+// Join streams: a node's newer Join stream replaces its older one (the old
+// one is finished OK). A decision for a node with no open stream is dropped
+// (the node learns the state on its next Join). A node's current stream that
+// the client drops (agent killed, connection broken) is reported to the
+// machine as Leave{kSignal}: the others restart at once; a node that is in
+// fact alive learns of it from its next keep-alive and joins again.
+// Rejected, TimedOut, Evicted and Closed end the addressee's stream (OK)
+// after the update is written.
+//
+// Deadlines: one timer thread sleeps until the earliest NextDeadline() of all
+// runs and then steps Tick{} on the runs that are due.
+//
+// Thread model: Start, port, address, Shutdown and the destructor may be
+// called from any thread, but not concurrently with the destructor.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "base/status.h"
+#include "rendezvous/grpc/credentials.h"
+#include "rendezvous/machine/rdzv_params.h"
+#include "rendezvous/machine/run_registry.h"
+
+namespace ctrun::rdzv {
+
+struct FixedRun {
+  std::string run_id;
+  Params params;
+};
+
+struct ServerOptions {
+  // "host:port" or "[v6]:port"; port 0 picks a free port (see port()).
+  std::string listen_address = "127.0.0.1:0";
+  // kFixed serves exactly `runs`; kAutoCreate (the daemon) creates a run at
+  // its first Join with the Params that Join carries (`runs` pre-added).
+  RunRegistry::Mode mode = RunRegistry::Mode::kFixed;
+  std::vector<FixedRun> runs;
+  // When non-empty, every request must carry this token, else the call
+  // fails with PERMISSION_DENIED (and the server logs the refusal, rate
+  // limited, with the caller's address).
+  std::string token;
+  // TLS when tls.ServerSide() (from LoadTls); mutual TLS when tls.ca_pem is
+  // also set. A client that fails the handshake never reaches a handler.
+  TlsConfig tls;
+  // When non-empty (ctrund --state-dir), every run's state is written there
+  // after each step that changed it, before any reply goes out, and the runs
+  // found there at Start are resumed (state_store.h; docs/daemon.md).
+  std::string state_dir;
+};
+
+class RendezvousServer {
+ public:
+  // Listens on options.listen_address and serves until Shutdown().
+  // Errors: InvalidArgument for a malformed listen address or invalid
+  // params of a run in options.runs, or a file in options.state_dir that
+  // is not a valid run state; IOError when state_dir cannot be created or
+  // read; Unavailable "cannot listen on
+  // HOST:PORT: address in use" (or the OS reason) when the address cannot
+  // be bound; the caller may then act as a client of whoever holds it.
+  static Result<std::unique_ptr<RendezvousServer>> Start(const ServerOptions& options);
+
+  // Shuts down (see Shutdown).
+  ~RendezvousServer();
+
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
+
+  // The TCP port actually bound (the chosen one when the address said 0).
+  int port() const;
+
+  // The listen address with the bound port, e.g. "127.0.0.1:40123".
+  const std::string& address() const;
+
+  // Finishes every open Join stream (OK), refuses new calls with
+  // UNAVAILABLE, stops the timer and waits (at most about a second) for
+  // calls in flight. Idempotent.
+  void Shutdown();
+
+  // What the server has seen, in Prometheus' text format (metrics.h): the
+  // counters since Start and every run's gauges now. ctrund --metrics-port
+  // serves it.
+  std::string MetricsText();
+
+  // Runs `cb` once `run_id` holds no live node (every node left, was evicted
+  // or timed out; after close, every running member left or fell silent):
+  // at once, on this thread, when that is already so; else on a gRPC or
+  // timer thread, with no lock held. An unknown run counts as drained. The
+  // hosting agent waits on this before it stops serving (its exit barrier).
+  void WhenDrained(const std::string& run_id, std::function<void()> cb);
+
+ private:
+  class Impl;
+  explicit RendezvousServer(std::unique_ptr<Impl> impl);
+
+  std::unique_ptr<Impl> impl_;
+};
+
+// Sends gRPC's own log lines (e.g. its "No address added" error when a
+// port is taken, which Start already reports as a Status) to spdlog at
+// debug level, so they show only with debug logging. Process-wide; call once
+// from main before any server or channel exists.
+// With `warn_handshake_failures` (ctrund), gRPC's debug messages are let
+// through too and a failed TLS handshake with a client becomes a warning
+// naming the peer (at most one a second); agents keep them at debug (their
+// own error line says it).
+void RouteGrpcLogsToSpdlog(bool warn_handshake_failures = false);
+
+}  // namespace ctrun::rdzv

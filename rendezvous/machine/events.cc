@@ -1,0 +1,98 @@
+#include "rendezvous/machine/events.h"
+
+namespace ctrun::rdzv {
+namespace {
+
+std::string JoinIds(const std::vector<NodeId>& nodes) {
+  std::string out = "[";
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (i) out += " ";
+    out += ToString(nodes[i]);
+  }
+  return out + "]";
+}
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
+
+}  // namespace
+
+std::string_view Name(LeaveReason reason) {
+  switch (reason) {
+    case LeaveReason::kNormalExit: return "normal_exit";
+    case LeaveReason::kFailure: return "failure";
+    case LeaveReason::kSignal: return "signal";
+  }
+  return "?";
+}
+
+std::string_view Name(AdmitState state) {
+  switch (state) {
+    case AdmitState::kParticipant: return "participant";
+    case AdmitState::kWaiting: return "waiting";
+    case AdmitState::kRedundant: return "redundant";
+  }
+  return "?";
+}
+
+std::string_view Name(RestartReason reason) {
+  switch (reason) {
+    case RestartReason::kNodeJoinedWaitList: return "node_joined_wait_list";
+    case RestartReason::kNodeLost: return "node_lost";
+    case RestartReason::kNodeLeft: return "node_left";
+  }
+  return "?";
+}
+
+std::string_view Name(RejectCode code) {
+  switch (code) {
+    case RejectCode::kClosed: return "closed";
+    case RejectCode::kDuplicateNode: return "duplicate_node";
+    case RejectCode::kUnknownNode: return "unknown_node";
+    case RejectCode::kInvalidJoin: return "invalid_join";
+  }
+  return "?";
+}
+
+std::string Describe(const Decision& decision) {
+  return std::visit(
+      Overloaded{
+          [](const Admitted& d) {
+            return "Admitted " + ToString(d.node) + " " + std::string(Name(d.state)) + " r" +
+                   std::to_string(d.round);
+          },
+          [](const RoundComplete& d) {
+            std::vector<NodeId> nodes;
+            for (const Member& m : d.members) nodes.push_back(m.node);
+            return "RoundComplete r" + std::to_string(d.round) + " " + JoinIds(nodes) +
+                   " ws=" + std::to_string(d.world_size) + (d.hints_honoured ? " hints" : "");
+          },
+          [](const RestartRequested& d) {
+            return "RestartRequested r" + std::to_string(d.round) + " " + std::string(Name(d.reason)) +
+                   " cause=" + ToString(d.cause) + " " + JoinIds(d.nodes);
+          },
+          [](const Evicted& d) { return "Evicted " + ToString(d.node); },
+          [](const Rejected& d) { return "Rejected " + ToString(d.node) + " " + std::string(Name(d.code)); },
+          [](const TimedOut& d) { return "TimedOut " + ToString(d.node); },
+          [](const Closed& d) { return "Closed r" + std::to_string(d.round) + " " + JoinIds(d.nodes); },
+      },
+      decision);
+}
+
+Status ToStatus(const Rejected& rejected) {
+  switch (rejected.code) {
+    case RejectCode::kClosed: return Status::Aborted(rejected.message);
+    case RejectCode::kDuplicateNode: return Status::FailedPrecondition(rejected.message);
+    case RejectCode::kUnknownNode: return Status::NotFound(rejected.message);
+    case RejectCode::kInvalidJoin: return Status::InvalidArgument(rejected.message);
+  }
+  return Status::Internal(rejected.message);
+}
+
+Status ToStatus(const TimedOut& timed_out) { return Status::DeadlineExceeded(timed_out.message); }
+
+}  // namespace ctrun::rdzv

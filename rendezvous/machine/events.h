@@ -1,0 +1,170 @@
+// The vocabulary of the rendezvous machine: events in, decisions out.
+//
+// The gRPC shell maps each request to an Event, feeds it to
+// RendezvousMachine::Step and maps each Decision to a reply or a push. All
+// types are plain copyable data with value equality; no proto types here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "base/status.h"
+#include "rendezvous/machine/node_order.h"
+
+namespace ctrun::rdzv {
+
+// ---- Events ---------------------------------------------------------------
+
+// A node asks to take part in the next round. Sent at the start of every
+// rendezvous attempt (first start, and after stopping workers for a restart).
+struct Join {
+  NodeId node;
+  uint64_t incarnation = 0;      // fixed per agent process start; tells a restarted agent apart
+  std::optional<int> hint_rank;  // --node-rank, if the user gave one
+  int local_world_size = 1;      // workers on this node (> 0; may differ between nodes)
+  std::string addr;              // address to publish as MASTER_ADDR if this node is group rank 0
+  int master_port = 0;           // free port on the node, MASTER_PORT if it is group rank 0
+};
+
+// "Still alive": sent every keep_alive_interval for as long as the agent lives.
+struct KeepAlive {
+  NodeId node;
+  uint64_t incarnation = 0;
+};
+
+enum class LeaveReason {
+  kNormalExit,  // the agent is exiting normally: closes the run, like torchrun's shutdown()
+  kFailure,     // its workers failed; it will stop them and Join again
+  kSignal,      // the agent got a signal and exits: scale down, the run stays open
+};
+
+struct Leave {
+  NodeId node;
+  uint64_t incarnation = 0;
+  LeaveReason reason = LeaveReason::kFailure;
+};
+
+// The job is over (an agent exits with success or error, not on a signal).
+struct Close {};
+
+// Time passed: the shell sends it when NextDeadline() is reached.
+struct Tick {};
+
+using Event = std::variant<Join, KeepAlive, Leave, Close, Tick>;
+
+// ---- Decisions ------------------------------------------------------------
+
+enum class AdmitState {
+  kParticipant,  // in the round being formed; wait for RoundComplete
+  kWaiting,      // a round was running: it has been asked to restart, and you are in the next one
+  kRedundant,    // the run is full: hot spare, no join timeout, promoted when a slot frees
+};
+
+// Reply to a Join (or a later change of a waiting node's state, e.g. a spare
+// promoted to participant). `round` is the round the node waits for.
+struct Admitted {
+  NodeId node;
+  AdmitState state = AdmitState::kParticipant;
+  uint64_t round = 0;
+  bool operator==(const Admitted&) const = default;
+};
+
+struct Member {
+  NodeId node;
+  int group_rank = 0;
+  int local_world_size = 1;
+  std::string addr;
+  int master_port = 0;
+  bool operator==(const Member&) const = default;
+};
+
+// A round is formed: send to every member. `members` is in group-rank order
+// (members[i].group_rank == i); world_size is the sum of local_world_size.
+struct RoundComplete {
+  uint64_t round = 0;
+  std::vector<Member> members;
+  int world_size = 0;
+  bool hints_honoured = false;  // group ranks are the --node-rank hints
+  std::string hint_note;        // why given hints were ignored; empty otherwise
+  bool operator==(const RoundComplete&) const = default;
+};
+
+enum class RestartReason {
+  kNodeJoinedWaitList,  // scale-up: a node is waiting; not the agent's failure
+  kNodeLost,            // a member stopped sending keep-alives and was evicted
+  kNodeLeft,            // a member left (its workers failed, or it exits on a signal)
+};
+
+// Push to `nodes` (members of round `round`): stop workers and Join again.
+// `cause` is the node whose arrival, loss or departure broke the round.
+struct RestartRequested {
+  uint64_t round = 0;
+  RestartReason reason = RestartReason::kNodeLeft;
+  NodeId cause;
+  std::vector<NodeId> nodes;
+  bool operator==(const RestartRequested&) const = default;
+};
+
+// A node was removed for missing keep-alives.
+struct Evicted {
+  NodeId node;
+  std::string message;
+  bool operator==(const Evicted&) const = default;
+};
+
+enum class RejectCode {
+  kClosed,         // the run is closed: exit (a spare or waiting node exits 0)
+  kDuplicateNode,  // another live incarnation holds this node id; may retry after the keep-alive timeout
+  kUnknownNode,    // keep-alive from a node the run does not hold (evicted or never joined): Join again
+  kInvalidJoin,    // a malformed Join (local_world_size <= 0, negative hint)
+};
+
+// Reply to a request the machine refused.
+struct Rejected {
+  NodeId node;
+  RejectCode code = RejectCode::kClosed;
+  std::string message;
+  bool operator==(const Rejected&) const = default;
+};
+
+// join_timeout passed before a round including `node` completed; the node is
+// removed and its pending Join fails.
+struct TimedOut {
+  NodeId node;
+  std::string message;
+  bool operator==(const TimedOut&) const = default;
+};
+
+// The run is closed. Push to `nodes` (every node the run held); open Joins
+// among them fail with kClosed. Running members keep running.
+struct Closed {
+  uint64_t round = 0;
+  std::vector<NodeId> nodes;
+  bool operator==(const Closed&) const = default;
+};
+
+using Decision =
+    std::variant<Admitted, RoundComplete, RestartRequested, Evicted, Rejected, TimedOut, Closed>;
+
+std::string_view Name(LeaveReason reason);
+std::string_view Name(AdmitState state);
+std::string_view Name(RestartReason reason);
+std::string_view Name(RejectCode code);
+
+// One line for logs and tests, e.g. "RoundComplete r1 [a b] ws=4",
+// "RestartRequested r1 node_lost cause=c [a b]", "Admitted a participant r0".
+std::string Describe(const Decision& decision);
+
+// The Status a client returns for a refused Join/KeepAlive:
+// kClosed -> Aborted, kDuplicateNode -> FailedPrecondition,
+// kUnknownNode -> NotFound, kInvalidJoin -> InvalidArgument; message kept.
+Status ToStatus(const Rejected& rejected);
+
+// DeadlineExceeded with the TimedOut message.
+Status ToStatus(const TimedOut& timed_out);
+
+}  // namespace ctrun::rdzv

@@ -1,0 +1,84 @@
+// RendezvousMachine::Export and ::Import (declared in machine.h): the
+// machine's state as plain data and back, with the invariants of machine.cc
+// checked on the way in.
+#include <set>
+
+#include "rendezvous/machine/machine.h"
+
+namespace ctrun::rdzv {
+
+namespace {
+
+Status Broken(const std::string& what) { return Status::InvalidArgument("rendezvous state: " + what); }
+
+}  // namespace
+
+MachineState RendezvousMachine::Export() const {
+  MachineState s;
+  s.params = params_;
+  s.round = round_;
+  s.complete = complete_;
+  s.reforming = reforming_;
+  s.closed = closed_;
+  s.last_call = last_call_;
+  s.members = members_;
+  for (const auto& [id, rec] : nodes_) {
+    s.nodes.push_back(MachineState::Node{id, rec.incarnation, rec.status, rec.hint_rank, rec.local_world_size,
+                                         rec.addr, rec.master_port, rec.last_seen, rec.join_deadline,
+                                         rec.previous_rank, rec.arrival});
+  }
+  for (const auto& [id, f] : finishing_) s.finishing.push_back(MachineState::FinishingNode{id, f.incarnation, f.last_seen});
+  s.next_arrival = next_arrival_;
+  s.latest_now = latest_now_;
+  return s;
+}
+
+Result<RendezvousMachine> RendezvousMachine::Import(const MachineState& s) {
+  if (Status st = ValidateParams(s.params); !st.ok()) return Broken(st.message());
+  RendezvousMachine m(s.params);
+  for (const MachineState::Node& n : s.nodes) {
+    if (n.local_world_size < 1) return Broken("node " + ToString(n.id) + " has local_world_size below 1");
+    if (n.status == NodeStatus::kMember && !s.complete) {
+      return Broken("node " + ToString(n.id) + " is a member, but no round is complete");
+    }
+    if (n.status != NodeStatus::kMember && n.status != NodeStatus::kRedundant && s.complete) {
+      return Broken("node " + ToString(n.id) + " is " + std::string(Name(n.status)) + " in a complete round");
+    }
+    NodeRecord rec{n.incarnation, n.status,      n.hint_rank,     n.local_world_size, n.addr,
+                   n.master_port, n.last_seen,   n.join_deadline, n.previous_rank,    n.arrival};
+    if (!m.nodes_.emplace(n.id, std::move(rec)).second) return Broken("node " + ToString(n.id) + " appears twice");
+  }
+  if (s.closed && !m.nodes_.empty()) return Broken("a closed run holds nodes");
+  if (!s.complete && !s.members.empty()) return Broken("a rank table, but no round is complete");
+  if (s.complete && s.last_call) return Broken("a last call in a complete round");
+  std::set<NodeId, NodeIdLess> ranked;
+  // A closed run keeps the rank table of its last round but no nodes.
+  for (size_t rank = 0; !s.closed && rank < s.members.size(); ++rank) {
+    const Member& mem = s.members[rank];
+    auto it = m.nodes_.find(mem.node);
+    if (mem.group_rank != static_cast<int>(rank) || it == m.nodes_.end() ||
+        it->second.status != NodeStatus::kMember || !ranked.insert(mem.node).second) {
+      return Broken("rank table entry " + std::to_string(rank) + " (" + ToString(mem.node) +
+                    ") is not a member holding that rank");
+    }
+  }
+  if (s.complete && !s.closed && static_cast<int>(ranked.size()) != m.Count(NodeStatus::kMember)) {
+    return Broken("a member is missing from the rank table");
+  }
+  for (const MachineState::FinishingNode& f : s.finishing) {
+    if (!m.finishing_.emplace(f.id, Finishing{f.incarnation, f.last_seen}).second) {
+      return Broken("finishing node " + ToString(f.id) + " appears twice");
+    }
+  }
+  m.round_ = s.round;
+  m.complete_ = s.complete;
+  m.reforming_ = s.reforming;
+  m.closed_ = s.closed;
+  m.last_call_ = s.last_call;
+  m.members_ = s.members;
+  m.next_arrival_ = s.next_arrival;
+  m.latest_now_ = s.latest_now;
+  return m;
+}
+
+}  // namespace ctrun::rdzv

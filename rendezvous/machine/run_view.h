@@ -1,0 +1,42 @@
+// RunView: one run as `ctrun status` shows it: the machine's counts and one
+// line per node (its state, group rank, workers, address, and how long ago
+// the server last heard from it).
+//
+// Pure: built from a machine's exported state and the time of the request;
+// carried in the GetState reply (proto/rendezvous.proto's NodeView).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "rendezvous/machine/machine.h"
+#include "rendezvous/machine/node_order.h"
+
+namespace ctrun::rdzv {
+
+struct NodeView {
+  NodeId node;
+  // "member" (of the running round), "participant" (of the forming round),
+  // "rejoining" (a member of a broken round, expected back), "spare" (the
+  // run is full), "finishing" (the run is closed; still running its workers).
+  std::string state;
+  std::optional<int> group_rank;  // members (and rejoining nodes: their previous rank)
+  int local_world_size = 0;       // 0 when unknown (finishing nodes)
+  std::string addr;               // the MASTER_ADDR it would publish; "" when unknown
+  double last_seen_s = 0;         // seconds since its last Join or keep-alive
+
+  bool operator==(const NodeView&) const = default;
+};
+
+struct RunView {
+  Counts counts;
+  int world_size = 0;            // workers in the running round; 0 while forming
+  std::vector<NodeView> nodes;   // members in group-rank order, then the others in NodeLess order
+};
+
+// The view of `state` at `now` (the machine's clock).
+RunView ViewOf(const MachineState& state, const Counts& counts, TimePoint now);
+
+}  // namespace ctrun::rdzv

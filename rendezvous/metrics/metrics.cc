@@ -1,0 +1,176 @@
+#include "rendezvous/metrics/metrics.h"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <type_traits>
+#include <variant>
+
+namespace ctrun::rdzv {
+
+void Metrics::OnJoin(const std::string& run_id, const NodeId& node, TimePoint now) {
+  runs_[run_id].joining.emplace(node, now);
+}
+
+void Metrics::OnDecisions(const std::string& run_id, const std::vector<Decision>& decisions, TimePoint now) {
+  if (decisions.empty()) return;
+  RunCounters& run = runs_[run_id];
+  for (const Decision& d : decisions) {
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, RoundComplete>) {
+            ++run.rounds;
+            for (const Member& m : x.members) {
+              auto it = run.joining.find(m.node);
+              if (it == run.joining.end()) continue;
+              const double s = std::max(0.0, std::chrono::duration<double>(now - it->second).count());
+              run.joining.erase(it);
+              const auto bucket = std::lower_bound(kJoinLatencyBuckets.begin(), kJoinLatencyBuckets.end(), s);
+              if (bucket != kJoinLatencyBuckets.end()) ++run.buckets[bucket - kJoinLatencyBuckets.begin()];
+              ++run.latency_count;
+              run.latency_sum += s;
+            }
+          } else if constexpr (std::is_same_v<T, RestartRequested>) {
+            switch (x.reason) {
+              case RestartReason::kNodeJoinedWaitList: ++run.restarts_joined; break;
+              case RestartReason::kNodeLost: ++run.restarts_lost; break;
+              case RestartReason::kNodeLeft: ++run.restarts_left; break;
+            }
+          } else if constexpr (std::is_same_v<T, Evicted>) {
+            ++run.evictions;
+            run.joining.erase(x.node);
+          } else if constexpr (std::is_same_v<T, TimedOut>) {
+            ++run.join_timeouts;
+            run.joining.erase(x.node);
+          } else if constexpr (std::is_same_v<T, Rejected>) {
+            run.joining.erase(x.node);
+          } else if constexpr (std::is_same_v<T, Closed>) {
+            run.joining.clear();
+          }
+        },
+        d);
+  }
+}
+
+std::string EscapeLabelValue(const std::string& value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+namespace {
+
+// One metric family: HELP and TYPE, then its samples.
+class Family {
+ public:
+  Family(std::string& out, std::string_view name, std::string_view type, std::string_view help)
+      : out_(out), name_(name) {
+    fmt::format_to(std::back_inserter(out_), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  }
+  // `labels` is the inside of {...}, already escaped; "" for none.
+  template <typename V>
+  void Sample(std::string_view suffix, const std::string& labels, V value) {
+    if (labels.empty()) fmt::format_to(std::back_inserter(out_), "{}{} {}\n", name_, suffix, value);
+    else fmt::format_to(std::back_inserter(out_), "{}{}{{{}}} {}\n", name_, suffix, labels, value);
+  }
+
+ private:
+  std::string& out_;
+  std::string_view name_;
+};
+
+}  // namespace
+
+std::string Metrics::Render(const std::vector<RunNow>& runs) const {
+  // Every run id that is served now or has counted something, sorted.
+  std::map<std::string, const RunNow*> now_of;
+  for (const RunNow& r : runs) now_of[r.run_id] = &r;
+  std::set<std::string> ids;
+  for (const auto& [id, _] : now_of) ids.insert(id);
+  for (const auto& [id, _] : runs_) ids.insert(id);
+  static const RunCounters kNone;
+  auto counters = [&](const std::string& id) -> const RunCounters& {
+    auto it = runs_.find(id);
+    return it == runs_.end() ? kNone : it->second;
+  };
+  auto run_label = [](const std::string& id) { return "run_id=\"" + EscapeLabelValue(id) + "\""; };
+
+  std::string out;
+  Family(out, "ctrun_runs", "gauge", "Runs this server serves.").Sample("", "", runs.size());
+  {
+    Family f(out, "ctrun_rounds_total", "counter", "Rounds completed.");
+    for (const std::string& id : ids) f.Sample("", run_label(id), counters(id).rounds);
+  }
+  {
+    Family f(out, "ctrun_restarts_total", "counter",
+             "Running rounds broken, by cause: a node joined (scale-up), was lost (missed keep-alives) or left.");
+    for (const std::string& id : ids) {
+      const RunCounters& c = counters(id);
+      f.Sample("", run_label(id) + ",cause=\"node_joined\"", c.restarts_joined);
+      f.Sample("", run_label(id) + ",cause=\"node_lost\"", c.restarts_lost);
+      f.Sample("", run_label(id) + ",cause=\"node_left\"", c.restarts_left);
+    }
+  }
+  {
+    Family f(out, "ctrun_evictions_total", "counter", "Nodes evicted for missed keep-alives.");
+    for (const std::string& id : ids) f.Sample("", run_label(id), counters(id).evictions);
+  }
+  {
+    Family f(out, "ctrun_join_timeouts_total", "counter", "Nodes whose join timed out before a round took them in.");
+    for (const std::string& id : ids) f.Sample("", run_label(id), counters(id).join_timeouts);
+  }
+  {
+    Family f(out, "ctrun_join_latency_seconds", "histogram",
+             "Seconds from a node's Join to the completed round that took it in.");
+    for (const std::string& id : ids) {
+      const RunCounters& c = counters(id);
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i < kJoinLatencyBuckets.size(); ++i) {
+        cumulative += c.buckets[i];
+        f.Sample("_bucket", run_label(id) + fmt::format(",le=\"{}\"", kJoinLatencyBuckets[i]), cumulative);
+      }
+      f.Sample("_bucket", run_label(id) + ",le=\"+Inf\"", c.latency_count);
+      f.Sample("_sum", run_label(id), c.latency_sum);
+      f.Sample("_count", run_label(id), c.latency_count);
+    }
+  }
+  {
+    Family f(out, "ctrun_round", "gauge", "The round being formed, or the running one.");
+    for (const auto& [id, r] : now_of) f.Sample("", run_label(id), r->counts.round);
+  }
+  {
+    Family f(out, "ctrun_nodes", "gauge",
+             "Nodes by state: participant (forming round), member (running round), rejoining (expected back after "
+             "a restart), spare (the run is full).");
+    for (const auto& [id, r] : now_of) {
+      f.Sample("", run_label(id) + ",state=\"participant\"", r->counts.participants);
+      f.Sample("", run_label(id) + ",state=\"member\"", r->counts.members);
+      f.Sample("", run_label(id) + ",state=\"rejoining\"", r->counts.rejoining);
+      f.Sample("", run_label(id) + ",state=\"spare\"", r->counts.redundant);
+    }
+  }
+  {
+    Family f(out, "ctrun_live_nodes", "gauge", "Nodes the run holds (after close: members not yet gone).");
+    for (const auto& [id, r] : now_of) f.Sample("", run_label(id), r->counts.live_nodes);
+  }
+  {
+    Family f(out, "ctrun_closed", "gauge", "1 once the run is closed (its job ended).");
+    for (const auto& [id, r] : now_of) f.Sample("", run_label(id), r->counts.closed ? 1 : 0);
+  }
+  {
+    Family f(out, "ctrun_world_size", "gauge", "Workers in the running round; 0 while a round forms.");
+    for (const auto& [id, r] : now_of) f.Sample("", run_label(id), r->world_size);
+  }
+  return out;
+}
+
+}  // namespace ctrun::rdzv

@@ -1,0 +1,201 @@
+// Every flag of the table in its PET_* form (Kubeflow's PyTorchJob/TrainJob
+// set these) gives the same LaunchConfig as the flag. The test walks
+// Flags() itself: a new row needs a sample value below, or the test fails.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cctype>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "launcher/cli/config.h"
+#include "launcher/cli/flags.h"
+
+namespace ctrun::launcher {
+namespace {
+
+// A non-default value per flag, and flags both forms need beside it (the
+// same on both sides). Switches have no value: the flag is on, PET_*=1.
+struct Sample {
+  std::string value;
+  std::vector<std::string> context;
+};
+
+const std::map<std::string_view, Sample>& Samples() {
+  static const std::map<std::string_view, Sample> samples = {
+      {"--nnodes", {"2:4", {}}},
+      {"--nproc-per-node", {"3", {}}},
+      {"--rdzv-backend", {"c10d", {}}},
+      {"--rdzv-endpoint", {"node9:1234", {}}},
+      {"--rdzv-id", {"job7", {}}},
+      {"--rdzv-conf", {"join_timeout=7,is_host=1,store_type=file", {}}},
+      {"--standalone", {"", {}}},
+      {"--node-rank", {"1", {"--nnodes", "2"}}},
+      {"--master-addr", {"10.2.3.4", {}}},
+      {"--master-port", {"1234", {}}},
+      {"--local-addr", {"10.9.8.7", {}}},
+      {"--max-restarts", {"3", {}}},
+      {"--monitor-interval", {"0.5", {}}},
+      {"--start-method", {"fork", {}}},
+      {"--event-log-handler", {"console", {}}},
+      {"--role", {"trainer", {}}},
+      {"--module", {"", {}}},
+      {"--no-python", {"", {}}},
+      {"--run-path", {"", {}}},
+      {"--signals-to-handle", {"USR1,term", {}}},
+      {"--log-dir", {"/var/log/ctrun", {}}},
+      {"--redirects", {"3", {}}},
+      {"--tee", {"0:1,1:2", {}}},
+      {"--local-ranks-filter", {"0,3", {}}},
+      {"--exit-code-from-root-cause", {"", {}}},
+      {"--exit-barrier-timeout", {"42", {}}},
+      {"--heartbeat-timeout", {"60", {}}},
+      {"--heartbeat-initial-timeout", {"600", {}}},
+      {"--no-agent-store", {"", {}}},
+      {"--events-file", {"/var/log/ctrun/events.jsonl", {}}},
+  };
+  return samples;
+}
+
+// Rows torchrun itself gives no PET_* form.
+const std::set<std::string_view> kNoEnv = {"--numa-binding", "--logs-specs", "--version", "--help"};
+
+std::string Streams(const StreamSelection& s) {
+  std::string out = std::to_string(s.all);
+  for (const auto& [rank, v] : s.per_rank) out += fmt::format(" {}:{}", rank, v);
+  return out;
+}
+
+template <typename T>
+std::string Opt(const std::optional<T>& v) {
+  return v ? fmt::format("{}", *v) : "unset";
+}
+
+// Every LaunchConfig field a flag can set, one per line.
+std::string Dump(const LaunchConfig& c) {
+  const RdzvConf& r = c.rdzv_conf;
+  std::string given, signals, filter = "unset";
+  for (const auto& [k, v] : r.given) given += k + "=" + v + ";";
+  for (int s : c.signals_to_handle) signals += fmt::format("{},", s);
+  if (c.local_ranks_filter) {
+    filter.clear();
+    for (int rank : *c.local_ranks_filter) filter += fmt::format("{},", rank);
+  }
+  std::string out = fmt::format(
+      "nodes={}:{} nproc={}/{} backend={} endpoint={} host={}:{} id={}\n"
+      "conf=join:{} last:{} close:{} hb:{} ka:{}x{} read:{} timeout:{} is_host:{} store:{} libuv:{} token:{} "
+      "given:{}\n",
+      c.min_nodes, c.max_nodes, static_cast<int>(c.nproc_kind), c.nproc_per_node,
+      static_cast<int>(c.rdzv_backend), c.rdzv_endpoint, c.rdzv_host, c.rdzv_port,
+      c.standalone ? "<random>" : c.rdzv_id, r.join_timeout.count(), r.last_call_timeout.count(),
+      r.close_timeout.count(), r.heartbeat_timeout.count(), r.keep_alive_interval.count(),
+      r.keep_alive_max_attempt, r.read_timeout.count(), r.timeout.count(), Opt(r.is_host), r.store_type,
+      r.use_libuv, Opt(r.token_file), given);
+  out += fmt::format(
+      "standalone={} node_rank={}/{} master={}:{}/{} local_addr={} restarts={} monitor={} start={} signals={} "
+      "grace={} barrier={} root_cause={} heartbeat={}/{}\n",
+      c.standalone, c.node_rank, c.node_rank_given, c.master_addr, c.master_port, c.master_port_given,
+      Opt(c.local_addr), c.max_restarts, c.monitor_interval.count(), c.start_method, signals,
+      c.shutdown_grace.count(), c.exit_barrier_timeout.count(), c.exit_code_from_root_cause,
+      c.heartbeat_timeout.count(), c.heartbeat_initial_timeout ? c.heartbeat_initial_timeout->count() : -1.0);
+  out += fmt::format(
+      "role={} module={} no_python={} run_path={} script={} log_dir={} redirects={} tee={} filter={} "
+      "logs_specs={} numa={} events={} prefix={} no_agent_store={} events_file={}\n",
+      c.role, c.module, c.no_python, c.run_path, c.script, Opt(c.log_dir), Streams(c.redirects), Streams(c.tee),
+      filter, Opt(c.logs_specs), Opt(c.numa_binding), Opt(c.event_log_handler), c.log_line_prefix_template,
+      c.no_agent_store, Opt(c.events_file));
+  return out;
+}
+
+constexpr const char* kScript = "/abs/train.py";  // absolute, for --run-path
+
+std::string ParseDump(std::vector<std::string> args, const Environment& env) {
+  args.push_back(kScript);
+  auto r = ParseCommandLine(args, env);
+  INFO(fmt::format("{} with {} PET_* variables", fmt::join(args, " "), env.size()));
+  REQUIRE(r.ok());
+  return Dump(r->config);
+}
+
+std::vector<std::string> FlagForm(const FlagSpec& flag, const Sample& s) {
+  std::vector<std::string> args = s.context;
+  args.push_back(std::string(flag.name));
+  if (flag.kind == FlagKind::kValue) args.push_back(s.value);
+  return args;
+}
+
+TEST_CASE("every flag row is covered: a sample value, or listed as having no PET_* form") {
+  for (const FlagSpec& flag : Flags()) {
+    INFO(flag.name);
+    if (flag.env.empty()) {
+      CHECK(kNoEnv.count(flag.name) == 1);
+    } else {
+      CHECK(Samples().count(flag.name) == 1);
+      CHECK(flag.env == "PET_" + [&] {
+              std::string upper(flag.name.substr(2));
+              for (char& ch : upper) ch = ch == '-' ? '_' : static_cast<char>(std::toupper(ch));
+              return upper;
+            }());
+    }
+  }
+}
+
+TEST_CASE("each PET_* variable gives the same config as its flag, and changes it") {
+  const std::string defaults = ParseDump({}, {});
+  for (const FlagSpec& flag : Flags()) {
+    auto sample = Samples().find(flag.name);
+    if (flag.env.empty() || sample == Samples().end()) continue;
+    const Sample& s = sample->second;
+    INFO(fmt::format("{} / {}={}", flag.name, flag.env, s.value));
+    const std::string pet_value = flag.kind == FlagKind::kSwitch ? "1" : s.value;
+    const std::string by_flag = ParseDump(FlagForm(flag, s), {});
+    const std::string by_env = ParseDump(s.context, {{std::string(flag.env), pet_value}});
+    CHECK(by_env == by_flag);
+    CHECK(by_flag != defaults);
+  }
+}
+
+TEST_CASE("the flag wins over its PET_* variable, which is then not even checked") {
+  for (const FlagSpec& flag : Flags()) {
+    auto sample = Samples().find(flag.name);
+    if (flag.env.empty() || sample == Samples().end()) continue;
+    const Sample& s = sample->second;
+    INFO(flag.name);
+    const std::string pet_value = flag.kind == FlagKind::kSwitch ? "0" : "bogus:value:!";
+    CHECK(ParseDump(FlagForm(flag, s), {{std::string(flag.env), pet_value}}) == ParseDump(FlagForm(flag, s), {}));
+  }
+}
+
+TEST_CASE("all PET_* variables at once equal all flags at once") {
+  Environment env;
+  std::vector<std::string> args;
+  for (const FlagSpec& flag : Flags()) {
+    auto sample = Samples().find(flag.name);
+    // --standalone replaces the rendezvous settings and -m conflicts with --no-python: test them alone (above).
+    if (flag.env.empty() || sample == Samples().end() || flag.name == "--standalone" || flag.name == "--module") {
+      continue;
+    }
+    const Sample& s = sample->second;
+    env[std::string(flag.env)] = flag.kind == FlagKind::kSwitch ? "1" : s.value;
+    std::vector<std::string> form = FlagForm(flag, {s.value, {}});
+    args.insert(args.end(), form.begin(), form.end());
+  }
+  CHECK(ParseDump({}, env) == ParseDump(args, {}));
+}
+
+TEST_CASE("a bad PET_* value is an error naming the variable") {
+  for (const FlagSpec& flag : Flags()) {
+    if (flag.env.empty()) continue;
+    auto r = ParseCommandLine({kScript}, {{std::string(flag.env), "bogus:value:!"}});
+    INFO(flag.name);
+    // Free-form values (ids, addresses, names, paths) accept anything non-empty.
+    if (r.ok()) continue;
+    CHECK(r.status().IsInvalidArgument());
+    CHECK_THAT(r.status().message(), Catch::StartsWith(fmt::format("{} 'bogus:value:!': ", flag.env)));
+  }
+}
+
+}  // namespace
+}  // namespace ctrun::launcher

@@ -1,0 +1,150 @@
+// Metrics (Prometheus text from a real machine's decisions), the metrics
+// endpoint's HTTP answers, and RunView (what `ctrun status` shows).
+#include "rendezvous/metrics/metrics.h"
+
+#include <catch2/catch.hpp>
+
+#include "rendezvous/metrics/metrics_http.h"
+#include "rendezvous/machine/run_view.h"
+#include "tests/rendezvous/machine/script.h"
+
+namespace ctrun::rdzv::testing {
+namespace {
+
+bool Has(const std::string& text, const std::string& line) { return text.find(line + "\n") != std::string::npos; }
+
+// Feeds `metrics` a Join of `name` in run "job" and the decisions it caused.
+void Join(Script& s, Metrics& metrics, const std::string& name) {
+  metrics.OnJoin("job", N(name), s.At(s.Elapsed()));
+  s.Join(name);
+  metrics.OnDecisions("job", s.last(), s.At(s.Elapsed()));
+}
+
+std::string Render(const Metrics& metrics, Script& s) {
+  return metrics.Render({Metrics::RunNow{"job", s.machine().Tally(), 2}});
+}
+
+TEST_CASE("Metrics count rounds, restarts by cause and each node's join latency") {
+  Script s(Nodes(2, 2));
+  Metrics metrics;
+  Join(s, metrics, "a");
+  s.Jump(seconds(2));
+  Join(s, metrics, "b");  // the round completes: a waited 2 s, b 0 s
+  std::string text = Render(metrics, s);
+  CHECK(Has(text, "ctrun_runs 1"));
+  CHECK(Has(text, "ctrun_rounds_total{run_id=\"job\"} 1"));
+  CHECK(Has(text, "ctrun_join_latency_seconds_bucket{run_id=\"job\",le=\"0.01\"} 1"));
+  CHECK(Has(text, "ctrun_join_latency_seconds_bucket{run_id=\"job\",le=\"1\"} 1"));
+  CHECK(Has(text, "ctrun_join_latency_seconds_bucket{run_id=\"job\",le=\"2.5\"} 2"));
+  CHECK(Has(text, "ctrun_join_latency_seconds_bucket{run_id=\"job\",le=\"+Inf\"} 2"));
+  CHECK(Has(text, "ctrun_join_latency_seconds_sum{run_id=\"job\"} 2"));
+  CHECK(Has(text, "ctrun_join_latency_seconds_count{run_id=\"job\"} 2"));
+  CHECK(Has(text, "ctrun_nodes{run_id=\"job\",state=\"member\"} 2"));
+  CHECK(Has(text, "ctrun_world_size{run_id=\"job\"} 2"));
+  CHECK(Has(text, "ctrun_closed{run_id=\"job\"} 0"));
+  CHECK(text.find("# TYPE ctrun_join_latency_seconds histogram\n") != std::string::npos);
+
+  // b's workers fail: it leaves (and stays expected back, as a does); both join again: a new round.
+  s.Leave("b", LeaveReason::kFailure);
+  metrics.OnDecisions("job", s.last(), s.At(s.Elapsed()));
+  text = Render(metrics, s);
+  CHECK(Has(text, "ctrun_restarts_total{run_id=\"job\",cause=\"node_left\"} 1"));
+  CHECK(Has(text, "ctrun_restarts_total{run_id=\"job\",cause=\"node_lost\"} 0"));
+  CHECK(Has(text, "ctrun_nodes{run_id=\"job\",state=\"rejoining\"} 2"));
+  Join(s, metrics, "b");
+  s.Jump(seconds(1));
+  Join(s, metrics, "a");
+  text = Render(metrics, s);
+  CHECK(Has(text, "ctrun_rounds_total{run_id=\"job\"} 2"));
+  CHECK(Has(text, "ctrun_round{run_id=\"job\"} 1"));
+  CHECK(Has(text, "ctrun_join_latency_seconds_count{run_id=\"job\"} 4"));
+  CHECK(Has(text, "ctrun_join_latency_seconds_sum{run_id=\"job\"} 3"));
+
+  // a falls silent: evicted, and b's round breaks as node_lost.
+  s.Kill("a");
+  s.Run(seconds(20));
+  // Script stepped the deadlines itself; feed what it decided.
+  metrics.OnDecisions("job", {Evicted{N("a"), "gone"}, RestartRequested{1, RestartReason::kNodeLost, N("a"), {N("b")}}},
+                      s.At(s.Elapsed()));
+  text = Render(metrics, s);
+  CHECK(Has(text, "ctrun_evictions_total{run_id=\"job\"} 1"));
+  CHECK(Has(text, "ctrun_restarts_total{run_id=\"job\",cause=\"node_lost\"} 1"));
+}
+
+TEST_CASE("Metrics: a repeated Join keeps the first time; a timed-out node is not counted") {
+  Metrics metrics;
+  const TimePoint t0{};
+  metrics.OnJoin("r", N("a"), t0);
+  metrics.OnJoin("r", N("a"), t0 + seconds(5));  // idempotent re-Join
+  metrics.OnJoin("r", N("b"), t0);
+  metrics.OnDecisions("r", {TimedOut{N("b"), "join timeout"}}, t0 + seconds(6));
+  metrics.OnDecisions("r", {RoundComplete{0, {Member{N("a"), 0, 1, "", 0}, Member{N("b"), 1, 1, "", 0}}, 2, false, ""}},
+                      t0 + seconds(7));
+  const std::string text = metrics.Render({});
+  CHECK(Has(text, "ctrun_runs 0"));
+  CHECK(Has(text, "ctrun_join_timeouts_total{run_id=\"r\"} 1"));
+  CHECK(Has(text, "ctrun_join_latency_seconds_count{run_id=\"r\"} 1"));
+  CHECK(Has(text, "ctrun_join_latency_seconds_sum{run_id=\"r\"} 7"));
+  CHECK(text.find("ctrun_round{") == std::string::npos);  // no gauges for a run not served now
+}
+
+TEST_CASE("Label values are escaped") {
+  CHECK(EscapeLabelValue("a\"b\\c\nd") == "a\\\"b\\\\c\\nd");
+  Metrics metrics;
+  metrics.OnDecisions("x\"y", {Closed{0, {}}}, TimePoint{});
+  CHECK(Has(metrics.Render({}), "ctrun_rounds_total{run_id=\"x\\\"y\"} 0"));
+}
+
+TEST_CASE("The metrics endpoint answers GET /metrics and refuses the rest") {
+  auto render = [] { return std::string("ctrun_runs 0\n"); };
+  const std::string ok = MetricsHttpResponse("GET /metrics HTTP/1.1\r\nHost: x", render);
+  CHECK(ok.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(ok.find("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n") != std::string::npos);
+  CHECK(ok.find("Content-Length: 13\r\n") != std::string::npos);
+  CHECK(ok.substr(ok.size() - 13) == "ctrun_runs 0\n");
+  CHECK(MetricsHttpResponse("GET /metrics?x=1 HTTP/1.0", render).rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(MetricsHttpResponse("GET / HTTP/1.1", render).rfind("HTTP/1.1 404", 0) == 0);
+  const std::string post = MetricsHttpResponse("POST /metrics HTTP/1.1", render);
+  CHECK(post.rfind("HTTP/1.1 405 Method Not Allowed\r\nAllow: GET\r\n", 0) == 0);
+  for (const char* bad : {"", "GET", "GET /metrics", "GET /metrics SPDY/3", "GET  /metrics HTTP/1.1", "\x01\x02"}) {
+    CAPTURE(bad);
+    CHECK(MetricsHttpResponse(bad, render).rfind("HTTP/1.1 400", 0) == 0);
+  }
+}
+
+TEST_CASE("RunView lists members by group rank, then the others, with their last keep-alive") {
+  Script s(Nodes(2, 3));
+  s.Join("b", std::nullopt, 2);
+  s.Join("a", std::nullopt, 1);
+  s.Run(seconds(30));  // the last call completes the round; keep-alives every 5 s
+  s.Jump(seconds(2));
+  s.Join("c", std::nullopt, 4);  // a newcomer breaks the round: a and b rejoin
+  RunView v = ViewOf(s.machine().Export(), s.machine().Tally(), s.At(s.Elapsed()));
+  REQUIRE(v.nodes.size() == 3);
+  CHECK(v.world_size == 0);
+  CHECK(v.nodes[0].node == N("a"));
+  CHECK(v.nodes[0].state == "rejoining");
+  CHECK(v.nodes[0].group_rank == 0);
+  CHECK(v.nodes[0].last_seen_s == Approx(2));
+  CHECK(v.nodes[2].node == N("c"));
+  CHECK(v.nodes[2].state == "participant");
+  CHECK(v.nodes[2].local_world_size == 4);
+  CHECK(v.nodes[2].last_seen_s == 0);
+  s.Join("a");
+  s.Join("b", std::nullopt, 2);
+  v = ViewOf(s.machine().Export(), s.machine().Tally(), s.At(s.Elapsed()));
+  CHECK(v.world_size == 7);
+  REQUIRE(v.nodes.size() == 3);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(v.nodes[i].state == "member");
+    CHECK(v.nodes[i].group_rank == i);
+  }
+  s.Close();
+  v = ViewOf(s.machine().Export(), s.machine().Tally(), s.At(s.Elapsed()));
+  REQUIRE(v.nodes.size() == 3);
+  CHECK(v.nodes[0].state == "finishing");
+  CHECK(v.nodes[0].addr == "a.ip");
+}
+
+}  // namespace
+}  // namespace ctrun::rdzv::testing

@@ -1,0 +1,27 @@
+#include "trainer/checkpoint/archive_file.h"
+
+#include <torch/serialize/output-archive.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "trainer/comm/torch_error.h"
+
+namespace ctrun::trainer {
+
+Status SaveArchiveAtomically(torch::serialize::OutputArchive& archive, const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  try {
+    archive.save_to(tmp);
+  } catch (const std::exception& error) {
+    return Status::IOError("cannot write checkpoint file '" + tmp + "': " + TorchErrorLine(error) +
+                           " (check the directory exists and is writable)");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Status::IOError("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+}  // namespace ctrun::trainer

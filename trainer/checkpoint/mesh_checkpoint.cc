@@ -1,0 +1,206 @@
+#include "trainer/checkpoint/mesh_checkpoint.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include "trainer/checkpoint/archive_file.h"
+#include "trainer/checkpoint/optimizer_state.h"
+#include "trainer/comm/torch_error.h"
+
+namespace ctrun::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ShardName(int pp, int tp) { return "shard-pp" + std::to_string(pp) + "-tp" + std::to_string(tp) + ".pt"; }
+at::Tensor Long(int64_t v) { return at::scalar_tensor(v, at::kLong); }
+
+Status Bad(const std::string& path, const std::string& why) {
+  return Status::InvalidArgument("checkpoint '" + path + "' cannot be loaded (" + why +
+                                 "); remove it or use the model it was saved from");
+}
+
+// The old shard files of one checkpoint, opened on first use.
+class OldShards {
+ public:
+  OldShards(std::string dir, MeshShape mesh) : dir_(std::move(dir)), mesh_(mesh) {}
+
+  // The tensor `key` from the file of (pp, tp), or an error naming the file.
+  // `found` false (and OK) when that file does not hold `key`.
+  Status Read(int pp, int tp, const std::string& key, at::Tensor& out, bool& found) {
+    const std::string path = dir_ + "/" + ShardName(pp, tp);
+    auto it = open_.find(path);
+    if (it == open_.end()) {
+      auto archive = std::make_unique<torch::serialize::InputArchive>();
+      try {
+        archive->load_from(path);
+      } catch (const std::exception& error) {
+        return Bad(path, "unreadable: " + TorchErrorLine(error));
+      }
+      it = open_.emplace(path, std::move(archive)).first;
+    }
+    try {
+      found = it->second->try_read(key, out);
+    } catch (const std::exception& error) {
+      return Bad(path, "unreadable entry " + key + ": " + TorchErrorLine(error));
+    }
+    return Status::Ok();
+  }
+
+  // The whole tensor `key` (a parameter, or its optimizer state when
+  // `state` is true) as the old mesh held it: `spec` says how it is cut.
+  // Replicated tensors, and state that is not element-wise (Adam's step),
+  // come from the first file that holds them.
+  // `absent` is set when no file holds `key` (then the result is undefined).
+  Result<at::Tensor> Full(const std::string& key, const ShardSpec& spec, bool& absent) {
+    absent = false;
+    for (int pp = 0; pp < mesh_.pp; ++pp) {
+      std::vector<at::Tensor> parts;
+      for (int tp = 0; tp < mesh_.tp; ++tp) {
+        at::Tensor part;
+        bool found = false;
+        CTRUN_RETURN_IF_ERROR(Read(pp, tp, key, part, found));
+        if (!found) break;
+        parts.push_back(part);
+        const bool cut = spec.dim >= 0 && part.sizes().vec() != spec.full_shape;
+        if (!cut) return part;  // replicated, or not element-wise
+      }
+      if (parts.empty()) continue;
+      if (static_cast<int>(parts.size()) != mesh_.tp) return Bad(dir_, key + " is missing from a tensor-parallel shard");
+      at::Tensor full = at::cat(parts, spec.dim);
+      if (full.sizes().vec() != spec.full_shape) {
+        return Bad(dir_, key + " has another shape than this model's");
+      }
+      return full;
+    }
+    absent = true;
+    return at::Tensor();
+  }
+
+ private:
+  std::string dir_;
+  MeshShape mesh_;
+  std::map<std::string, std::unique_ptr<torch::serialize::InputArchive>> open_;
+};
+
+at::Tensor Cut(const at::Tensor& full, const ShardSpec& spec) {
+  if (spec.dim < 0 || spec.parts == 1 || full.sizes().vec() != spec.full_shape) return full;
+  const int64_t len = spec.full_shape[static_cast<size_t>(spec.dim)] / spec.parts;
+  return full.narrow(spec.dim, spec.index * len, len).clone(at::MemoryFormat::Contiguous);
+}
+
+}  // namespace
+
+Status SaveMeshCheckpoint(const std::string& dir, const DeviceMesh& mesh, torch::nn::Module& stage,
+                          const ShardRegistry& registry, torch::optim::Optimizer& optimizer,
+                          const TrainPosition& position) {
+  const std::string step_dir = "step-" + std::to_string(position.step);
+  const std::string path = dir + "/" + step_dir;
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) {
+    return Status::IOError("cannot create checkpoint directory '" + path + "': " + ec.message() +
+                           " (check --checkpoint-dir is writable)");
+  }
+  if (mesh.coord().dp == 0) {
+    torch::serialize::OutputArchive archive;
+    for (const auto& item : stage.named_parameters(true)) {
+      if (registry.find(item.key()) == registry.end()) continue;
+      archive.write("p/" + item.key(), item.value().detach());
+      auto state = GetParamState(optimizer, item.value());
+      if (!state.ok()) return state.status();
+      for (const auto& [key, value] : *state) archive.write("s/" + item.key() + "/" + key, value);
+    }
+    CTRUN_RETURN_IF_ERROR(SaveArchiveAtomically(archive, path + "/" + ShardName(mesh.coord().pp, mesh.coord().tp)));
+  }
+  if (mesh.world() != nullptr) CTRUN_RETURN_IF_ERROR(WaitWork(mesh.world()->Barrier(), "checkpoint barrier"));
+  if (mesh.rank() != 0) return Status::Ok();
+
+  torch::serialize::OutputArchive meta;
+  meta.write("mesh", at::tensor(std::vector<int64_t>{mesh.shape().pp, mesh.shape().dp, mesh.shape().tp}));
+  meta.write("step", Long(position.step));
+  meta.write("epoch", Long(position.epoch));
+  meta.write("world_size", Long(position.world_size));
+  meta.write("seed", Long(position.seed));
+  CTRUN_RETURN_IF_ERROR(SaveArchiveAtomically(meta, path + "/meta.pt"));
+  {
+    std::ofstream latest(dir + "/LATEST.tmp", std::ios::trunc);
+    latest << step_dir << "\n";
+    if (!latest.flush()) return Status::IOError("cannot write '" + dir + "/LATEST.tmp'");
+  }
+  fs::rename(dir + "/LATEST.tmp", dir + "/LATEST", ec);
+  if (ec) return Status::IOError("cannot rename '" + dir + "/LATEST.tmp': " + ec.message());
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name != step_dir) fs::remove_all(entry.path(), ec);
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<TrainPosition>> LoadMeshCheckpoint(const std::string& dir, const DeviceMesh&,
+                                                        torch::nn::Module& stage, const ShardRegistry& registry,
+                                                        torch::optim::Optimizer& optimizer) {
+  std::ifstream latest_file(dir + "/LATEST");
+  if (!latest_file) return std::optional<TrainPosition>();
+  std::string step_dir;
+  std::getline(latest_file, step_dir);
+  const std::string path = dir + "/" + step_dir;
+
+  torch::serialize::InputArchive meta;
+  at::Tensor saved_mesh, step, epoch, world, seed;
+  try {
+    meta.load_from(path + "/meta.pt");
+    meta.read("mesh", saved_mesh);
+    meta.read("step", step);
+    meta.read("epoch", epoch);
+    meta.read("world_size", world);
+    meta.read("seed", seed);
+  } catch (const std::exception& error) {
+    return Bad(path + "/meta.pt", "unreadable: " + TorchErrorLine(error));
+  }
+  const MeshShape old{static_cast<int>(saved_mesh[0].item<int64_t>()), static_cast<int>(saved_mesh[1].item<int64_t>()),
+                      static_cast<int>(saved_mesh[2].item<int64_t>())};
+  OldShards shards(path, old);
+
+  // Everything is read and cut first; the model changes only once all of it is at hand.
+  std::vector<std::pair<at::Tensor, at::Tensor>> params;  // (parameter, new value)
+  std::vector<std::pair<at::Tensor, ParamState>> states;
+  for (const auto& item : stage.named_parameters(true)) {
+    auto spec = registry.find(item.key());
+    if (spec == registry.end()) continue;
+    const at::Tensor& param = item.value();
+    bool absent = false;
+    auto full = shards.Full("p/" + item.key(), spec->second, absent);
+    if (!full.ok()) return full.status();
+    if (absent) return Bad(path, "no shard holds " + item.key());
+    at::Tensor value = Cut(*full, spec->second);
+    if (value.sizes() != param.sizes()) return Bad(path, item.key() + " has another shape than this model's");
+    params.emplace_back(param, value);
+
+    ParamState state;
+    for (const char* key : {"momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"}) {
+      auto value_full = shards.Full("s/" + item.key() + "/" + key, spec->second, absent);
+      if (!value_full.ok()) return value_full.status();
+      if (!absent) state[key] = Cut(*value_full, spec->second);
+    }
+    states.emplace_back(param, std::move(state));
+  }
+  at::NoGradGuard no_grad;
+  for (auto& [param, value] : params) param.copy_(value);
+  for (auto& [param, state] : states) CTRUN_RETURN_IF_ERROR(SetParamState(optimizer, param, state));
+  return std::optional<TrainPosition>(TrainPosition{.step = step.item<int64_t>(),
+                                                    .epoch = epoch.item<int64_t>(),
+                                                    .epoch_consumed = 0,
+                                                    .world_size = world.item<int64_t>(),
+                                                    .seed = seed.item<int64_t>()});
+}
+
+}  // namespace ctrun::trainer

@@ -1,0 +1,57 @@
+// Checkpoints of a model laid out on a DeviceMesh: saved per mesh
+// coordinate, loadable on any other mesh (re-sharded by parameter name).
+//
+// Layout in directory `dir`:
+//   step-<N>/shard-pp<P>-tp<T>.pt  written by the dp-rank-0 replica of
+//       (stage P, tensor-parallel rank T): "p/<name>" its slice of each of
+//       its parameters, "s/<name>/<key>" the optimizer state of that slice
+//       (optimizer_state.h: SGD, Adam, AdamW);
+//   step-<N>/meta.pt  written by world rank 0 after every shard is on disk:
+//       the saving mesh (pp, dp, tp) and the training position;
+//   LATEST  "step-<N>", replaced atomically by rank 0 after meta.pt: the
+//       commit point. Older step-* directories are removed after it.
+// A crash at any point leaves LATEST naming a whole checkpoint.
+//
+// Loading on a new mesh: each rank rebuilds the full tensor of each of its
+// parameters (and optimizer state) from the old slices that hold it and
+// cuts its own slice (ShardSpec). Every old shard file must be readable by
+// every rank (a shared directory on several nodes).
+//
+// Free functions; everything is borrowed for the call.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "base/result.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/comm/device_mesh.h"
+#include "trainer/parallel/tensor_parallel.h"
+
+namespace torch::nn {
+class Module;
+}
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace ctrun::trainer {
+
+// Collective over the mesh's world (every rank calls it). `stage` is this
+// rank's model part, `registry` its specs, `optimizer` over stage's
+// parameters. Returns OK, IOError naming the file, Unavailable when the
+// barrier fails, InvalidArgument for an unsupported optimizer.
+Status SaveMeshCheckpoint(const std::string& dir, const DeviceMesh& mesh, torch::nn::Module& stage,
+                          const ShardRegistry& registry, torch::optim::Optimizer& optimizer,
+                          const TrainPosition& position);
+
+// Every rank, at start. Returns the saved position (world_size: the saving
+// world), nullopt when `dir` has no LATEST, or InvalidArgument naming the
+// file when a shard is missing, unreadable, lacks one of this rank's
+// parameters or has another full shape (another model). Nothing is changed
+// on error.
+Result<std::optional<TrainPosition>> LoadMeshCheckpoint(const std::string& dir, const DeviceMesh& mesh,
+                                                        torch::nn::Module& stage, const ShardRegistry& registry,
+                                                        torch::optim::Optimizer& optimizer);
+
+}  // namespace ctrun::trainer
