@@ -6,9 +6,9 @@
 //   run_step.cc        StepRun: one event through a run's machine to the wire
 //   resume.cc          a Join that re-opens a broken stream
 //
-// Locking: mu_ guards every member below it marked so. A function whose
-// comment says "Requires mu_" checks it (CheckedMutex::AssertHeld). gRPC
-// calls on streams are made with no lock held (Outbox::Flush).
+// Locking: mu_ guards the members marked so. The functions grouped below as
+// requiring mu_ check it on entry (CheckedMutex::AssertHeld). gRPC calls on
+// streams are made with no lock held (Outbox::Flush).
 #pragma once
 
 #include <condition_variable>
