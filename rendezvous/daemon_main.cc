@@ -73,11 +73,9 @@ ctrun::Result<ctrun::rdzv::TlsConfig> LoadTls(const DaemonFlags& flags) {
   return ctrun::rdzv::LoadTls(files);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  DaemonFlags flags;
-  CLI::App app("ctrund: the ctrun rendezvous daemon. Serves every --rdzv-id that joins it.", "ctrund");
+// Declares ctrund's flags on `app`; parsing fills `flags`, which must
+// outlive `app`.
+void AddFlags(CLI::App& app, DaemonFlags& flags) {
   app.add_option("--listen", flags.listen, "HOST:PORT to listen on (port 0 picks one)")->capture_default_str();
   app.add_option("--token-file", flags.token_file,
                  "file holding the shared token every node must send (default: $CTRUN_RDZV_TOKEN; none if unset)");
@@ -95,6 +93,29 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+}
+
+// Serves `rdzv`'s MetricsText on --metrics-port at --listen's host and says
+// where on stdout; null when --metrics-port is not given. The error of
+// MetricsHttpServer::Start when it cannot. `rdzv` must outlive the result.
+ctrun::Result<std::unique_ptr<ctrun::rdzv::MetricsHttpServer>> ServeMetrics(const DaemonFlags& flags,
+                                                                           ctrun::rdzv::RendezvousServer* rdzv) {
+  if (flags.metrics_port < 0) return std::unique_ptr<ctrun::rdzv::MetricsHttpServer>();
+  auto started = ctrun::rdzv::MetricsHttpServer::Start(ListenHost(flags.listen), flags.metrics_port,
+                                                       [rdzv] { return rdzv->MetricsText(); });
+  if (!started.ok()) return started.status();
+  std::string host = ListenHost(flags.listen);
+  if (host.find(':') != std::string::npos) host = "[" + host + "]";
+  std::printf("ctrund: serving metrics on http://%s:%d/metrics\n", host.c_str(), (*started)->port());
+  return std::move(*started);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  DaemonFlags flags;
+  CLI::App app("ctrund: the ctrun rendezvous daemon. Serves every --rdzv-id that joins it.", "ctrund");
+  AddFlags(app, flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -137,26 +158,17 @@ int main(int argc, char** argv) {
   }
   std::printf("ctrund: serving rendezvous on %s%s\n", (*server)->address().c_str(),
               !tls->ServerSide() ? "" : tls->ca_pem.empty() ? " (TLS)" : " (TLS, client certificates required)");
-  std::unique_ptr<ctrun::rdzv::MetricsHttpServer> metrics;
-  if (flags.metrics_port >= 0) {
-    ctrun::rdzv::RendezvousServer* rdzv = server->get();
-    auto started = ctrun::rdzv::MetricsHttpServer::Start(ListenHost(flags.listen), flags.metrics_port,
-                                                         [rdzv] { return rdzv->MetricsText(); });
-    if (!started.ok()) {
-      std::fprintf(stderr, "ctrund: %s\n", started.status().message().c_str());
-      return kExitFailure;
-    }
-    metrics = std::move(*started);
-    std::string host = ListenHost(flags.listen);
-    if (host.find(':') != std::string::npos) host = "[" + host + "]";
-    std::printf("ctrund: serving metrics on http://%s:%d/metrics\n", host.c_str(), metrics->port());
+  auto metrics = ServeMetrics(flags, server->get());
+  if (!metrics.ok()) {
+    std::fprintf(stderr, "ctrund: %s\n", metrics.status().message().c_str());
+    return kExitFailure;
   }
   std::fflush(stdout);
 
   int signal = 0;
   sigwait(&stop_signals, &signal);
   spdlog::info("got {}, shutting down", signal == SIGTERM ? "SIGTERM" : "SIGINT");
-  metrics.reset();
+  metrics->reset();
   (*server)->Shutdown();
   return 0;
 }

@@ -25,4 +25,14 @@ void ConfigureGrpcProcess();
 // for with sigwait first. Idempotent and thread-safe.
 void KeepCallbackQueueAlive();
 
+// Sends gRPC's own log lines (e.g. its "No address added" error when a
+// port is taken, which RendezvousServer::Start already reports as a Status)
+// to spdlog at debug level, so they show only with debug logging.
+// Process-wide; call once from main before any server or channel exists.
+// With `warn_handshake_failures` (ctrund), gRPC's debug messages are let
+// through too and a failed TLS handshake with a client becomes a warning
+// naming the peer (at most one a second); agents keep them at debug (their
+// own error line says it).
+void RouteGrpcLogsToSpdlog(bool warn_handshake_failures = false);
+
 }  // namespace ctrun::rdzv

@@ -4,9 +4,19 @@
 // Each request becomes an Event for its run's RendezvousMachine; each
 // Decision becomes a reply or a push on the addressee's Join stream. The
 // server decides nothing itself. One mutex guards the registry and the table
-// of open Join streams and is held only across Step and the enqueue of the
-// resulting updates; gRPC calls (writes, finishes) are made with no lock
-// held, so no reactor ever blocks on another.
+// of open Join streams and is held across Step, the write of the run's state
+// (with state_dir) and the enqueue of the resulting updates; gRPC calls
+// (writes, finishes) are made with no lock held, so no reactor ever waits on
+// the network or on another reactor.
+//
+// With state_dir, the write (two fsyncs) is made under that lock on purpose,
+// and a handler waits for it: the lock is what orders every reply and push
+// after the state it reflects is on disk. Outside the lock, a GetState,
+// KeepAlive or reconnect answered by another thread could report a state
+// not yet written, and two writes of one run could land out of step order
+// (an older state over a newer one). Only steps that change a run are
+// written (joins, leaves, decisions; not a keep-alive that changes nothing),
+// so the wait is rare; without state_dir nothing is written.
 //
 // Join streams: a node's newer Join stream replaces its older one (the old
 // one is finished OK). A decision for a node with no open stream is dropped
@@ -108,15 +118,5 @@ class RendezvousServer {
 
   std::unique_ptr<Impl> impl_;
 };
-
-// Sends gRPC's own log lines (e.g. its "No address added" error when a
-// port is taken, which Start already reports as a Status) to spdlog at
-// debug level, so they show only with debug logging. Process-wide; call once
-// from main before any server or channel exists.
-// With `warn_handshake_failures` (ctrund), gRPC's debug messages are let
-// through too and a failed TLS handshake with a client becomes a warning
-// naming the peer (at most one a second); agents keep them at debug (their
-// own error line says it).
-void RouteGrpcLogsToSpdlog(bool warn_handshake_failures = false);
 
 }  // namespace ctrun::rdzv

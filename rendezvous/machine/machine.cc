@@ -364,27 +364,6 @@ std::optional<TimePoint> RendezvousMachine::NextDeadline() const {
   return next;
 }
 
-Snapshot RendezvousMachine::State() const {
-  Snapshot s;
-  s.round = round_;
-  s.complete = complete_;
-  s.closed = closed_;
-  s.min_nodes = params_.min_nodes;
-  s.max_nodes = params_.max_nodes;
-  s.participants = NodesWith(NodeStatus::kParticipant);
-  s.rejoining = NodesWith(NodeStatus::kRejoining);
-  std::vector<std::pair<uint64_t, NodeId>> spares;
-  for (const auto& [id, rec] : nodes_) {
-    if (rec.status == NodeStatus::kRedundant) spares.emplace_back(rec.arrival, id);
-  }
-  std::sort(spares.begin(), spares.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (auto& [arrival, id] : spares) s.redundant.push_back(id);
-  s.members = members_;
-  s.live_nodes = static_cast<int>(nodes_.size() + finishing_.size());
-  s.last_call_deadline = last_call_;
-  return s;
-}
-
 Counts RendezvousMachine::Tally() const {
   Counts c;
   c.round = round_;
@@ -401,6 +380,28 @@ Counts RendezvousMachine::Tally() const {
   c.live_nodes = static_cast<int>(nodes_.size() + finishing_.size());
   c.last_call_deadline = last_call_;
   return c;
+}
+
+Snapshot RendezvousMachine::State() const {
+  const Counts c = Tally();
+  Snapshot s;
+  s.round = c.round;
+  s.complete = c.complete;
+  s.closed = c.closed;
+  s.min_nodes = c.min_nodes;
+  s.max_nodes = c.max_nodes;
+  s.live_nodes = c.live_nodes;
+  s.last_call_deadline = c.last_call_deadline;
+  s.participants = NodesWith(NodeStatus::kParticipant);
+  s.rejoining = NodesWith(NodeStatus::kRejoining);
+  std::vector<std::pair<uint64_t, NodeId>> spares;
+  for (const auto& [id, rec] : nodes_) {
+    if (rec.status == NodeStatus::kRedundant) spares.emplace_back(rec.arrival, id);
+  }
+  std::sort(spares.begin(), spares.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [arrival, id] : spares) s.redundant.push_back(id);
+  s.members = members_;
+  return s;
 }
 
 std::optional<NodeStatus> RendezvousMachine::StatusOf(const NodeId& node) const {

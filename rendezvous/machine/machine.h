@@ -109,8 +109,8 @@ struct Counts {
 // RendezvousMachine::Import(m.Export()) answers every later Step exactly as
 // m would. Times are on the caller's steady clock.
 struct MachineState {
-  struct Node {
-    NodeId id;
+  // What the machine keeps of one node the run holds (the id is its key).
+  struct NodeRecord {
     uint64_t incarnation = 0;
     NodeStatus status = NodeStatus::kParticipant;
     std::optional<int> hint_rank;
@@ -118,16 +118,24 @@ struct MachineState {
     std::string addr;
     int master_port = 0;
     TimePoint last_seen;
-    std::optional<TimePoint> join_deadline;
-    std::optional<int> previous_rank;
-    uint64_t arrival = 0;
+    std::optional<TimePoint> join_deadline;  // participants and rejoining nodes
+    std::optional<int> previous_rank;        // members and rejoining nodes
+    uint64_t arrival = 0;                    // FIFO order of spares
+    bool operator==(const NodeRecord&) const = default;
+  };
+  struct Node : NodeRecord {
+    NodeId id;
     bool operator==(const Node&) const = default;
   };
-  // A member of the last round of a closed run that has not left yet.
-  struct FinishingNode {
-    NodeId id;
+  // What the machine keeps of a member of the last round of a closed run
+  // that has not left yet (the id is its key).
+  struct Finishing {
     uint64_t incarnation = 0;
     TimePoint last_seen;
+    bool operator==(const Finishing&) const = default;
+  };
+  struct FinishingNode : Finishing {
+    NodeId id;
     bool operator==(const FinishingNode&) const = default;
   };
 
@@ -177,10 +185,11 @@ class RendezvousMachine {
   // nothing is pending or the run is closed.
   std::optional<TimePoint> NextDeadline() const;
 
-  // A copy of the state for display.
-  Snapshot State() const;
-  // State() in numbers (the sizes of its lists), in O(nodes) with no allocation.
+  // The run's facts in numbers (the sizes of State()'s lists), in O(nodes)
+  // with no allocation.
   Counts Tally() const;
+  // Tally()'s facts with the lists themselves: a copy of the state for display.
+  Snapshot State() const;
 
   // Where `node` stands; nullopt if the run does not hold it (or is closed).
   std::optional<NodeStatus> StatusOf(const NodeId& node) const;
@@ -198,18 +207,8 @@ class RendezvousMachine {
   static Result<RendezvousMachine> Import(const MachineState& state);
 
  private:
-  struct NodeRecord {
-    uint64_t incarnation = 0;
-    NodeStatus status = NodeStatus::kParticipant;
-    std::optional<int> hint_rank;
-    int local_world_size = 1;
-    std::string addr;
-    int master_port = 0;
-    TimePoint last_seen;
-    std::optional<TimePoint> join_deadline;  // participants and rejoining nodes
-    std::optional<int> previous_rank;        // members and rejoining nodes
-    uint64_t arrival = 0;                    // FIFO order of spares
-  };
+  using NodeRecord = MachineState::NodeRecord;
+  using Finishing = MachineState::Finishing;
   using NodeMap = std::map<NodeId, NodeRecord, NodeIdLess>;
 
   explicit RendezvousMachine(const Params& params) : params_(params) {}
@@ -241,10 +240,6 @@ class RendezvousMachine {
   NodeMap nodes_;
   // After close: members of the last round still running (they keep sending
   // keep-alives until they leave); Evicted when silent. Counted in live_nodes.
-  struct Finishing {
-    uint64_t incarnation = 0;
-    TimePoint last_seen;
-  };
   std::map<NodeId, Finishing, NodeIdLess> finishing_;
   uint64_t next_arrival_ = 0;
   TimePoint latest_now_{};

@@ -22,12 +22,8 @@ MachineState RendezvousMachine::Export() const {
   s.closed = closed_;
   s.last_call = last_call_;
   s.members = members_;
-  for (const auto& [id, rec] : nodes_) {
-    s.nodes.push_back(MachineState::Node{id, rec.incarnation, rec.status, rec.hint_rank, rec.local_world_size,
-                                         rec.addr, rec.master_port, rec.last_seen, rec.join_deadline,
-                                         rec.previous_rank, rec.arrival});
-  }
-  for (const auto& [id, f] : finishing_) s.finishing.push_back(MachineState::FinishingNode{id, f.incarnation, f.last_seen});
+  for (const auto& [id, rec] : nodes_) s.nodes.push_back(MachineState::Node{rec, id});
+  for (const auto& [id, f] : finishing_) s.finishing.push_back(MachineState::FinishingNode{f, id});
   s.next_arrival = next_arrival_;
   s.latest_now = latest_now_;
   return s;
@@ -44,9 +40,7 @@ Result<RendezvousMachine> RendezvousMachine::Import(const MachineState& s) {
     if (n.status != NodeStatus::kMember && n.status != NodeStatus::kRedundant && s.complete) {
       return Broken("node " + ToString(n.id) + " is " + std::string(Name(n.status)) + " in a complete round");
     }
-    NodeRecord rec{n.incarnation, n.status,      n.hint_rank,     n.local_world_size, n.addr,
-                   n.master_port, n.last_seen,   n.join_deadline, n.previous_rank,    n.arrival};
-    if (!m.nodes_.emplace(n.id, std::move(rec)).second) return Broken("node " + ToString(n.id) + " appears twice");
+    if (!m.nodes_.emplace(n.id, static_cast<const NodeRecord&>(n)).second) return Broken("node " + ToString(n.id) + " appears twice");
   }
   if (s.closed && !m.nodes_.empty()) return Broken("a closed run holds nodes");
   if (!s.complete && !s.members.empty()) return Broken("a rank table, but no round is complete");
@@ -66,7 +60,7 @@ Result<RendezvousMachine> RendezvousMachine::Import(const MachineState& s) {
     return Broken("a member is missing from the rank table");
   }
   for (const MachineState::FinishingNode& f : s.finishing) {
-    if (!m.finishing_.emplace(f.id, Finishing{f.incarnation, f.last_seen}).second) {
+    if (!m.finishing_.emplace(f.id, static_cast<const Finishing&>(f)).second) {
       return Broken("finishing node " + ToString(f.id) + " appears twice");
     }
   }

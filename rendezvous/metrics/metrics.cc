@@ -88,6 +88,39 @@ class Family {
   std::string_view name_;
 };
 
+std::string RunLabel(const std::string& id) { return "run_id=\"" + EscapeLabelValue(id) + "\""; }
+
+// The gauges of the runs in `now_of` (served now), in its order.
+void RenderGauges(const std::map<std::string, const Metrics::RunNow*>& now_of, std::string& out) {
+  {
+    Family f(out, "ctrun_round", "gauge", "The round being formed, or the running one.");
+    for (const auto& [id, r] : now_of) f.Sample("", RunLabel(id), r->counts.round);
+  }
+  {
+    Family f(out, "ctrun_nodes", "gauge",
+             "Nodes by state: participant (forming round), member (running round), rejoining (expected back after "
+             "a restart), spare (the run is full).");
+    for (const auto& [id, r] : now_of) {
+      f.Sample("", RunLabel(id) + ",state=\"participant\"", r->counts.participants);
+      f.Sample("", RunLabel(id) + ",state=\"member\"", r->counts.members);
+      f.Sample("", RunLabel(id) + ",state=\"rejoining\"", r->counts.rejoining);
+      f.Sample("", RunLabel(id) + ",state=\"spare\"", r->counts.redundant);
+    }
+  }
+  {
+    Family f(out, "ctrun_live_nodes", "gauge", "Nodes the run holds (after close: members not yet gone).");
+    for (const auto& [id, r] : now_of) f.Sample("", RunLabel(id), r->counts.live_nodes);
+  }
+  {
+    Family f(out, "ctrun_closed", "gauge", "1 once the run is closed (its job ended).");
+    for (const auto& [id, r] : now_of) f.Sample("", RunLabel(id), r->counts.closed ? 1 : 0);
+  }
+  {
+    Family f(out, "ctrun_world_size", "gauge", "Workers in the running round; 0 while a round forms.");
+    for (const auto& [id, r] : now_of) f.Sample("", RunLabel(id), r->world_size);
+  }
+}
+
 }  // namespace
 
 std::string Metrics::Render(const std::vector<RunNow>& runs) const {
@@ -102,31 +135,30 @@ std::string Metrics::Render(const std::vector<RunNow>& runs) const {
     auto it = runs_.find(id);
     return it == runs_.end() ? kNone : it->second;
   };
-  auto run_label = [](const std::string& id) { return "run_id=\"" + EscapeLabelValue(id) + "\""; };
 
   std::string out;
   Family(out, "ctrun_runs", "gauge", "Runs this server serves.").Sample("", "", runs.size());
   {
     Family f(out, "ctrun_rounds_total", "counter", "Rounds completed.");
-    for (const std::string& id : ids) f.Sample("", run_label(id), counters(id).rounds);
+    for (const std::string& id : ids) f.Sample("", RunLabel(id), counters(id).rounds);
   }
   {
     Family f(out, "ctrun_restarts_total", "counter",
              "Running rounds broken, by cause: a node joined (scale-up), was lost (missed keep-alives) or left.");
     for (const std::string& id : ids) {
       const RunCounters& c = counters(id);
-      f.Sample("", run_label(id) + ",cause=\"node_joined\"", c.restarts_joined);
-      f.Sample("", run_label(id) + ",cause=\"node_lost\"", c.restarts_lost);
-      f.Sample("", run_label(id) + ",cause=\"node_left\"", c.restarts_left);
+      f.Sample("", RunLabel(id) + ",cause=\"node_joined\"", c.restarts_joined);
+      f.Sample("", RunLabel(id) + ",cause=\"node_lost\"", c.restarts_lost);
+      f.Sample("", RunLabel(id) + ",cause=\"node_left\"", c.restarts_left);
     }
   }
   {
     Family f(out, "ctrun_evictions_total", "counter", "Nodes evicted for missed keep-alives.");
-    for (const std::string& id : ids) f.Sample("", run_label(id), counters(id).evictions);
+    for (const std::string& id : ids) f.Sample("", RunLabel(id), counters(id).evictions);
   }
   {
     Family f(out, "ctrun_join_timeouts_total", "counter", "Nodes whose join timed out before a round took them in.");
-    for (const std::string& id : ids) f.Sample("", run_label(id), counters(id).join_timeouts);
+    for (const std::string& id : ids) f.Sample("", RunLabel(id), counters(id).join_timeouts);
   }
   {
     Family f(out, "ctrun_join_latency_seconds", "histogram",
@@ -136,40 +168,14 @@ std::string Metrics::Render(const std::vector<RunNow>& runs) const {
       uint64_t cumulative = 0;
       for (size_t i = 0; i < kJoinLatencyBuckets.size(); ++i) {
         cumulative += c.buckets[i];
-        f.Sample("_bucket", run_label(id) + fmt::format(",le=\"{}\"", kJoinLatencyBuckets[i]), cumulative);
+        f.Sample("_bucket", RunLabel(id) + fmt::format(",le=\"{}\"", kJoinLatencyBuckets[i]), cumulative);
       }
-      f.Sample("_bucket", run_label(id) + ",le=\"+Inf\"", c.latency_count);
-      f.Sample("_sum", run_label(id), c.latency_sum);
-      f.Sample("_count", run_label(id), c.latency_count);
+      f.Sample("_bucket", RunLabel(id) + ",le=\"+Inf\"", c.latency_count);
+      f.Sample("_sum", RunLabel(id), c.latency_sum);
+      f.Sample("_count", RunLabel(id), c.latency_count);
     }
   }
-  {
-    Family f(out, "ctrun_round", "gauge", "The round being formed, or the running one.");
-    for (const auto& [id, r] : now_of) f.Sample("", run_label(id), r->counts.round);
-  }
-  {
-    Family f(out, "ctrun_nodes", "gauge",
-             "Nodes by state: participant (forming round), member (running round), rejoining (expected back after "
-             "a restart), spare (the run is full).");
-    for (const auto& [id, r] : now_of) {
-      f.Sample("", run_label(id) + ",state=\"participant\"", r->counts.participants);
-      f.Sample("", run_label(id) + ",state=\"member\"", r->counts.members);
-      f.Sample("", run_label(id) + ",state=\"rejoining\"", r->counts.rejoining);
-      f.Sample("", run_label(id) + ",state=\"spare\"", r->counts.redundant);
-    }
-  }
-  {
-    Family f(out, "ctrun_live_nodes", "gauge", "Nodes the run holds (after close: members not yet gone).");
-    for (const auto& [id, r] : now_of) f.Sample("", run_label(id), r->counts.live_nodes);
-  }
-  {
-    Family f(out, "ctrun_closed", "gauge", "1 once the run is closed (its job ended).");
-    for (const auto& [id, r] : now_of) f.Sample("", run_label(id), r->counts.closed ? 1 : 0);
-  }
-  {
-    Family f(out, "ctrun_world_size", "gauge", "Workers in the running round; 0 while a round forms.");
-    for (const auto& [id, r] : now_of) f.Sample("", run_label(id), r->world_size);
-  }
+  RenderGauges(now_of, out);
   return out;
 }
 

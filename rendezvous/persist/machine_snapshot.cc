@@ -151,8 +151,8 @@ Result<StoredRun> DecodeRunState(std::string_view bytes, ClockPair now) {
     s.nodes.push_back(std::move(n));
   }
   for (const pb::FinishingNode& pf : in.finishing()) {
-    s.finishing.push_back(MachineState::FinishingNode{KeyFromProto(pf.id()), pf.incarnation(),
-                                                      FromUnixNs(pf.last_seen_unix_ns(), now)});
+    s.finishing.push_back(MachineState::FinishingNode{{pf.incarnation(), FromUnixNs(pf.last_seen_unix_ns(), now)},
+                                                      KeyFromProto(pf.id())});
   }
   s.next_arrival = in.next_arrival();
   s.latest_now = FromUnixNs(in.latest_now_unix_ns(), now);

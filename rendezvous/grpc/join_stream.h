@@ -1,0 +1,113 @@
+// JoinStream: the server side of one Join call, a stream of Updates to one
+// node. Outbox: the gRPC work a handler collects under the server's lock and
+// does after releasing it.
+//
+// Updates are queued under the server's lock (Enqueue, RequestFinish) and
+// written one at a time with no lock held (Kick and gRPC's callbacks).
+//
+// Lifetime: gRPC calls OnDone only after Finish, and Finish waits until no
+// holder is left, so a stream that was held under the server's lock (a true
+// Enqueue or RequestFinish) stays valid until the holder's Kick(). OnDone
+// reports the end to the StreamOwner, then deletes the stream.
+//
+// Thread model: thread-safe; its own mutex guards the queue.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rendezvous.grpc.pb.h"
+#include "rendezvous/machine/node_order.h"
+
+namespace ctrun::rdzv {
+
+class JoinStream;
+
+// What a JoinStream reports its end to. Must outlive every stream it owns.
+class StreamOwner {
+ public:
+  // `stream` ended and will be deleted when this returns. Called on a gRPC
+  // thread with no lock of the stream held.
+  virtual void StreamDone(JoinStream* stream) = 0;
+
+ protected:
+  ~StreamOwner() = default;
+};
+
+class JoinStream final : public grpc::ServerWriteReactor<v1::Update> {
+ public:
+  // `owner` must outlive the stream.
+  JoinStream(StreamOwner* owner, std::string run_id, NodeId node, uint64_t incarnation)
+      : owner_(owner), run_id_(std::move(run_id)), node_(std::move(node)), incarnation_(incarnation) {}
+
+  const std::string& run_id() const { return run_id_; }
+  const NodeId& node() const { return node_; }
+  uint64_t incarnation() const { return incarnation_; }
+
+  // The client cancelled the call or its connection broke (its agent died,
+  // or its host is gone) rather than the server ending the stream.
+  bool client_gone() const;
+
+  // Queues `update` (then ends the stream OK when `finish_after`). False,
+  // and nothing queued, when the stream is already ending; true means the
+  // caller holds the stream and must call Kick() once, with no lock held.
+  bool Enqueue(v1::Update update, bool finish_after);
+
+  // Ends the stream with `status` once the queue is written. Same contract
+  // as Enqueue.
+  bool RequestFinish(grpc::Status status);
+
+  // Ends a stream nobody else knows about yet.
+  void FinishNow(grpc::Status status);
+
+  // Releases one hold and starts whatever is due. May end the stream: the
+  // caller must not touch it afterwards.
+  void Kick();
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  struct Action {
+    enum Kind { kNone, kWrite, kFinish } kind = kNone;
+    const v1::Update* update = nullptr;
+    grpc::Status status;
+  };
+
+  Action NextLocked();
+  void Perform(const Action& action);
+
+  StreamOwner* const owner_;
+  const std::string run_id_;
+  const NodeId node_;
+  const uint64_t incarnation_;
+
+  mutable std::mutex mu_;
+  bool client_gone_ = false;
+  std::deque<v1::Update> queue_;  // front is being written while writing_; deque keeps it in place
+  bool writing_ = false;
+  std::optional<grpc::Status> finish_;  // wanted after the queue drains
+  bool finished_ = false;               // Finish called: OnDone may come at any time
+  int holds_ = 0;
+};
+
+// Work collected under the server's lock, done after it is released.
+struct Outbox {
+  std::vector<JoinStream*> kicks;  // streams held by a true Enqueue/RequestFinish
+  std::vector<std::string> logs;   // info lines
+  std::vector<std::function<void()>> calls;  // WhenDrained callbacks now due
+
+  // Kicks the streams, logs the lines, then makes the calls, in that order;
+  // leaves the outbox empty. Call with no lock held.
+  void Flush();
+};
+
+}  // namespace ctrun::rdzv

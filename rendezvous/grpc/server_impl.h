@@ -1,0 +1,181 @@
+// RendezvousServer::Impl: the service behind RendezvousServer (server.h has
+// the behaviour). Internal to rendezvous/grpc; its definitions are cut by
+// concept:
+//   server.cc          lifecycle: start, listen, shut down, timer, metrics
+//   service_calls.cc   the RPC handlers and the end of a Join stream
+//   run_step.cc        StepRun: one event through a run's machine to the wire
+//   resume.cc          a Join that re-opens a broken stream
+//
+// Locking: mu_ guards the members marked so. The functions grouped below as
+// requiring mu_ check it on entry (CheckedMutex::AssertHeld). gRPC calls on
+// streams are made with no lock held (Outbox::Flush).
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rendezvous.grpc.pb.h"
+#include "rendezvous/grpc/call_check.h"
+#include "rendezvous/grpc/checked_mutex.h"
+#include "rendezvous/grpc/join_stream.h"
+#include "rendezvous/grpc/listen_address.h"
+#include "rendezvous/grpc/reconnect.h"
+#include "rendezvous/grpc/server.h"
+#include "rendezvous/metrics/metrics.h"
+#include "rendezvous/persist/state_store.h"
+
+namespace ctrun::rdzv {
+
+class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, public StreamOwner {
+ public:
+  explicit Impl(const ServerOptions& options);
+  ~Impl() override;
+
+  // Adds the fixed runs. InvalidArgument for invalid params or a repeated id.
+  Status AddRuns(const std::vector<FixedRun>& runs);
+
+  // Resumes the runs kept in `dir` (ctrund --state-dir) and keeps writing
+  // there. Errors as RendezvousServer::Start says for state_dir.
+  Status RestoreRuns(const std::string& dir);
+
+  // Binds `hp`, starts serving and the timer thread. Unavailable naming the
+  // address and the reason when it cannot be bound.
+  Status Listen(const HostPort& hp);
+
+  // As RendezvousServer's methods of the same names.
+  void Shutdown();
+  void WhenDrained(const std::string& run_id, std::function<void()> cb);
+  int port() const { return port_; }
+  const std::string& address() const { return address_; }
+  std::string MetricsText();
+
+  // StreamOwner: a node's current stream that its client dropped is taken
+  // as the node gone (see server.h).
+  void StreamDone(JoinStream* stream) override;
+
+  // v1::Rendezvous (service_calls.cc).
+  grpc::ServerWriteReactor<v1::Update>* Join(grpc::CallbackServerContext* context,
+                                             const v1::JoinRequest* request) override;
+  grpc::ServerUnaryReactor* KeepAlive(grpc::CallbackServerContext* context, const v1::KeepAliveRequest* request,
+                                      v1::KeepAliveReply* reply) override;
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* context, const v1::LeaveRequest* request,
+                                  v1::LeaveReply* reply) override;
+  grpc::ServerUnaryReactor* GetState(grpc::CallbackServerContext* context, const v1::StateRequest* request,
+                                     v1::StateReply* reply) override;
+
+ private:
+  // When StepRun writes the run's state (with --state-dir).
+  enum class Save {
+    kAlways,     // the event may change the state even with no decision (join, leave)
+    kIfDecided,  // only when the step decided something (keep-alive, tick)
+  };
+  // What StepRun does with a Rejected addressed to the stepping node.
+  enum class OwnRejection {
+    kRoute,        // route it like every other decision (Join: it ends the new stream)
+    kReturn,       // return it instead of routing it; route the others (KeepAlive's reply)
+    kReturnAlone,  // return it and route nothing (a reconnecting Join)
+  };
+  // One event for StepRun. `caller` and `caller_stream` must outlive the call.
+  struct RunEvent {
+    const Event& event;
+    TimePoint now;
+    Save save = Save::kAlways;
+    const NodeId* caller = nullptr;       // the node that sent the event, if one did
+    JoinStream* caller_stream = nullptr;  // its new Join stream (Join only)
+    OwnRejection own_rejection = OwnRejection::kRoute;
+  };
+  struct StepOutcome {
+    bool caller_rejected = false;          // kRoute: the caller's Join was rejected
+    std::optional<Rejected> own_rejection;  // kReturn, kReturnAlone: the caller's rejection
+  };
+
+  // run_step.cc; each requires mu_.
+  //
+  // The one path of every event: steps `ev` on `machine` (the run `run_id`),
+  // writes the state (Persist; per ev.save), routes the decisions (Route;
+  // the caller's own rejection per ev.own_rejection) and re-arms the timer
+  // (Rearm). With kReturnAlone and a rejection, returns it before routing or
+  // re-arming anything.
+  StepOutcome StepRun(const std::string& run_id, RendezvousMachine& machine, const RunEvent& ev, Outbox& out);
+  // Queues each decision on its addressees' streams. In a Join step
+  // (`joiner` set), the joiner's answer and everything after it for that
+  // node go to `joiner_stream`; earlier ones (deadlines applied before the
+  // Join) go to its old stream. Returns whether the joiner was rejected.
+  bool Route(const std::string& run_id, const std::vector<Decision>& decisions, const NodeId* joiner,
+             JoinStream* joiner_stream, Outbox& out);
+  // Moves the WhenDrained callbacks of `run_id` into `out` once the run holds
+  // no live node.
+  void CollectDrained(const std::string& run_id, Outbox& out);
+  // Writes the run's state to --state-dir, when there is one and `changed`
+  // (a step that only refreshed keep-alive times is not written: a restart
+  // refreshes them all anyway, see ForgiveOutage), before returning. A failed
+  // write is logged and serving goes on.
+  void Persist(const std::string& run_id, const RendezvousMachine& machine, bool changed);
+  // The open stream of `node` in `run_id`, or null.
+  JoinStream* Find(const std::string& run_id, const NodeId& node) const;
+  // Makes `stream` its node's stream, ending the one it replaces.
+  void Install(JoinStream* stream, Outbox& out);
+  // Wakes the timer if `machine` now has a deadline before the one it
+  // sleeps until.
+  void Rearm(const RendezvousMachine& machine);
+
+  // resume.cc; each requires mu_.
+  //
+  // A Join that re-opens a broken stream (reconnect.h). Answers it and
+  // returns true when the node is a member of the running round (the rank
+  // table again, stepped as a keep-alive) or, for kRunning, when it is not
+  // (RestartRequested); false when the Join is to be stepped as usual.
+  bool Resume(const std::string& run_id, const rdzv::Join& join, Reconnect mode, JoinStream* stream, Outbox& out);
+  // For a node that was a member before this step: steps the Join as a
+  // keep-alive and, when the node is still a member, sends it the rank table
+  // again and makes `stream` its stream. True when the Join is answered (the
+  // rank table, or the keep-alive's rejection, which ends the stream).
+  bool ResumeMember(const std::string& run_id, RendezvousMachine& machine, const rdzv::Join& join,
+                    JoinStream* stream, Outbox& out);
+  // A kRunning reconnect from a node that is not a member of the running
+  // round (`machine` null for an unknown run): a stale Join ends quietly, a
+  // closed run says Closed, otherwise the node is asked to restart and
+  // `stream` becomes its stream.
+  void ResumeNonMember(const std::string& run_id, const RendezvousMachine* machine, const rdzv::Join& join,
+                       JoinStream* stream, Outbox& out);
+
+  // service_calls.cc; each requires mu_.
+  //
+  // Steps a Join that is not a reconnect: the run is found (or, in
+  // kAutoCreate, created from the request's params) and `stream` becomes the
+  // node's stream unless the Join is rejected.
+  void StepJoin(const v1::JoinRequest& request, const rdzv::Join& join, JoinStream* stream, Outbox& out);
+  // The machine for a unary call, or the error in `status` (UNAVAILABLE
+  // while stopping, NOT_FOUND for an unknown run).
+  Result<RendezvousMachine*> Usable(const std::string& run_id, grpc::Status& status);
+
+  // The timer thread: steps Tick{} on each run whose NextDeadline() is due,
+  // then sleeps until the earliest one or until Rearm or Shutdown wakes it.
+  void TimerLoop();
+
+  mutable CheckedMutex mu_;
+  std::condition_variable_any timer_cv_;
+  bool stopping_ = false;                  // guarded by mu_
+  bool timer_dirty_ = false;               // guarded by mu_
+  std::optional<TimePoint> timer_target_;  // guarded by mu_
+  RunRegistry registry_;                   // guarded by mu_
+  Metrics metrics_;                        // guarded by mu_
+  std::map<std::string, std::map<NodeId, JoinStream*, NodeIdLess>> streams_;  // guarded by mu_
+  std::map<std::string, std::vector<std::function<void()>>> drained_waiters_;  // guarded by mu_
+  std::optional<StateStore> store_;  // set with --state-dir; written under mu_
+
+  CallCheck call_check_;
+  const TlsConfig tls_;
+  int port_ = 0;
+  std::string address_;
+  std::unique_ptr<grpc::Server> server_;
+  std::thread timer_;
+};
+
+}  // namespace ctrun::rdzv

@@ -1,0 +1,188 @@
+// RendezvousServer::Impl's RPC handlers (server_impl.h): each maps its
+// request to an Event, steps it with StepRun under mu_, and answers after the
+// lock is released. Also the end of a Join stream (StreamDone).
+#include <spdlog/spdlog.h>
+
+#include <string>
+#include <utility>
+
+#include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/grpc/server_impl.h"
+#include "rendezvous/machine/run_view.h"
+
+namespace ctrun::rdzv {
+namespace {
+
+constexpr char kShuttingDown[] = "rendezvous server is shutting down: retry against the new server";
+
+Reconnect ReconnectOf(const grpc::CallbackServerContext& context) {
+  auto it = context.client_metadata().find(kReconnectKey);
+  if (it == context.client_metadata().end()) return Reconnect::kNo;
+  return ParseReconnect(std::string_view(it->second.data(), it->second.size()));
+}
+
+}  // namespace
+
+// A node's current stream that its client dropped means the node is gone
+// (agent killed, host lost): the machine hears it as a leave that does not
+// close the run, so the others restart now instead of after the keep-alive
+// timeout. A node that is in fact alive learns of it from its next
+// keep-alive (UNKNOWN_NODE) and joins again. Streams the server ended, or
+// that a newer Join replaced, say nothing.
+void RendezvousServer::Impl::StreamDone(JoinStream* stream) {
+  Outbox out;
+  {
+    std::lock_guard<CheckedMutex> lock(mu_);
+    auto run = streams_.find(stream->run_id());
+    if (run == streams_.end()) return;
+    auto it = run->second.find(stream->node());
+    if (it == run->second.end() || it->second != stream) return;
+    run->second.erase(it);
+    if (run->second.empty()) streams_.erase(run);
+    if (stream->client_gone() && !stopping_) {
+      Result<RendezvousMachine*> machine = registry_.Find(stream->run_id());
+      if (machine.ok() && (*machine)->StatusOf(stream->node())) {
+        const rdzv::Leave leave{stream->node(), stream->incarnation(), LeaveReason::kSignal};
+        out.logs.push_back("rendezvous run '" + stream->run_id() + "': node " + ToString(leave.node) +
+                           " dropped its connection; taken as gone");
+        StepRun(stream->run_id(), **machine, RunEvent{.event = leave, .now = Clock::now()}, out);
+      }
+    }
+  }
+  out.Flush();
+}
+
+grpc::ServerWriteReactor<v1::Update>* RendezvousServer::Impl::Join(grpc::CallbackServerContext* context,
+                                                                   const v1::JoinRequest* request) {
+  auto* stream = new JoinStream(this, request->run_id(), NodeFromProto(request->node()), request->incarnation());
+  if (grpc::Status bad = call_check_.Check(*context, request->version(), request->token(), request->run_id());
+      !bad.ok()) {
+    stream->FinishNow(bad);
+    return stream;
+  }
+  rdzv::Join join = JoinFromProto(*request, PeerIp(context->peer()));
+  Outbox out;
+  bool stopping = false;
+  {
+    std::lock_guard<CheckedMutex> lock(mu_);
+    stopping = stopping_;
+    const bool resumed = !stopping && Resume(request->run_id(), join, ReconnectOf(*context), stream, out);
+    if (!stopping && !resumed) StepJoin(*request, join, stream, out);
+  }
+  if (stopping) {
+    stream->FinishNow(grpc::Status(grpc::StatusCode::UNAVAILABLE, kShuttingDown));
+  } else {
+    out.Flush();
+  }
+  return stream;
+}
+
+void RendezvousServer::Impl::StepJoin(const v1::JoinRequest& request, const rdzv::Join& join, JoinStream* stream,
+                                      Outbox& out) {
+  mu_.AssertHeld("StepJoin");
+  const Params params = ParamsFromProto(request.params());
+  Result<RendezvousMachine*> machine = registry_.FindForJoin(request.run_id(), params);
+  if (!machine.ok()) {
+    v1::Update update;
+    RejectedFromRegistryError(machine.status(), update.mutable_rejected());
+    if (stream->Enqueue(std::move(update), true)) out.kicks.push_back(stream);
+    out.logs.push_back("rendezvous run '" + request.run_id() + "': refused node " + ToString(join.node) + ": " +
+                       machine.status().message());
+    return;
+  }
+  spdlog::debug("rendezvous run '{}': join from {} (addr {})", request.run_id(), ToString(join.node), join.addr);
+  const TimePoint now = Clock::now();
+  metrics_.OnJoin(request.run_id(), join.node, now);
+  const Event event = join;
+  StepOutcome outcome = StepRun(request.run_id(), **machine,
+                                RunEvent{.event = event, .now = now, .caller = &join.node, .caller_stream = stream},
+                                out);
+  if (!outcome.caller_rejected) Install(stream, out);
+}
+
+grpc::ServerUnaryReactor* RendezvousServer::Impl::KeepAlive(grpc::CallbackServerContext* context,
+                                                            const v1::KeepAliveRequest* request,
+                                                            v1::KeepAliveReply* reply) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::Status status = call_check_.Check(*context, request->version(), request->token(), request->run_id());
+  Outbox out;
+  if (status.ok()) {
+    std::lock_guard<CheckedMutex> lock(mu_);
+    Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
+    if (machine.ok()) {
+      const NodeId node = NodeFromProto(request->node());
+      const Event event = rdzv::KeepAlive{node, request->incarnation()};
+      StepOutcome outcome = StepRun(request->run_id(), **machine,
+                                    RunEvent{.event = event,
+                                             .now = Clock::now(),
+                                             .save = Save::kIfDecided,
+                                             .caller = &node,
+                                             .own_rejection = OwnRejection::kReturn},
+                                    out);
+      if (outcome.own_rejection) {
+        reply->mutable_rejected()->set_code(RejectCodeToProto(outcome.own_rejection->code));
+        reply->mutable_rejected()->set_message(outcome.own_rejection->message);
+      }
+    } else if (machine.status().IsNotFound()) {
+      RejectedFromRegistryError(machine.status(), reply->mutable_rejected());
+      status = grpc::Status::OK;
+    }
+  }
+  out.Flush();
+  reactor->Finish(status);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* RendezvousServer::Impl::Leave(grpc::CallbackServerContext* context,
+                                                        const v1::LeaveRequest* request, v1::LeaveReply* /*reply*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::Status status = call_check_.Check(*context, request->version(), request->token(), request->run_id());
+  Result<LeaveReason> reason = LeaveReasonFromProto(request->reason());
+  if (status.ok() && !reason.ok()) status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, reason.status().message());
+  Outbox out;
+  if (status.ok()) {
+    std::lock_guard<CheckedMutex> lock(mu_);
+    Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
+    if (machine.ok()) {
+      const rdzv::Leave leave{NodeFromProto(request->node()), request->incarnation(), *reason};
+      out.logs.push_back("rendezvous run '" + request->run_id() + "': node " + ToString(leave.node) + " left (" +
+                         std::string(Name(leave.reason)) + ")");
+      StepRun(request->run_id(), **machine, RunEvent{.event = leave, .now = Clock::now()}, out);
+    }
+  }
+  out.Flush();
+  reactor->Finish(status);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* RendezvousServer::Impl::GetState(grpc::CallbackServerContext* context,
+                                                           const v1::StateRequest* request, v1::StateReply* reply) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::Status status = call_check_.Check(*context, request->version(), request->token(), request->run_id());
+  if (status.ok()) {
+    std::lock_guard<CheckedMutex> lock(mu_);
+    Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
+    const TimePoint now = Clock::now();
+    if (machine.ok() && request->counts_only()) {
+      StateReplyFromCounts((*machine)->Tally(), now, reply);
+    } else if (machine.ok()) {
+      StateReplyFromSnapshot((*machine)->State(), now, reply);
+      StateReplyAddView(ViewOf((*machine)->Export(), (*machine)->Tally(), now), reply);
+    }
+  }
+  reactor->Finish(status);
+  return reactor;
+}
+
+Result<RendezvousMachine*> RendezvousServer::Impl::Usable(const std::string& run_id, grpc::Status& status) {
+  mu_.AssertHeld("Usable");
+  if (stopping_) {
+    status = grpc::Status(grpc::StatusCode::UNAVAILABLE, kShuttingDown);
+    return Status::Unavailable(kShuttingDown);
+  }
+  Result<RendezvousMachine*> machine = registry_.Find(run_id);
+  if (!machine.ok()) status = grpc::Status(grpc::StatusCode::NOT_FOUND, machine.status().message());
+  return machine;
+}
+
+}  // namespace ctrun::rdzv
