@@ -3,8 +3,10 @@
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
