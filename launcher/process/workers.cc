@@ -265,13 +265,6 @@ void WorkerSet::CheckClosed() {
   }
 }
 
-bool WorkerSet::AllReaped() const {
-  for (const Worker& w : workers_) {
-    if (!w.reaped) return false;
-  }
-  return true;
-}
-
 std::vector<pid_t> WorkerSet::Pids() const {
   std::vector<pid_t> pids;
   for (const Worker& w : workers_) pids.push_back(w.pid);
