@@ -91,6 +91,11 @@ class WorkerSet : public WorkerGroup {
     bool group_empty = false;
   };
 
+  // Forks the worker of `spec` (its stdio set up, exec checked later through
+  // the fd appended to *status_fds, one per worker forked) and sets *pipe to
+  // its pipes' read ends. IOError when a file, pipe or fork fails.
+  Status Fork(const WorkerSpec& spec, pid_t self, std::pair<int, int>* pipe,
+              std::vector<int>* status_fds);
   void HandleExit(size_t index, int wait_status);
   void CheckClosed();
   bool GroupAlive(Worker& w);
