@@ -64,11 +64,12 @@ def string_literals(code):
 def source_strings():
     strings = []
     for folder in ("base", "launcher", "rendezvous"):
-        root = os.path.join(SOURCE, folder)
-        for name in sorted(os.listdir(root)):
-            if name.endswith((".cc", ".h")):
-                with open(os.path.join(root, name), encoding="utf-8") as f:
-                    strings += string_literals(f.read())
+        for root, dirs, names in sorted(os.walk(os.path.join(SOURCE, folder))):
+            dirs.sort()
+            for name in sorted(names):
+                if name.endswith((".cc", ".h")):
+                    with open(os.path.join(root, name), encoding="utf-8") as f:
+                        strings += string_literals(f.read())
     return strings
 
 
