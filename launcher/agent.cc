@@ -234,9 +234,9 @@ void Agent::OnWorkerExit(const WorkerExit& e) {
     spdlog::warn("worker local_rank {} (pid {}) exited with {}; stopping the worker group",
                  e.local_rank, e.pid,
                  e.exit_code < 0 ? SignalName(-e.exit_code) : std::to_string(e.exit_code));
-    StopGroup(SIGTERM, Stop{.then = Stop::Then::kRestart, .cause = "worker_failed", .charged = true});
+    StopGroup(SIGTERM, Stop::ToRestart("worker_failed", /*charged=*/true));
   } else if (running_ == 0) {
-    StopGroup(SIGTERM, Stop{.then = Stop::Then::kSucceed});
+    StopGroup(SIGTERM, Stop::ToSucceed());
   }
 }
 
@@ -285,7 +285,7 @@ void Agent::OnMembershipChange(bool charged, const std::string& why) {
   if (state_ != State::kRunning) return;
   spdlog::warn("{}; restarting the worker group{}", why,
                charged ? "" : " (not charged to --max-restarts)");
-  StopGroup(SIGTERM, Stop{.then = Stop::Then::kRestart, .cause = "membership_changed", .charged = charged});
+  StopGroup(SIGTERM, Stop::ToRestart("membership_changed", charged));
 }
 
 std::string Agent::HeartbeatFile(int local_rank) const {
@@ -306,7 +306,7 @@ void Agent::OnHeartbeatMiss(const HeartbeatMiss& miss) {
                   Json{{"local_rank", miss.local_rank}, {"pid", pid},
                        {"silent_for_s", std::chrono::duration<double>(miss.silent_for).count()}});
   }
-  StopGroup(SIGTERM, Stop{.then = Stop::Then::kRestart, .cause = "heartbeat_expired", .charged = true});
+  StopGroup(SIGTERM, Stop::ToRestart("heartbeat_expired", /*charged=*/true));
 }
 
 void Agent::Restart(const Stop& stop) {
@@ -376,7 +376,7 @@ void Agent::HandleSignal(int sig) {
         return;
       }
       if (SignalReceived()) spdlog::warn("second signal: killing the workers now");
-      StopGroup(sig, Stop{.then = Stop::Then::kExitForSignal, .signal = sig});
+      StopGroup(sig, Stop::ToExitForSignal(sig));
       return;
     case State::kSucceeded:
     case State::kFailed:

@@ -111,6 +111,24 @@ class Agent {
     bool charged = true;        // kRestart: counts against --max-restarts
     int signal = 0;             // kExitForSignal: the last signal received
     bool group_closed = false;  // the WorkerGroup's Close has completed
+
+    static Stop ToRestart(std::string cause, bool charged) {
+      Stop s;
+      s.cause = std::move(cause);
+      s.charged = charged;
+      return s;
+    }
+    static Stop ToSucceed() {
+      Stop s;
+      s.then = Then::kSucceed;
+      return s;
+    }
+    static Stop ToExitForSignal(int sig) {
+      Stop s;
+      s.then = Then::kExitForSignal;
+      s.signal = sig;
+      return s;
+    }
   };
 
   void BeginRendezvous();
