@@ -39,7 +39,8 @@
 // With --heartbeat-timeout, a worker that stops touching its heartbeat file
 // counts as a failed worker (launcher/process/heartbeat.h).
 //
-// With an EventLog, every event above is also written there as a JSON line.
+// With an EventLog, each event above but the close and the drain is also
+// written there as a JSON line, and so are the restart and the end.
 //
 // The workers' c10d store, when this agent hosts it (`store` not null), is
 // cleared at the start of every rendezvous: each round's group starts from an
