@@ -20,7 +20,6 @@ namespace ctrun::launcher {
 
 namespace {
 
-
 Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
 
 using Json = nlohmann::ordered_json;
@@ -37,19 +36,34 @@ const char* StateName(Agent::State s) {
   return "?";
 }
 
+// Where one of a worker's streams goes: a pipe to tee, a file only, the
+// console (inherited), or nowhere when the rank is filtered off the console.
+StdioTarget ChooseTarget(bool tee, bool redirect, bool on_console, const std::string& path) {
+  StdioTarget t;
+  if (tee) {
+    t.mode = StdioTarget::Mode::kPipe;
+  } else if (redirect) {
+    t.mode = StdioTarget::Mode::kFile;
+    t.path = path;
+  } else if (!on_console) {
+    t.mode = StdioTarget::Mode::kNull;
+  }
+  return t;
+}
+
 }  // namespace
 
 Agent::Agent(boost::asio::io_context& io, const LaunchConfig& config, Environment env,
-             RendezvousHandler& rdzv, Reaper& reaper, OrphanGuard* guard, RunLogDir log_dir,
+             RendezvousHandler& rdzv, WorkerGroup& workers, RunLogDir log_dir,
              StoreServer* store, EventLog* events)
     : io_(io),
       config_(config),
       env_(std::move(env)),
       rdzv_(rdzv),
+      workers_(workers),
       log_dir_(std::move(log_dir)),
       store_(store),
       events_(events),
-      workers_(io, reaper, guard),
       signals_(io),
       remaining_restarts_(config.max_restarts) {
   for (int sig : config_.signals_to_handle) signals_.add(sig);
@@ -65,7 +79,7 @@ void Agent::Start() {
 void Agent::ArmSignals() {
   signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
     if (ec) return;
-    OnSignal(sig);
+    HandleSignal(sig);
     ArmSignals();
   });
 }
@@ -109,51 +123,13 @@ void Agent::OnRound(const Result<Round>& round) {
 void Agent::StartWorkers(const Round& round) {
   round_ = round;
   ranks_ = AssignRanks(round.group_rank, round.local_world_sizes);
-
-  RoundEnv round_env;
-  round_env.master_addr = round.master_addr;
-  round_env.master_port = round.master_port;
-  round_env.restart_count = restart_count_;
-  round_env.max_restarts = config_.max_restarts;
-  round_env.run_id = round.run_id;
-  round_env.use_agent_store = round.use_agent_store;
-  round_env.role = config_.role;
-  for (int sig : config_.signals_to_handle) round_env.signals_to_handle_names.push_back(SignalName(sig));
-
+  const RoundEnv round_env = MakeRoundEnv(round);
   std::vector<WorkerSpec> specs;
-  for (const WorkerRanks& r : ranks_) {
-    const int lr = r.local_rank;
-    WorkerSpec spec;
-    spec.local_rank = lr;
-    spec.argv = BuildWorkerArgv(config_, lr);
-    spec.env = ToEnvStrings(BuildWorkerEnv(
-        env_, r, round_env, log_dir_.ErrorFile(restart_count_, lr),
-        config_.heartbeat_timeout > Seconds(0) ? HeartbeatFile(lr) : std::string()));
-    const bool on_console =
-        !config_.local_ranks_filter || config_.local_ranks_filter->count(lr) > 0;
-    auto target = [&](bool tee, bool redirect, const std::string& path) {
-      StdioTarget t;
-      if (tee) {
-        t.mode = StdioTarget::Mode::kPipe;
-      } else if (redirect) {
-        t.mode = StdioTarget::Mode::kFile;
-        t.path = path;
-      } else if (!on_console) {
-        t.mode = StdioTarget::Mode::kNull;
-      }
-      return t;
-    };
-    spec.out = target(config_.tee.Stdout(lr), config_.redirects.Stdout(lr),
-                      log_dir_.StdoutFile(restart_count_, lr));
-    spec.err = target(config_.tee.Stderr(lr), config_.redirects.Stderr(lr),
-                      log_dir_.StderrFile(restart_count_, lr));
-    specs.push_back(std::move(spec));
-  }
+  for (const WorkerRanks& r : ranks_) specs.push_back(MakeSpec(r, round_env));
 
   failures_.clear();
   tees_.clear();
   open_tees_ = 0;
-  group_closed_ = false;
   running_ = static_cast<int>(specs.size());
   std::vector<std::pair<int, int>> pipes;
   Status s = workers_.Start(
@@ -164,96 +140,131 @@ void Agent::StartWorkers(const Round& round) {
     return;
   }
   state_ = State::kRunning;
-  if (events_) {
-    const std::vector<pid_t> pids = workers_.Pids();
-    for (size_t i = 0; i < ranks_.size() && i < pids.size(); ++i) {
-      events_->Emit("worker_started", Json{{"local_rank", ranks_[i].local_rank}, {"rank", ranks_[i].rank},
-                                           {"pid", pids[i]}, {"restart_count", restart_count_}});
-    }
-  }
-  if (config_.heartbeat_timeout > Seconds(0)) {
-    std::vector<std::string> files;
-    for (const WorkerRanks& r : ranks_) files.push_back(HeartbeatFile(r.local_rank));
-    heartbeat_ = std::make_unique<HeartbeatWatcher>(
-        io_,
-        HeartbeatTimeouts{
-            ToDuration(config_.heartbeat_initial_timeout.value_or(config_.heartbeat_timeout)),
-            ToDuration(config_.heartbeat_timeout)},
-        std::move(files), [this](const HeartbeatMiss& miss) { OnHeartbeatMiss(miss); });
-  }
+  EmitWorkersStarted();
+  StartHeartbeat();
+  StartTees(pipes);
+}
 
+RoundEnv Agent::MakeRoundEnv(const Round& round) const {
+  RoundEnv round_env;
+  round_env.master_addr = round.master_addr;
+  round_env.master_port = round.master_port;
+  round_env.restart_count = restart_count_;
+  round_env.max_restarts = config_.max_restarts;
+  round_env.run_id = round.run_id;
+  round_env.use_agent_store = round.use_agent_store;
+  round_env.role = config_.role;
+  for (int sig : config_.signals_to_handle) round_env.signals_to_handle_names.push_back(SignalName(sig));
+  return round_env;
+}
+
+WorkerSpec Agent::MakeSpec(const WorkerRanks& r, const RoundEnv& round_env) const {
+  const int lr = r.local_rank;
+  WorkerSpec spec;
+  spec.local_rank = lr;
+  spec.argv = BuildWorkerArgv(config_, lr);
+  spec.env = ToEnvStrings(BuildWorkerEnv(
+      env_, r, round_env, log_dir_.ErrorFile(restart_count_, lr),
+      config_.heartbeat_timeout > Seconds(0) ? HeartbeatFile(lr) : std::string()));
+  spec.out = ChooseTarget(config_.tee.Stdout(lr), config_.redirects.Stdout(lr), OnConsole(lr),
+                          log_dir_.StdoutFile(restart_count_, lr));
+  spec.err = ChooseTarget(config_.tee.Stderr(lr), config_.redirects.Stderr(lr), OnConsole(lr),
+                          log_dir_.StderrFile(restart_count_, lr));
+  return spec;
+}
+
+bool Agent::OnConsole(int local_rank) const {
+  return !config_.local_ranks_filter || config_.local_ranks_filter->count(local_rank) > 0;
+}
+
+void Agent::EmitWorkersStarted() {
+  if (!events_) return;
+  const std::vector<pid_t> pids = workers_.Pids();
+  for (size_t i = 0; i < ranks_.size() && i < pids.size(); ++i) {
+    events_->Emit("worker_started", Json{{"local_rank", ranks_[i].local_rank}, {"rank", ranks_[i].rank},
+                                         {"pid", pids[i]}, {"restart_count", restart_count_}});
+  }
+}
+
+void Agent::StartHeartbeat() {
+  if (config_.heartbeat_timeout <= Seconds(0)) return;
+  std::vector<std::string> files;
+  for (const WorkerRanks& r : ranks_) files.push_back(HeartbeatFile(r.local_rank));
+  heartbeat_ = std::make_unique<HeartbeatWatcher>(
+      io_,
+      HeartbeatTimeouts{
+          ToDuration(config_.heartbeat_initial_timeout.value_or(config_.heartbeat_timeout)),
+          ToDuration(config_.heartbeat_timeout)},
+      std::move(files), [this](const HeartbeatMiss& miss) { OnHeartbeatMiss(miss); });
+}
+
+void Agent::StartTees(const std::vector<std::pair<int, int>>& pipes) {
   for (size_t i = 0; i < ranks_.size(); ++i) {
     const int lr = ranks_[i].local_rank;
-    const bool on_console =
-        !config_.local_ranks_filter || config_.local_ranks_filter->count(lr) > 0;
     const std::string prefix =
         ExpandLinePrefix(config_.log_line_prefix_template, config_.role, ranks_[i].rank, lr);
-    auto add_tee = [&](int fd, const std::string& path, int console) {
-      if (fd < 0) return;
-      int file_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (file_fd < 0) spdlog::warn("cannot open log file {}: {}", path, strerror(errno));
-      ++open_tees_;
-      tees_.push_back(std::make_unique<StreamTee>(io_, fd, file_fd, on_console ? console : -1,
-                                                  prefix, [this] {
-                                                    --open_tees_;
-                                                    if (group_closed_ && open_tees_ == 0 &&
-                                                        after_drain_) {
-                                                      auto then = std::move(after_drain_);
-                                                      after_drain_ = nullptr;
-                                                      then();
-                                                    }
-                                                  }));
-    };
-    add_tee(pipes[i].first, log_dir_.StdoutFile(restart_count_, lr), STDOUT_FILENO);
-    add_tee(pipes[i].second, log_dir_.StderrFile(restart_count_, lr), STDERR_FILENO);
+    const bool console = OnConsole(lr);
+    StartTee(pipes[i].first, log_dir_.StdoutFile(restart_count_, lr),
+             console ? STDOUT_FILENO : -1, prefix);
+    StartTee(pipes[i].second, log_dir_.StderrFile(restart_count_, lr),
+             console ? STDERR_FILENO : -1, prefix);
   }
+}
+
+void Agent::StartTee(int pipe_fd, const std::string& path, int console_fd,
+                     const std::string& prefix) {
+  if (pipe_fd < 0) return;
+  int file_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (file_fd < 0) spdlog::warn("cannot open log file {}: {}", path, strerror(errno));
+  ++open_tees_;
+  tees_.push_back(std::make_unique<StreamTee>(io_, pipe_fd, file_fd, console_fd, prefix, [this] {
+    --open_tees_;
+    EndStopIfDrained();
+  }));
 }
 
 void Agent::OnWorkerExit(const WorkerExit& e) {
   --running_;
   if (heartbeat_) heartbeat_->Forget(e.local_rank);
-  if (events_) {
-    Json f{{"local_rank", e.local_rank}, {"rank", ranks_[e.local_rank].rank}, {"pid", e.pid}};
-    if (e.exit_code < 0) f["signal"] = SignalName(-e.exit_code);
-    else f["exit_code"] = e.exit_code;
-    f["during"] = StateName(state_);
-    events_->Emit("worker_exited", f);
-  }
+  EmitWorkerExited(e);
   const bool failed = e.exit_code != 0;
-  if (failed && signal_received_ == 0) {
-    WorkerFailure f;
-    f.local_rank = e.local_rank;
-    f.rank = ranks_[e.local_rank].rank;
-    f.exit_code = e.exit_code;
-    f.pid = e.pid;
-    f.observed_at_s = e.epoch_seconds;
-    const std::string path = log_dir_.ErrorFile(restart_count_, e.local_rank);
-    Result<ErrorFileData> data = ReadErrorFile(path);
-    if (data.ok()) {
-      f.error_file = path;
-      f.error = *data;
-    } else if (!data.status().IsNotFound()) {
-      spdlog::warn("{}", data.status().message());
-    }
-    failures_.push_back(std::move(f));
-  }
+  if (failed && !SignalReceived()) RecordFailure(e);
   if (state_ != State::kRunning) return;
   if (failed) {
     spdlog::warn("worker local_rank {} (pid {}) exited with {}; stopping the worker group",
                  e.local_rank, e.pid,
                  e.exit_code < 0 ? SignalName(-e.exit_code) : std::to_string(e.exit_code));
-    state_ = State::kStopping;
-    charged_restart_ = true;
-    stopping_to_restart_ = true;
-    restart_cause_ = "worker_failed";
-    StopWorkers(SIGTERM, [this] { AfterFailureStop(); });
+    StopGroup(SIGTERM, Stop::ToRestart("worker_failed", /*charged=*/true));
   } else if (running_ == 0) {
-    state_ = State::kStopping;
-    stopping_to_restart_ = false;
-    StopWorkers(SIGTERM, [this] {
-      Finish(State::kSucceeded, kExitSuccess, ShutdownReason::kSucceeded);
-    });
+    StopGroup(SIGTERM, Stop::ToSucceed());
   }
+}
+
+void Agent::EmitWorkerExited(const WorkerExit& e) {
+  if (!events_) return;
+  Json f{{"local_rank", e.local_rank}, {"rank", ranks_[e.local_rank].rank}, {"pid", e.pid}};
+  if (e.exit_code < 0) f["signal"] = SignalName(-e.exit_code);
+  else f["exit_code"] = e.exit_code;
+  f["during"] = StateName(state_);
+  events_->Emit("worker_exited", f);
+}
+
+void Agent::RecordFailure(const WorkerExit& e) {
+  WorkerFailure f;
+  f.local_rank = e.local_rank;
+  f.rank = ranks_[e.local_rank].rank;
+  f.exit_code = e.exit_code;
+  f.pid = e.pid;
+  f.observed_at_s = e.epoch_seconds;
+  const std::string path = log_dir_.ErrorFile(restart_count_, e.local_rank);
+  Result<ErrorFileData> data = ReadErrorFile(path);
+  if (data.ok()) {
+    f.error_file = path;
+    f.error = *data;
+  } else if (!data.status().IsNotFound()) {
+    spdlog::warn("{}", data.status().message());
+  }
+  failures_.push_back(std::move(f));
 }
 
 void Agent::OnMembershipChange(bool charged, const std::string& why) {
@@ -261,23 +272,20 @@ void Agent::OnMembershipChange(bool charged, const std::string& why) {
     events_->Emit("membership_changed",
                   Json{{"why", why}, {"charged", charged}, {"state", StateName(state_)}});
   }
-  if (state_ == State::kStopping && stopping_to_restart_ && charged_restart_ && !charged) {
+  if (state_ == State::kStopping && stop_->then == Stop::Then::kRestart && stop_->charged &&
+      !charged) {
     // A peer's death usually breaks the collective, and so fails a worker,
     // just before its push arrives: the restart under way is the
     // membership's, and is not charged either.
     spdlog::warn("{}; restarting the worker group (not charged to --max-restarts)", why);
-    charged_restart_ = false;
-    restart_cause_ = "membership_changed";
+    stop_->charged = false;
+    stop_->cause = "membership_changed";
     return;
   }
   if (state_ != State::kRunning) return;
   spdlog::warn("{}; restarting the worker group{}", why,
                charged ? "" : " (not charged to --max-restarts)");
-  state_ = State::kStopping;
-  charged_restart_ = charged;
-  stopping_to_restart_ = true;
-  restart_cause_ = "membership_changed";
-  StopWorkers(SIGTERM, [this] { AfterFailureStop(); });
+  StopGroup(SIGTERM, Stop::ToRestart("membership_changed", charged));
 }
 
 std::string Agent::HeartbeatFile(int local_rank) const {
@@ -298,17 +306,13 @@ void Agent::OnHeartbeatMiss(const HeartbeatMiss& miss) {
                   Json{{"local_rank", miss.local_rank}, {"pid", pid},
                        {"silent_for_s", std::chrono::duration<double>(miss.silent_for).count()}});
   }
-  restart_cause_ = "heartbeat_expired";
-  state_ = State::kStopping;
-  charged_restart_ = true;
-  stopping_to_restart_ = true;
-  StopWorkers(SIGTERM, [this] { AfterFailureStop(); });
+  StopGroup(SIGTERM, Stop::ToRestart("heartbeat_expired", /*charged=*/true));
 }
 
-void Agent::AfterFailureStop() {
-  if (!charged_restart_) {
+void Agent::Restart(const Stop& stop) {
+  if (!stop.charged) {
     if (events_) {
-      events_->Emit("restart", Json{{"cause", restart_cause_}, {"charged", false},
+      events_->Emit("restart", Json{{"cause", stop.cause}, {"charged", false},
                                     {"restart_count", restart_count_},
                                     {"remaining_restarts", remaining_restarts_}});
     }
@@ -321,7 +325,7 @@ void Agent::AfterFailureStop() {
     spdlog::warn("restarting the worker group (restart {} of {})", restart_count_,
                  config_.max_restarts);
     if (events_) {
-      events_->Emit("restart", Json{{"cause", restart_cause_}, {"charged", true},
+      events_->Emit("restart", Json{{"cause", stop.cause}, {"charged", true},
                                     {"restart_count", restart_count_},
                                     {"remaining_restarts", remaining_restarts_}});
     }
@@ -352,62 +356,76 @@ void Agent::ReportFailure() {
   Finish(State::kFailed, code, ShutdownReason::kFailed);
 }
 
-void Agent::OnSignal(int sig) {
+void Agent::HandleSignal(int sig) {
   spdlog::warn("Received {} death signal, shutting down workers", SignalName(sig));
   if (events_) events_->Emit("signal", Json{{"signal", SignalName(sig)}, {"state", StateName(state_)}});
-  const bool again = signal_received_ != 0;
-  signal_received_ = sig;
   switch (state_) {
     case State::kInit:
     case State::kRendezvous:
       Finish(State::kFailed, kExitSignalBase + sig, ShutdownReason::kSignal);
       return;
     case State::kRunning:
-    case State::kStopping: {
-      auto finish = [this] {
-        Finish(State::kFailed, kExitSignalBase + signal_received_, ShutdownReason::kSignal);
-      };
-      if (state_ == State::kStopping && !again && after_drain_) {
+    case State::kStopping:
+      if (state_ == State::kStopping && !SignalReceived()) {
         // A stop for a restart (or after the last worker exited) is under
         // way: its workers have their SIGTERM and the grace to finish, e.g.
         // a checkpoint. Let that stop end, then exit for the signal. Only a
         // second signal kills them at once.
-        stopping_to_restart_ = false;
-        after_drain_ = finish;
+        stop_->then = Stop::Then::kExitForSignal;
+        stop_->signal = sig;
         return;
       }
-      if (again) spdlog::warn("second signal: killing the workers now");
-      state_ = State::kStopping;
-      stopping_to_restart_ = false;
-      StopWorkers(sig, finish);
+      if (SignalReceived()) spdlog::warn("second signal: killing the workers now");
+      StopGroup(sig, Stop::ToExitForSignal(sig));
       return;
-    }
     case State::kSucceeded:
     case State::kFailed:
       return;
   }
 }
 
-void Agent::StopWorkers(int sig, std::function<void()> then) {
+bool Agent::SignalReceived() const {
+  return stop_ && stop_->then == Stop::Then::kExitForSignal;
+}
+
+void Agent::StopGroup(int sig, Stop stop) {
+  if (stop_) stop.group_closed = stop_->group_closed;  // the same group, escalated
   heartbeat_.reset();
-  after_drain_ = std::move(then);
-  workers_.Close(sig, ToDuration(config_.shutdown_grace), [this] {
-    group_closed_ = true;
-    if (open_tees_ == 0 && after_drain_) {
-      auto then = std::move(after_drain_);
-      after_drain_ = nullptr;
-      then();
-      return;
-    }
-    // Every worker is gone, so what they wrote is in the pipes already; a
-    // pipe still open is held by a descendant that left the worker's process
-    // group (the orphan guard kills it once ctrun exits). Posted, so reads
-    // already completed are written first.
-    boost::asio::post(io_, [this] {
-      if (!group_closed_) return;  // a new group started meanwhile: its tees are live
-      for (auto& tee : tees_) tee->DrainAndFinish();
-    });
+  state_ = State::kStopping;
+  stop_ = std::move(stop);
+  workers_.Close(sig, ToDuration(config_.shutdown_grace), [this] { OnGroupClosed(); });
+}
+
+void Agent::OnGroupClosed() {
+  if (!stop_) return;
+  stop_->group_closed = true;
+  if (EndStopIfDrained()) return;
+  // Every worker is gone, so what they wrote is in the pipes already; a
+  // pipe still open is held by a descendant that left the worker's process
+  // group (the orphan guard kills it once ctrun exits). Posted, so reads
+  // already completed are written first.
+  boost::asio::post(io_, [this] {
+    if (!stop_ || !stop_->group_closed) return;  // a new group started meanwhile: its tees are live
+    for (auto& tee : tees_) tee->DrainAndFinish();
   });
+}
+
+bool Agent::EndStopIfDrained() {
+  if (!stop_ || !stop_->group_closed || open_tees_ > 0) return false;
+  const Stop stop = std::move(*stop_);
+  stop_.reset();
+  switch (stop.then) {
+    case Stop::Then::kRestart:
+      Restart(stop);
+      break;
+    case Stop::Then::kSucceed:
+      Finish(State::kSucceeded, kExitSuccess, ShutdownReason::kSucceeded);
+      break;
+    case Stop::Then::kExitForSignal:
+      Finish(State::kFailed, kExitSignalBase + stop.signal, ShutdownReason::kSignal);
+      break;
+  }
+  return true;
 }
 
 void Agent::Finish(State final_state, int code, ShutdownReason reason) {

@@ -1,20 +1,46 @@
 // Agent: the elastic agent of one node — a small state machine on one Asio
 // loop that runs rounds of the local worker group.
 //
-//   kRendezvous -> kRunning -> kStopping -> kSucceeded   (every worker exited 0)
-//   kRunning -> kStopping -> kRendezvous                 (a worker failed with restarts
-//                                                         left, or membership changed)
-//   kRunning -> kStopping -> kFailed                     (no restarts left, or a signal)
+// Events: a round is ready, a worker exited (WorkerGroup's exit callback,
+// never polling), membership changed (rendezvous push), a handled signal
+// arrived, a worker missed its heartbeat, the group's close completed, a
+// worker's output tee drained. A restart always replaces the whole local
+// group. Every way out of kRunning is one Stop (below) through StopGroup:
+// the group is closed (SIGTERM, SIGKILL after the shutdown grace), its tees
+// drain, and then the stop's `then` decides what comes next.
+//
+//   kInit --Start--> kRendezvous --round ready, workers started--> kRunning
+//   kRendezvous --round failed, attempt dir or workers failed--> kFailed (1)
+//   kInit, kRendezvous --signal N--> kFailed (128+N)
+//
+//   kRunning --worker failed, heartbeat missed----> kStopping{restart, charged}
+//   kRunning --membership changed (charged or not)--> kStopping{restart, charged?}
+//   kRunning --last worker exited 0----------------> kStopping{succeed}
+//   kRunning --signal N----------------------------> kStopping{exit for signal N}
+//
+//   kStopping{restart, charged} --membership changed, not charged-->
+//       the same stop, not charged (a peer's loss failed our worker first)
+//   kStopping{restart or succeed} --first signal N-->
+//       the same stop, then exit for signal N (workers keep their grace)
+//   kStopping{exit for signal} --another signal N-->
+//       the same stop, SIGKILL now, exit for signal N
+//
+//   kStopping --group closed and tees drained--> by the stop's `then`:
+//       restart, not charged               -> kRendezvous
+//       restart, charged, restarts left    -> kRendezvous (restart_count + 1)
+//       restart, charged, none left        -> kFailed (failure report; 1 or
+//                                             the root cause's code)
+//       succeed                            -> kSucceeded (0)
+//       exit for signal N                  -> kFailed (128+N)
+//
+// kSucceeded and kFailed are final: the rendezvous is shut down and `io` is
+// stopped. A worker failure seen after a signal is not reported.
 //
 // With --heartbeat-timeout, a worker that stops touching its heartbeat file
-// counts as a failed worker: the group is stopped and restarted while the
-// budget lasts (launcher/process/heartbeat.h).
+// counts as a failed worker (launcher/process/heartbeat.h).
 //
-// Events: a round is ready, a worker exited (SIGCHLD via the Reaper, never
-// polling), membership changed (rendezvous push), a handled signal arrived,
-// the shutdown grace ran out. A restart always replaces the whole local group.
-//
-// With an EventLog, every event above is also written there as a JSON line.
+// With an EventLog, each event above but the close and the drain is also
+// written there as a JSON line, and so are the restart and the end.
 //
 // The workers' c10d store, when this agent hosts it (`store` not null), is
 // cleared at the start of every rendezvous: each round's group starts from an
@@ -40,7 +66,7 @@
 #include "launcher/store/store_server.h"
 #include "launcher/logs/stream_tee.h"
 #include "launcher/process/worker_env.h"
-#include "launcher/process/workers.h"
+#include "launcher/process/worker_group.h"
 
 namespace ctrun::launcher {
 
@@ -54,33 +80,88 @@ class Agent {
  public:
   enum class State { kInit, kRendezvous, kRunning, kStopping, kSucceeded, kFailed };
 
+  // `workers` is the local group this agent starts and stops (a WorkerSet in
+  // ctrun); `rdzv` forms its rounds.
   Agent(boost::asio::io_context& io, const LaunchConfig& config, Environment env,
-        RendezvousHandler& rdzv, Reaper& reaper, OrphanGuard* guard, RunLogDir log_dir,
+        RendezvousHandler& rdzv, WorkerGroup& workers, RunLogDir log_dir,
         StoreServer* store = nullptr, EventLog* events = nullptr);
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
-  // Installs the signal handlers and starts the first rendezvous. When the
-  // agent is done it stops `io`; then exit_code() is final.
+  // Installs handlers for config.signals_to_handle and starts the first
+  // rendezvous. When the agent is done it stops `io`; then exit_code() is
+  // final.
   void Start();
+  // Acts on `sig` as on a handled signal received (see the diagram above).
+  // Start routes the real ones here; tests call it directly.
+  void HandleSignal(int sig);
+
   int exit_code() const { return exit_code_; }
   State state() const { return state_; }
 
  private:
+  // A stop of the worker group under way: why, and what comes after it.
+  struct Stop {
+    enum class Then {
+      kRestart,        // re-rendezvous and start a new group (budget permitting)
+      kSucceed,        // every worker exited 0: finish with kExitSuccess
+      kExitForSignal,  // finish with kExitSignalBase + signal
+    };
+    Then then = Then::kRestart;
+    std::string cause;          // kRestart: the "restart" event's cause
+    bool charged = true;        // kRestart: counts against --max-restarts
+    int signal = 0;             // kExitForSignal: the last signal received
+    bool group_closed = false;  // the WorkerGroup's Close has completed
+
+    static Stop ToRestart(std::string cause, bool charged) {
+      Stop s;
+      s.cause = std::move(cause);
+      s.charged = charged;
+      return s;
+    }
+    static Stop ToSucceed() {
+      Stop s;
+      s.then = Then::kSucceed;
+      return s;
+    }
+    static Stop ToExitForSignal(int sig) {
+      Stop s;
+      s.then = Then::kExitForSignal;
+      s.signal = sig;
+      return s;
+    }
+  };
+
   void BeginRendezvous();
   void OnRound(const Result<Round>& round);
   void StartWorkers(const Round& round);
+  RoundEnv MakeRoundEnv(const Round& round) const;
+  WorkerSpec MakeSpec(const WorkerRanks& ranks, const RoundEnv& round_env) const;
+  void EmitWorkersStarted();
+  void StartHeartbeat();
+  // Tees each pipe of `pipes` (per worker: stdout, stderr; -1 none).
+  void StartTees(const std::vector<std::pair<int, int>>& pipes);
+  void StartTee(int pipe_fd, const std::string& path, int console_fd, const std::string& prefix);
+  bool OnConsole(int local_rank) const;
   void OnWorkerExit(const WorkerExit& exit);
+  void EmitWorkerExited(const WorkerExit& exit);
+  void RecordFailure(const WorkerExit& exit);
   void OnMembershipChange(bool charged, const std::string& why);
   void OnHeartbeatMiss(const HeartbeatMiss& miss);
   // This attempt's heartbeat file of `local_rank` (in its log directory).
   std::string HeartbeatFile(int local_rank) const;
-  void OnSignal(int sig);
   void ArmSignals();
-  // Stops the group (sig, then SIGKILL after the grace) and waits for the
-  // tees to drain; then runs `then`.
-  void StopWorkers(int sig, std::function<void()> then);
-  void AfterFailureStop();
+  // The one way to stop the group: sends `sig` (SIGKILL after the grace),
+  // makes `stop` the stop under way, and ends it once the group is closed
+  // and its tees have drained. Called again during a stop (a second
+  // signal), it escalates that stop to SIGKILL and replaces it.
+  void StopGroup(int sig, Stop stop);
+  void OnGroupClosed();
+  // Ends the stop under way if its group is closed and every tee drained;
+  // returns whether it did.
+  bool EndStopIfDrained();
+  bool SignalReceived() const;
+  void Restart(const Stop& stop);
   void Finish(State final_state, int code, ShutdownReason reason);
   void ReportFailure();
 
@@ -88,28 +169,23 @@ class Agent {
   const LaunchConfig& config_;
   Environment env_;
   RendezvousHandler& rdzv_;
+  WorkerGroup& workers_;
   RunLogDir log_dir_;
   StoreServer* store_;  // null: this agent hosts no store
   EventLog* events_;    // null: no --events-file
-  std::string restart_cause_;  // why the stop under way was started
-  WorkerSet workers_;
   boost::asio::signal_set signals_;
 
   State state_ = State::kInit;
+  std::optional<Stop> stop_;  // set exactly while state_ is kStopping
   int exit_code_ = kExitFailure;
   int restart_count_ = 0;
   int remaining_restarts_;
-  int signal_received_ = 0;
-  bool charged_restart_ = true;
-  bool stopping_to_restart_ = false;  // the stop in progress ends in AfterFailureStop
   Round round_;
   std::vector<WorkerRanks> ranks_;
   int running_ = 0;
   std::vector<WorkerFailure> failures_;
   std::vector<std::unique_ptr<StreamTee>> tees_;
   int open_tees_ = 0;
-  std::function<void()> after_drain_;
-  bool group_closed_ = false;
   std::unique_ptr<HeartbeatWatcher> heartbeat_;  // null when --heartbeat-timeout is 0
 };
 

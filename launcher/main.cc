@@ -127,8 +127,8 @@ int main(int argc, char** argv) {
     if (!opened.ok()) return UsageError(opened.status());
     events = std::move(*opened);
   }
-  Agent agent(io, config, env, **rdzv, reaper, guard->get(), std::move(*log_dir), store.get(),
-              events.get());
+  WorkerSet workers(io, reaper, guard->get());
+  Agent agent(io, config, env, **rdzv, workers, std::move(*log_dir), store.get(), events.get());
   agent.Start();
   io.run();
   (*guard)->HandOverAtExit();

@@ -10,8 +10,9 @@
 #include <optional>
 
 #include "launcher/agent.h"
+#include "launcher/cli/flag_values.h"
 #include "launcher/cli/flags.h"
-#include "launcher/rdzv/grpc_setup.h"
+#include "launcher/rdzv/credentials.h"
 #include "rendezvous/grpc/client.h"
 #include "rendezvous/grpc/grpc_process.h"
 #include "rendezvous/grpc/server.h"

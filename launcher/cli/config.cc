@@ -11,7 +11,9 @@
 
 #include <fmt/format.h>
 
+#include "launcher/cli/flag_values.h"
 #include "launcher/cli/flags.h"
+#include "launcher/cli/help_text.h"
 #include "launcher/cli/slurm_env.h"
 
 extern char** environ;

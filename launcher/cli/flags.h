@@ -1,6 +1,7 @@
 // The table of ctrun's command-line flags: one row per flag, torchrun's and
-// ctrun's own. Parsing, PET_* lookup and --help (launcher/cli/config.cc) are all
-// driven by this table; nothing else knows a flag's spelling.
+// ctrun's own. Parsing, PET_* lookup (launcher/cli/config.cc) and --help
+// (launcher/cli/help_text.h) are all driven by this table; nothing else knows
+// a flag's spelling. The rows' value parsers are in launcher/cli/flag_values.h.
 //
 // Plain static data plus pure functions; thread-safe.
 #pragma once
@@ -9,7 +10,6 @@
 #include <string_view>
 #include <vector>
 
-#include "base/result.h"
 #include "base/status.h"
 #include "launcher/cli/launch_config.h"
 
@@ -53,24 +53,5 @@ const FlagSpec* FindFlag(std::string_view spelling);
 // The known spelling closest to `unknown` by edit distance (ties: table
 // order), or "" when none is close enough to be a plausible typo.
 std::string ClosestSpelling(std::string_view unknown);
-
-// The full --help text: usage line, then one section per HelpGroup listing
-// each flag's spellings, metavar, PET_* name, default and help.
-std::string HelpText();
-
-// "ctrun <version>" for --version.
-std::string VersionText();
-
-// Pure value parsers the table uses and config.cc reuses for cross-flag
-// checks. Each returns InvalidArgument with a "<problem> (<fix>)" message.
-
-// `host[:port]` or `[v6]` or `[v6]:port`. `default_port` is used when no
-// port is written; a written port must be 1..65535.
-struct Endpoint {
-  std::string host;
-  int port = 0;
-  bool port_given = false;
-};
-Result<Endpoint> ParseEndpoint(std::string_view text, int default_port);
 
 }  // namespace ctrun::launcher

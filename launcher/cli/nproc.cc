@@ -12,17 +12,13 @@
 
 #include <fmt/format.h>
 
+#include "launcher/cli/text.h"
+
 namespace ctrun::launcher {
 namespace {
 
 constexpr std::string_view kCgroupRoot = "/sys/fs/cgroup";
 constexpr int kCudaErrorNoDevice = 100;
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 std::optional<long long> ParseLong(std::string_view s) {
   long long v = 0;

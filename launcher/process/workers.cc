@@ -76,6 +76,28 @@ void CloseIfOpen(int fd) {
   ::_exit(127);
 }
 
+// Reads each forked child's exec result (status_fds[i] belongs to specs[i])
+// and closes the fds. A child writes its errno there only when exec failed;
+// end-of-file means it ran. Returns the first failure.
+Status AwaitExecs(const std::vector<WorkerSpec>& specs, const std::vector<int>& status_fds) {
+  Status s;
+  for (size_t i = 0; i < status_fds.size(); ++i) {
+    int child_errno = 0;
+    ssize_t n;
+    do {
+      n = ::read(status_fds[i], &child_errno, sizeof(child_errno));
+    } while (n < 0 && errno == EINTR);
+    ::close(status_fds[i]);
+    if (s.ok() && n == static_cast<ssize_t>(sizeof(child_errno))) {
+      const std::string& argv0 = specs[i].argv[0];
+      s = child_errno == ENOENT
+              ? Status::NotFound("cannot run '" + argv0 + "': " + Errno(child_errno))
+              : Status::FailedPrecondition("cannot run '" + argv0 + "': " + Errno(child_errno));
+    }
+  }
+  return s;
+}
+
 }  // namespace
 
 int ExitCodeFromWaitStatus(int wait_status) {
@@ -143,57 +165,10 @@ Status WorkerSet::Start(const std::vector<WorkerSpec>& specs, ExitHandler on_exi
   std::vector<int> status_fds;
   Status s;
   for (size_t i = 0; i < specs.size() && s.ok(); ++i) {
-    const WorkerSpec& spec = specs[i];
-    std::vector<char*> argv;
-    for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    std::vector<char*> envp;
-    for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-
-    int out_fd = -1, out_read = -1, err_fd = -1, err_read = -1;
-    s = OpenTarget(spec.out, &out_fd, &out_read);
-    if (s.ok()) s = OpenTarget(spec.err, &err_fd, &err_read);
-    int status_pipe[2] = {-1, -1};
-    if (s.ok() && ::pipe2(status_pipe, O_CLOEXEC) != 0) {
-      s = Status::IOError("pipe: " + Errno(errno));
-    }
-    pid_t pid = -1;
-    if (s.ok()) {
-      pid = ::fork();
-      if (pid == 0) ExecChild(self, argv.data(), envp.data(), out_fd, err_fd, status_pipe[1]);
-      if (pid < 0) s = Status::IOError("fork: " + Errno(errno));
-    }
-    CloseIfOpen(status_pipe[1]);
-    CloseIfOpen(out_fd);
-    CloseIfOpen(err_fd);
-    (*pipes)[i] = {out_read, err_read};
-    if (pid > 0) {
-      const size_t index = workers_.size();
-      workers_.push_back(Worker{spec.local_rank, pid});
-      reaper_.Register(pid, [this, index](pid_t, int st) { HandleExit(index, st); });
-      if (guard_) guard_->Watch(pid);
-      status_fds.push_back(status_pipe[0]);
-    } else {
-      CloseIfOpen(status_pipe[0]);
-    }
+    s = Fork(specs[i], self, &(*pipes)[i], &status_fds);
   }
-
-  // A child writes its errno here only when exec failed; end-of-file means it ran.
-  for (size_t i = 0; i < status_fds.size(); ++i) {
-    int child_errno = 0;
-    ssize_t n;
-    do {
-      n = ::read(status_fds[i], &child_errno, sizeof(child_errno));
-    } while (n < 0 && errno == EINTR);
-    ::close(status_fds[i]);
-    if (s.ok() && n == static_cast<ssize_t>(sizeof(child_errno))) {
-      const std::string& argv0 = specs[i].argv[0];
-      s = child_errno == ENOENT
-              ? Status::NotFound("cannot run '" + argv0 + "': " + Errno(child_errno))
-              : Status::FailedPrecondition("cannot run '" + argv0 + "': " + Errno(child_errno));
-    }
-  }
+  Status exec = AwaitExecs(specs, status_fds);
+  if (s.ok()) s = exec;
   if (!s.ok()) {
     for (auto& [o, e] : *pipes) {
       CloseIfOpen(o);
@@ -202,6 +177,44 @@ Status WorkerSet::Start(const std::vector<WorkerSpec>& specs, ExitHandler on_exi
     }
     on_exit_ = nullptr;  // the caller learns of the failure from the Status
     for (Worker& w : workers_) ::killpg(w.pid, SIGKILL);
+  }
+  return s;
+}
+
+Status WorkerSet::Fork(const WorkerSpec& spec, pid_t self, std::pair<int, int>* pipe,
+                       std::vector<int>* status_fds) {
+  std::vector<char*> argv;
+  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  int out_fd = -1, out_read = -1, err_fd = -1, err_read = -1;
+  Status s = OpenTarget(spec.out, &out_fd, &out_read);
+  if (s.ok()) s = OpenTarget(spec.err, &err_fd, &err_read);
+  int status_pipe[2] = {-1, -1};
+  if (s.ok() && ::pipe2(status_pipe, O_CLOEXEC) != 0) {
+    s = Status::IOError("pipe: " + Errno(errno));
+  }
+  pid_t pid = -1;
+  if (s.ok()) {
+    pid = ::fork();
+    if (pid == 0) ExecChild(self, argv.data(), envp.data(), out_fd, err_fd, status_pipe[1]);
+    if (pid < 0) s = Status::IOError("fork: " + Errno(errno));
+  }
+  CloseIfOpen(status_pipe[1]);
+  CloseIfOpen(out_fd);
+  CloseIfOpen(err_fd);
+  *pipe = {out_read, err_read};
+  if (pid > 0) {
+    const size_t index = workers_.size();
+    workers_.push_back(Worker{spec.local_rank, pid});
+    reaper_.Register(pid, [this, index](pid_t, int st) { HandleExit(index, st); });
+    if (guard_) guard_->Watch(pid);
+    status_fds->push_back(status_pipe[0]);
+  } else {
+    CloseIfOpen(status_pipe[0]);
   }
   return s;
 }
@@ -263,13 +276,6 @@ void WorkerSet::CheckClosed() {
     close_done_ = nullptr;
     done();
   }
-}
-
-bool WorkerSet::AllReaped() const {
-  for (const Worker& w : workers_) {
-    if (!w.reaped) return false;
-  }
-  return true;
 }
 
 std::vector<pid_t> WorkerSet::Pids() const {

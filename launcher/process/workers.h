@@ -23,32 +23,11 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "launcher/process/worker_group.h"
 
 namespace ctrun::launcher {
 
 class OrphanGuard;
-
-// Where a worker's stdout or stderr goes.
-struct StdioTarget {
-  enum class Mode { kInherit, kFile, kPipe, kNull };
-  Mode mode = Mode::kInherit;
-  std::string path;  // kFile only
-};
-
-struct WorkerSpec {
-  int local_rank = 0;
-  std::vector<std::string> argv;  // argv[0] is looked up in PATH if it has no '/'
-  std::vector<std::string> env;   // "KEY=VALUE", the worker's whole environment
-  StdioTarget out;
-  StdioTarget err;
-};
-
-struct WorkerExit {
-  int local_rank = 0;
-  pid_t pid = 0;
-  int exit_code = 0;         // >= 0: exit status; < 0: killed by signal -exit_code
-  int64_t epoch_seconds = 0; // wall clock when ctrun reaped it
-};
 
 // Reaper: owns SIGCHLD for the whole process. Makes ctrun a child subreaper
 // and reaps every child (workers, their orphaned descendants, the orphan
@@ -76,36 +55,33 @@ class Reaper {
   std::function<void()> on_any_;
 };
 
-class WorkerSet {
+// The real WorkerGroup. Start, Close and Pids keep WorkerGroup's contract;
+// below, only what this implementation adds to it.
+class WorkerSet : public WorkerGroup {
  public:
-  using ExitHandler = std::function<void(const WorkerExit&)>;
-
   // `reaper` and `guard` (may be null) must outlive the WorkerSet.
   WorkerSet(boost::asio::io_context& io, Reaper& reaper, OrphanGuard* guard);
-  ~WorkerSet();
+  // Sends SIGKILL to every worker's process group that may still have members.
+  ~WorkerSet() override;
   WorkerSet(const WorkerSet&) = delete;
   WorkerSet& operator=(const WorkerSet&) = delete;
 
-  // Starts one process per spec. `pipes` receives, per spec, the read ends of
-  // the stdout/stderr pipes requested with Mode::kPipe (-1 otherwise); the
-  // caller owns them. `on_exit` runs once per worker when it is reaped.
-  // Errors: IOError when a file cannot be opened or fork fails; NotFound /
-  // FailedPrecondition when exec fails (the message names argv[0] and errno).
-  // On error every worker already started is killed and reaped before return.
+  // Forks every worker (setsid, PDEATHSIG), then waits for each exec result.
+  // IOError also when fork or pipe fails. On error every worker already
+  // started gets SIGKILL on its process group before return; it is reaped
+  // later by the Reaper, and `on_exit` is not called for it.
   Status Start(const std::vector<WorkerSpec>& specs, ExitHandler on_exit,
-               std::vector<std::pair<int, int>>* pipes);
+               std::vector<std::pair<int, int>>* pipes) override;
 
   // Sends `sig` to every worker's process group that still has members.
   void Signal(int sig);
 
-  // Sends `sig` to every live group, then SIGKILL to the groups still alive
-  // after `grace`. `done` runs once every worker has been reaped and every
-  // group is empty (immediately, via post, if that is already so). A second
-  // Close before `done` escalates: SIGKILL at once, same `done` semantics.
-  void Close(int sig, Duration grace, std::function<void()> done);
+  // `sig` and SIGKILL go to whole process groups; `done` waits for every
+  // worker to be reaped and every group to be empty (it is posted when that
+  // is already so).
+  void Close(int sig, Duration grace, std::function<void()> done) override;
 
-  bool AllReaped() const;
-  std::vector<pid_t> Pids() const;
+  std::vector<pid_t> Pids() const override;
 
  private:
   struct Worker {
@@ -115,6 +91,11 @@ class WorkerSet {
     bool group_empty = false;
   };
 
+  // Forks the worker of `spec` (its stdio set up, exec checked later through
+  // the fd appended to *status_fds, one per worker forked) and sets *pipe to
+  // its pipes' read ends. IOError when a file, pipe or fork fails.
+  Status Fork(const WorkerSpec& spec, pid_t self, std::pair<int, int>* pipe,
+              std::vector<int>* status_fds);
   void HandleExit(size_t index, int wait_status);
   void CheckClosed();
   bool GroupAlive(Worker& w);

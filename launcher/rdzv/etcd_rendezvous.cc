@@ -2,15 +2,11 @@
 
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <boost/asio/post.hpp>
 #include <chrono>
-#include <random>
 
 #include "launcher/net/free_port.h"
-#include "launcher/net/local_address.h"
-#include "launcher/rdzv/setup.h"
 #include "rendezvous/persist/machine_snapshot.h"
 
 namespace ctrun::launcher {
@@ -316,29 +312,15 @@ void EtcdRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
   });
 }
 
-Result<std::unique_ptr<RendezvousHandler>> MakeEtcdRendezvous(boost::asio::io_context& io, const LaunchConfig& config,
-                                                              const StoreHosting& store) {
-  Result<rdzv::Params> machine_params = MachineParams(config);
-  if (!machine_params.ok()) return machine_params.status();
-  const rdzv::Params& params = *machine_params;
-  std::string host = config.rdzv_host == "localhost" ? "127.0.0.1" : config.rdzv_host;
-  if (host.find(':') != std::string::npos) host = "[" + host + "]";
-  const std::string endpoint = host + ":" + std::to_string(config.rdzv_port);
+Result<std::unique_ptr<RendezvousHandler>> MakeEtcdRendezvous(boost::asio::io_context& io,
+                                                              const std::string& endpoint,
+                                                              EtcdRendezvousOptions options) {
   Result<std::unique_ptr<rdzv::EtcdKv>> kv = rdzv::EtcdKv::Connect({endpoint}, kCallTimeout);
   if (!kv.ok()) return Status::Unavailable("--rdzv-backend etcd-v3 --rdzv-endpoint " + endpoint + ": " + kv.status().message());
-  EtcdRendezvousOptions o;
-  o.run_id = config.rdzv_id;
-  o.store = store;
-  o.node = rdzv::NodeId{config.local_addr.value_or(HostName()), ::getpid(), 0};
-  o.incarnation = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
-  o.params = params;
-  if (config.node_rank_given) o.hint_rank = config.node_rank;
-  o.local_world_size = config.nproc_per_node;
-  o.addr = config.local_addr.value_or(HostName());
-  o.join_timeout = config.rdzv_conf.join_timeout;
-  o.close_timeout = config.rdzv_conf.close_timeout;
-  spdlog::info("etcd-v3 rendezvous for run '{}' via {}", o.run_id, fmt::join((*kv)->endpoints(), ","));
-  return std::unique_ptr<RendezvousHandler>(std::make_unique<EtcdRendezvous>(io, std::move(o), std::move(*kv)));
+  spdlog::info("etcd-v3 rendezvous for run '{}' via {}", options.run_id, fmt::join((*kv)->endpoints(), ","));
+  return std::unique_ptr<RendezvousHandler>(std::make_unique<EtcdRendezvous>(io, std::move(options), std::move(*kv)));
 }
+
+Status EtcdSupport() { return Status::Ok(); }
 
 }  // namespace ctrun::launcher

@@ -31,7 +31,6 @@
 #include <thread>
 #include <vector>
 
-#include "launcher/cli/config.h"
 #include "launcher/cli/launch_config.h"
 #include "launcher/rdzv/rendezvous_handler.h"
 #include "rendezvous/persist/etcd_kv.h"
@@ -110,12 +109,16 @@ class EtcdRendezvous : public RendezvousHandler {
   ChangeCallback on_change_;
 };
 
-// --rdzv-backend etcd-v3: connects to the etcd cluster at
-// --rdzv-endpoint HOST:PORT (the other members are found through it).
-// Unavailable when etcd cannot be reached; InvalidArgument for bad params,
-// or when this ctrun was built without etcd support.
+// --rdzv-backend etcd-v3: connects to the etcd cluster through the member
+// at `endpoint` ("host:port" or "[v6]:port"; the other members are found
+// through it) and builds the handler. Unavailable when etcd cannot be
+// reached; otherwise as EtcdSupport.
 Result<std::unique_ptr<RendezvousHandler>> MakeEtcdRendezvous(boost::asio::io_context& io,
-                                                              const LaunchConfig& config,
-                                                              const StoreHosting& store);
+                                                              const std::string& endpoint,
+                                                              EtcdRendezvousOptions options);
+
+// OK when this ctrun was built with etcd support; InvalidArgument saying how
+// to get it otherwise.
+Status EtcdSupport();
 
 }  // namespace ctrun::launcher

@@ -1,59 +1,124 @@
 #include "launcher/rdzv/setup.h"
 
-#include <boost/asio/ip/address.hpp>
-#include <chrono>
+#include <spdlog/spdlog.h>
 
-#include "launcher/rdzv/grpc_setup.h"
+#include "launcher/rdzv/etcd_rendezvous.h"
+#include "launcher/rdzv/grpc_rendezvous.h"
 #include "launcher/rdzv/local_rendezvous.h"
+#include "rendezvous/grpc/grpc_process.h"
+#include "rendezvous/grpc/server.h"
 
 namespace ctrun::launcher {
+
+namespace {
+
+class ServerHandle : public HostedServer {
+ public:
+  ServerHandle(std::unique_ptr<rdzv::RendezvousServer> server, std::string run_id)
+      : server_(std::move(server)), run_id_(std::move(run_id)) {}
+  void Stop() override { server_->Shutdown(); }
+  void WhenDrained(std::function<void()> cb) override { server_->WhenDrained(run_id_, std::move(cb)); }
+
+ private:
+  std::unique_ptr<rdzv::RendezvousServer> server_;
+  std::string run_id_;
+};
+
+std::unique_ptr<RendezvousHandler> MakeLocal(boost::asio::io_context& io, const RendezvousPlan& plan,
+                                             const StoreHosting& store) {
+  int fixed_port = plan.master_port;
+  if (store.agent_store && store.port) fixed_port = *store.port;
+  return std::make_unique<LocalRendezvous>(io, plan.run_id, plan.local_world_size, plan.master_addr, fixed_port,
+                                           store.agent_store);
+}
+
+// The server of plan.host, or null when another agent hosts it (a hosting
+// that was only inferred and whose address is taken).
+Result<std::unique_ptr<HostedServer>> HostServer(const RendezvousPlan& plan, const HostPlan& host) {
+  rdzv::ServerOptions so;
+  so.listen_address = host.listen_address;
+  so.mode = rdzv::RunRegistry::Mode::kFixed;
+  so.runs = {rdzv::FixedRun{plan.run_id, plan.params}};
+  so.token = plan.token;
+  so.tls = plan.tls;
+  so.tls.ca_pem.clear();  // an agent-hosted server does not ask for client certificates (ctrund can)
+  Result<std::unique_ptr<rdzv::RendezvousServer>> server = rdzv::RendezvousServer::Start(so);
+  if (server.ok()) {
+    spdlog::info("hosting the rendezvous for run '{}' on {}", plan.run_id, so.listen_address);
+    return std::unique_ptr<HostedServer>(std::make_unique<ServerHandle>(std::move(*server), plan.run_id));
+  }
+  if (host.required) return Status::Unavailable("--rdzv-conf is_host=1: " + server.status().message());
+  spdlog::info("the rendezvous at {} is hosted by another agent ({}); joining it", plan.endpoint,
+               server.status().message());
+  return std::unique_ptr<HostedServer>();
+}
+
+Result<std::unique_ptr<RendezvousHandler>> MakeGrpc(boost::asio::io_context& io, const RendezvousPlan& plan,
+                                                    const StoreHosting& store) {
+  std::unique_ptr<HostedServer> hosted;
+  if (plan.host) {
+    Result<std::unique_ptr<HostedServer>> server = HostServer(plan, *plan.host);
+    if (!server.ok()) return server.status();
+    hosted = std::move(*server);
+  }
+  GrpcRendezvousOptions o;
+  o.client.endpoint = plan.endpoint;
+  o.client.run_id = plan.run_id;
+  o.client.node = plan.node;
+  o.client.incarnation = plan.incarnation;
+  o.client.params = plan.params;
+  o.client.token = plan.token;
+  o.client.tls = plan.tls;
+  o.hint_rank = plan.hint_rank;
+  o.local_world_size = plan.local_world_size;
+  o.advertise_addr = plan.advertise_addr;
+  o.fixed_master = plan.fixed_master;
+  o.store = store;
+  o.join_timeout = plan.join_timeout;
+  o.close_timeout = plan.close_timeout;
+  o.exit_barrier_timeout = plan.exit_barrier_timeout;
+  return std::unique_ptr<RendezvousHandler>(std::make_unique<GrpcRendezvous>(io, std::move(o), std::move(hosted)));
+}
+
+Result<std::unique_ptr<RendezvousHandler>> MakeEtcd(boost::asio::io_context& io, const RendezvousPlan& plan,
+                                                    const StoreHosting& store) {
+  EtcdRendezvousOptions o;
+  o.run_id = plan.run_id;
+  o.store = store;
+  o.node = plan.node;
+  o.incarnation = plan.incarnation;
+  o.params = plan.params;
+  o.hint_rank = plan.hint_rank;
+  o.local_world_size = plan.local_world_size;
+  o.addr = plan.advertise_addr;
+  o.join_timeout = plan.join_timeout;
+  o.close_timeout = plan.close_timeout;
+  return MakeEtcdRendezvous(io, plan.endpoint, std::move(o));
+}
+
+}  // namespace
 
 Result<std::unique_ptr<RendezvousHandler>> MakeRendezvous(boost::asio::io_context& io,
                                                           const LaunchConfig& config,
                                                           const Environment& env,
                                                           const StoreHosting& store) {
-  if (config.is_single_node()) {
-    const std::string master_addr = config.local_addr.value_or(config.master_addr);
-    int fixed_port = config.master_port_given ? config.master_port : 0;
-    if (store.agent_store && store.port) fixed_port = *store.port;
-    return std::unique_ptr<RendezvousHandler>(std::make_unique<LocalRendezvous>(
-        io, config.rdzv_id, config.nproc_per_node, master_addr, fixed_port, store.agent_store));
+  if (!config.is_single_node()) {
+    rdzv::RouteGrpcLogsToSpdlog();
+    rdzv::ConfigureGrpcProcess();
+    // Said before any other etcd-v3 problem: nothing else can be fixed first.
+    if (config.rdzv_backend == RdzvBackend::kEtcdV3) CTRUN_RETURN_IF_ERROR(EtcdSupport());
   }
-  return MakeGrpcRendezvous(io, config, env, store);
-}
-
-std::optional<int> AgentStorePort(const LaunchConfig& config) {
-  if (config.no_agent_store) return std::nullopt;
-  if (config.is_single_node()) return config.master_port_given ? config.master_port : 0;
-  if (config.rdzv_backend == RdzvBackend::kStatic) {
-    if (config.node_rank != 0) return std::nullopt;
-    return config.master_port;
+  Result<RendezvousPlan> plan = ResolveRendezvous(config, env);
+  if (!plan.ok()) return plan.status();
+  switch (plan->kind) {
+    case HandlerKind::kLocal:
+      return MakeLocal(io, *plan, store);
+    case HandlerKind::kGrpc:
+      return MakeGrpc(io, *plan, store);
+    case HandlerKind::kEtcd:
+      return MakeEtcd(io, *plan, store);
   }
-  return 0;
-}
-
-std::string AgentStoreHost(const LaunchConfig& config) {
-  if (config.is_single_node()) return config.local_addr.value_or(config.master_addr);
-  // A name can resolve here to another address than on the other nodes
-  // (Debian maps the host name to 127.0.1.1 in /etc/hosts): bind a name's
-  // every interface, an IP address only itself.
-  boost::system::error_code ec;
-  if (config.local_addr) boost::asio::ip::make_address(*config.local_addr, ec);
-  return config.local_addr && !ec ? *config.local_addr : std::string();
-}
-
-Result<rdzv::Params> MachineParams(const LaunchConfig& config) {
-  auto ToDuration = [](Seconds s) { return std::chrono::duration_cast<Duration>(s); };
-  rdzv::Params params;
-  params.min_nodes = config.min_nodes;
-  params.max_nodes = config.max_nodes;
-  params.join_timeout = ToDuration(config.rdzv_conf.join_timeout);
-  params.last_call_timeout = ToDuration(config.rdzv_conf.last_call_timeout);
-  params.close_timeout = ToDuration(config.rdzv_conf.close_timeout);
-  params.keep_alive_interval = ToDuration(config.rdzv_conf.keep_alive_interval);
-  params.keep_alive_max_attempt = config.rdzv_conf.keep_alive_max_attempt;
-  if (Status s = rdzv::ValidateParams(params); !s.ok()) return s;
-  return params;
+  return Status::Internal("unknown rendezvous handler kind");
 }
 
 }  // namespace ctrun::launcher

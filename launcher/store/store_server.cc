@@ -117,51 +117,70 @@ void StoreServer::Accept() {
 }
 
 void StoreServer::Read(const std::shared_ptr<Session>& s) {
-  s->socket.async_read_some(
-      boost::asio::buffer(s->in), [this, s](const boost::system::error_code& ec, size_t n) {
-        if (s->closed) return;
-        if (ec) {
-          if (s->parser.buffered() > 0) {
-            Refuse(s, Status::InvalidArgument("the connection closed inside a request (" +
-                                              std::to_string(s->parser.buffered()) +
-                                              " bytes of it arrived)"));
-          } else {
-            Close(*s);
-          }
-          return;
-        }
-        s->parser.Feed(s->in.data(), n);
-        std::string reply;
-        for (;;) {
-          Result<std::optional<StoreRequest>> req = s->parser.Next();
-          Status st = req.ok() ? Status::Ok() : req.status();
-          if (st.ok() && !*req) break;
-          if (st.ok()) {
-            woken_.clear();
-            DropAttemptPrefix(**req);
-            st = state_.Apply(s->id, **req, reply, woken_);
-            for (StoreClientId id : woken_) {
-              auto w = sessions_.find(id);
-              if (w == sessions_.end()) continue;
-              if (w->second == s) {
-                reply.push_back(static_cast<char>(kStoreStopWaiting));
-              } else {
-                w->second->pending.push_back(static_cast<char>(kStoreStopWaiting));
-                if (!w->second->writing) Flush(w->second);
-              }
-            }
-          }
-          if (!st.ok()) {
-            Refuse(s, st);
-            return;
-          }
-        }
-        if (!reply.empty()) {
-          s->pending += reply;
-          if (!s->writing) Flush(s);
-        }
-        Read(s);
-      });
+  s->socket.async_read_some(boost::asio::buffer(s->in),
+                            [this, s](const boost::system::error_code& ec, size_t n) {
+                              OnRead(s, ec, n);
+                            });
+}
+
+void StoreServer::OnRead(const std::shared_ptr<Session>& s, const boost::system::error_code& ec,
+                         size_t n) {
+  if (s->closed) return;
+  if (ec) {
+    OnPeerClosed(s);
+    return;
+  }
+  s->parser.Feed(s->in.data(), n);
+  std::string reply;
+  if (Status st = ServeRequests(s, reply); !st.ok()) {
+    Refuse(s, st);
+    return;
+  }
+  if (!reply.empty()) Send(s, reply);
+  Read(s);
+}
+
+void StoreServer::OnPeerClosed(const std::shared_ptr<Session>& s) {
+  if (s->parser.buffered() > 0) {
+    Refuse(s, Status::InvalidArgument("the connection closed inside a request (" +
+                                      std::to_string(s->parser.buffered()) +
+                                      " bytes of it arrived)"));
+  } else {
+    Close(*s);
+  }
+}
+
+Status StoreServer::ServeRequests(const std::shared_ptr<Session>& s, std::string& reply) {
+  for (;;) {
+    Result<std::optional<StoreRequest>> req = s->parser.Next();
+    if (!req.ok()) return req.status();
+    if (!*req) return Status::Ok();
+    if (Status st = Apply(s, **req, reply); !st.ok()) return st;
+  }
+}
+
+Status StoreServer::Apply(const std::shared_ptr<Session>& s, StoreRequest& req,
+                          std::string& reply) {
+  woken_.clear();
+  DropAttemptPrefix(req);
+  Status st = state_.Apply(s->id, req, reply, woken_);
+  // Woken waiters hear of it even when the request itself is refused.
+  for (StoreClientId id : woken_) {
+    auto w = sessions_.find(id);
+    if (w == sessions_.end()) continue;
+    const char stop_waiting = static_cast<char>(kStoreStopWaiting);
+    if (w->second == s) {
+      reply.push_back(stop_waiting);
+    } else {
+      Send(w->second, std::string_view(&stop_waiting, 1));
+    }
+  }
+  return st;
+}
+
+void StoreServer::Send(const std::shared_ptr<Session>& s, std::string_view bytes) {
+  s->pending += bytes;
+  if (!s->writing) Flush(s);
 }
 
 void StoreServer::Flush(const std::shared_ptr<Session>& s) {

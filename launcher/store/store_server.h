@@ -4,8 +4,9 @@
 // TCPStore clients. The table and its waits are a StoreState.
 //
 // A connection whose bytes are malformed (or whose request the table refuses:
-// GET of a missing key, ADD to a non-number) is closed and logged as a
-// warning, once per connection; the server and its other clients go on.
+// GET of a missing key, ADD to a non-number) is closed and logged; the server
+// and its other clients go on. The first 20 such refusals over the server's
+// life are logged as warnings, later ones at debug level.
 //
 // Ownership: `io` must outlive the server. The listening and accepted
 // sockets are close-on-exec: workers never inherit them. Thread model:
@@ -16,10 +17,12 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
+#include "launcher/store/store_protocol.h"
 #include "launcher/store/store_state.h"
 
 namespace ctrun::launcher {
@@ -53,7 +56,18 @@ class StoreServer {
   struct Session;
   void Accept();
   void Read(const std::shared_ptr<Session>& s);
-  void Send(Session& s, std::string bytes);
+  void OnRead(const std::shared_ptr<Session>& s, const boost::system::error_code& ec, size_t n);
+  // The peer closed (or the read failed): a refusal if a request was cut off.
+  void OnPeerClosed(const std::shared_ptr<Session>& s);
+  // Applies every complete request buffered in `s`, appending the replies to
+  // `reply`; the first error (malformed bytes, or a request the table
+  // refuses) stops it and is returned.
+  Status ServeRequests(const std::shared_ptr<Session>& s, std::string& reply);
+  // Applies one request; waiters it wakes are told (this session's through
+  // `reply`, others' queued to them).
+  Status Apply(const std::shared_ptr<Session>& s, StoreRequest& req, std::string& reply);
+  // Queues `bytes` behind what `s` is writing, and starts writing if idle.
+  void Send(const std::shared_ptr<Session>& s, std::string_view bytes);
   void Flush(const std::shared_ptr<Session>& s);
   void Refuse(const std::shared_ptr<Session>& s, const Status& why);
   void Close(Session& s);

@@ -46,23 +46,9 @@ Status StoreState::Apply(StoreClientId client, const StoreRequest& req, std::str
       Write(req.keys[0], it == table_.end() ? req.values[0] : it->second + req.values[0], woken);
       return Status::Ok();
     }
-    case StoreOp::kCompareSet: {
-      const std::string& expected = req.values[0];
-      const std::string& desired = req.values[1];
-      auto it = table_.find(req.keys[0]);
-      if (it == table_.end()) {
-        if (!expected.empty()) {
-          AppendStoreBytes(reply, expected);
-          return Status::Ok();
-        }
-      } else if (it->second != expected) {
-        AppendStoreBytes(reply, it->second);
-        return Status::Ok();
-      }
-      Write(req.keys[0], desired, woken);
-      AppendStoreBytes(reply, desired);
+    case StoreOp::kCompareSet:
+      CompareSet(req, reply, woken);
       return Status::Ok();
-    }
     case StoreOp::kGet: {
       auto it = table_.find(req.keys[0]);
       if (it == table_.end()) return Status::NotFound("GET of a missing key");
@@ -76,39 +62,17 @@ Status StoreState::Apply(StoreClientId client, const StoreRequest& req, std::str
       for (const std::string& k : req.keys) AppendStoreBytes(reply, table_.find(k)->second);
       return Status::Ok();
     }
-    case StoreOp::kAdd: {
-      int64_t value = 0;
-      auto it = table_.find(req.keys[0]);
-      if (it != table_.end() && !ParseInt64(it->second, value)) {
-        return Status::InvalidArgument("ADD to a key that does not hold a number");
-      }
-      if (__builtin_add_overflow(value, req.number, &value)) {
-        return Status::InvalidArgument("ADD overflows int64");
-      }
-      Write(req.keys[0], std::to_string(value), woken);
-      AppendStoreInt64(reply, value);
-      return Status::Ok();
-    }
+    case StoreOp::kAdd:
+      return Add(req, reply, woken);
     case StoreOp::kCheck: {
       bool ready = true;
       for (const std::string& k : req.keys) ready = ready && table_.count(k) > 0;
       AppendStoreUint8(reply, ready ? kStoreCheckReady : kStoreCheckNotReady);
       return Status::Ok();
     }
-    case StoreOp::kWait: {
-      size_t missing = 0;
-      for (const std::string& k : req.keys) missing += table_.count(k) == 0;
-      if (missing == 0) {
-        AppendStoreUint8(reply, kStoreStopWaiting);
-        return Status::Ok();
-      }
-      const uint64_t id = next_wait_++;
-      waits_.emplace(id, Wait{client, missing});
-      for (const std::string& k : req.keys) {
-        if (table_.count(k) == 0) key_waits_[k].push_back(id);
-      }
+    case StoreOp::kWait:
+      Wait(client, req, reply);
       return Status::Ok();
-    }
     case StoreOp::kNumKeys:
       AppendStoreInt64(reply, static_cast<int64_t>(table_.size()));
       return Status::Ok();
@@ -124,6 +88,53 @@ Status StoreState::Apply(StoreClientId client, const StoreRequest& req, std::str
       return Status::Ok();
   }
   return Status::Internal("unhandled store request");
+}
+
+void StoreState::CompareSet(const StoreRequest& req, std::string& reply,
+                            std::vector<StoreClientId>& woken) {
+  const std::string& expected = req.values[0];
+  const std::string& desired = req.values[1];
+  auto it = table_.find(req.keys[0]);
+  if (it == table_.end()) {
+    if (!expected.empty()) {
+      AppendStoreBytes(reply, expected);
+      return;
+    }
+  } else if (it->second != expected) {
+    AppendStoreBytes(reply, it->second);
+    return;
+  }
+  Write(req.keys[0], desired, woken);
+  AppendStoreBytes(reply, desired);
+}
+
+Status StoreState::Add(const StoreRequest& req, std::string& reply,
+                       std::vector<StoreClientId>& woken) {
+  int64_t value = 0;
+  auto it = table_.find(req.keys[0]);
+  if (it != table_.end() && !ParseInt64(it->second, value)) {
+    return Status::InvalidArgument("ADD to a key that does not hold a number");
+  }
+  if (__builtin_add_overflow(value, req.number, &value)) {
+    return Status::InvalidArgument("ADD overflows int64");
+  }
+  Write(req.keys[0], std::to_string(value), woken);
+  AppendStoreInt64(reply, value);
+  return Status::Ok();
+}
+
+void StoreState::Wait(StoreClientId client, const StoreRequest& req, std::string& reply) {
+  size_t missing = 0;
+  for (const std::string& k : req.keys) missing += table_.count(k) == 0;
+  if (missing == 0) {
+    AppendStoreUint8(reply, kStoreStopWaiting);
+    return;
+  }
+  const uint64_t id = next_wait_++;
+  waits_.emplace(id, PendingWait{client, missing});
+  for (const std::string& k : req.keys) {
+    if (table_.count(k) == 0) key_waits_[k].push_back(id);
+  }
 }
 
 void StoreState::Disconnect(StoreClientId client) {

@@ -49,14 +49,19 @@ class StoreState {
   size_t num_waits() const { return waits_.size(); }
 
  private:
-  struct Wait {
+  struct PendingWait {
     StoreClientId client;
     size_t missing;  // keys not written yet
   };
   void Write(const std::string& key, std::string value, std::vector<StoreClientId>& woken);
+  // The requests with more than a line to them; same contract as Apply.
+  void CompareSet(const StoreRequest& req, std::string& reply, std::vector<StoreClientId>& woken);
+  Status Add(const StoreRequest& req, std::string& reply, std::vector<StoreClientId>& woken);
+  // Replies now if every key is there, else registers a PendingWait.
+  void Wait(StoreClientId client, const StoreRequest& req, std::string& reply);
 
   std::unordered_map<std::string, std::string> table_;
-  std::unordered_map<uint64_t, Wait> waits_;                           // by wait id
+  std::unordered_map<uint64_t, PendingWait> waits_;                           // by wait id
   std::unordered_map<std::string, std::vector<uint64_t>> key_waits_;   // key -> wait ids
   uint64_t next_wait_ = 1;
 };

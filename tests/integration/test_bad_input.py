@@ -18,7 +18,7 @@ import unittest
 import harness as h
 
 SRC = os.environ.get("CTRUN_SOURCE_DIR", os.path.dirname(os.path.dirname(h.HERE)))
-TLS = os.path.join(SRC, "tests", "rendezvous", "data", "tls")
+TLS = os.path.join(SRC, "tests", "rendezvous", "grpc", "data", "tls")
 CTRUND = os.path.join(h.build_dir(), "rendezvous", "ctrund")
 TRUE = "/bin/true"
 

@@ -193,8 +193,9 @@ class ShutdownTest(unittest.TestCase):
         fail, go = os.path.join(d, "fail"), os.path.join(d, "go")
         os.mkfifo(fail)
         os.mkfifo(go)
+        events_path = os.path.join(d, "events.jsonl")
         proc = h.start(["--nproc-per-node", "2", "--max-restarts", "1",
-                        h.worker("checkpoint_on_term.py")],
+                        "--events-file", events_path, h.worker("checkpoint_on_term.py")],
                        env=h.base_env(ANNOUNCE=fifo.path, FAIL=fail, GO=go,
                                       TORCH_ELASTIC_SHUTDOWN_TIMEOUT="60"))
         self.addCleanup(lambda: proc.poll() is None and proc.kill())
@@ -214,8 +215,17 @@ class ShutdownTest(unittest.TestCase):
         _, rest = proc.communicate(timeout=60)
         err = seen + rest
         self.assertEqual(proc.returncode, 128 + signal.SIGTERM, err)
-        self.assertNotIn("restart 1 of 1", err)
-        self.assertNotIn("SIGKILL", err)
+        with open(events_path) as f:
+            events = [json.loads(line) for line in f]
+        names = [e["event"] for e in events]
+        self.assertIn("signal", names, events)
+        self.assertNotIn("restart", names, events)  # the stop ended in the signal's exit
+        exits = [e for e in events if e["event"] == "worker_exited"]
+        self.assertEqual(sorted(e["local_rank"] for e in exits), [0, 1], events)
+        self.assertEqual([e for e in exits if e.get("signal") == "SIGKILL"], [], events)  # no escalation
+        self.assertEqual([e.get("exit_code") for e in exits if e["local_rank"] == 1], [0], events)  # saved
+        self.assertEqual((events[-1]["event"], events[-1]["state"], events[-1]["exit_code"]),
+                         ("finished", "failed", 128 + signal.SIGTERM), events)
 
 
 class LogsTest(unittest.TestCase):

@@ -91,153 +91,191 @@ ctrun::Result<std::vector<at::Tensor>> FullParams(ct::FullyShardedDataParallel& 
   return out;
 }
 
-int RunTrain(int argc, char** argv) {
+// The train command's flags (see the top of this file).
+struct TrainArgs {
   std::string strategy = "single", out_path, load_dir, save_dir, save_full, save_model;
   int steps = 3, start = 0, global = 8;
   int64_t min_unit = 1000;
   bool mixed = false, prefetch = true, adam = false;
+};
+
+ctrun::Result<TrainArgs> ParseTrainArgs(int argc, char** argv) {
+  TrainArgs a;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     auto next = [&]() { return std::string(i + 1 < argc ? argv[++i] : ""); };
-    if (arg == "--strategy") strategy = next();
-    else if (arg == "--steps") steps = std::stoi(next());
-    else if (arg == "--start-step") start = std::stoi(next());
-    else if (arg == "--global") global = std::stoi(next());
-    else if (arg == "--min-unit") min_unit = std::stoll(next());
-    else if (arg == "--mixed") mixed = true;
-    else if (arg == "--no-prefetch") prefetch = false;
-    else if (arg == "--adam") adam = true;
-    else if (arg == "--load-dir") load_dir = next();
-    else if (arg == "--save-dir") save_dir = next();
-    else if (arg == "--save-full") save_full = next();
-    else if (arg == "--save-model") save_model = next();
-    else if (arg == "--out") out_path = next();
-    else return Fail(ctrun::Status::InvalidArgument("unknown flag " + arg));
+    if (arg == "--strategy") a.strategy = next();
+    else if (arg == "--steps") a.steps = std::stoi(next());
+    else if (arg == "--start-step") a.start = std::stoi(next());
+    else if (arg == "--global") a.global = std::stoi(next());
+    else if (arg == "--min-unit") a.min_unit = std::stoll(next());
+    else if (arg == "--mixed") a.mixed = true;
+    else if (arg == "--no-prefetch") a.prefetch = false;
+    else if (arg == "--adam") a.adam = true;
+    else if (arg == "--load-dir") a.load_dir = next();
+    else if (arg == "--save-dir") a.save_dir = next();
+    else if (arg == "--save-full") a.save_full = next();
+    else if (arg == "--save-model") a.save_model = next();
+    else if (arg == "--out") a.out_path = next();
+    else return ctrun::Status::InvalidArgument("unknown flag " + arg);
   }
-  at::set_num_threads(1);
-  at::manual_seed(7);
-  ct::SmallCnn net;
-  auto make_optimizer = [adam](std::vector<at::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
-    if (adam) return std::make_unique<torch::optim::Adam>(std::move(params), torch::optim::AdamOptions(1e-3));
-    return std::make_unique<torch::optim::SGD>(std::move(params), torch::optim::SGDOptions(0.05).momentum(0.9));
-  };
+  return a;
+}
 
+// One process's model under the chosen strategy. Members are destroyed in
+// reverse: the wrappers before the model, the model before the group.
+struct Trainee {
   int rank = 0, world = 1;
-  std::shared_ptr<ct::Communicator> comm;
-  if (strategy != "single") {
-    auto env = ct::ReadDistEnv(ct::ProcessEnv());
-    if (!env.ok()) return Fail(env.status());
-    rank = env->rank;
-    world = env->world_size;
-    auto connected = ct::ConnectProcessGroup(*env, {});
-    if (!connected.ok()) return Fail(connected.status());
-    comm = *connected;
-  }
+  std::shared_ptr<ct::Communicator> comm;  // null for "single"
+  ct::SmallCnn net{nullptr};
   std::unique_ptr<ct::DistributedDataParallel> ddp;
   std::unique_ptr<ct::ZeroRedundancyOptimizer> zero;
   std::unique_ptr<ct::FullyShardedDataParallel> fsdp;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
-  if (strategy == "ddp" || strategy == "zero1") {
-    auto made = ct::DistributedDataParallel::Create(*net, *comm);
-    if (!made.ok()) return Fail(made.status());
-    ddp = std::move(*made);
-    if (strategy == "zero1") {
-      auto z = ct::ZeroRedundancyOptimizer::Create(*net, *comm, make_optimizer);
-      if (!z.ok()) return Fail(z.status());
-      zero = std::move(*z);
-    } else {
-      optimizer = make_optimizer(net->parameters());
-    }
-  } else if (strategy == "single") {
-    optimizer = make_optimizer(net->parameters());
-  } else {
-    auto parsed = ct::ParseShardingStrategy(strategy);
-    if (!parsed.ok()) return Fail(parsed.status());
-    ct::FsdpOptions options;
-    options.strategy = *parsed;
-    options.min_unit_params = min_unit;
-    options.prefetch = prefetch;
-    options.mixed_precision = mixed;
-    auto made = ct::FullyShardedDataParallel::Create(*net, ct::SmallCnnStages(*net), *comm, options);
-    if (!made.ok()) return Fail(made.status());
-    fsdp = std::move(*made);
-    optimizer = make_optimizer(fsdp->parameters());
-    std::fprintf(stderr, "units=%zu\n", fsdp->unit_count());
-    if (!load_dir.empty()) {
-      auto loaded = ct::LoadShardedCheckpoint(load_dir, *fsdp, *optimizer);
-      if (!loaded.ok()) return Fail(loaded.status());
-      if (!loaded->has_value()) return Fail(ctrun::Status::NotFound("no checkpoint in " + load_dir));
-      std::fprintf(stderr, "loaded step=%lld saved_world=%lld\n", static_cast<long long>((*loaded)->step),
-                   static_cast<long long>((*loaded)->world_size));
-    }
-  }
+};
 
-  const int64_t rows = global / world;
-  for (int step = start; step < start + steps; ++step) {
-    at::Generator gen = at::detail::createCPUGenerator(1000 + static_cast<uint64_t>(step));
-    at::Tensor xs = at::randn({global, 1, 28, 28}, gen, at::kFloat);
-    at::Tensor ys = at::randint(0, 10, {global}, gen, at::kLong);
-    at::Tensor x = xs.narrow(0, rank * rows, rows);
-    at::Tensor y = ys.narrow(0, rank * rows, rows);
-    if (zero) zero->ZeroGrad(); else optimizer->zero_grad();
-    if (fsdp) {
-      auto logits = fsdp->Forward(x);
-      if (!logits.ok()) return Fail(logits.status());
-      auto status = fsdp->Backward(at::cross_entropy_loss(*logits, y));
-      if (!status.ok()) return Fail(status);
+// FSDP around the model, its optimizer, and --load-dir's checkpoint.
+ctrun::Status WrapFsdp(const TrainArgs& a, Trainee& t,
+                       const ct::ZeroRedundancyOptimizer::OptimizerFactory& make_optimizer) {
+  auto parsed = ct::ParseShardingStrategy(a.strategy);
+  if (!parsed.ok()) return parsed.status();
+  ct::FsdpOptions options;
+  options.strategy = *parsed;
+  options.min_unit_params = a.min_unit;
+  options.prefetch = a.prefetch;
+  options.mixed_precision = a.mixed;
+  auto made = ct::FullyShardedDataParallel::Create(*t.net, ct::SmallCnnStages(*t.net), *t.comm, options);
+  if (!made.ok()) return made.status();
+  t.fsdp = std::move(*made);
+  t.optimizer = make_optimizer(t.fsdp->parameters());
+  std::fprintf(stderr, "units=%zu\n", t.fsdp->unit_count());
+  if (a.load_dir.empty()) return ctrun::Status::Ok();
+  auto loaded = ct::LoadShardedCheckpoint(a.load_dir, *t.fsdp, *t.optimizer);
+  if (!loaded.ok()) return loaded.status();
+  if (!loaded->has_value()) return ctrun::Status::NotFound("no checkpoint in " + a.load_dir);
+  std::fprintf(stderr, "loaded step=%lld saved_world=%lld\n", static_cast<long long>((*loaded)->step),
+               static_cast<long long>((*loaded)->world_size));
+  return ctrun::Status::Ok();
+}
+
+// The seeded model, the group (unless "single"), the wrapper and optimizer.
+ctrun::Status SetUpTrainee(const TrainArgs& a, Trainee& t) {
+  at::set_num_threads(1);
+  at::manual_seed(7);
+  t.net = ct::SmallCnn();
+  const bool adam = a.adam;
+  ct::ZeroRedundancyOptimizer::OptimizerFactory make_optimizer =
+      [adam](std::vector<at::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
+    if (adam) return std::make_unique<torch::optim::Adam>(std::move(params), torch::optim::AdamOptions(1e-3));
+    return std::make_unique<torch::optim::SGD>(std::move(params), torch::optim::SGDOptions(0.05).momentum(0.9));
+  };
+  if (a.strategy != "single") {
+    auto env = ct::ReadDistEnv(ct::ProcessEnv());
+    if (!env.ok()) return env.status();
+    t.rank = env->rank;
+    t.world = env->world_size;
+    auto connected = ct::ConnectProcessGroup(*env, {});
+    if (!connected.ok()) return connected.status();
+    t.comm = *connected;
+  }
+  if (a.strategy == "ddp" || a.strategy == "zero1") {
+    auto made = ct::DistributedDataParallel::Create(*t.net, *t.comm);
+    if (!made.ok()) return made.status();
+    t.ddp = std::move(*made);
+    if (a.strategy == "zero1") {
+      auto z = ct::ZeroRedundancyOptimizer::Create(*t.net, *t.comm, make_optimizer);
+      if (!z.ok()) return z.status();
+      t.zero = std::move(*z);
     } else {
-      at::Tensor loss = at::cross_entropy_loss(net->forward(x), y);
-      if (ddp) {
-        auto status = ddp->Backward(loss);
-        if (!status.ok()) return Fail(status);
+      t.optimizer = make_optimizer(t.net->parameters());
+    }
+    return ctrun::Status::Ok();
+  }
+  if (a.strategy == "single") {
+    t.optimizer = make_optimizer(t.net->parameters());
+    return ctrun::Status::Ok();
+  }
+  return WrapFsdp(a, t, make_optimizer);
+}
+
+// Steps start..start+steps-1, each on its seeded global batch's rows of this rank.
+ctrun::Status TrainSteps(const TrainArgs& a, Trainee& t) {
+  const int64_t rows = a.global / t.world;
+  for (int step = a.start; step < a.start + a.steps; ++step) {
+    at::Generator gen = at::detail::createCPUGenerator(1000 + static_cast<uint64_t>(step));
+    at::Tensor xs = at::randn({a.global, 1, 28, 28}, gen, at::kFloat);
+    at::Tensor ys = at::randint(0, 10, {a.global}, gen, at::kLong);
+    at::Tensor x = xs.narrow(0, t.rank * rows, rows);
+    at::Tensor y = ys.narrow(0, t.rank * rows, rows);
+    if (t.zero) t.zero->ZeroGrad(); else t.optimizer->zero_grad();
+    if (t.fsdp) {
+      auto logits = t.fsdp->Forward(x);
+      if (!logits.ok()) return logits.status();
+      CTRUN_RETURN_IF_ERROR(t.fsdp->Backward(at::cross_entropy_loss(*logits, y)));
+    } else {
+      at::Tensor loss = at::cross_entropy_loss(t.net->forward(x), y);
+      if (t.ddp) {
+        CTRUN_RETURN_IF_ERROR(t.ddp->Backward(loss));
       } else {
         loss.backward();
       }
     }
-    if (zero) {
-      auto status = zero->Step();
-      if (!status.ok()) return Fail(status);
+    if (t.zero) {
+      CTRUN_RETURN_IF_ERROR(t.zero->Step());
     } else {
-      optimizer->step();
+      t.optimizer->step();
     }
   }
+  return ctrun::Status::Ok();
+}
 
-  std::vector<at::Tensor> params = net->parameters();
-  if (fsdp) {
-    const ct::FsdpMemory m = fsdp->Memory();
-    const int64_t optim = ct::OptimizerStateBytes(*optimizer);
-    std::fprintf(stderr, "MEM rank=%d state=%lld params=%lld peak_params=%lld max_unit=%lld grad_buffers=%lld\n",
-                 rank, static_cast<long long>(m.shard_param_bytes + m.shard_grad_bytes + optim),
-                 static_cast<long long>(m.shard_param_bytes),
-                 static_cast<long long>(m.shard_param_bytes + m.peak_gathered_bytes),
-                 static_cast<long long>(m.max_unit_bytes), static_cast<long long>(m.peak_grad_buffer_bytes));
-    if (!save_dir.empty()) {
-      ct::TrainPosition position{.step = start + steps, .epoch = 0, .epoch_consumed = 0,
-                                 .world_size = world, .seed = 7};
-      auto status = ct::SaveShardedCheckpoint(save_dir, *fsdp, *optimizer, position);
-      if (!status.ok()) return Fail(status);
-    }
-    if (!save_full.empty()) {
-      ct::TrainPosition position{.step = start + steps, .epoch = 0, .epoch_consumed = 0,
-                                 .world_size = world, .seed = 7};
-      auto status = ct::SaveFullCheckpoint(save_full, save_model, *net, *fsdp, *optimizer, position);
-      if (!status.ok()) return Fail(status);
-    }
-    auto full = FullParams(*fsdp, *net);
+// FSDP: the MEM line, --save-dir and --save-full; returns the full
+// parameters (collective).
+ctrun::Result<std::vector<at::Tensor>> FinishFsdp(const TrainArgs& a, Trainee& t) {
+  const ct::FsdpMemory m = t.fsdp->Memory();
+  const int64_t optim = ct::OptimizerStateBytes(*t.optimizer);
+  std::fprintf(stderr, "MEM rank=%d state=%lld params=%lld peak_params=%lld max_unit=%lld grad_buffers=%lld\n",
+               t.rank, static_cast<long long>(m.shard_param_bytes + m.shard_grad_bytes + optim),
+               static_cast<long long>(m.shard_param_bytes),
+               static_cast<long long>(m.shard_param_bytes + m.peak_gathered_bytes),
+               static_cast<long long>(m.max_unit_bytes), static_cast<long long>(m.peak_grad_buffer_bytes));
+  const ct::TrainPosition position{.step = a.start + a.steps, .epoch = 0, .epoch_consumed = 0,
+                                   .world_size = t.world, .seed = 7};
+  if (!a.save_dir.empty()) {
+    CTRUN_RETURN_IF_ERROR(ct::SaveShardedCheckpoint(a.save_dir, *t.fsdp, *t.optimizer, position));
+  }
+  if (!a.save_full.empty()) {
+    CTRUN_RETURN_IF_ERROR(ct::SaveFullCheckpoint(a.save_full, a.save_model, *t.net, *t.fsdp, *t.optimizer, position));
+  }
+  return FullParams(*t.fsdp, *t.net);
+}
+
+int RunTrain(int argc, char** argv) {
+  auto args = ParseTrainArgs(argc, argv);
+  if (!args.ok()) return Fail(args.status());
+  const TrainArgs& a = *args;
+  Trainee t;
+  ctrun::Status status = SetUpTrainee(a, t);
+  if (status.ok()) status = TrainSteps(a, t);
+  if (!status.ok()) return Fail(status);
+
+  std::vector<at::Tensor> params = t.net->parameters();
+  if (t.fsdp) {
+    auto full = FinishFsdp(a, t);
     if (!full.ok()) return Fail(full.status());
     params = *full;
   } else {
-    const int64_t optim = ct::OptimizerStateBytes(zero ? zero->optimizer() : *optimizer);
-    std::fprintf(stderr, "MEM rank=%d state=%lld params=%lld\n", rank,
+    const int64_t optim = ct::OptimizerStateBytes(t.zero ? t.zero->optimizer() : *t.optimizer);
+    std::fprintf(stderr, "MEM rank=%d state=%lld params=%lld\n", t.rank,
                  static_cast<long long>(Bytes(params) + Bytes(Grads(params)) + optim),
                  static_cast<long long>(Bytes(params)));
   }
-  if (comm) {
-    auto status = ct::WaitWork(comm->Barrier(), "final barrier");
+  if (t.comm) {
+    status = ct::WaitWork(t.comm->Barrier(), "final barrier");
     if (!status.ok()) return Fail(status);
   }
-  if (rank == 0) {
-    auto status = WriteParams(out_path, params);
+  if (t.rank == 0) {
+    status = WriteParams(a.out_path, params);
     if (!status.ok()) return Fail(status);
   }
   return 0;

@@ -81,155 +81,234 @@ Status DumpParams(const std::string& prefix, const MeshCoord& coord, torch::nn::
   return Status::Ok();
 }
 
-Failure Run(const GptFlags& flags) {
-  auto env = ReadDistEnv(ProcessEnv());
-  if (!env.ok()) return {env.status(), kExitUsage};
-  at::set_num_threads(static_cast<int>(flags.threads));
-  TensorMemoryMeter::Install();
+// Everything one rank trains with. Members are made in declaration order
+// and destroyed in reverse (the optimizer and DDP before the stage, the
+// stage before the mesh and the group). `flags` must outlive it.
+struct GptWorker {
+  explicit GptWorker(const GptFlags& f) : flags(f) {}
+  GptWorker(const GptWorker&) = delete;
+  GptWorker& operator=(const GptWorker&) = delete;
 
-  MeshShape shape = flags.mesh_shape;
-  if (shape.dp == 0) shape.dp = std::max(1, env->world_size / (shape.pp * shape.tp));
-  const GptConfig config{.vocab = kByteVocab, .width = flags.width, .heads = flags.heads, .layers = flags.layers,
-                         .seq_len = flags.seq_len};
-  Status fits = CheckMeshShape(shape, env->world_size,
-                               GptLimits(config, static_cast<int>(flags.global_batch),
+  const GptFlags& flags;
+  DistEnv env;
+  MeshShape shape;
+  GptConfig config;
+  std::vector<int> split;  // --pp-split, or empty
+  TextCorpus corpus;
+  std::shared_ptr<Communicator> world;
+  std::unique_ptr<DeviceMesh> mesh;
+  MeshCoord coord;
+  ShardRegistry registry;        // the stage's layers point here
+  GptStage stage{nullptr};
+  std::unique_ptr<DistributedDataParallel> ddp;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  int64_t start_step = 0;
+};
+
+// What the STATS line reports, over the steps run.
+struct RunStats {
+  double step_sum = 0, compute_sum = 0;
+  int measured = 0, peak_in_flight = 0;
+  int64_t peak_step_bytes = 0, peak_tensor_high = 0;
+};
+
+// The mesh shape (dp from the world size when 0), checked against the model.
+Failure ChooseShape(GptWorker& w) {
+  const GptFlags& flags = w.flags;
+  w.shape = flags.mesh_shape;
+  if (w.shape.dp == 0) w.shape.dp = std::max(1, w.env.world_size / (w.shape.pp * w.shape.tp));
+  w.config = GptConfig{.vocab = kByteVocab, .width = flags.width, .heads = flags.heads, .layers = flags.layers,
+                       .seq_len = flags.seq_len};
+  Status fits = CheckMeshShape(w.shape, w.env.world_size,
+                               GptLimits(w.config, static_cast<int>(flags.global_batch),
                                          static_cast<int>(flags.micro_batches)));
   if (!fits.ok()) return {fits, kExitUsage};
-  std::vector<int> split;
-  if (!flags.pp_split.empty()) split = *ParseStageSplit(flags.pp_split, shape.pp, static_cast<int>(flags.layers));
+  if (!flags.pp_split.empty()) {
+    w.split = *ParseStageSplit(flags.pp_split, w.shape.pp, static_cast<int>(flags.layers));
+  }
+  return {};
+}
 
-  auto corpus = LoadTextCorpus(flags.data.empty() ? kDefaultCorpusDir : flags.data, flags.seq_len + 2);
-  if (!corpus.ok()) return {corpus.status(), kExitUsage};
-
+// Joins the process group and builds the device mesh on it; rank 0 prints
+// the layout.
+Failure JoinMesh(GptWorker& w) {
+  const GptFlags& flags = w.flags;
   ProcessGroupOptions pg_options;
   pg_options.timeout = std::chrono::seconds(flags.store_timeout_s);
   pg_options.gloo_threads = 1;
   auto backend = ParseCommBackend(flags.backend);
   if (!backend.ok()) return {backend.status(), kExitUsage};
   pg_options.backend = *backend;
-  auto world = ConnectProcessGroup(*env, pg_options);
+  auto world = ConnectProcessGroup(w.env, pg_options);
   if (!world.ok()) return {world.status()};
-  auto mesh = DeviceMesh::Create(*world, shape);
+  w.world = *world;
+  auto mesh = DeviceMesh::Create(w.world, w.shape);
   if (!mesh.ok()) return {mesh.status()};
-  const MeshCoord coord = (*mesh)->coord();
-  if (env->rank == 0) {
-    std::printf("%s\n", LayoutTable(shape, static_cast<int>(flags.layers), split).c_str());
-    if (shape.pp > 1) {
-      std::printf("pipeline: %d stages, %lld micro-batches, %s: bubble (p-1)/(m+p-1) = %.3f of a step\n", shape.pp,
-                  static_cast<long long>(flags.micro_batches), PipeScheduleName(flags.schedule),
-                  BubbleFraction(shape.pp, static_cast<int>(flags.micro_batches)));
+  w.mesh = std::move(*mesh);
+  w.coord = w.mesh->coord();
+  if (w.env.rank == 0) {
+    std::printf("%s\n", LayoutTable(w.shape, static_cast<int>(flags.layers), w.split).c_str());
+    if (w.shape.pp > 1) {
+      std::printf("pipeline: %d stages, %lld micro-batches, %s: bubble (p-1)/(m+p-1) = %.3f of a step\n",
+                  w.shape.pp, static_cast<long long>(flags.micro_batches), PipeScheduleName(flags.schedule),
+                  BubbleFraction(w.shape.pp, static_cast<int>(flags.micro_batches)));
     }
     std::fflush(stdout);
   }
+  return {};
+}
 
-  ShardRegistry registry;
-  LayerContext ctx{.name = "", .seed = static_cast<uint64_t>(flags.seed), .tp = (*mesh)->group(MeshDim::kTp),
-                   .registry = &registry, .sequence_parallel = flags.sequence_parallel};
-  const auto layers = StageLayers(static_cast<int>(flags.layers), shape.pp, coord.pp, split);
-  GptStage stage(config, ctx, coord.pp, shape.pp, layers[0], layers[1]);
-
-  std::unique_ptr<DistributedDataParallel> ddp;
-  if (Communicator* dp = (*mesh)->group(MeshDim::kDp)) {
-    auto made = DistributedDataParallel::Create(*stage, *dp);
-    if (!made.ok()) return {made.status()};
-    ddp = std::move(*made);
+// This rank's stage of the model, DDP over the dp group, the optimizer.
+Status MakeStage(GptWorker& w) {
+  const GptFlags& flags = w.flags;
+  LayerContext ctx{.name = "", .seed = static_cast<uint64_t>(flags.seed), .tp = w.mesh->group(MeshDim::kTp),
+                   .registry = &w.registry, .sequence_parallel = flags.sequence_parallel};
+  const auto layers = StageLayers(static_cast<int>(flags.layers), w.shape.pp, w.coord.pp, w.split);
+  w.stage = GptStage(w.config, ctx, w.coord.pp, w.shape.pp, layers[0], layers[1]);
+  if (Communicator* dp = w.mesh->group(MeshDim::kDp)) {
+    auto made = DistributedDataParallel::Create(*w.stage, *dp);
+    if (!made.ok()) return made.status();
+    w.ddp = std::move(*made);
   }
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
   if (flags.optimizer == "sgd") {
-    optimizer = std::make_unique<torch::optim::SGD>(stage->parameters(),
-                                                    torch::optim::SGDOptions(flags.lr).momentum(flags.momentum));
+    w.optimizer = std::make_unique<torch::optim::SGD>(w.stage->parameters(),
+                                                      torch::optim::SGDOptions(flags.lr).momentum(flags.momentum));
   } else {
-    optimizer = std::make_unique<torch::optim::Adam>(stage->parameters(), torch::optim::AdamOptions(flags.lr));
+    w.optimizer = std::make_unique<torch::optim::Adam>(w.stage->parameters(), torch::optim::AdamOptions(flags.lr));
   }
+  return Status::Ok();
+}
 
-  int64_t start_step = 0;
-  if (!flags.checkpoint_dir.empty()) {
-    auto loaded = LoadMeshCheckpoint(flags.checkpoint_dir, **mesh, *stage, registry, *optimizer);
-    if (!loaded.ok()) return {loaded.status()};
-    if (loaded->has_value()) {
-      start_step = (*loaded)->step;
-      if (env->rank == 0) {
-        std::printf("resumed from step %lld (saved by %lld ranks)\n", static_cast<long long>(start_step),
-                    static_cast<long long>((*loaded)->world_size));
-        std::fflush(stdout);
-      }
-    }
+// Loads --checkpoint-dir's checkpoint, if any; sets start_step.
+Status Resume(GptWorker& w) {
+  if (w.flags.checkpoint_dir.empty()) return Status::Ok();
+  auto loaded = LoadMeshCheckpoint(w.flags.checkpoint_dir, *w.mesh, *w.stage, w.registry, *w.optimizer);
+  if (!loaded.ok()) return loaded.status();
+  if (!loaded->has_value()) return Status::Ok();
+  w.start_step = (*loaded)->step;
+  if (w.env.rank == 0) {
+    std::printf("resumed from step %lld (saved by %lld ranks)\n", static_cast<long long>(w.start_step),
+                static_cast<long long>((*loaded)->world_size));
+    std::fflush(stdout);
   }
+  return Status::Ok();
+}
 
-  Pipeline pipeline(stage.get(), (*mesh)->group(MeshDim::kPp), ddp.get(), flags.schedule,
-                    static_cast<int>(flags.micro_batches));
-  const bool reporter = coord.pp == shape.pp - 1 && coord.dp == 0 && coord.tp == 0;
-  const int64_t rows = flags.global_batch / shape.dp;
-  double step_sum = 0, compute_sum = 0;
-  int measured = 0, peak_in_flight = 0;
-  int64_t peak_step_bytes = 0, peak_tensor_high = 0;
-  for (int64_t step = start_step; step < flags.steps; ++step) {
-    if (env->restart_count == 0 && coord.pp == flags.crash_stage && step == flags.crash_at_step) {
-      std::fprintf(stderr, "ctrun-gpt: rank %d (stage %d): fault injection, SIGKILL before step %lld\n", env->rank,
-                   coord.pp, static_cast<long long>(step));
-      std::raise(SIGKILL);
-    }
-    TokenBatch batch = SampleBatch(*corpus, step, flags.seed, flags.global_batch, flags.seq_len);
-    at::Tensor tokens = batch.tokens.narrow(0, coord.dp * rows, rows);
-    at::Tensor targets = batch.targets.narrow(0, coord.dp * rows, rows);
-    optimizer->zero_grad();
-    auto stats = pipeline.Step(tokens, targets);
-    if (!stats.ok()) return {stats.status()};
-    Status summed = SumPartialGrads(*stage, registry, (*mesh)->group(MeshDim::kTp));
-    if (!summed.ok()) return {summed};
-    optimizer->step();
-    if (step > start_step) {  // the first step pays for the groups' warm-up
-      step_sum += stats->step_seconds;
-      compute_sum += stats->compute_seconds;
-      ++measured;
-    }
-    peak_in_flight = std::max(peak_in_flight, stats->peak_in_flight);
-    // The first step also allocates every gradient (later steps zero them in
-    // place): it counts only when it is the only step.
-    if (step > start_step || step + 1 == flags.steps) {
-      peak_step_bytes = std::max(peak_step_bytes, stats->peak_step_bytes);
-    }
-    peak_tensor_high = std::max(peak_tensor_high, TensorMemoryMeter::PeakBytes());
-    if (flags.show_schedule && step == start_step && coord.dp == 0 && coord.tp == 0) {
-      std::printf("schedule stage=%d: %s\n", coord.pp, stats->order.c_str());
-      std::fflush(stdout);
-    }
-    double loss = stats->loss;
-    if (stage->last() && ddp) {
-      at::Tensor t = at::scalar_tensor(loss, at::kDouble).reshape({1});
-      Status reduced = WaitWork((*mesh)->group(MeshDim::kDp)->AllReduceSum(t), "all-reduce of the loss");
-      if (!reduced.ok()) return {reduced};
-      loss = t.item<double>() / shape.dp;
-    }
-    const bool log = flags.log_every > 0 && ((step + 1) % flags.log_every == 0 || step == start_step ||
-                                             step + 1 == flags.steps);
-    if (reporter && log) {
-      std::printf("step %lld loss %.8f step_time %.4f s\n", static_cast<long long>(step + 1), loss,
-                  stats->step_seconds);
-      std::fflush(stdout);
-    }
-    if (!flags.checkpoint_dir.empty() && ((step + 1) % flags.checkpoint_every == 0 || step + 1 == flags.steps)) {
-      TrainPosition position{.step = step + 1, .epoch = 0, .epoch_consumed = 0, .world_size = env->world_size,
-                             .seed = flags.seed};
-      Status saved = SaveMeshCheckpoint(flags.checkpoint_dir, **mesh, *stage, registry, *optimizer, position);
-      if (!saved.ok()) return {saved};
-    }
+Failure SetUp(GptWorker& w) {
+  auto env = ReadDistEnv(ProcessEnv());
+  if (!env.ok()) return {env.status(), kExitUsage};
+  w.env = *env;
+  at::set_num_threads(static_cast<int>(w.flags.threads));
+  TensorMemoryMeter::Install();
+  Failure chosen = ChooseShape(w);
+  if (!chosen.status.ok()) return chosen;
+  auto corpus = LoadTextCorpus(w.flags.data.empty() ? kDefaultCorpusDir : w.flags.data, w.flags.seq_len + 2);
+  if (!corpus.ok()) return {corpus.status(), kExitUsage};
+  w.corpus = std::move(*corpus);
+  Failure joined = JoinMesh(w);
+  if (!joined.status.ok()) return joined;
+  Status made = MakeStage(w);
+  if (!made.ok()) return {made};
+  return {Resume(w)};
+}
+
+// The step's loss: the last stage's, averaged over the dp replicas.
+Result<double> ReplicaMeanLoss(GptWorker& w, double loss) {
+  if (!w.stage->last() || !w.ddp) return loss;
+  at::Tensor t = at::scalar_tensor(loss, at::kDouble).reshape({1});
+  CTRUN_RETURN_IF_ERROR(WaitWork(w.mesh->group(MeshDim::kDp)->AllReduceSum(t), "all-reduce of the loss"));
+  return t.item<double>() / w.shape.dp;
+}
+
+void NoteStats(GptWorker& w, int64_t step, const PipelineStepStats& stats, RunStats& run) {
+  if (step > w.start_step) {  // the first step pays for the groups' warm-up
+    run.step_sum += stats.step_seconds;
+    run.compute_sum += stats.compute_seconds;
+    ++run.measured;
   }
+  run.peak_in_flight = std::max(run.peak_in_flight, stats.peak_in_flight);
+  // The first step also allocates every gradient (later steps zero them in
+  // place): it counts only when it is the only step.
+  if (step > w.start_step || step + 1 == w.flags.steps) {
+    run.peak_step_bytes = std::max(run.peak_step_bytes, stats.peak_step_bytes);
+  }
+  run.peak_tensor_high = std::max(run.peak_tensor_high, TensorMemoryMeter::PeakBytes());
+}
+
+// Step `step`: fault injection, the pipeline step, the tp gradient sums,
+// the optimizer step, the log lines and the periodic checkpoint.
+Status TrainStep(GptWorker& w, Pipeline& pipeline, int64_t step, RunStats& run) {
+  const GptFlags& flags = w.flags;
+  const MeshCoord& coord = w.coord;
+  if (w.env.restart_count == 0 && coord.pp == flags.crash_stage && step == flags.crash_at_step) {
+    std::fprintf(stderr, "ctrun-gpt: rank %d (stage %d): fault injection, SIGKILL before step %lld\n", w.env.rank,
+                 coord.pp, static_cast<long long>(step));
+    std::raise(SIGKILL);
+  }
+  const int64_t rows = flags.global_batch / w.shape.dp;
+  TokenBatch batch = SampleBatch(w.corpus, step, flags.seed, flags.global_batch, flags.seq_len);
+  at::Tensor tokens = batch.tokens.narrow(0, coord.dp * rows, rows);
+  at::Tensor targets = batch.targets.narrow(0, coord.dp * rows, rows);
+  w.optimizer->zero_grad();
+  auto stats = pipeline.Step(tokens, targets);
+  if (!stats.ok()) return stats.status();
+  CTRUN_RETURN_IF_ERROR(SumPartialGrads(*w.stage, w.registry, w.mesh->group(MeshDim::kTp)));
+  w.optimizer->step();
+  NoteStats(w, step, *stats, run);
+  if (flags.show_schedule && step == w.start_step && coord.dp == 0 && coord.tp == 0) {
+    std::printf("schedule stage=%d: %s\n", coord.pp, stats->order.c_str());
+    std::fflush(stdout);
+  }
+  auto loss = ReplicaMeanLoss(w, stats->loss);
+  if (!loss.ok()) return loss.status();
+  const bool reporter = coord.pp == w.shape.pp - 1 && coord.dp == 0 && coord.tp == 0;
+  const bool log = flags.log_every > 0 && ((step + 1) % flags.log_every == 0 || step == w.start_step ||
+                                           step + 1 == flags.steps);
+  if (reporter && log) {
+    std::printf("step %lld loss %.8f step_time %.4f s\n", static_cast<long long>(step + 1), *loss,
+                stats->step_seconds);
+    std::fflush(stdout);
+  }
+  if (!flags.checkpoint_dir.empty() && ((step + 1) % flags.checkpoint_every == 0 || step + 1 == flags.steps)) {
+    TrainPosition position{.step = step + 1, .epoch = 0, .epoch_consumed = 0, .world_size = w.env.world_size,
+                           .seed = flags.seed};
+    CTRUN_RETURN_IF_ERROR(SaveMeshCheckpoint(flags.checkpoint_dir, *w.mesh, *w.stage, w.registry, *w.optimizer,
+                                             position));
+  }
+  return Status::Ok();
+}
+
+void PrintStats(GptWorker& w, const RunStats& run) {
   int64_t param_bytes = 0;
-  for (const auto& p : stage->parameters()) param_bytes += p.numel() * p.element_size();
+  for (const auto& p : w.stage->parameters()) param_bytes += p.numel() * p.element_size();
+  const int measured = run.measured;
   std::fprintf(stderr,
                "STATS rank=%d stage=%d dp=%d tp=%d steps=%d step_s=%.6f compute_s=%.6f bubble=%.4f peak_in_flight=%d "
                "param_bytes=%lld peak_step_bytes=%lld peak_tensor_bytes=%lld peak_rss_kb=%lld\n",
-               env->rank, coord.pp, coord.dp, coord.tp, measured, measured ? step_sum / measured : 0.0,
-               measured ? compute_sum / measured : 0.0, step_sum > 0 ? 1.0 - compute_sum / step_sum : 0.0,
-               peak_in_flight, static_cast<long long>(param_bytes),
-               static_cast<long long>(peak_step_bytes), static_cast<long long>(peak_tensor_high),
-               static_cast<long long>(PeakRssKb()));
-  if (!flags.dump_params.empty() && coord.dp == 0) {
-    Status dumped = DumpParams(flags.dump_params, coord, *stage, registry);
+               w.env.rank, w.coord.pp, w.coord.dp, w.coord.tp, measured, measured ? run.step_sum / measured : 0.0,
+               measured ? run.compute_sum / measured : 0.0,
+               run.step_sum > 0 ? 1.0 - run.compute_sum / run.step_sum : 0.0, run.peak_in_flight,
+               static_cast<long long>(param_bytes), static_cast<long long>(run.peak_step_bytes),
+               static_cast<long long>(run.peak_tensor_high), static_cast<long long>(PeakRssKb()));
+}
+
+Failure Run(const GptFlags& flags) {
+  GptWorker w(flags);
+  Failure set_up = SetUp(w);
+  if (!set_up.status.ok()) return set_up;
+  Pipeline pipeline(w.stage.get(), w.mesh->group(MeshDim::kPp), w.ddp.get(), flags.schedule,
+                    static_cast<int>(flags.micro_batches));
+  RunStats run;
+  for (int64_t step = w.start_step; step < flags.steps; ++step) {
+    Status stepped = TrainStep(w, pipeline, step, run);
+    if (!stepped.ok()) return {stepped};
+  }
+  PrintStats(w, run);
+  if (!flags.dump_params.empty() && w.coord.dp == 0) {
+    Status dumped = DumpParams(flags.dump_params, w.coord, *w.stage, w.registry);
     if (!dumped.ok()) return {dumped};
   }
-  Status done = WaitWork((*world)->Barrier(), "final barrier");
+  Status done = WaitWork(w.world->Barrier(), "final barrier");
   return {done, done.ok() ? 0 : 1};
 }
 

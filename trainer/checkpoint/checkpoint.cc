@@ -130,11 +130,11 @@ Status SaveCheckpoint(const std::string& path, torch::nn::Module& module,
   return Status::Ok();
 }
 
-Result<std::optional<TrainPosition>> LoadCheckpoint(const std::string& path,
-                                                    torch::nn::Module& module,
-                                                    torch::optim::Optimizer& optimizer) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return std::optional<TrainPosition>();
+namespace {
+
+// The payload of the checkpoint file at `path`, its header, length and CRC
+// checked. IOError when it cannot be opened, Corrupt otherwise.
+Result<std::string> ReadPayload(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) {
     return Status::IOError("cannot read checkpoint '" + path + "': " + std::strerror(errno));
@@ -142,7 +142,7 @@ Result<std::optional<TrainPosition>> LoadCheckpoint(const std::string& path,
   std::string header;
   std::getline(file, header);
   std::istringstream fields(header);
-  std::string word1, word2;
+  std::string word1;
   int version = 0;
   size_t size = 0;
   uint32_t crc = 0;
@@ -157,50 +157,79 @@ Result<std::optional<TrainPosition>> LoadCheckpoint(const std::string& path,
   }
   if (file.peek() != std::char_traits<char>::eof()) return Corrupt(path, "trailing bytes");
   if (Crc32(payload) != crc) return Corrupt(path, "CRC mismatch");
+  return payload;
+}
+
+// The training position and the model tensor count in `archive`'s meta/
+// entries. Corrupt when one is missing; throws what the archive throws.
+Status ReadPosition(torch::serialize::InputArchive& archive, const std::string& path,
+                    TrainPosition& position, int64_t& count) {
+  auto read_meta = [&](const std::string& key, int64_t& out) {
+    at::Tensor value;
+    if (!archive.try_read("meta/" + key, value)) return false;
+    out = value.item<int64_t>();
+    return true;
+  };
+  if (!read_meta("tensor_count", count) || !read_meta("step", position.step) ||
+      !read_meta("epoch", position.epoch) || !read_meta("epoch_consumed", position.epoch_consumed) ||
+      !read_meta("world_size", position.world_size) || !read_meta("seed", position.seed)) {
+    return Corrupt(path, "training position missing");
+  }
+  return Status::Ok();
+}
+
+// Reads `module`'s parameters and buffers from `archive` into `incoming`
+// (by name), checking each one's shape and dtype, and that the file holds
+// `count` of them. Mismatch otherwise; throws what the archive throws.
+Status ReadModelTensors(torch::serialize::InputArchive& archive, const std::string& path,
+                        torch::nn::Module& module, int64_t count, std::map<std::string, at::Tensor>& incoming) {
+  int64_t expected = 0;
+  auto check = [&](const std::string& name, const at::Tensor& mine, bool is_buffer) -> Status {
+    ++expected;
+    at::Tensor theirs;
+    if (!archive.try_read("model/" + name, theirs, is_buffer)) {
+      return Mismatch(path, "'" + name + "' is missing");
+    }
+    if (theirs.sizes() != mine.sizes() || theirs.scalar_type() != mine.scalar_type()) {
+      return Mismatch(path, "'" + name + "' is " + ShapeText(theirs) + " " +
+                                std::string(c10::toString(theirs.scalar_type())) + " in the file, " +
+                                ShapeText(mine) + " " + std::string(c10::toString(mine.scalar_type())) +
+                                " in the model");
+    }
+    incoming[name] = theirs;
+    return Status::Ok();
+  };
+  for (const auto& item : module.named_parameters(true)) {
+    CTRUN_RETURN_IF_ERROR(check(item.key(), item.value(), false));
+  }
+  for (const auto& item : module.named_buffers(true)) {
+    CTRUN_RETURN_IF_ERROR(check(item.key(), item.value(), true));
+  }
+  if (count != expected) {
+    return Mismatch(path, std::to_string(count) + " tensors in the file, " +
+                              std::to_string(expected) + " in the model");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::optional<TrainPosition>> LoadCheckpoint(const std::string& path,
+                                                    torch::nn::Module& module,
+                                                    torch::optim::Optimizer& optimizer) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::optional<TrainPosition>();
+  auto payload = ReadPayload(path);
+  if (!payload.ok()) return payload.status();
 
   TrainPosition position;
   std::map<std::string, at::Tensor> incoming;
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(payload.data(), payload.size());
-    auto read_meta = [&](const std::string& key, int64_t& out) {
-      at::Tensor value;
-      if (!archive.try_read("meta/" + key, value)) return false;
-      out = value.item<int64_t>();
-      return true;
-    };
+    archive.load_from(payload->data(), payload->size());
     int64_t count = 0;
-    if (!read_meta("tensor_count", count) || !read_meta("step", position.step) ||
-        !read_meta("epoch", position.epoch) || !read_meta("epoch_consumed", position.epoch_consumed) ||
-        !read_meta("world_size", position.world_size) || !read_meta("seed", position.seed)) {
-      return Corrupt(path, "training position missing");
-    }
-    int64_t expected = 0;
-    auto check = [&](const std::string& name, const at::Tensor& mine, bool is_buffer) -> Status {
-      ++expected;
-      at::Tensor theirs;
-      if (!archive.try_read("model/" + name, theirs, is_buffer)) {
-        return Mismatch(path, "'" + name + "' is missing");
-      }
-      if (theirs.sizes() != mine.sizes() || theirs.scalar_type() != mine.scalar_type()) {
-        return Mismatch(path, "'" + name + "' is " + ShapeText(theirs) + " " +
-                                  std::string(c10::toString(theirs.scalar_type())) + " in the file, " +
-                                  ShapeText(mine) + " " + std::string(c10::toString(mine.scalar_type())) +
-                                  " in the model");
-      }
-      incoming[name] = theirs;
-      return Status::Ok();
-    };
-    for (const auto& item : module.named_parameters(true)) {
-      CTRUN_RETURN_IF_ERROR(check(item.key(), item.value(), false));
-    }
-    for (const auto& item : module.named_buffers(true)) {
-      CTRUN_RETURN_IF_ERROR(check(item.key(), item.value(), true));
-    }
-    if (count != expected) {
-      return Mismatch(path, std::to_string(count) + " tensors in the file, " +
-                                std::to_string(expected) + " in the model");
-    }
+    CTRUN_RETURN_IF_ERROR(ReadPosition(archive, path, position, count));
+    CTRUN_RETURN_IF_ERROR(ReadModelTensors(archive, path, module, count, incoming));
     torch::serialize::InputArchive optim_archive;
     if (!archive.try_read("optim", optim_archive)) return Corrupt(path, "optimizer state missing");
     try {

@@ -204,11 +204,17 @@ Result<std::optional<TrainPosition>> LoadShardedCheckpoint(const std::string& di
   return std::optional<TrainPosition>(position);
 }
 
-Status SaveFullCheckpoint(const std::string& path, const std::string& model_path,
-                          torch::nn::Module& root, FullyShardedDataParallel& fsdp,
-                          torch::optim::Optimizer& optimizer, const TrainPosition& position) {
+namespace {
+
+// Every parameter of the unsharded model and its optimizer state, by name
+// (collective: every rank takes part and gets the whole).
+struct FullState {
+  std::map<std::string, at::Tensor> params;
+  std::map<std::string, ParamState> states;
+};
+
+Result<FullState> GatherFullState(FullyShardedDataParallel& fsdp, torch::optim::Optimizer& optimizer) {
   Communicator& comm = fsdp.comm();
-  at::NoGradGuard no_grad;
   auto gather = [&](const at::Tensor& local, at::Tensor& full) -> Status {
     if (!fsdp.sharded()) {
       full = local.detach();
@@ -218,8 +224,7 @@ Status SaveFullCheckpoint(const std::string& path, const std::string& model_path
     full = at::empty({send.numel() * comm.size()}, send.options());
     return WaitWork(comm.AllGather(send, full), "all-gather for the full checkpoint");
   };
-  std::map<std::string, at::Tensor> params;
-  std::map<std::string, ParamState> states;
+  FullState out;
   for (size_t u = 0; u < fsdp.unit_count(); ++u) {
     at::Tensor full;
     CTRUN_RETURN_IF_ERROR(gather(fsdp.shard(u), full));
@@ -231,43 +236,60 @@ Status SaveFullCheckpoint(const std::string& path, const std::string& model_path
       CTRUN_RETURN_IF_ERROR(gather(tensor, full_state[key]));
     }
     for (const auto& entry : fsdp.layout(u).entries) {
-      params[entry.name] = full.narrow(0, entry.offset, entry.numel).view(entry.shape).clone();
+      out.params[entry.name] = full.narrow(0, entry.offset, entry.numel).view(entry.shape).clone();
       for (const auto& [key, tensor] : *state) {
-        states[entry.name][key] = key == "step" ? tensor.clone()
-                                                : full_state[key].narrow(0, entry.offset, entry.numel)
-                                                      .view(entry.shape).clone();
+        out.states[entry.name][key] = key == "step" ? tensor.clone()
+                                                    : full_state[key].narrow(0, entry.offset, entry.numel)
+                                                          .view(entry.shape).clone();
       }
     }
   }
-  if (comm.rank() != 0) return Status::Ok();
+  return out;
+}
+
+// The submodule of `mirror` that owns dotted `name` (made on the way as
+// plain modules), and the name's last part in `leaf`.
+std::shared_ptr<torch::nn::Module> MirrorOwner(const std::shared_ptr<torch::nn::Module>& mirror,
+                                               const std::string& name, std::string& leaf) {
+  std::shared_ptr<torch::nn::Module> module = mirror;
+  size_t start = 0;
+  for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', start)) {
+    const std::string part = name.substr(start, dot - start);
+    auto children = module->named_children();
+    module = children.contains(part) ? children[part]
+                                     : module->register_module(part, std::make_shared<torch::nn::Module>());
+    start = dot + 1;
+  }
+  leaf = name.substr(start);
+  return module;
+}
+
+}  // namespace
+
+Status SaveFullCheckpoint(const std::string& path, const std::string& model_path,
+                          torch::nn::Module& root, FullyShardedDataParallel& fsdp,
+                          torch::optim::Optimizer& optimizer, const TrainPosition& position) {
+  at::NoGradGuard no_grad;
+  auto gathered = GatherFullState(fsdp, optimizer);
+  if (!gathered.ok()) return gathered.status();
+  if (fsdp.comm().rank() != 0) return Status::Ok();
+  std::map<std::string, at::Tensor>& params = gathered->params;
+  std::map<std::string, ParamState>& states = gathered->states;
 
   // A plain module with the root's names: the state dict of the unsharded model.
   auto mirror = std::make_shared<torch::nn::Module>();
-  auto owner = [&](const std::string& name, std::string& leaf) {
-    std::shared_ptr<torch::nn::Module> module = mirror;
-    size_t start = 0;
-    for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', start)) {
-      const std::string part = name.substr(start, dot - start);
-      auto children = module->named_children();
-      module = children.contains(part) ? children[part]
-                                       : module->register_module(part, std::make_shared<torch::nn::Module>());
-      start = dot + 1;
-    }
-    leaf = name.substr(start);
-    return module;
-  };
   std::vector<at::Tensor> mirror_params;
   std::vector<std::string> mirror_names;
   for (const auto& item : root.named_parameters(true)) {
     std::string leaf;
-    auto module = owner(item.key(), leaf);
+    auto module = MirrorOwner(mirror, item.key(), leaf);
     if (!params.count(item.key())) continue;
     mirror_params.push_back(module->register_parameter(leaf, params[item.key()]));
     mirror_names.push_back(item.key());
   }
   for (const auto& item : root.named_buffers(true)) {
     std::string leaf;
-    owner(item.key(), leaf)->register_buffer(leaf, item.value().detach().clone());
+    MirrorOwner(mirror, item.key(), leaf)->register_buffer(leaf, item.value().detach().clone());
   }
   auto full_optimizer = MakeOptimizerLike(optimizer, mirror_params);
   if (!full_optimizer.ok()) return full_optimizer.status();

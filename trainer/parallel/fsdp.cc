@@ -24,13 +24,14 @@ struct FullyShardedDataParallel::Unit {
   at::Tensor incoming;                 // all-gather target while in flight
   at::Tensor send;                     // all-gather source while in flight
   c10::intrusive_ptr<c10d::Work> gather_work;
+  HeldBytes::Lease gathered;           // `incoming` or `full`, while either is held
   // Backward.
   std::vector<bool> got;
   size_t pending = 0;
   bool ready = false;                  // all gradients in (or given up at finish)
   at::Tensor grad_full;                // padded flat gradient on the wire
   at::Tensor grad_shard;               // its reduced part
-  int64_t grad_buffer_bytes = 0;
+  HeldBytes::Lease grad_buffers;       // grad_full, grad_shard and the wire's copies
   c10::intrusive_ptr<c10d::Work> reduce_work;
 
   int64_t FullBytes(at::ScalarType dtype) const {
@@ -63,14 +64,50 @@ Result<std::unique_ptr<FullyShardedDataParallel>> FullyShardedDataParallel::Crea
   return fsdp;
 }
 
+// The root's trainable parameters, grouped by the stage that owns them.
+struct FullyShardedDataParallel::StageParams {
+  std::map<const void*, std::string> names;       // every root parameter, by TensorImpl
+  std::vector<std::vector<at::Tensor>> params;    // per stage, module order
+  std::vector<int64_t> numels;                    // per stage
+};
+
 Status FullyShardedDataParallel::Init() {
-  std::map<const void*, std::string> names;
+  auto stage_params = CollectStageParams();
+  if (!stage_params.ok()) return stage_params.status();
+  auto spans = SizeBasedWrap(stage_params->numels, options_.min_unit_params);
+  if (!spans.ok()) return spans.status();
+  ProbeBf16Sum();
+
+  at::NoGradGuard no_grad;
+  CTRUN_RETURN_IF_ERROR(FindDevice(*stage_params));
+  placeholder_ = at::empty({0}, Options(compute_dtype_));
+  for (const auto& span : *spans) {
+    auto unit = MakeUnit(span, *stage_params);
+    if (!unit.ok()) return unit.status();
+    units_.push_back(std::move(*unit));
+  }
+  CTRUN_RETURN_IF_ERROR(BroadcastBuffers());
+  AddGradHooks();
+  for (auto& unit : units_) {
+    Free(*unit);
+    // kNoShard keeps its compute-dtype copy for good; in float32 it computes
+    // on views of the shard itself: nothing extra.
+    if (unit->full.defined() && !sharded() && compute_dtype_ != at::kFloat) {
+      unit->gathered = gathered_bytes_.Hold(unit->FullBytes(compute_dtype_));
+    }
+  }
+  ResetPeaks();
+  return Status::Ok();
+}
+
+Result<FullyShardedDataParallel::StageParams> FullyShardedDataParallel::CollectStageParams() const {
+  StageParams out;
   for (const auto& item : root_.named_parameters(true)) {
-    names[item.value().unsafeGetTensorImpl()] = item.key();
+    out.names[item.value().unsafeGetTensorImpl()] = item.key();
   }
   std::set<const void*> taken;
-  std::vector<std::vector<at::Tensor>> stage_params(stages_.size());
-  std::vector<int64_t> stage_numels(stages_.size(), 0);
+  out.params.resize(stages_.size());
+  out.numels.assign(stages_.size(), 0);
   for (size_t s = 0; s < stages_.size(); ++s) {
     if (!stages_[s].module || !stages_[s].forward) {
       return Status::InvalidArgument("FSDP: stage " + std::to_string(s) +
@@ -79,21 +116,21 @@ Status FullyShardedDataParallel::Init() {
     for (const auto& param : stages_[s].module->parameters(true)) {
       if (!param.requires_grad()) continue;
       const void* key = param.unsafeGetTensorImpl();
-      if (!names.count(key)) {
+      if (!out.names.count(key)) {
         return Status::InvalidArgument("FSDP: stage " + std::to_string(s) +
                                        "'s module is not a submodule of the root module");
       }
       if (!taken.insert(key).second) {
-        return Status::InvalidArgument("FSDP: parameter '" + names[key] +
+        return Status::InvalidArgument("FSDP: parameter '" + out.names[key] +
                                        "' is in two stages; give each stage its own submodule");
       }
       if (param.scalar_type() != at::kFloat) {
-        return Status::InvalidArgument("FSDP: parameter '" + names[key] + "' is " +
+        return Status::InvalidArgument("FSDP: parameter '" + out.names[key] + "' is " +
                                        std::string(c10::toString(param.scalar_type())) +
                                        "; FSDP shards float32 parameters only");
       }
-      stage_params[s].push_back(param);
-      stage_numels[s] += param.numel();
+      out.params[s].push_back(param);
+      out.numels[s] += param.numel();
     }
   }
   for (const auto& item : root_.named_parameters(true)) {
@@ -105,18 +142,20 @@ Status FullyShardedDataParallel::Init() {
   if (taken.empty()) {
     return Status::InvalidArgument("FSDP: the stages hold no parameter that requires grad");
   }
-  auto spans = SizeBasedWrap(stage_numels, options_.min_unit_params);
-  if (!spans.ok()) return spans.status();
+  return out;
+}
 
+void FullyShardedDataParallel::ProbeBf16Sum() {
   if (options_.mixed_precision && !sharded() && comm_.size() > 1) {
     // Sharded strategies only move bf16 (as int16); kNoShard must sum it.
     at::Tensor probe = at::zeros({1}, at::kBFloat16);
     reduce_in_fp32_ = !WaitWork(comm_.AllReduceSum(probe), "bf16 probe").ok();
   }
+}
 
-  at::NoGradGuard no_grad;
+Status FullyShardedDataParallel::FindDevice(const StageParams& stage_params) {
   bool first = true;
-  for (const auto& params : stage_params) {
+  for (const auto& params : stage_params.params) {
     for (const auto& param : params) {
       if (first) device_ = param.device();
       first = false;
@@ -126,46 +165,53 @@ Status FullyShardedDataParallel::Init() {
       }
     }
   }
-  placeholder_ = at::empty({0}, Options(compute_dtype_));
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<FullyShardedDataParallel::Unit>> FullyShardedDataParallel::MakeUnit(
+    const UnitSpan& span, const StageParams& stage_params) {
   const int world = comm_.size();
-  for (const auto& span : *spans) {
-    auto unit = std::make_unique<Unit>();
-    unit->stages = span;
-    std::vector<FlatEntry> entries;
-    for (size_t s = span.begin; s < span.end; ++s) {
-      for (const auto& param : stage_params[s]) {
-        unit->params.push_back(param);
-        entries.push_back({names[param.unsafeGetTensorImpl()], param.sizes().vec(), 0, 0});
-      }
+  auto unit = std::make_unique<Unit>();
+  unit->stages = span;
+  std::vector<FlatEntry> entries;
+  for (size_t s = span.begin; s < span.end; ++s) {
+    for (const auto& param : stage_params.params[s]) {
+      unit->params.push_back(param);
+      entries.push_back({stage_params.names.at(param.unsafeGetTensorImpl()), param.sizes().vec(), 0, 0});
     }
-    unit->layout = MakeFlatLayout(std::move(entries), world);
-    const FlatLayout& layout = unit->layout;
-    at::Tensor flat = at::zeros({layout.padded_numel}, Options(at::kFloat));
-    for (size_t i = 0; i < unit->params.size(); ++i) {
-      const FlatEntry& entry = layout.entries[i];
-      flat.narrow(0, entry.offset, entry.numel).copy_(unit->params[i].detach().reshape({-1}));
-    }
-    if (world > 1) {
-      std::vector<at::Tensor> tensors{flat};
-      CTRUN_RETURN_IF_ERROR(WaitWork(comm_.Broadcast(tensors, 0), "broadcast of parameters"));
-    }
-    unit->shard = sharded() ? flat.narrow(0, comm_.rank() * layout.shard_numel, layout.shard_numel).clone()
-                            : flat;
-    unit->shard.set_requires_grad(true);
-    at::Tensor full = compute_dtype_ == at::kFloat ? (sharded() ? flat : unit->shard.detach())
-                                                   : flat.to(compute_dtype_);
-    Install(*unit, full);
-    unit->got.assign(unit->params.size(), false);
-    unit->pending = unit->params.size();
-    units_.push_back(std::move(unit));
   }
-  std::vector<at::Tensor> buffers = root_.buffers(true);
+  unit->layout = MakeFlatLayout(std::move(entries), world);
+  const FlatLayout& layout = unit->layout;
+  at::Tensor flat = at::zeros({layout.padded_numel}, Options(at::kFloat));
+  for (size_t i = 0; i < unit->params.size(); ++i) {
+    const FlatEntry& entry = layout.entries[i];
+    flat.narrow(0, entry.offset, entry.numel).copy_(unit->params[i].detach().reshape({-1}));
+  }
   if (world > 1) {
-    for (auto& buffer : buffers) {
-      std::vector<at::Tensor> tensors{buffer};
-      CTRUN_RETURN_IF_ERROR(WaitWork(comm_.Broadcast(tensors, 0), "broadcast of buffers"));
-    }
+    std::vector<at::Tensor> tensors{flat};
+    CTRUN_RETURN_IF_ERROR(WaitWork(comm_.Broadcast(tensors, 0), "broadcast of parameters"));
   }
+  unit->shard = sharded() ? flat.narrow(0, comm_.rank() * layout.shard_numel, layout.shard_numel).clone()
+                          : flat;
+  unit->shard.set_requires_grad(true);
+  at::Tensor full = compute_dtype_ == at::kFloat ? (sharded() ? flat : unit->shard.detach())
+                                                 : flat.to(compute_dtype_);
+  Install(*unit, full);
+  unit->got.assign(unit->params.size(), false);
+  unit->pending = unit->params.size();
+  return unit;
+}
+
+Status FullyShardedDataParallel::BroadcastBuffers() {
+  if (comm_.size() <= 1) return Status::Ok();
+  for (auto& buffer : root_.buffers(true)) {
+    std::vector<at::Tensor> tensors{buffer};
+    CTRUN_RETURN_IF_ERROR(WaitWork(comm_.Broadcast(tensors, 0), "broadcast of buffers"));
+  }
+  return Status::Ok();
+}
+
+void FullyShardedDataParallel::AddGradHooks() {
   // Accumulators are made while parameters have their full shape and the
   // compute dtype, which they keep for good (only their data is swapped).
   for (size_t u = 0; u < units_.size(); ++u) {
@@ -180,16 +226,6 @@ Status FullyShardedDataParallel::Init() {
       grad_accumulators_.push_back(std::move(accumulator));
     }
   }
-  for (auto& unit : units_) Free(*unit);
-  gathered_bytes_ = 0;
-  for (auto& unit : units_) {
-    // kNoShard in float32 computes on views of the shard itself: nothing extra.
-    if (unit->full.defined() && (sharded() || compute_dtype_ != at::kFloat)) {
-      gathered_bytes_ += unit->FullBytes(compute_dtype_);
-    }
-  }
-  ResetPeaks();
-  return Status::Ok();
 }
 
 at::TensorOptions FullyShardedDataParallel::Options(at::ScalarType dtype) const {
@@ -227,12 +263,14 @@ void FullyShardedDataParallel::Free(Unit& unit) {
   if (!sharded() || !unit.full.defined()) return;
   for (auto& param : unit.params) param.set_data(placeholder_);
   unit.full = at::Tensor();
-  gathered_bytes_ -= unit.FullBytes(compute_dtype_);
+  unit.gathered.Release();
 }
 
-void FullyShardedDataParallel::NoteBytes() {
-  peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
-  peak_grad_buffer_bytes_ = std::max(peak_grad_buffer_bytes_, grad_buffer_bytes_);
+void FullyShardedDataParallel::DropGather(Unit& unit) {
+  unit.gather_work.reset();
+  unit.send = at::Tensor();
+  unit.incoming = at::Tensor();
+  unit.gathered.Release();
 }
 
 void FullyShardedDataParallel::StartGather(size_t u) {
@@ -241,16 +279,13 @@ void FullyShardedDataParallel::StartGather(size_t u) {
   at::NoGradGuard no_grad;
   unit.send = compute_dtype_ == at::kFloat ? unit.shard.detach() : unit.shard.detach().to(compute_dtype_);
   unit.incoming = at::empty({unit.layout.padded_numel}, Options(compute_dtype_));
-  gathered_bytes_ += unit.FullBytes(compute_dtype_);
-  NoteBytes();
+  unit.gathered = gathered_bytes_.Hold(unit.FullBytes(compute_dtype_));
   try {
     unit.gather_work = comm_.AllGather(unit.send, unit.incoming);
   } catch (const std::exception& error) {
     start_error_ = Status::Unavailable("all-gather of parameters could not start: " +
                                        TorchErrorLine(error));
-    gathered_bytes_ -= unit.FullBytes(compute_dtype_);
-    unit.send = at::Tensor();
-    unit.incoming = at::Tensor();
+    DropGather(unit);
   }
 }
 
@@ -269,13 +304,12 @@ Status FullyShardedDataParallel::EnsureGathered(size_t u) {
     return status;
   }
   Status status = WaitWork(unit.gather_work, "all-gather of parameters");
-  unit.gather_work.reset();
-  unit.send = at::Tensor();
   if (!status.ok()) {
-    gathered_bytes_ -= unit.FullBytes(compute_dtype_);
-    unit.incoming = at::Tensor();
+    DropGather(unit);
     return status;
   }
+  unit.gather_work.reset();
+  unit.send = at::Tensor();
   Install(unit, unit.incoming);
   unit.incoming = at::Tensor();
   return Status::Ok();
@@ -333,12 +367,13 @@ void FullyShardedDataParallel::OnGradReady(size_t u, size_t slot) {
 
 void FullyShardedDataParallel::LaunchReadyReductions() {
   while (reduced_ < units_.size() && units_[units_.size() - 1 - reduced_]->ready) {
-    LaunchReduction(*units_[units_.size() - 1 - reduced_]);
+    LaunchReduction(units_.size() - 1 - reduced_);
     ++reduced_;
   }
 }
 
-void FullyShardedDataParallel::LaunchReduction(Unit& unit) {
+void FullyShardedDataParallel::LaunchReduction(size_t u) {
+  Unit& unit = *units_[u];
   at::NoGradGuard no_grad;
   // One reduction in flight: the previous unit's overlapped this unit's
   // backward, and its full-size buffers are a step's largest transient memory.
@@ -360,12 +395,12 @@ void FullyShardedDataParallel::LaunchReduction(Unit& unit) {
   const int world = comm_.size();
   if (world > 1) unit.grad_full.div_(world);
   const int64_t full_bytes = unit.grad_full.numel() * static_cast<int64_t>(unit.grad_full.element_size());
-  unit.grad_buffer_bytes = full_bytes;
+  int64_t buffer_bytes = full_bytes;
   try {
     if (sharded()) {
       unit.grad_shard = at::empty({unit.layout.shard_numel}, unit.grad_full.options());
-      unit.grad_buffer_bytes += full_bytes / world;
-      if (comm_.backend() == "gloo") unit.grad_buffer_bytes += full_bytes;  // all-to-all receive
+      buffer_bytes += full_bytes / world;
+      if (comm_.backend() == "gloo") buffer_bytes += full_bytes;  // all-to-all receive
       unit.reduce_work = comm_.ReduceScatterSum(unit.grad_full, unit.grad_shard);
     } else {
       unit.grad_shard = unit.grad_full;
@@ -375,16 +410,8 @@ void FullyShardedDataParallel::LaunchReduction(Unit& unit) {
     hook_error_ = Status::Unavailable("reduction of gradients could not start: " +
                                       TorchErrorLine(error));
   }
-  grad_buffer_bytes_ += unit.grad_buffer_bytes;
-  NoteBytes();
-  in_flight_.push_back(IndexOf(unit));
-}
-
-size_t FullyShardedDataParallel::IndexOf(const Unit& unit) const {
-  for (size_t u = 0; u < units_.size(); ++u) {
-    if (units_[u].get() == &unit) return u;
-  }
-  return 0;
+  unit.grad_buffers = grad_buffer_bytes_.Hold(buffer_bytes);
+  in_flight_.push_back(u);
 }
 
 Status FullyShardedDataParallel::FinishReduction(Unit& unit) {
@@ -402,8 +429,7 @@ Status FullyShardedDataParallel::FinishReduction(Unit& unit) {
   unit.reduce_work.reset();
   unit.grad_full = at::Tensor();
   unit.grad_shard = at::Tensor();
-  grad_buffer_bytes_ -= unit.grad_buffer_bytes;
-  unit.grad_buffer_bytes = 0;
+  unit.grad_buffers.Release();
   return status;
 }
 
@@ -450,10 +476,7 @@ Status FullyShardedDataParallel::Reshard() {
     if (unit->gather_work) {
       Status waited = WaitWork(unit->gather_work, "all-gather of parameters");
       if (status.ok()) status = waited;
-      unit->gather_work.reset();
-      unit->send = at::Tensor();
-      unit->incoming = at::Tensor();
-      gathered_bytes_ -= unit->FullBytes(compute_dtype_);
+      DropGather(*unit);
     }
     Free(*unit);
   }
@@ -469,15 +492,15 @@ FsdpMemory FullyShardedDataParallel::Memory() const {
     }
     memory.max_unit_bytes = std::max(memory.max_unit_bytes, unit->FullBytes(compute_dtype_));
   }
-  memory.gathered_bytes = gathered_bytes_;
-  memory.peak_gathered_bytes = peak_gathered_bytes_;
-  memory.peak_grad_buffer_bytes = peak_grad_buffer_bytes_;
+  memory.gathered_bytes = gathered_bytes_.current();
+  memory.peak_gathered_bytes = gathered_bytes_.peak();
+  memory.peak_grad_buffer_bytes = grad_buffer_bytes_.peak();
   return memory;
 }
 
 void FullyShardedDataParallel::ResetPeaks() {
-  peak_gathered_bytes_ = gathered_bytes_;
-  peak_grad_buffer_bytes_ = grad_buffer_bytes_;
+  gathered_bytes_.ResetPeak();
+  grad_buffer_bytes_.ResetPeak();
 }
 
 }  // namespace ctrun::trainer

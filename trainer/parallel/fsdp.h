@@ -51,6 +51,8 @@
 #include "base/result.h"
 #include "trainer/comm/communicator.h"
 #include "trainer/parallel/flat_param.h"
+#include "trainer/parallel/held_bytes.h"
+#include "trainer/parallel/wrap_policy.h"
 
 namespace torch::nn {
 class Module;
@@ -147,20 +149,28 @@ class FullyShardedDataParallel {
 
  private:
   struct Unit;
+  struct StageParams;
   FullyShardedDataParallel(torch::nn::Module& root, std::vector<FsdpStage> stages,
                            Communicator& comm, FsdpOptions options);
+  // Create's steps, in order.
   Status Init();
+  Result<StageParams> CollectStageParams() const;  // checks the stages
+  void ProbeBf16Sum();                              // sets reduce_in_fp32_
+  Status FindDevice(const StageParams& stage_params);  // sets device_
+  Result<std::unique_ptr<Unit>> MakeUnit(const UnitSpan& span, const StageParams& stage_params);
+  Status BroadcastBuffers();
+  void AddGradHooks();
+
   void StartGather(size_t u);
   Status EnsureGathered(size_t u);
   void Install(Unit& unit, const at::Tensor& full);
   void Free(Unit& unit);
+  void DropGather(Unit& unit);  // forgets an all-gather in flight or failed
   void OnPreBackward(size_t u);
   void OnGradReady(size_t u, size_t slot);
   void LaunchReadyReductions();
-  void LaunchReduction(Unit& unit);
+  void LaunchReduction(size_t u);
   Status FinishReduction(Unit& unit);  // waits, sets the shard's .grad, frees buffers
-  size_t IndexOf(const Unit& unit) const;
-  void NoteBytes();
   at::TensorOptions Options(at::ScalarType dtype) const;  // on the parameters' device
 
   torch::nn::Module& root_;
@@ -170,6 +180,10 @@ class FullyShardedDataParallel {
   at::ScalarType compute_dtype_;
   at::Device device_{at::kCPU};
   bool reduce_in_fp32_ = false;        // kNoShard + bf16 on a group without bf16 sums
+  // Declared before units_: the units' leases give their bytes back here
+  // when the units are destroyed.
+  HeldBytes gathered_bytes_;           // full unit parameters held or in flight
+  HeldBytes grad_buffer_bytes_;        // full-size unit gradient and reduce buffers
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators_;
   at::Tensor placeholder_;             // what freed parameters point to
@@ -177,10 +191,6 @@ class FullyShardedDataParallel {
   std::deque<size_t> in_flight_;       // units whose reduction is not finished
   Status hook_error_;                  // from a backward hook, reported at finish
   Status start_error_;                 // an all-gather that could not start
-  int64_t gathered_bytes_ = 0;
-  int64_t grad_buffer_bytes_ = 0;
-  int64_t peak_gathered_bytes_ = 0;
-  int64_t peak_grad_buffer_bytes_ = 0;
 };
 
 }  // namespace ctrun::trainer

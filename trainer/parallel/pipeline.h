@@ -45,15 +45,22 @@ class Pipeline {
   Pipeline(PipelineStage* stage, Communicator* pp, DistributedDataParallel* ddp, PipeSchedule schedule,
            int micro_batches);
 
-  // One step's forward and backward on `tokens` and `targets` ([B, S], B
-  // divisible by the micro-batch count; stage 0 reads tokens, the last
-  // stage targets). Leaves the gradients (synchronised over dp) in the
-  // stage's parameters' .grad for the optimizer. Returns the stats, or
-  // Unavailable when a send, receive or collective fails (a peer stage
-  // died or timed out) or the computation throws.
+  // One step's forward and backward on `tokens` and `targets` ([B, S] on
+  // every stage, B a positive multiple of the micro-batch count; stage 0
+  // reads tokens, the last stage targets, the others only B). Leaves the
+  // gradients (synchronised over dp) in the stage's parameters' .grad for
+  // the optimizer. Returns the stats, or:
+  //  - InvalidArgument, before anything is sent or computed, when the
+  //    micro-batch count is not positive, tokens or targets is undefined or
+  //    0-dimensional, their B differ, or B is 0 or not a multiple of the
+  //    micro-batch count;
+  //  - Unavailable when a send, receive or collective fails (a peer stage
+  //    died or timed out) or the computation throws.
   Result<PipelineStepStats> Step(const at::Tensor& tokens, const at::Tensor& targets);
 
  private:
+  Status CheckBatch(const at::Tensor& tokens, const at::Tensor& targets) const;
+
   PipelineStage* stage_;
   Communicator* pp_;
   DistributedDataParallel* ddp_;

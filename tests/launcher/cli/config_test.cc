@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/cli/flag_values.h"
 #include "launcher/cli/flags.h"
 
 namespace ctrun::launcher {

@@ -1,0 +1,87 @@
+#include "launcher/cli/help_text.h"
+
+#include <fmt/format.h>
+
+#include "launcher/cli/flags.h"
+#include "launcher/cli/text.h"
+
+namespace ctrun::launcher {
+namespace {
+
+#ifdef CTRUN_VERSION
+constexpr std::string_view kVersion = CTRUN_VERSION;
+#else
+constexpr std::string_view kVersion = "0.1.0";  // keep in step with project() in CMakeLists.txt
+#endif
+
+std::string_view GroupTitle(HelpGroup g) {
+  switch (g) {
+    case HelpGroup::kSize: return "Worker/node size";
+    case HelpGroup::kRendezvous: return "Rendezvous";
+    case HelpGroup::kLaunch: return "User-code launch";
+    case HelpGroup::kLogs: return "Logs";
+    case HelpGroup::kCtrun: return "ctrun";
+  }
+  return "";
+}
+
+// Greedy word wrap of `text` to `width` columns, each line indented by `indent`.
+std::string Wrap(std::string_view text, size_t indent, size_t width) {
+  std::string out;
+  size_t col = 0;
+  for (std::string_view word : Split(text, ' ')) {
+    if (word.empty()) continue;
+    if (col == 0 || col + 1 + word.size() > width) {
+      if (col != 0) out += '\n';
+      out.append(indent, ' ');
+      col = indent;
+    } else {
+      out += ' ';
+      ++col;
+    }
+    out += word;
+    col += word.size();
+  }
+  return out + '\n';
+}
+
+}  // namespace
+
+std::string HelpText() {
+  std::string out =
+      "usage: ctrun [OPTIONS] SCRIPT [SCRIPT_ARGS...]\n\n"
+      "Start NPROC workers of SCRIPT on this node and supervise them (a torchrun replacement).\n"
+      "Options must come before SCRIPT; everything after SCRIPT is passed to it unchanged.\n"
+      "A value can be given as --flag VALUE or --flag=VALUE. Options marked [env X] take their\n"
+      "default from the environment variable X (the flag wins); on/off options read X=1 or X=0.\n";
+  for (HelpGroup g : {HelpGroup::kSize, HelpGroup::kRendezvous, HelpGroup::kLaunch, HelpGroup::kLogs,
+                      HelpGroup::kCtrun}) {
+    out += fmt::format("\n{}:\n", GroupTitle(g));
+    for (const FlagSpec& f : Flags()) {
+      if (f.group != g) continue;
+      std::string line = "  ";
+      for (size_t i = 0; i < f.spellings.size(); ++i) {
+        line += fmt::format("{}{}", i ? ", " : "", f.spellings[i]);
+      }
+      if (!f.metavar.empty()) line += fmt::format(" {}", f.metavar);
+      out += line + '\n';
+      out += Wrap(f.help, 8, 80);
+      std::string extra;
+      if (!f.env.empty()) extra = fmt::format("env {}", f.env);
+      if (f.default_text != nullptr && f.kind == FlagKind::kValue) {
+        extra += fmt::format("{}default: {}", extra.empty() ? "" : ", ", *f.default_text ? f.default_text : "\"\"");
+      }
+      if (!extra.empty()) out += fmt::format("        [{}]\n", extra);
+    }
+  }
+  out +=
+      "\nEnvironment:\n"
+      "  TORCH_ELASTIC_SHUTDOWN_TIMEOUT          seconds between the stop signal and SIGKILL [default: 30]\n"
+      "  TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE   console line prefix, e.g. [${role_name}${local_rank}]:\n"
+      "  PYTHON_EXEC                             python interpreter [default: first python3 on PATH]\n";
+  return out;
+}
+
+std::string VersionText() { return fmt::format("ctrun {}\n", kVersion); }
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,73 @@
+// WorkerGroup: what the agent needs from its local group of worker
+// processes, and nothing else — start a group, close it, learn of exits.
+//
+// The real one is WorkerSet (launcher/process/workers.h: fork, exec, process
+// groups, SIGCHLD); tests/launcher/agent_test.cc scripts a fake one. Exits
+// are events (a callback per worker), never polled.
+//
+// Thread model: every call and callback happens on the agent's io_context.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/status.h"
+
+namespace ctrun::launcher {
+
+// Where a worker's stdout or stderr goes.
+struct StdioTarget {
+  enum class Mode { kInherit, kFile, kPipe, kNull };
+  Mode mode = Mode::kInherit;
+  std::string path;  // kFile only
+};
+
+struct WorkerSpec {
+  int local_rank = 0;
+  std::vector<std::string> argv;  // argv[0] is looked up in PATH if it has no '/'
+  std::vector<std::string> env;   // "KEY=VALUE", the worker's whole environment
+  StdioTarget out;
+  StdioTarget err;
+};
+
+struct WorkerExit {
+  int local_rank = 0;
+  pid_t pid = 0;
+  int exit_code = 0;         // >= 0: exit status; < 0: killed by signal -exit_code
+  int64_t epoch_seconds = 0; // wall clock when ctrun reaped it
+};
+
+class WorkerGroup {
+ public:
+  using ExitHandler = std::function<void(const WorkerExit&)>;
+
+  virtual ~WorkerGroup() = default;
+
+  // Starts one process per spec, replacing the previous group (which must
+  // have been closed). `pipes` receives, per spec, the read ends of the
+  // stdout/stderr pipes requested with Mode::kPipe (-1 otherwise); the
+  // caller owns them. `on_exit` runs once per worker when it has exited.
+  // Errors: IOError when a file cannot be opened or a process cannot be
+  // made; NotFound / FailedPrecondition when argv[0] cannot be run (the
+  // message names it). On error every worker already started has been sent
+  // SIGKILL, and `on_exit` is never called for this group.
+  virtual Status Start(const std::vector<WorkerSpec>& specs, ExitHandler on_exit,
+                       std::vector<std::pair<int, int>>* pipes) = 0;
+
+  // Sends `sig` to every worker still running, then SIGKILL to those still
+  // running after `grace`. `done` runs once, on the io_context and never
+  // inside this call, when every worker (and every descendant it left in its
+  // process group) is gone. A second Close before `done` escalates: SIGKILL
+  // at once, and `done` replaces the first one's.
+  virtual void Close(int sig, Duration grace, std::function<void()> done) = 0;
+
+  // The pids of the current group, in spec order (empty before Start).
+  virtual std::vector<pid_t> Pids() const = 0;
+};
+
+}  // namespace ctrun::launcher

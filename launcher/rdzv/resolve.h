@@ -1,0 +1,107 @@
+// The first half of the rendezvous setup: the LaunchConfig resolved ONCE
+// into a RendezvousPlan, plain data that says which handler this node runs
+// and everything it needs (endpoint, ports, token, TLS, the machine's
+// parameters, this node's identity). MakeRendezvous (launcher/rdzv/setup.h)
+// turns the plan into the handler; nothing here builds one, starts a server
+// or opens a connection.
+//
+//   --nnodes 1 / --standalone        kLocal: no network
+//   --rdzv-backend c10d (or grpc)    kGrpc: the server at --rdzv-endpoint
+//                                    (default port 29400), hosted by the
+//                                    agent on that host (or is_host=1)
+//   --rdzv-backend static            kGrpc with fixed membership: the
+//                                    node-rank-0 agent hosts ctrun's rendezvous
+//                                    at --master-addr:(--master-port + 1) (or at
+//                                    --rdzv-endpoint when given); group ranks
+//                                    are the node ranks; workers get exactly
+//                                    --master-addr:--master-port
+//   --rdzv-backend etcd-v3           kEtcd: the etcd cluster at --rdzv-endpoint
+//
+// Includes go one way: setup -> resolve -> credentials, launcher/cli,
+// launcher/net. Thread model: free functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "base/result.h"
+#include "launcher/cli/config.h"
+#include "launcher/cli/launch_config.h"
+#include "rendezvous/grpc/credentials.h"
+#include "rendezvous/machine/node_order.h"
+#include "rendezvous/machine/rdzv_params.h"
+
+namespace ctrun::launcher {
+
+enum class HandlerKind {
+  kLocal,  // LocalRendezvous
+  kGrpc,   // GrpcRendezvous, its server hosted here or joined
+  kEtcd,   // EtcdRendezvous
+};
+
+// kGrpc: this agent tries to host the rendezvous server.
+struct HostPlan {
+  std::string listen_address;  // "host:port" (an IP --rdzv-endpoint) or "0.0.0.0:port"
+  // is_host=1 was given: failing to listen is an error. Otherwise the
+  // hosting was inferred, and a server that cannot listen means another
+  // agent hosts it: this one joins.
+  bool required = false;
+};
+
+struct RendezvousPlan {
+  HandlerKind kind = HandlerKind::kLocal;
+  std::string run_id;
+  int local_world_size = 1;  // --nproc-per-node
+
+  // kLocal: the workers' MASTER_ADDR, and MASTER_PORT when > 0 (--master-port
+  // given); 0 = a free port (or the agent store's, see setup.h).
+  std::string master_addr;
+  int master_port = 0;
+
+  // kGrpc and kEtcd.
+  std::string endpoint;  // "host:port" or "[v6]:port": the server, or the etcd member
+  rdzv::Params params;
+  rdzv::NodeId node;         // {--local-addr or the host name, pid, 0}
+  uint64_t incarnation = 0;  // random, fresh per process
+  std::optional<int> hint_rank;
+  std::string advertise_addr;  // published as MASTER_ADDR; kGrpc: "" = as the server sees it
+  Seconds join_timeout{600};
+  Seconds close_timeout{30};
+
+  // kGrpc only.
+  std::string token;
+  rdzv::TlsConfig tls;
+  std::optional<HostPlan> host;  // nullopt: only join
+  // Static backend: workers get exactly --master-addr/--master-port.
+  std::optional<std::pair<std::string, int>> fixed_master;
+  Seconds exit_barrier_timeout{300};
+};
+
+// The plan for `config` (after ParseCommandLine). Reads the token and TLS
+// files (kGrpc only) and, for an inferred is_host, resolves --rdzv-endpoint's
+// host. Errors, all InvalidArgument: a combination the backend cannot serve
+// (a missing endpoint, --rdzv-backend etcd or etcd-v2, MIN:MAX with the
+// static backend, tls_ca without a certificate on the hosting node), an
+// unreadable token or TLS file, machine parameters rdzv::ValidateParams
+// refuses (naming the setting).
+Result<RendezvousPlan> ResolveRendezvous(const LaunchConfig& config, const Environment& env);
+
+// The port this node's agent binds for the workers' store, or nullopt when
+// it hosts none (--no-agent-store; a static-backend node other than node
+// rank 0). 0 means any free port:
+//   one node     --master-port when given, else any
+//   static       --master-port on node rank 0 (workers get exactly
+//                --master-addr:--master-port)
+//   c10d, etcd   any: each agent advertises its store's port when it joins,
+//                and the round's group rank 0 is the one the workers use
+std::optional<int> AgentStorePort(const LaunchConfig& config);
+
+// The address that store listens on: the one its workers are given as
+// MASTER_ADDR where ctrun knows it (one node: --local-addr, else
+// --master-addr; several nodes: --local-addr when it is an IP address), else
+// "" (every interface, as torch's TCPStore server binds).
+std::string AgentStoreHost(const LaunchConfig& config);
+
+}  // namespace ctrun::launcher

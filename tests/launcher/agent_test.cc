@@ -1,0 +1,418 @@
+// The agent's state machine with a scripted worker group and rendezvous:
+// events in (a round completes, a worker exits, the membership changes, a
+// signal, the group's close completes), actions out (workers started, Close
+// with which signal, the next round asked for, the events file, the exit
+// code, how the rendezvous was shut down). The agent's io_context is only
+// polled: nothing here waits on time, processes or real signals.
+#include "launcher/agent.h"
+
+#include <signal.h>
+#include <stdlib.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+namespace ctrun::launcher {
+namespace {
+
+using Json = nlohmann::json;
+
+// The worker group as the agent sees it: Start and Close are recorded, exits
+// and the end of a close happen when the test says so.
+class FakeWorkers : public WorkerGroup {
+ public:
+  Status Start(const std::vector<WorkerSpec>& specs, ExitHandler on_exit,
+               std::vector<std::pair<int, int>>* pipes) override {
+    ++starts;
+    last_specs = specs;
+    pipes->assign(specs.size(), {-1, -1});
+    if (!start_status.ok()) return start_status;
+    on_exit_ = std::move(on_exit);
+    pids_.clear();
+    running_.clear();
+    for (const WorkerSpec& s : specs) {
+      pids_.push_back(next_pid_++);
+      running_.insert(s.local_rank);
+    }
+    return Status::Ok();
+  }
+
+  void Close(int sig, Duration, std::function<void()> done) override {
+    close_signals.push_back(sig);
+    close_done_ = std::move(done);
+  }
+
+  std::vector<pid_t> Pids() const override { return pids_; }
+
+  // Worker `local_rank` exits with `code` (< 0: killed by signal -code).
+  void Exit(int local_rank, int code) {
+    REQUIRE(running_.erase(local_rank) == 1);
+    on_exit_(WorkerExit{local_rank, pids_[local_rank], code, 0});
+  }
+
+  // The close completes: the workers still running die of the signal Close
+  // sent last, then Close's `done` runs, as WorkerSet does.
+  void FinishClose() {
+    REQUIRE(close_done_);
+    const int sig = close_signals.back();
+    while (!running_.empty()) Exit(*running_.begin(), -sig);
+    auto done = std::move(close_done_);
+    close_done_ = nullptr;
+    done();
+  }
+
+  bool closing() const { return close_done_ != nullptr; }
+
+  int starts = 0;
+  std::vector<WorkerSpec> last_specs;
+  std::vector<int> close_signals;
+  Status start_status;
+
+ private:
+  ExitHandler on_exit_;
+  std::function<void()> close_done_;
+  std::vector<pid_t> pids_;
+  std::set<int> running_;
+  pid_t next_pid_ = 1000;
+};
+
+// A one-node rendezvous whose rounds complete, and whose membership changes,
+// when the test says so.
+class FakeRendezvous : public RendezvousHandler {
+ public:
+  void NextRound(std::function<void(Result<Round>)> done) override {
+    ++rounds_asked;
+    next_ = std::move(done);
+  }
+  void OnChange(ChangeCallback cb) override { change_ = std::move(cb); }
+  void Shutdown(ShutdownReason reason, std::function<void()> done) override {
+    shutdown = reason;
+    done();
+  }
+
+  // The round asked for completes with this node alone, `nproc` workers.
+  void CompleteRound(int nproc) {
+    Round r;
+    r.round = rounds_asked;
+    r.local_world_sizes = {nproc};
+    r.master_addr = "127.0.0.1";
+    r.master_port = 29500;
+    r.run_id = "agent_test";
+    Answer(r);
+  }
+  void Answer(Result<Round> round) {
+    REQUIRE(next_);
+    auto done = std::move(next_);
+    next_ = nullptr;
+    done(std::move(round));
+  }
+  void ChangeMembership(bool charged, const std::string& why) { change_(charged, why); }
+  bool waiting() const { return next_ != nullptr; }
+
+  int rounds_asked = 0;
+  std::optional<ShutdownReason> shutdown;
+
+ private:
+  std::function<void(Result<Round>)> next_;
+  ChangeCallback change_;
+};
+
+class AgentFixture {
+ public:
+  AgentFixture() {
+    char tmpl[] = "/tmp/ctrun_agent_test_XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    dir_ = tmpl;
+    config.nproc_per_node = 2;
+    config.no_python = true;
+    config.script = "/bin/true";
+    config.log_dir = dir_ + "/logs";
+  }
+  ~AgentFixture() {
+    agent_.reset();
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  // Builds the agent from `config` and starts it: it asks for a round.
+  void Start() {
+    Result<RunLogDir> log_dir = RunLogDir::Create(config.log_dir, config.rdzv_id);
+    REQUIRE(log_dir.ok());
+    Result<std::unique_ptr<EventLog>> events = EventLog::Open(dir_ + "/events.jsonl", "test");
+    REQUIRE(events.ok());
+    events_ = std::move(*events);
+    agent_ = std::make_unique<Agent>(io, config, Environment{}, rdzv, workers,
+                                     std::move(*log_dir), nullptr, events_.get());
+    agent_->Start();
+    Poll();
+  }
+
+  // Starts the agent and completes its first round: the group runs.
+  void StartRunning() {
+    Start();
+    rdzv.CompleteRound(config.nproc_per_node);
+    Poll();
+    REQUIRE(agent().state() == Agent::State::kRunning);
+  }
+
+  void Poll() {
+    if (!io.stopped()) io.poll();
+  }
+
+  Agent& agent() { return *agent_; }
+
+  // Every event written so far, in order.
+  std::vector<Json> Events() const {
+    std::vector<Json> out;
+    std::ifstream in(dir_ + "/events.jsonl");
+    for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
+    return out;
+  }
+  std::vector<std::string> EventNames() const {
+    std::vector<std::string> names;
+    for (const Json& e : Events()) names.push_back(e["event"].get<std::string>());
+    return names;
+  }
+  // The events named `name`, in order.
+  std::vector<Json> EventsNamed(const std::string& name) const {
+    std::vector<Json> out;
+    for (const Json& e : Events()) {
+      if (e["event"] == name) out.push_back(e);
+    }
+    return out;
+  }
+
+  // The agent finished: `io` was stopped, with `code` and `state`.
+  void CheckFinished(Agent::State state, int code, ShutdownReason reason) {
+    CHECK(io.stopped());
+    CHECK(agent().state() == state);
+    CHECK(agent().exit_code() == code);
+    REQUIRE(rdzv.shutdown.has_value());
+    CHECK(*rdzv.shutdown == reason);
+    const std::vector<Json> events = Events();
+    REQUIRE(!events.empty());
+    CHECK(events.back()["event"] == "finished");
+    CHECK(events.back()["exit_code"] == code);
+  }
+
+  boost::asio::io_context io;
+  LaunchConfig config;
+  FakeRendezvous rdzv;
+  FakeWorkers workers;
+
+ private:
+  std::string dir_;
+  std::unique_ptr<EventLog> events_;
+  std::unique_ptr<Agent> agent_;
+};
+
+TEST_CASE_METHOD(AgentFixture, "agent: every worker exiting 0 stops the group and succeeds") {
+  StartRunning();
+  CHECK(workers.starts == 1);
+  CHECK(workers.last_specs.size() == 2);
+  workers.Exit(0, 0);
+  CHECK(agent().state() == Agent::State::kRunning);
+  workers.Exit(1, 0);
+  CHECK(agent().state() == Agent::State::kStopping);
+  CHECK(workers.close_signals == std::vector<int>{SIGTERM});
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kSucceeded, kExitSuccess, ShutdownReason::kSucceeded);
+  CHECK(EventsNamed("restart").empty());
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a failed worker stops the group and restarts it, charged") {
+  config.max_restarts = 1;
+  StartRunning();
+  workers.Exit(1, 3);
+  CHECK(agent().state() == Agent::State::kStopping);
+  CHECK(workers.close_signals == std::vector<int>{SIGTERM});
+  CHECK(rdzv.rounds_asked == 1);  // no rendezvous before the group is gone
+  workers.FinishClose();
+  Poll();
+  CHECK(agent().state() == Agent::State::kRendezvous);
+  CHECK(rdzv.rounds_asked == 2);
+  const std::vector<Json> restarts = EventsNamed("restart");
+  REQUIRE(restarts.size() == 1);
+  CHECK(restarts[0]["cause"] == "worker_failed");
+  CHECK(restarts[0]["charged"] == true);
+  CHECK(restarts[0]["restart_count"] == 1);
+  CHECK(restarts[0]["remaining_restarts"] == 0);
+
+  rdzv.CompleteRound(2);
+  Poll();
+  CHECK(agent().state() == Agent::State::kRunning);
+  CHECK(workers.starts == 2);
+  workers.Exit(0, 0);
+  workers.Exit(1, 0);
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kSucceeded, kExitSuccess, ShutdownReason::kSucceeded);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: with the restart budget spent, a failed worker fails the run") {
+  config.max_restarts = 1;
+  StartRunning();
+  workers.Exit(0, 3);
+  workers.FinishClose();
+  rdzv.CompleteRound(2);
+  Poll();
+  REQUIRE(workers.starts == 2);
+  workers.Exit(0, 3);
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitFailure, ShutdownReason::kFailed);
+  CHECK(rdzv.rounds_asked == 2);
+  CHECK(EventsNamed("restart").size() == 1);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: --exit-code-from-root-cause exits with the failed worker's code") {
+  config.exit_code_from_root_cause = true;
+  StartRunning();
+  workers.Exit(1, 7);
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, 7, ShutdownReason::kFailed);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a signal during a restart's stop lets it end, then exits for the signal") {
+  config.max_restarts = 1;
+  StartRunning();
+  workers.Exit(1, 1);
+  REQUIRE(agent().state() == Agent::State::kStopping);
+  agent().HandleSignal(SIGTERM);
+  // The workers keep their SIGTERM and grace (e.g. to checkpoint): no new Close.
+  CHECK(agent().state() == Agent::State::kStopping);
+  CHECK(workers.close_signals == std::vector<int>{SIGTERM});
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitSignalBase + SIGTERM, ShutdownReason::kSignal);
+  CHECK(EventsNamed("restart").empty());
+  CHECK(rdzv.rounds_asked == 1);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a second signal during a stop closes the group again at once") {
+  StartRunning();
+  agent().HandleSignal(SIGTERM);
+  CHECK(agent().state() == Agent::State::kStopping);
+  CHECK(workers.close_signals == std::vector<int>{SIGTERM});
+  agent().HandleSignal(SIGINT);
+  CHECK(workers.close_signals == std::vector<int>{SIGTERM, SIGINT});
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitSignalBase + SIGINT, ShutdownReason::kSignal);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a signal while running stops the group with it and exits for it, whatever the workers exit with") {
+  config.max_restarts = 3;
+  StartRunning();
+  agent().HandleSignal(SIGTERM);
+  workers.Exit(0, 1);  // dies badly of the SIGTERM
+  CHECK(agent().state() == Agent::State::kStopping);
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitSignalBase + SIGTERM, ShutdownReason::kSignal);
+  CHECK(EventsNamed("restart").empty());
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a signal during the rendezvous exits at once; a late round is ignored") {
+  Start();
+  REQUIRE(agent().state() == Agent::State::kRendezvous);
+  agent().HandleSignal(SIGINT);
+  CheckFinished(Agent::State::kFailed, kExitSignalBase + SIGINT, ShutdownReason::kSignal);
+  rdzv.CompleteRound(2);
+  CHECK(workers.starts == 0);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a lost node (membership changed, charged) stops the group and re-joins") {
+  config.max_restarts = 1;
+  StartRunning();
+  rdzv.ChangeMembership(true, "node n2 was lost");
+  CHECK(agent().state() == Agent::State::kStopping);
+  CHECK(workers.close_signals == std::vector<int>{SIGTERM});
+  workers.FinishClose();
+  Poll();
+  CHECK(agent().state() == Agent::State::kRendezvous);
+  CHECK(rdzv.rounds_asked == 2);
+  const std::vector<Json> restarts = EventsNamed("restart");
+  REQUIRE(restarts.size() == 1);
+  CHECK(restarts[0]["cause"] == "membership_changed");
+  CHECK(restarts[0]["charged"] == true);
+  CHECK(restarts[0]["restart_count"] == 1);
+  rdzv.CompleteRound(2);
+  Poll();
+  CHECK(agent().state() == Agent::State::kRunning);
+  CHECK(workers.starts == 2);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a scale-up (membership changed, not charged) re-joins without spending the budget") {
+  config.max_restarts = 0;
+  StartRunning();
+  rdzv.ChangeMembership(false, "a node is waiting to join");
+  workers.FinishClose();
+  Poll();
+  CHECK(agent().state() == Agent::State::kRendezvous);
+  const std::vector<Json> restarts = EventsNamed("restart");
+  REQUIRE(restarts.size() == 1);
+  CHECK(restarts[0]["charged"] == false);
+  CHECK(restarts[0]["restart_count"] == 0);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a worker failure followed by the peer loss that caused it is not charged") {
+  config.max_restarts = 0;
+  StartRunning();
+  workers.Exit(0, 1);  // the collective broke first
+  rdzv.ChangeMembership(false, "node n2 left");
+  workers.FinishClose();
+  Poll();
+  CHECK(agent().state() == Agent::State::kRendezvous);  // not failed: nothing was charged
+  const std::vector<Json> restarts = EventsNamed("restart");
+  REQUIRE(restarts.size() == 1);
+  CHECK(restarts[0]["cause"] == "membership_changed");
+  CHECK(restarts[0]["charged"] == false);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: membership changes outside kRunning start no stop") {
+  Start();
+  rdzv.ChangeMembership(true, "early");
+  CHECK(agent().state() == Agent::State::kRendezvous);
+  CHECK(workers.close_signals.empty());
+  CHECK(EventsNamed("membership_changed").size() == 1);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a failed rendezvous fails the run") {
+  Start();
+  rdzv.Answer(Status::DeadlineExceeded("join timeout"));
+  CheckFinished(Agent::State::kFailed, kExitFailure, ShutdownReason::kFailed);
+  CHECK(EventsNamed("rendezvous_failed").size() == 1);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: workers that cannot start fail the run") {
+  workers.start_status = Status::NotFound("cannot run '/nonexistent'");
+  Start();
+  rdzv.CompleteRound(2);
+  CheckFinished(Agent::State::kFailed, kExitFailure, ShutdownReason::kFailed);
+  CHECK(workers.close_signals.empty());
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: the events of one failed-then-restarted round, in order") {
+  config.max_restarts = 1;
+  StartRunning();
+  workers.Exit(1, 1);
+  workers.FinishClose();
+  Poll();
+  CHECK(EventNames() == std::vector<std::string>{
+                            "rendezvous_started", "round_complete", "worker_started",
+                            "worker_started", "worker_exited", "worker_exited", "restart",
+                            "rendezvous_started"});
+  const std::vector<Json> exits = EventsNamed("worker_exited");
+  CHECK(exits[0]["during"] == "running");
+  CHECK(exits[1]["during"] == "stopping");
+  CHECK(exits[1]["signal"] == "SIGTERM");
+}
+
+}  // namespace
+}  // namespace ctrun::launcher

@@ -1,0 +1,66 @@
+// Pipeline::Step's batch checks, on one stage (no pp group): a bad batch is
+// refused before the stage runs.
+#include <ATen/ATen.h>
+// torch pulls in glog, whose CHECK would replace Catch's.
+#undef CHECK
+#include <catch2/catch.hpp>
+
+#include "trainer/parallel/pipeline.h"
+
+namespace ct = ctrun::trainer;
+
+namespace {
+
+// The whole model in one stage: output = input * w, loss = mean(output).
+class OneStage : public ct::PipelineStage {
+ public:
+  at::Tensor StageForward(const at::Tensor& input) override {
+    ++forwards;
+    return input.to(at::kFloat) * weight;
+  }
+  at::Tensor StageLoss(const at::Tensor& output, const at::Tensor&) const override { return output.mean(); }
+  std::vector<int64_t> InputShape(int64_t batch) const override { return {batch, 3}; }
+  bool first() const override { return true; }
+  bool last() const override { return true; }
+
+  at::Tensor weight = at::ones({1}, at::kFloat).requires_grad_(true);
+  int forwards = 0;
+};
+
+ct::Pipeline MakePipeline(OneStage& stage, int micro_batches) {
+  return ct::Pipeline(&stage, nullptr, nullptr, ct::PipeSchedule::kGPipe, micro_batches);
+}
+
+}  // namespace
+
+TEST_CASE("a batch that divides into the micro-batches runs them all") {
+  OneStage stage;
+  ct::Pipeline pipeline = MakePipeline(stage, 2);
+  auto stats = pipeline.Step(at::ones({4, 3}, at::kLong), at::zeros({4, 3}, at::kLong));
+  REQUIRE(stats.ok());
+  CHECK(stage.forwards == 2);
+  CHECK(stats->loss == Approx(1.0));
+  CHECK(stage.weight.grad().item<double>() == Approx(1.0));
+}
+
+TEST_CASE("a batch not divisible by the micro-batch count is InvalidArgument") {
+  OneStage stage;
+  ct::Pipeline pipeline = MakePipeline(stage, 2);
+  auto stats = pipeline.Step(at::ones({5, 3}, at::kLong), at::zeros({5, 3}, at::kLong));
+  REQUIRE_FALSE(stats.ok());
+  CHECK(stats.status().IsInvalidArgument());
+  CHECK_THAT(stats.status().message(), Catch::Contains("5 rows") && Catch::Contains("2 micro-batches"));
+  CHECK(stage.forwards == 0);
+}
+
+TEST_CASE("an empty batch, a target count that differs, or no micro-batches is InvalidArgument") {
+  OneStage stage;
+  CHECK(MakePipeline(stage, 2).Step(at::ones({0, 3}, at::kLong), at::zeros({0, 3}, at::kLong))
+            .status().IsInvalidArgument());
+  CHECK(MakePipeline(stage, 2).Step(at::ones({4, 3}, at::kLong), at::zeros({2, 3}, at::kLong))
+            .status().IsInvalidArgument());
+  CHECK(MakePipeline(stage, 0).Step(at::ones({4, 3}, at::kLong), at::zeros({4, 3}, at::kLong))
+            .status().IsInvalidArgument());
+  CHECK(MakePipeline(stage, 1).Step(at::Tensor(), at::Tensor()).status().IsInvalidArgument());
+  CHECK(stage.forwards == 0);
+}

@@ -1,0 +1,35 @@
+#include "trainer/parallel/held_bytes.h"
+
+#include <algorithm>
+#include <cassert>
+#include <utility>
+
+namespace ctrun::trainer {
+
+HeldBytes::Lease::Lease(Lease&& other) noexcept
+    : owner_(std::exchange(other.owner_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+HeldBytes::Lease& HeldBytes::Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    Release();
+    owner_ = std::exchange(other.owner_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void HeldBytes::Lease::Release() {
+  if (owner_ == nullptr) return;
+  owner_->current_ -= bytes_;
+  owner_ = nullptr;
+  bytes_ = 0;
+}
+
+HeldBytes::Lease HeldBytes::Hold(int64_t bytes) {
+  assert(bytes >= 0);
+  current_ += bytes;
+  peak_ = std::max(peak_, current_);
+  return Lease(this, bytes);
+}
+
+}  // namespace ctrun::trainer
