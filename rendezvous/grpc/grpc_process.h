@@ -1,6 +1,6 @@
 // Process-wide settings of the gRPC runtime, made once by a process before it
 // creates its first channel or server: ctrun's multi-node path
-// (launcher/rdzv/grpc_setup.cc), `ctrun status` and ctrund
+// (launcher/rdzv/setup.cc), `ctrun status` and ctrund
 // (daemon_main.cc).
 #pragma once
 
