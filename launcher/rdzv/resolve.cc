@@ -90,14 +90,12 @@ Result<RendezvousPlan> ResolveEtcd(const LaunchConfig& config) {
 struct ServerSite {
   std::string host;
   int port = 0;
-  std::optional<int> hint_rank;
   bool host_it = false;
   bool inferred = false;  // host_it was not given as is_host
 };
 
 Result<ServerSite> ResolveServerSite(const LaunchConfig& config) {
-  ServerSite site{config.rdzv_host, config.rdzv_port, std::nullopt, false,
-                  !config.rdzv_conf.is_host.has_value()};
+  ServerSite site{config.rdzv_host, config.rdzv_port, false, !config.rdzv_conf.is_host.has_value()};
   if (config.rdzv_backend == RdzvBackend::kStatic) {
     if (config.min_nodes != config.max_nodes) {
       return Status::InvalidArgument("--nnodes " + std::to_string(config.min_nodes) + ":" +
@@ -109,7 +107,6 @@ Result<ServerSite> ResolveServerSite(const LaunchConfig& config) {
       site.host = config.master_addr;
       site.port = config.master_port + 1;
     }
-    site.hint_rank = config.node_rank;
     site.host_it = config.rdzv_conf.is_host.value_or(config.node_rank == 0);
     return site;
   }
@@ -118,7 +115,6 @@ Result<ServerSite> ResolveServerSite(const LaunchConfig& config) {
                                    " needs --rdzv-endpoint HOST[:PORT] (the same on every node)");
   }
   if (site.port == 0) site.port = kDefaultC10dPort;
-  if (config.node_rank_given) site.hint_rank = config.node_rank;
   site.host_it = config.rdzv_conf.is_host.value_or(IsLocalHost(site.host));
   return site;
 }
@@ -135,12 +131,12 @@ Result<RendezvousPlan> ResolveGrpc(const LaunchConfig& config, const Environment
   if (!plan.ok()) return plan;
 
   plan->endpoint = HostPort(site->host, site->port);
-  plan->hint_rank = site->hint_rank;
   plan->advertise_addr = config.local_addr.value_or("");
   plan->token = std::move(*token);
   plan->tls = std::move(*tls);
   plan->exit_barrier_timeout = config.exit_barrier_timeout;
   if (config.rdzv_backend == RdzvBackend::kStatic) {
+    plan->hint_rank = config.node_rank;  // group ranks are the node ranks
     plan->fixed_master = std::make_pair(config.master_addr, config.master_port);
   }
   // A node with tls_ca but no certificate of its own cannot serve TLS: it

@@ -80,8 +80,9 @@ struct RendezvousPlan {
 };
 
 // The plan for `config` (after ParseCommandLine). Reads the token and TLS
-// files (kGrpc only) and, for an inferred is_host, resolves --rdzv-endpoint's
-// host. Errors, all InvalidArgument: a combination the backend cannot serve
+// files (kGrpc only) and, for c10d, resolves --rdzv-endpoint's host to tell
+// whether it is this machine (IsLocalHost; the answer is used only when
+// is_host is not given). Errors, all InvalidArgument: a combination the backend cannot serve
 // (a missing endpoint, --rdzv-backend etcd or etcd-v2, MIN:MAX with the
 // static backend, tls_ca without a certificate on the hosting node), an
 // unreadable token or TLS file, machine parameters rdzv::ValidateParams

@@ -49,21 +49,17 @@ class GptStageImpl : public torch::nn::Module, public PipelineStage {
   // output. The last stage returns this rank's logits [B, S, vocab/tp];
   // the others the hidden state ([B, S, width], or [B, S/tp, width] with
   // sequence parallel).
+  // forward is torch's module convention; Forward is PipelineStage's.
   at::Tensor forward(const at::Tensor& input);
+  at::Tensor Forward(const at::Tensor& input) override { return forward(input); }
   // Mean cross-entropy of the last stage's `logits` against `targets`
   // [B, S] (vocabulary-parallel). Requires last().
-  at::Tensor Loss(const at::Tensor& logits, const at::Tensor& targets) const;
+  at::Tensor Loss(const at::Tensor& logits, const at::Tensor& targets) const override;
 
   // The shape of this stage's input activation for `batch` sequences
   // (stages > 0).
-  std::vector<int64_t> ActivationShape(int64_t batch) const;
+  std::vector<int64_t> ActivationShape(int64_t batch) const override;
 
-  // PipelineStage.
-  at::Tensor StageForward(const at::Tensor& input) override { return forward(input); }
-  at::Tensor StageLoss(const at::Tensor& output, const at::Tensor& targets) const override {
-    return Loss(output, targets);
-  }
-  std::vector<int64_t> InputShape(int64_t batch) const override { return ActivationShape(batch); }
   bool first() const override { return stage_ == 0; }
   bool last() const override { return stage_ == stages_ - 1; }
 

@@ -65,13 +65,13 @@ class StepRun {
     if (stage_.first()) {
       input = token_parts_[m];
     } else {
-      input = at::empty(stage_.InputShape(micro_rows_), at::kFloat);
+      input = at::empty(stage_.ActivationShape(micro_rows_), at::kFloat);
       pp_->Recv(input, rank_ - 1, ActivationTag(i))->wait();
       input.requires_grad_(true);
     }
     const double t0 = Now();
-    at::Tensor output = stage_.StageForward(input);
-    if (stage_.last()) output = stage_.StageLoss(output, target_parts_[m]) / micro_batches_;
+    at::Tensor output = stage_.Forward(input);
+    if (stage_.last()) output = stage_.Loss(output, target_parts_[m]) / micro_batches_;
     stats_.compute_seconds += Now() - t0;
     if (!stage_.last()) {
       at::Tensor sent = output.detach();

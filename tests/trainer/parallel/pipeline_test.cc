@@ -14,12 +14,12 @@ namespace {
 // The whole model in one stage: output = input * w, loss = mean(output).
 class OneStage : public ct::PipelineStage {
  public:
-  at::Tensor StageForward(const at::Tensor& input) override {
+  at::Tensor Forward(const at::Tensor& input) override {
     ++forwards;
     return input.to(at::kFloat) * weight;
   }
-  at::Tensor StageLoss(const at::Tensor& output, const at::Tensor&) const override { return output.mean(); }
-  std::vector<int64_t> InputShape(int64_t batch) const override { return {batch, 3}; }
+  at::Tensor Loss(const at::Tensor& output, const at::Tensor&) const override { return output.mean(); }
+  std::vector<int64_t> ActivationShape(int64_t batch) const override { return {batch, 3}; }
   bool first() const override { return true; }
   bool last() const override { return true; }
 
