@@ -5,6 +5,9 @@
 //   service_calls.cc   the RPC handlers and the end of a Join stream
 //   run_step.cc        StepRun: one event through a run's machine to the wire
 //   resume.cc          a Join that re-opens a broken stream
+// and the pieces it uses have files of their own: join_stream (a Join's
+// stream and the Outbox), call_check (token and version), listen_address,
+// grpc_logs.
 //
 // Locking: mu_ guards the members marked so. The functions grouped below as
 // requiring mu_ check it on entry (CheckedMutex::AssertHeld). gRPC calls on
@@ -81,9 +84,10 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
     kReturn,       // return it instead of routing it; route the others (KeepAlive's reply)
     kReturnAlone,  // return it and route nothing (a reconnecting Join)
   };
-  // One event for StepRun. `caller` and `caller_stream` must outlive the call.
+  // One event for StepRun (held by value: callers build it from temporaries).
+  // `caller` and `caller_stream` must outlive the call.
   struct RunEvent {
-    const Event& event;
+    Event event;
     TimePoint now;
     Save save = Save::kAlways;
     const NodeId* caller = nullptr;       // the node that sent the event, if one did
