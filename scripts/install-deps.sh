@@ -17,6 +17,10 @@ pkgs=(
   dpkg-dev file binutils
   # tests: process inspection, PID namespaces
   procps util-linux iproute2 iptables
+  # --numa-binding: the topology (hwloc); tests: worker stacks (gdb)
+  libhwloc-dev gdb
+  # the pip wheel (scripts/packaging/wheel.sh) and its test venv
+  python3-build python3-wheel python3-venv python3-pip
   # tests: a real HTTP client scrapes ctrund --metrics-port
   curl
   # tests: a real Slurm (slurmctld + slurmd, munge) on this host

@@ -16,7 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kDataDir = fs::path(__FILE__).parent_path() / "data";
+const fs::path kDataDir = fs::path(CTRUN_LOGS_TEST_DATA);
 
 // A fresh directory under the system temp dir, removed with its contents.
 class TempDir {

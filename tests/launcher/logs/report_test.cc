@@ -7,7 +7,7 @@
 namespace ctrun::launcher {
 namespace {
 
-const std::filesystem::path kDataDir = std::filesystem::path(__FILE__).parent_path() / "data";
+const std::filesystem::path kDataDir = std::filesystem::path(CTRUN_LOGS_TEST_DATA);
 
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> lines;
