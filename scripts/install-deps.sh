@@ -23,6 +23,8 @@ pkgs=(
   python3-build python3-wheel python3-venv python3-pip
   # tests: a real HTTP client scrapes ctrund --metrics-port
   curl
+  # tests: the live status page loaded in a real headless browser
+  chromium
   # tests: a real Slurm (slurmctld + slurmd, munge) on this host
   slurmctld slurmd slurm-client munge
   # tests: a real etcd cluster for --rdzv-backend etcd-v3
