@@ -8,9 +8,9 @@ way trycmd and cram do: every ```console block is a test.
     [exit 2]
     ```
 
-A line starting with `$ ` is a command (a line ending in `\\` continues it on
-the next line); the lines up to the next command are its expected output,
-stdout and stderr together. `[exit N]` as the last of them: the command
+A line starting with `$ ` is a command; it goes on over the lines that
+start with `> ` and the line after one ending in `\\`. The lines up to the
+next command are its expected output, stdout and stderr together. `[exit N]` as the last of them: the command
 exits with N (without it: 0). In expected output, `[..]` matches any text
 within one line and a line `...` matches any number of lines (none
 included). Trailing spaces and trailing empty lines are ignored.
@@ -109,9 +109,10 @@ def parse_blocks(path, text):
             number, line = body[j]
             if line.startswith("$ ") or line == "$":
                 text_ = line[2:]
-                while text_.endswith("\\") and j + 1 < len(body):
+                while j + 1 < len(body) and (text_.endswith("\\") or body[j + 1][1].startswith("> ")):
                     j += 1
-                    text_ += "\n" + body[j][1]
+                    nxt = body[j][1]
+                    text_ += "\n" + (nxt[2:] if nxt.startswith("> ") else nxt)
                 current = Command(number, text_, [])
                 block.commands.append(current)
             elif current is None:

@@ -24,6 +24,11 @@ PAGE = textwrap.dedent("""\
     $ echo one \\
         two
     one two
+    $ for x in a b; do
+    >   echo $x
+    > done
+    a
+    b
     $ ctrun --nnodes 3:2 train.py
     ctrun: error: --nnodes '3:2': MIN must not exceed MAX (use MIN:MAX with 0 < MIN <= MAX)
     [exit 2]
@@ -36,10 +41,11 @@ class ParseTest(unittest.TestCase):
         blocks = rx.parse_blocks("page.md", PAGE)
         self.assertEqual([b.line for b in blocks], [4, 8])
         self.assertEqual(blocks[0].skip, "needs two hosts")
-        echo, bad = blocks[1].commands
+        echo, loop, bad = blocks[1].commands
         self.assertEqual((echo.line, echo.text, echo.expected, echo.exit_code),
                          (9, "echo one \\\n    two", ["one two"], 0))
-        self.assertEqual((bad.line, bad.exit_code), (12, 2))
+        self.assertEqual(loop.text, "for x in a b; do\n  echo $x\ndone")
+        self.assertEqual((bad.line, bad.exit_code), (17, 2))
 
     def test_bad_blocks_are_refused_with_their_line(self):
         for text, why in [("```console\n$ true\n", "page.md:1: console block is not closed"),
@@ -78,13 +84,13 @@ class RunTest(unittest.TestCase):
     def test_an_output_changed_by_hand_fails_naming_file_and_line(self):
         out = self.run_page(PAGE.replace("MIN must not exceed MAX", "MIN must exceed MAX"))
         self.assertEqual(out.returncode, 1, out.stdout + out.stderr)
-        self.assertIn("FAIL docs/page.md:12: output of `ctrun --nnodes 3:2 train.py` differs", out.stdout)
+        self.assertIn("FAIL docs/page.md:17: output of `ctrun --nnodes 3:2 train.py` differs", out.stdout)
         self.assertIn("+ctrun: error: --nnodes '3:2': MIN must not exceed MAX", out.stdout)
 
     def test_a_wrong_exit_code_fails(self):
         out = self.run_page(PAGE.replace("[exit 2]", "[exit 1]"))
         self.assertEqual(out.returncode, 1, out.stdout + out.stderr)
-        self.assertIn("FAIL docs/page.md:12: `ctrun --nnodes 3:2 train.py` exited 2, the doc says 1", out.stdout)
+        self.assertIn("FAIL docs/page.md:17: `ctrun --nnodes 3:2 train.py` exited 2, the doc says 1", out.stdout)
 
     def test_a_block_runs_in_one_shell_in_a_scratch_directory(self):
         page = textwrap.dedent("""\
