@@ -265,6 +265,10 @@ def main(argv):
         for path, lines in wanted.items():
             with open(os.path.join(source_dir, path), encoding="utf-8") as f:
                 found = parse_blocks(path, f.read())
+            if lines - {b.line for b in found}:
+                raise BlockError(f"{path}: no console block opens on line(s) "
+                                 f"{', '.join(map(str, sorted(lines - {b.line for b in found})))} "
+                                 f"(blocks open on {', '.join(str(b.line) for b in found)})")
             blocks += [b for b in found if not lines or b.line in lines]
     except (BlockError, OSError) as e:
         print(f"run_examples: {e}", file=sys.stderr)
