@@ -16,11 +16,13 @@
 #include "launcher/logs/log_dir.h"
 #include "launcher/cli/nproc.h"
 #include "launcher/process/orphan_guard.h"
+#include "launcher/rdzv/resolve.h"
 #include "launcher/rdzv/setup.h"
 #include "launcher/status_command.h"
 #include "launcher/store/store_server.h"
 #include "launcher/process/worker_env.h"
 #include "launcher/process/workers.h"
+#include "rendezvous/machine/node_order.h"
 
 namespace {
 
@@ -79,6 +81,16 @@ int main(int argc, char** argv) {
   if (Status s = ResolveNprocPerNode(config, probe); !s.ok()) return UsageError(s);
   if (Status s = ResolveCommand(config, env); !s.ok()) return UsageError(s);
 
+  // A usage error, so it comes before anything is made (the guard, the
+  // store, the rendezvous, the log directory).
+  std::unique_ptr<EventLog> events;
+  if (config.events_file) {
+    Result<std::unique_ptr<EventLog>> opened =
+        EventLog::Open(*config.events_file, config.rdzv_id, rdzv::ToString(ThisNode(config)));
+    if (!opened.ok()) return UsageError(opened.status());
+    events = std::move(*opened);
+  }
+
   if (auto banner = OmpNumThreadsWarning(env, config.nproc_per_node)) {
     std::fprintf(stderr, "%s\n", banner->c_str());
     env["OMP_NUM_THREADS"] = "1";
@@ -121,12 +133,6 @@ int main(int argc, char** argv) {
   }
   Result<RunLogDir> log_dir = RunLogDir::Create(config.log_dir, config.rdzv_id);
   if (!log_dir.ok()) return UsageError(log_dir.status());
-  std::unique_ptr<EventLog> events;
-  if (config.events_file) {
-    Result<std::unique_ptr<EventLog>> opened = EventLog::Open(*config.events_file, config.rdzv_id);
-    if (!opened.ok()) return UsageError(opened.status());
-    events = std::move(*opened);
-  }
   WorkerSet workers(io, reaper, guard->get());
   Agent agent(io, config, env, **rdzv, workers, std::move(*log_dir), store.get(), events.get());
   agent.Start();

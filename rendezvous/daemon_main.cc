@@ -37,12 +37,8 @@ std::string ListenHost(const std::string& listen) {
   return host;
 }
 
-// A bad file or environment value: the message already names the fix.
-int BadInput(const std::string& message) {
-  std::fprintf(stderr, "ctrund: %s\n", message.c_str());
-  return kExitUsage;
-}
-
+// Every usage error (a bad flag, file or environment value; exit 2) ends
+// the same way, whether or not the message already names the fix.
 int Usage(const std::string& message) {
   std::fprintf(stderr, "ctrund: %s (see ctrund --help)\n", message.c_str());
   return kExitUsage;
@@ -126,9 +122,9 @@ int main(int argc, char** argv) {
   }
 
   ctrun::Result<std::string> token = ReadToken(flags);
-  if (!token.ok()) return BadInput(token.status().message());
+  if (!token.ok()) return Usage(token.status().message());
   ctrun::Result<ctrun::rdzv::TlsConfig> tls = LoadTls(flags);
-  if (!tls.ok()) return BadInput(tls.status().message());
+  if (!tls.ok()) return Usage(tls.status().message());
 
   auto logger = spdlog::stderr_color_mt("ctrund");
   spdlog::set_default_logger(logger);
@@ -153,8 +149,9 @@ int main(int argc, char** argv) {
   options.state_dir = flags.state_dir;
   auto server = ctrun::rdzv::RendezvousServer::Start(options);
   if (!server.ok()) {
+    if (server.status().IsInvalidArgument()) return Usage(server.status().message());
     std::fprintf(stderr, "ctrund: %s\n", server.status().message().c_str());
-    return server.status().IsInvalidArgument() ? kExitUsage : kExitFailure;
+    return kExitFailure;
   }
   std::printf("ctrund: serving rendezvous on %s%s\n", (*server)->address().c_str(),
               !tls->ServerSide() ? "" : tls->ca_pem.empty() ? " (TLS)" : " (TLS, client certificates required)");

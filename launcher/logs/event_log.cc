@@ -12,17 +12,18 @@
 
 namespace ctrun::launcher {
 
-Result<std::unique_ptr<EventLog>> EventLog::Open(const std::string& path, std::string run_id) {
+Result<std::unique_ptr<EventLog>> EventLog::Open(const std::string& path, std::string run_id,
+                                                 std::string node_id) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
     return Status::IOError("--events-file " + path + ": " + strerror(errno) +
                            " (give a writable path)");
   }
-  return std::unique_ptr<EventLog>(new EventLog(fd, std::move(run_id)));
+  return std::unique_ptr<EventLog>(new EventLog(fd, std::move(run_id), std::move(node_id)));
 }
 
-EventLog::EventLog(int fd, std::string run_id)
-    : fd_(fd), run_id_(std::move(run_id)), node_(HostName()) {}
+EventLog::EventLog(int fd, std::string run_id, std::string node_id)
+    : fd_(fd), run_id_(std::move(run_id)), node_(HostName()), node_id_(std::move(node_id)) {}
 
 EventLog::~EventLog() { ::close(fd_); }
 
@@ -30,7 +31,7 @@ void EventLog::Emit(std::string_view event, const nlohmann::ordered_json& fields
   const double now = std::chrono::duration<double>(
                          std::chrono::system_clock::now().time_since_epoch()).count();
   nlohmann::ordered_json line = {{"ts", now}, {"run_id", run_id_}, {"node", node_},
-                                 {"event", std::string(event)}};
+                                 {"node_id", node_id_}, {"event", std::string(event)}};
   if (fields.is_object()) {
     for (auto it = fields.begin(); it != fields.end(); ++it) line[it.key()] = it.value();
   }

@@ -3,7 +3,8 @@
 // members' sizes and the master), a worker started or exited (with its code),
 // a membership change, a missed heartbeat, a restart (with its cause), a
 // signal, the end. Every line carries "ts" (Unix time, seconds), "run_id",
-// "node" (this host) and "event".
+// "node" (this host's name), "node_id" (this agent as the rendezvous knows
+// it: --local-addr or the host name, '#', the agent's pid) and "event".
 //
 // Each line goes out in one write(2) on a file opened O_APPEND, so the agents
 // of several nodes may share a file on one host. Write errors are logged once
@@ -24,20 +25,23 @@ namespace ctrun::launcher {
 class EventLog {
  public:
   // Opens (creates, appends to) `path`. IOError naming the path on failure.
-  static Result<std::unique_ptr<EventLog>> Open(const std::string& path, std::string run_id);
+  // `node_id` is written as "node_id" on every line.
+  static Result<std::unique_ptr<EventLog>> Open(const std::string& path, std::string run_id,
+                                                std::string node_id);
   ~EventLog();
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
 
-  // Writes {"ts", "run_id", "node", "event", ...fields} as one line; `fields`
+  // Writes {"ts", "run_id", "node", "node_id", "event", ...fields} as one line; `fields`
   // must be a JSON object (or null).
   void Emit(std::string_view event, const nlohmann::ordered_json& fields = nullptr);
 
  private:
-  EventLog(int fd, std::string run_id);
+  EventLog(int fd, std::string run_id, std::string node_id);
   int fd_;
   std::string run_id_;
   std::string node_;
+  std::string node_id_;
   bool warned_ = false;
 };
 

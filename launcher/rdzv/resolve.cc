@@ -65,7 +65,7 @@ Result<RendezvousPlan> ResolveMember(const LaunchConfig& config, HandlerKind kin
   plan.run_id = config.rdzv_id;
   plan.local_world_size = config.nproc_per_node;
   plan.params = *params;
-  plan.node = rdzv::NodeId{config.local_addr.value_or(HostName()), ::getpid(), 0};
+  plan.node = ThisNode(config);
   plan.incarnation = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
   if (config.node_rank_given) plan.hint_rank = config.node_rank;
   plan.join_timeout = config.rdzv_conf.join_timeout;
@@ -170,6 +170,10 @@ Result<RendezvousPlan> ResolveRendezvous(const LaunchConfig& config, const Envir
   return Status::InvalidArgument(
       "--rdzv-backend etcd: ctrun does not speak etcd's rendezvous; use --rdzv-backend c10d "
       "(ctrun's gRPC rendezvous) with --rdzv-endpoint HOST:PORT");
+}
+
+rdzv::NodeId ThisNode(const LaunchConfig& config) {
+  return rdzv::NodeId{config.local_addr.value_or(HostName()), ::getpid(), 0};
 }
 
 std::optional<int> AgentStorePort(const LaunchConfig& config) {

@@ -89,6 +89,11 @@ struct RendezvousPlan {
 // refuses (naming the setting).
 Result<RendezvousPlan> ResolveRendezvous(const LaunchConfig& config, const Environment& env);
 
+// This agent's identity in the rendezvous: {--local-addr or the host name,
+// this process's pid, 0}. rdzv::ToString gives "node3#4242": `ctrun
+// status`'s NODE and the events file's "node_id".
+rdzv::NodeId ThisNode(const LaunchConfig& config);
+
 // The port this node's agent binds for the workers' store, or nullopt when
 // it hosts none (--no-agent-store; a static-backend node other than node
 // rank 0). 0 means any free port:

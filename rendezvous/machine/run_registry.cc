@@ -39,7 +39,7 @@ Result<RendezvousMachine*> RunRegistry::Find(const std::string& run_id) {
   std::string served;
   for (const auto& [id, machine] : runs_) served += (served.empty() ? "'" : ", '") + id + "'";
   return Status::NotFound("--rdzv-id '" + run_id + "' is not served here (serving " +
-                          (served.empty() ? std::string("none") : served) +
+                          (served.empty() ? std::string("no run yet") : served) +
                           "): give every node the same --rdzv-id");
 }
 

@@ -183,6 +183,8 @@ class BadInputTableTest(unittest.TestCase):
                 self.assertEqual(r.returncode, code, f"{name}: {args} {env}\n{r.stderr}")
                 self.assertEqual(len(lines), 1, f"{name}: {args}: not one line:\n{r.stderr}")
                 self.assertIn(self.fill(needle, port), lines[0], name)
+                if program == CTRUND and code == 2:  # every ctrund usage error ends the same way
+                    self.assertTrue(lines[0].endswith(" (see ctrund --help)"), f"{name}: {lines[0]}")
 
     def test_ctrun_rows(self):
         self.assertGreaterEqual(len(CTRUN_ROWS) + len(CTRUND_ROWS) + len(FILE_ROWS), 40)

@@ -4,6 +4,7 @@ variable `ctrun --help` lists, and relative links between docs resolve."""
 import os
 import re
 import subprocess
+import sys
 import unittest
 
 import harness as h
@@ -109,6 +110,42 @@ class MigrationTest(unittest.TestCase):
         self.assertIn("PET_NNODES", names)
         for name in sorted(names):
             self.assertRegex(text, rf"`{re.escape(name)}[ `=]", f"migration.md does not mention {name}")
+
+
+class ConsoleExamplesTest(unittest.TestCase):
+    """The console blocks tests/docs/run_examples.py runs (CTest docs.examples)
+    all parse, cover the pages a newcomer follows, and say why when skipped."""
+
+    def blocks(self):
+        sys.path.insert(0, os.path.join(SOURCE, "tests", "docs"))
+        try:
+            import run_examples
+        finally:
+            sys.path.pop(0)
+        found = []
+        for path in run_examples.doc_files(SOURCE):
+            with open(os.path.join(SOURCE, path), encoding="utf-8") as f:
+                found += run_examples.parse_blocks(path, f.read())
+        return found
+
+    def test_enough_blocks_run_from_the_pages_a_newcomer_follows(self):
+        blocks = self.blocks()
+        ran = [b for b in blocks if not b.skip]
+        self.assertGreaterEqual(len(ran), 60)
+        pages = {b.path for b in ran}
+        for page in ("quickstart", "migration", "troubleshooting", "metrics", "events", "trainer"):
+            self.assertIn(f"docs/{page}.md", pages)
+        for b in blocks:
+            if b.skip:
+                self.assertGreater(len(b.skip.split()), 2, f"{b.path}:{b.line}: say why it is skipped")
+
+    def test_every_usage_error_example_shows_exit_2(self):
+        for b in self.blocks():
+            for c in b.commands:
+                if any(line.startswith("ctrun: error:")
+                       or line.startswith("ctrund: ") and line.endswith("(see ctrund --help)")
+                       for line in c.expected):
+                    self.assertEqual(c.exit_code, 2, f"{b.path}:{c.line}: a usage error exits 2")
 
 
 class LinksTest(unittest.TestCase):

@@ -1,7 +1,9 @@
 """--events-file / CTRUN_EVENTS_FILE: one JSON line per agent event, in
-order, through a failure, a restart and a success."""
+order, through a failure, a restart and a success; each line names the agent
+(node_id) so agents sharing a host and a file can be told apart."""
 import json
 import os
+import socket
 import unittest
 
 import harness as h
@@ -40,10 +42,32 @@ class EventsTest(unittest.TestCase):
         times = [e["ts"] for e in events]
         self.assertEqual(times, sorted(times))
 
-    def test_unwritable_path_is_a_usage_error(self):
-        r = h.run(["--events-file", "/nonexistent/dir/e.jsonl", "--no-python", "/bin/true"], timeout=30)
+    def test_unwritable_path_is_a_usage_error_that_creates_nothing(self):
+        tmp = h.tempdir(self)
+        r = h.run(["--events-file", "/nonexistent/dir/e.jsonl", "--no-python", "/bin/true"],
+                  env=h.base_env(TMPDIR=tmp), timeout=30)
         self.assertEqual(r.returncode, 2)
         self.assertIn("--events-file /nonexistent/dir/e.jsonl: No such file or directory", r.stderr)
+        self.assertEqual(os.listdir(tmp), [], "a usage error must leave no log directory behind")
+
+    def test_two_agents_on_one_host_are_told_apart_by_node_id(self):
+        d = h.tempdir(self)
+        path = os.path.join(d, "events.jsonl")
+        with socket.socket() as s:  # a free port for the rendezvous one of the agents hosts
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        procs = [h.start(["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                          "--rdzv-id", "pair", "--local-addr", addr, "--events-file", path,
+                          "--no-python", "/bin/true"]) for addr in ("127.0.0.1", "127.0.0.2")]
+        outs = h.finish(self, procs, timeout=60)
+        self.assertEqual([p.returncode for p in procs], [0, 0], [err for _, err in outs])
+        with open(path) as f:
+            events = [json.loads(line) for line in f]
+        ids = {f"{addr}#{p.pid}" for addr, p in zip(("127.0.0.1", "127.0.0.2"), procs)}
+        self.assertEqual({e["node_id"] for e in events}, ids)
+        self.assertEqual(len({e["node"] for e in events}), 1)  # the host name, the same for both
+        ranks = {e["node_id"]: e["group_rank"] for e in events if e["event"] == "round_complete"}
+        self.assertEqual(sorted(ranks.values()), [0, 1])
 
 
 if __name__ == "__main__":

@@ -141,7 +141,7 @@ class AgentFixture {
   void Start() {
     Result<RunLogDir> log_dir = RunLogDir::Create(config.log_dir, config.rdzv_id);
     REQUIRE(log_dir.ok());
-    Result<std::unique_ptr<EventLog>> events = EventLog::Open(dir_ + "/events.jsonl", "test");
+    Result<std::unique_ptr<EventLog>> events = EventLog::Open(dir_ + "/events.jsonl", "test", "node0#7");
     REQUIRE(events.ok());
     events_ = std::move(*events);
     agent_ = std::make_unique<Agent>(io, config, Environment{}, rdzv, workers,
@@ -222,6 +222,7 @@ TEST_CASE_METHOD(AgentFixture, "agent: every worker exiting 0 stops the group an
   Poll();
   CheckFinished(Agent::State::kSucceeded, kExitSuccess, ShutdownReason::kSucceeded);
   CHECK(EventsNamed("restart").empty());
+  for (const Json& e : Events()) CHECK(e["node_id"] == "node0#7");
 }
 
 TEST_CASE_METHOD(AgentFixture, "agent: a failed worker stops the group and restarts it, charged") {

@@ -1,7 +1,9 @@
 """The example worker fails with one clear line and a non-zero exit, and
 overwrites nothing, when: it was not started by a launcher, the store is
 unreachable, the checkpoint is corrupt or from another run, or the dataset is
-missing. It also writes the message to TORCHELASTIC_ERROR_FILE."""
+missing. It also writes the message to TORCHELASTIC_ERROR_FILE, bad flags
+(exit 2) included, as ctrun-gpt does for its --mesh errors. A missing
+--checkpoint-dir is made, as os.makedirs(exist_ok=True) would."""
 import json
 import os
 import shutil
@@ -74,9 +76,42 @@ class WorkerErrorsTest(unittest.TestCase):
         with open(path, "rb") as f:
             self.assertEqual(f.read(), before)
 
+    def error_file_env(self, rank, world):
+        self.error_file = os.path.join(self.tmp, "error.json")
+        return rank_env(rank, world, free_port(), {"TORCHELASTIC_ERROR_FILE": self.error_file})
+
+    def error_file_message(self):
+        with open(self.error_file) as f:
+            return json.load(f)["message"]
+
     def test_bad_flag(self):
-        line = self.run_worker(["--batch-size", "0"], rank_env(0, 1, free_port()))
+        line = self.run_worker(["--batch-size", "0"], self.error_file_env(0, 1))
         self.assertIn("--batch-size 0: must be at least 1", line)
+        self.assertEqual("ctrun-fashion-mnist: " + self.error_file_message(), line)
+
+    def test_missing_checkpoint_dir_is_made(self):
+        ckpt = os.path.join(self.tmp, "a", "b")
+        ok = subprocess.run([self.worker, *SMALL, "--checkpoint-dir", ckpt], env=rank_env(0, 1, free_port()),
+                            capture_output=True, text=True, timeout=90)
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        self.assertTrue(os.path.isfile(os.path.join(ckpt, "checkpoint.pt")))
+
+    def test_checkpoint_dir_that_is_a_file(self):
+        path = os.path.join(self.tmp, "file")
+        open(path, "w").close()
+        line = self.run_worker(SMALL + ["--checkpoint-dir", path], rank_env(0, 1, free_port()))
+        self.assertIn(f"--checkpoint-dir '{path}' exists and is not a directory", line)
+
+    def test_gpt_mesh_error_goes_to_the_error_file(self):
+        gpt = binary("trainer/apps/ctrun-gpt")
+        p = subprocess.run([gpt, "--mesh", "pp=2,dp=2,tp=2"], env=self.error_file_env(0, 4),
+                           capture_output=True, text=True, timeout=90)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("pp*dp*tp = 8 but WORLD_SIZE is 4", self.error_file_message())
+        p = subprocess.run([gpt, "--mesh", "tp=two"], env=self.error_file_env(0, 4),
+                           capture_output=True, text=True, timeout=90)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--mesh 'tp=two'", self.error_file_message())
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@
 #include <glog/logging.h>
 #endif
 
+#include "trainer/apps/error_file.h"
 #include "trainer/apps/fashion_mnist_worker.h"
 #include "trainer/apps/train_flags.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -27,33 +28,6 @@ namespace {
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string JsonEscape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-// torchrun's error-file contract: the launcher reports this message as the
-// root cause instead of "exit code 1".
-void WriteErrorFile(const std::string& message) {
-  const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
-  if (path == nullptr || *path == '\0') return;
-  std::ofstream out(path, std::ios::trunc);
-  out << "{\"message\": \"" << JsonEscape(message) << "\", \"timestamp\": "
-      << static_cast<long long>(std::time(nullptr)) << "}\n";
 }
 
 // Loss sum and correct count of `model` over test samples rank, rank+R, ...
@@ -313,6 +287,7 @@ int main(int argc, char** argv) {
   auto flags = ParseTrainFlags(std::vector<std::string>(argv + 1, argv + argc));
   if (!flags.ok()) {
     std::fprintf(stderr, "ctrun-fashion-mnist: %s\n", flags.status().message().c_str());
+    WriteErrorFile(flags.status().message());
     return 2;
   }
   if (flags->help) {

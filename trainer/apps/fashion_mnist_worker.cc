@@ -39,6 +39,22 @@ void SetThreads(Worker& w) {
   if (w.flags.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
 }
 
+// --checkpoint-dir, made with its parents when missing (as Python's
+// os.makedirs(exist_ok=True)); a path that exists and is not a directory is
+// an error. Every rank may race to make it: that is harmless.
+Status MakeCheckpointDir(const std::string& dir) {
+  if (dir.empty()) return Status::Ok();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (std::filesystem::is_directory(dir)) return Status::Ok();
+  if (std::filesystem::exists(dir)) {
+    return Status::InvalidArgument("--checkpoint-dir '" + dir +
+                                   "' exists and is not a directory; give a directory (it is made if missing)");
+  }
+  return Status::IOError("--checkpoint-dir '" + dir + "': cannot create it (" +
+                         (ec ? ec.message() : std::string("unknown error")) + "); give a writable directory");
+}
+
 // Data first: a missing dataset must fail before anything is written.
 Status LoadData(Worker& w) {
   auto train = LoadFashionMnist(w.flags.data_dir, "train", w.flags.train_limit);
@@ -47,11 +63,7 @@ Status LoadData(Worker& w) {
   auto test = LoadFashionMnist(w.flags.data_dir, "t10k", w.flags.test_limit);
   if (!test.ok()) return test.status();
   w.test = std::move(*test);
-  if (!w.flags.checkpoint_dir.empty() && !std::filesystem::is_directory(w.flags.checkpoint_dir)) {
-    return Status::NotFound("--checkpoint-dir '" + w.flags.checkpoint_dir +
-                            "' is not a directory; create it first");
-  }
-  return Status::Ok();
+  return MakeCheckpointDir(w.flags.checkpoint_dir);
 }
 
 Status Connect(Worker& w, CommBackend backend) {

@@ -17,6 +17,7 @@
 #include <glog/logging.h>
 #endif
 
+#include "trainer/apps/error_file.h"
 #include "trainer/apps/gpt_flags.h"
 #include "trainer/parallel/ddp.h"
 #include "trainer/comm/device_mesh.h"
@@ -323,6 +324,7 @@ int main(int argc, char** argv) {
   auto flags = ParseGptFlags(std::vector<std::string>(argv + 1, argv + argc));
   if (!flags.ok()) {
     std::fprintf(stderr, "ctrun-gpt: %s\n", flags.status().message().c_str());
+    WriteErrorFile(flags.status().message());
     return kExitUsage;
   }
   if (flags->help) {
@@ -337,6 +339,7 @@ int main(int argc, char** argv) {
   }
   if (!failure.status.ok()) {
     std::fprintf(stderr, "ctrun-gpt: %s\n", failure.status.message().c_str());
+    WriteErrorFile(failure.status.message());
     return failure.code;
   }
   return 0;

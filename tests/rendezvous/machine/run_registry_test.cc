@@ -26,6 +26,9 @@ TEST_CASE("Fixed mode serves only the runs added") {
 TEST_CASE("Auto-create mode makes a run on its first join, with that join's params") {
   RunRegistry r(RunRegistry::Mode::kAutoCreate);
   CHECK(r.Find("job").status().IsNotFound());
+  // Not "(serving none)", which reads like the default run id `none`.
+  CHECK(r.Find("job").status().message() ==
+        "--rdzv-id 'job' is not served here (serving no run yet): give every node the same --rdzv-id");
   Result<RendezvousMachine*> m = r.FindForJoin("job", Nodes(2, 3));
   REQUIRE(m.ok());
   CHECK((*m)->params().max_nodes == 3);
