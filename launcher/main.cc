@@ -78,6 +78,11 @@ int main(int argc, char** argv) {
   SystemProbe probe;
   if (Status s = ResolveNprocPerNode(config, probe); !s.ok()) return UsageError(s);
   if (Status s = ResolveCommand(config, env); !s.ok()) return UsageError(s);
+  if (config.virtual_local_rank) {
+    if (std::string why = CheckVirtualLocalRank(env, config.nproc_per_node); !why.empty()) {
+      return UsageError(Status::InvalidArgument(why));
+    }
+  }
 
   if (auto banner = OmpNumThreadsWarning(env, config.nproc_per_node)) {
     std::fprintf(stderr, "%s\n", banner->c_str());
@@ -126,6 +131,14 @@ int main(int argc, char** argv) {
     Result<std::unique_ptr<EventLog>> opened = EventLog::Open(*config.events_file, config.rdzv_id);
     if (!opened.ok()) return UsageError(opened.status());
     events = std::move(*opened);
+  }
+  // torchrun's --event-log-handler console: every event on stderr too.
+  if (config.event_log_handler == "console") {
+    if (events) {
+      events->AlsoToStderr();
+    } else {
+      events = EventLog::ToStderr(config.rdzv_id);
+    }
   }
   WorkerSet workers(io, reaper, guard->get());
   Agent agent(io, config, env, **rdzv, workers, std::move(*log_dir), store.get(), events.get());
