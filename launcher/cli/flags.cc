@@ -67,10 +67,14 @@ std::vector<FlagSpec> BuildTable() {
        K::kValue,
        CTRUN_APPLY(auto s = PositiveSeconds(v, "0.1"); if (!s.ok()) return s.status();
                    c.monitor_interval = *s; return Status::Ok();),
-       "SECONDS", "Accepted for compatibility; ctrun sees worker exits at once.", G::kLaunch},
+       "SECONDS",
+       "How often torchrun polls its workers; ctrun sees each exit at once, never later than this.",
+       G::kLaunch},
       {"--start-method", {"--start-method", "--start_method"}, "PET_START_METHOD", "spawn", K::kValue,
        CTRUN_APPLY(return ApplyChoice(v, {"spawn", "fork", "forkserver"}, c.start_method);), "METHOD",
-       "spawn, fork or forkserver; accepted for compatibility.", G::kLaunch},
+       "spawn, fork or forkserver: torchrun's start method, used only by --run-path; ctrun always forks and "
+       "execs each worker.",
+       G::kLaunch},
       {"--event-log-handler", {"--event-log-handler", "--event_log_handler"}, "PET_EVENT_LOG_HANDLER", "null",
        K::kValue, CTRUN_APPLY(std::string s; CTRUN_RETURN_IF_ERROR(
                                   ApplyChoice(v, {"null", "console", "dynamic_rendezvous"}, s));
