@@ -110,6 +110,15 @@ class EventLogHandlerTest(unittest.TestCase):
         # The same events as the file, line for line.
         self.assertEqual(on_stderr, self.json_lines(read(events_file)))
 
+    def test_console_alone_needs_no_events_file(self):
+        r = h.run(["--nproc-per-node", "1", "--no-python", "/bin/true"],
+                  env=h.base_env(PET_EVENT_LOG_HANDLER="console", PET_EVENTS_FILE=None, CTRUN_EVENTS_FILE=None))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        events = self.json_lines(r.stderr)
+        self.assertEqual([e["event"] for e in events if e["event"] in ("worker_started", "worker_exited")],
+                         ["worker_started", "worker_exited"], r.stderr)
+        self.assertTrue(all(e["run_id"] == "none" for e in events))
+
     def test_null_and_dynamic_rendezvous_print_none(self):
         for name in ("null", "dynamic_rendezvous"):
             r = h.run(["--nproc-per-node", "1", "--no-python", "/bin/true"],
