@@ -36,11 +36,12 @@ const char* StateName(Agent::State s) {
   return "?";
 }
 
-// Where one of a worker's streams goes: a pipe to tee, a file only, the
-// console (inherited), or nowhere when the rank is filtered off the console.
-StdioTarget ChooseTarget(bool tee, bool redirect, bool on_console, const std::string& path) {
+// Where one of a worker's streams goes: a pipe to read (tee, filters), a
+// file only, the console (inherited), or nowhere when the rank is filtered
+// off the console.
+StdioTarget ChooseTarget(bool pipe, bool redirect, bool on_console, const std::string& path) {
   StdioTarget t;
-  if (tee) {
+  if (pipe) {
     t.mode = StdioTarget::Mode::kPipe;
   } else if (redirect) {
     t.mode = StdioTarget::Mode::kFile;
@@ -154,6 +155,7 @@ RoundEnv Agent::MakeRoundEnv(const Round& round) const {
   round_env.run_id = round.run_id;
   round_env.use_agent_store = round.use_agent_store;
   round_env.role = config_.role;
+  round_env.virtual_local_rank = config_.virtual_local_rank;
   for (int sig : config_.signals_to_handle) round_env.signals_to_handle_names.push_back(SignalName(sig));
   return round_env;
 }
@@ -166,10 +168,11 @@ WorkerSpec Agent::MakeSpec(const WorkerRanks& r, const RoundEnv& round_env) cons
   spec.env = ToEnvStrings(BuildWorkerEnv(
       env_, r, round_env, log_dir_.ErrorFile(restart_count_, lr),
       config_.heartbeat_timeout > Seconds(0) ? HeartbeatFile(lr) : std::string()));
-  spec.out = ChooseTarget(config_.tee.Stdout(lr), config_.redirects.Stdout(lr), OnConsole(lr),
-                          log_dir_.StdoutFile(restart_count_, lr));
-  spec.err = ChooseTarget(config_.tee.Stderr(lr), config_.redirects.Stderr(lr), OnConsole(lr),
-                          log_dir_.StderrFile(restart_count_, lr));
+  // A stream with --duplicate-*-filters is read from a pipe, tee'd or not.
+  spec.out = ChooseTarget(config_.tee.Stdout(lr) || !config_.duplicate_stdout_filters.empty(),
+                          config_.redirects.Stdout(lr), OnConsole(lr), log_dir_.StdoutFile(restart_count_, lr));
+  spec.err = ChooseTarget(config_.tee.Stderr(lr) || !config_.duplicate_stderr_filters.empty(),
+                          config_.redirects.Stderr(lr), OnConsole(lr), log_dir_.StderrFile(restart_count_, lr));
   return spec;
 }
 
@@ -198,29 +201,55 @@ void Agent::StartHeartbeat() {
       std::move(files), [this](const HeartbeatMiss& miss) { OnHeartbeatMiss(miss); });
 }
 
+std::unique_ptr<FilteredLog> Agent::OpenFilteredLog(const std::vector<std::string>& filters,
+                                                    const std::string& path) const {
+  if (filters.empty()) return nullptr;
+  Result<std::unique_ptr<FilteredLog>> log = FilteredLog::Open(path, filters);
+  if (!log.ok()) {
+    spdlog::warn("{}", log.status().message());
+    return nullptr;
+  }
+  return std::move(*log);
+}
+
 void Agent::StartTees(const std::vector<std::pair<int, int>>& pipes) {
+  filtered_stdout_ = OpenFilteredLog(config_.duplicate_stdout_filters,
+                                     log_dir_.FilteredStdoutFile(restart_count_));
+  filtered_stderr_ = OpenFilteredLog(config_.duplicate_stderr_filters,
+                                     log_dir_.FilteredStderrFile(restart_count_));
   for (size_t i = 0; i < ranks_.size(); ++i) {
     const int lr = ranks_[i].local_rank;
     const std::string prefix =
         ExpandLinePrefix(config_.log_line_prefix_template, config_.role, ranks_[i].rank, lr);
-    const bool console = OnConsole(lr);
-    StartTee(pipes[i].first, log_dir_.StdoutFile(restart_count_, lr),
-             console ? STDOUT_FILENO : -1, prefix);
-    StartTee(pipes[i].second, log_dir_.StderrFile(restart_count_, lr),
-             console ? STDERR_FILENO : -1, prefix);
+    StartTee(pipes[i].first, config_.tee.Stdout(lr), config_.redirects.Stdout(lr), OnConsole(lr),
+             log_dir_.StdoutFile(restart_count_, lr), STDOUT_FILENO, prefix, filtered_stdout_.get());
+    StartTee(pipes[i].second, config_.tee.Stderr(lr), config_.redirects.Stderr(lr), OnConsole(lr),
+             log_dir_.StderrFile(restart_count_, lr), STDERR_FILENO, prefix, filtered_stderr_.get());
   }
 }
 
-void Agent::StartTee(int pipe_fd, const std::string& path, int console_fd,
-                     const std::string& prefix) {
+// A tee'd stream goes to its file and (on a console rank) to the console,
+// prefixed; a stream piped only for a filter goes where it would have gone
+// without the pipe: its file (--redirects), else the console, unprefixed.
+void Agent::StartTee(int pipe_fd, bool tee, bool redirect, bool on_console, const std::string& path,
+                     int console_fd, const std::string& prefix, FilteredLog* filtered) {
   if (pipe_fd < 0) return;
-  int file_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (file_fd < 0) spdlog::warn("cannot open log file {}: {}", path, strerror(errno));
+  int file_fd = -1;
+  if (tee || redirect) {
+    file_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (file_fd < 0) spdlog::warn("cannot open log file {}: {}", path, strerror(errno));
+  }
+  const bool console = on_console && (tee || !redirect);
+  TeeOptions options;
+  options.prefix_console = tee;
+  options.filtered = filtered;
   ++open_tees_;
-  tees_.push_back(std::make_unique<StreamTee>(io_, pipe_fd, file_fd, console_fd, prefix, [this] {
-    --open_tees_;
-    EndStopIfDrained();
-  }));
+  tees_.push_back(std::make_unique<StreamTee>(io_, pipe_fd, file_fd, console ? console_fd : -1, prefix,
+                                              [this] {
+                                                --open_tees_;
+                                                EndStopIfDrained();
+                                              },
+                                              options));
 }
 
 void Agent::OnWorkerExit(const WorkerExit& e) {

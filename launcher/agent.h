@@ -59,6 +59,7 @@
 
 #include "launcher/cli/config.h"
 #include "launcher/logs/event_log.h"
+#include "launcher/logs/filtered_log.h"
 #include "launcher/process/heartbeat.h"
 #include "launcher/logs/log_dir.h"
 #include "launcher/rdzv/rendezvous_handler.h"
@@ -139,9 +140,15 @@ class Agent {
   WorkerSpec MakeSpec(const WorkerRanks& ranks, const RoundEnv& round_env) const;
   void EmitWorkersStarted();
   void StartHeartbeat();
-  // Tees each pipe of `pipes` (per worker: stdout, stderr; -1 none).
+  // Tees each pipe of `pipes` (per worker: stdout, stderr; -1 none), and
+  // opens this attempt's --duplicate-*-filters files.
   void StartTees(const std::vector<std::pair<int, int>>& pipes);
-  void StartTee(int pipe_fd, const std::string& path, int console_fd, const std::string& prefix);
+  void StartTee(int pipe_fd, bool tee, bool redirect, bool on_console, const std::string& path,
+                int console_fd, const std::string& prefix, FilteredLog* filtered);
+  // The filtered log at `path`, or null when `filters` is empty or the file
+  // cannot be made (a warning; the job goes on).
+  std::unique_ptr<FilteredLog> OpenFilteredLog(const std::vector<std::string>& filters,
+                                               const std::string& path) const;
   bool OnConsole(int local_rank) const;
   void OnWorkerExit(const WorkerExit& exit);
   void EmitWorkerExited(const WorkerExit& exit);
@@ -184,6 +191,9 @@ class Agent {
   std::vector<WorkerRanks> ranks_;
   int running_ = 0;
   std::vector<WorkerFailure> failures_;
+  // Declared before tees_, which borrow them: destroyed after.
+  std::unique_ptr<FilteredLog> filtered_stdout_;
+  std::unique_ptr<FilteredLog> filtered_stderr_;
   std::vector<std::unique_ptr<StreamTee>> tees_;
   int open_tees_ = 0;
   std::unique_ptr<HeartbeatWatcher> heartbeat_;  // null when --heartbeat-timeout is 0

@@ -80,6 +80,11 @@ int main(int argc, char** argv) {
   SystemProbe probe;
   if (Status s = ResolveNprocPerNode(config, probe); !s.ok()) return UsageError(s);
   if (Status s = ResolveCommand(config, env); !s.ok()) return UsageError(s);
+  if (config.virtual_local_rank) {
+    if (std::string why = CheckVirtualLocalRank(env, config.nproc_per_node); !why.empty()) {
+      return UsageError(Status::InvalidArgument(why));
+    }
+  }
 
   // A usage error, so it comes before anything is made (the guard, the
   // store, the rendezvous, the log directory).
@@ -89,6 +94,14 @@ int main(int argc, char** argv) {
         EventLog::Open(*config.events_file, config.rdzv_id, rdzv::ToString(ThisNode(config)));
     if (!opened.ok()) return UsageError(opened.status());
     events = std::move(*opened);
+  }
+  // torchrun's --event-log-handler console: every event on stderr too.
+  if (config.event_log_handler == "console") {
+    if (events) {
+      events->AlsoToStderr();
+    } else {
+      events = EventLog::ToStderr(config.rdzv_id, rdzv::ToString(ThisNode(config)));
+    }
   }
 
   if (auto banner = OmpNumThreadsWarning(env, config.nproc_per_node)) {

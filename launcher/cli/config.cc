@@ -171,9 +171,15 @@ Status ApplyTable(const Tokens& tokens, const Environment& env, const SlurmEnv* 
       given = explicit_it->second;
     } else if (env_it != env.end()) {
       given = {env_it->second, std::string(flag.env)};
-      if (flag.kind == FlagKind::kSwitch && given.value != "1" && given.value != "0") {
-        return Status::InvalidArgument(fmt::format("{} '{}': must be 1 or 0 (set {}=1 to turn {} on, {}=0 for off)",
-                                                   flag.env, given.value, flag.env, flag.name, flag.env));
+      if (flag.kind == FlagKind::kSwitch) {
+        // torchrun's check_env: bool(int(value)).
+        std::optional<bool> on = ParseSwitchEnv(given.value);
+        if (!on) {
+          return Status::InvalidArgument(fmt::format(
+              "{} '{}': must be an integer, 0 for off or any other for on (e.g. {}=1 turns {} on)",
+              flag.env, given.value, flag.env, flag.name));
+        }
+        given.value = *on ? "1" : "0";
       }
     } else if (auto from_slurm = slurm ? slurm->DefaultFor(flag.name, config, user)
                                        : Result<std::optional<SlurmDefault>>(std::nullopt);
@@ -197,19 +203,29 @@ Status ApplyTable(const Tokens& tokens, const Environment& env, const SlurmEnv* 
   return Status::Ok();
 }
 
-Status ReadOtherEnvironment(const Environment& env, LaunchConfig& config) {
-  if (auto it = env.find("TORCH_ELASTIC_SHUTDOWN_TIMEOUT"); it != env.end()) {
-    double secs = -1;
-    const std::string& v = it->second;
-    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), secs);
-    if (v.empty() || ec != std::errc() || end != v.data() + v.size() || !std::isfinite(secs) || secs < 0) {
-      return Status::InvalidArgument(fmt::format(
-          "TORCH_ELASTIC_SHUTDOWN_TIMEOUT '{}': must be a number of seconds >= 0 (e.g. 30)", v));
-    }
-    config.shutdown_grace = Seconds(secs);
-  } else {
+// torch's launcher: --shutdown-timeout (or PET_SHUTDOWN_TIMEOUT) wins, then
+// TORCH_ELASTIC_SHUTDOWN_TIMEOUT, then 30 s. Unlike torch's int(), the
+// variable may hold a fraction of a second.
+Status ResolveShutdownGrace(const Environment& env, LaunchConfig& config) {
+  if (config.shutdown_timeout_given) return Status::Ok();  // the table row set it
+  auto it = env.find("TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+  if (it == env.end()) {
     config.shutdown_grace = Seconds(kDefaultShutdownGrace);
+    return Status::Ok();
   }
+  double secs = -1;
+  const std::string& v = it->second;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), secs);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size() || !std::isfinite(secs) || secs < 0) {
+    return Status::InvalidArgument(fmt::format(
+        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT '{}': must be a number of seconds >= 0 (e.g. 30)", v));
+  }
+  config.shutdown_grace = Seconds(secs);
+  return Status::Ok();
+}
+
+Status ReadOtherEnvironment(const Environment& env, LaunchConfig& config) {
+  CTRUN_RETURN_IF_ERROR(ResolveShutdownGrace(env, config));
   if (auto it = env.find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); it != env.end()) {
     config.log_line_prefix_template = it->second;
   }

@@ -54,7 +54,9 @@ struct ParsedArgs {
 //
 // Each setting comes from the explicit flag, else its PET_* variable, else
 // its SLURM_* default inside a Slurm step, else the table default; PET_* values pass the same checks as flags, and on/off
-// flags read PET_*=1 or 0 only.
+// flags read PET_* as torchrun does, bool(int(value)): any integer, 0 is off.
+// --shutdown-timeout (PET_SHUTDOWN_TIMEOUT) wins over
+// TORCH_ELASTIC_SHUTDOWN_TIMEOUT, which wins over 30 s.
 //
 // On success with action kRun, `config` is complete except for what needs the
 // machine or the file system:

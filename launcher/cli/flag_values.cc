@@ -280,6 +280,49 @@ Status ApplySwitch(std::string_view v, bool& out) {
   return Status::Ok();
 }
 
+std::optional<bool> ParseSwitchEnv(std::string_view v) {
+  // Python's int(): whitespace around, one sign, digits with single '_'
+  // between them; the value's size does not matter, only whether it is 0.
+  v = Trim(v);
+  if (!v.empty() && (v.front() == '+' || v.front() == '-')) v.remove_prefix(1);
+  if (v.empty() || v.front() == '_' || v.back() == '_') return std::nullopt;
+  bool nonzero = false;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const char ch = v[i];
+    if (ch == '_') {
+      if (v[i - 1] == '_') return std::nullopt;
+      continue;
+    }
+    if (ch < '0' || ch > '9') return std::nullopt;
+    nonzero = nonzero || ch != '0';
+  }
+  return nonzero;
+}
+
+Status ApplyShutdownTimeout(std::string_view v, Seconds& out) {
+  auto n = ParseInt(Trim(v));
+  if (!n || *n < 0 || *n > 1'000'000'000) {
+    return Bad("must be a whole number of seconds >= 0 (e.g. 60)");
+  }
+  out = Seconds(static_cast<double>(*n));
+  return Status::Ok();
+}
+
+std::vector<std::string> ParseFilterList(std::string_view v) {
+  std::vector<std::string> out(1);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] != ',') {
+      out.back().push_back(v[i]);
+    } else if (i + 1 < v.size() && v[i + 1] == ',') {
+      out.back().push_back(',');  // ",," is one literal comma, pairs taken left to right
+      ++i;
+    } else {
+      out.emplace_back();
+    }
+  }
+  return out;
+}
+
 std::optional<std::string> NoneIfEmpty(std::string_view v) {
   if (v.empty()) return std::nullopt;
   return std::string(v);

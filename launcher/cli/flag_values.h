@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.h"
 #include "base/status.h"
@@ -37,6 +38,21 @@ Status ApplyChoice(std::string_view v, std::initializer_list<std::string_view> c
 
 // A kSwitch value: "1" is on, anything else ("0") off. Never fails.
 Status ApplySwitch(std::string_view v, bool& out);
+
+// A PET_* value of an on/off flag, read as torchrun's check_env reads it,
+// bool(int(v)): Python's int() syntax (surrounding spaces, a sign, '_'
+// between digits), any integer; non-zero is on. nullopt for anything else.
+std::optional<bool> ParseSwitchEnv(std::string_view v);
+
+// --shutdown-timeout: a whole number of seconds >= 0 (torch: type=int,
+// negative refused) into `out`.
+Status ApplyShutdownTimeout(std::string_view v, Seconds& out);
+
+// --duplicate-stdout-filters / --duplicate-stderr-filters, split as
+// torchrun splits them: on ',', with ",," standing for a literal comma
+// ("a,,b" is the one filter "a,b"). "" is the one empty filter, which every
+// line contains (torch's [""]).
+std::vector<std::string> ParseFilterList(std::string_view v);
 
 // 0 turns the feature off; otherwise a finite number of seconds > 0.
 Status ApplyTimeoutOrOff(std::string_view v, Seconds& out, std::string_view example);

@@ -67,13 +67,22 @@ std::vector<FlagSpec> BuildTable() {
        K::kValue,
        CTRUN_APPLY(auto s = PositiveSeconds(v, "0.1"); if (!s.ok()) return s.status();
                    c.monitor_interval = *s; return Status::Ok();),
-       "SECONDS", "Accepted for compatibility; ctrun sees worker exits at once.", G::kLaunch},
+       "SECONDS",
+       "How often torchrun polls its workers; ctrun sees each exit at once, never later than this.",
+       G::kLaunch},
       {"--start-method", {"--start-method", "--start_method"}, "PET_START_METHOD", "spawn", K::kValue,
        CTRUN_APPLY(return ApplyChoice(v, {"spawn", "fork", "forkserver"}, c.start_method);), "METHOD",
-       "spawn, fork or forkserver; accepted for compatibility.", G::kLaunch},
+       "spawn, fork or forkserver: torchrun's start method, used only by --run-path; ctrun always forks and "
+       "execs each worker.",
+       G::kLaunch},
       {"--event-log-handler", {"--event-log-handler", "--event_log_handler"}, "PET_EVENT_LOG_HANDLER", "null",
-       K::kValue, CTRUN_APPLY(c.event_log_handler = std::string(v); return Status::Ok();), "NAME",
-       "Events sink; accepted for compatibility.", G::kLaunch},
+       K::kValue, CTRUN_APPLY(std::string s; CTRUN_RETURN_IF_ERROR(
+                                  ApplyChoice(v, {"null", "console", "dynamic_rendezvous"}, s));
+                              c.event_log_handler = s; return Status::Ok();),
+       "NAME",
+       "torchrun's event handler: console also prints each agent event to stderr as one JSON line; null "
+       "(and dynamic_rendezvous) print nothing.",
+       G::kLaunch},
       {"--role", {"--role"}, "PET_ROLE", "default", K::kValue,
        CTRUN_APPLY(if (v.empty()) return Status::InvalidArgument("role must not be empty (e.g. --role trainer)");
                    c.role = std::string(v); return Status::Ok();),
@@ -90,6 +99,17 @@ std::vector<FlagSpec> BuildTable() {
       {"--signals-to-handle", {"--signals-to-handle", "--signals_to_handle"}, "PET_SIGNALS_TO_HANDLE",
        "SIGTERM,SIGINT,SIGHUP,SIGQUIT", K::kValue, CTRUN_APPLY(return ApplySignals(v, c);), "SIGNALS",
        "Signals forwarded to the workers (also SIGUSR1, SIGUSR2; SIG prefix and case optional).", G::kLaunch},
+      {"--shutdown-timeout", {"--shutdown-timeout", "--shutdown_timeout"}, "PET_SHUTDOWN_TIMEOUT", nullptr,
+       K::kValue,
+       CTRUN_APPLY(CTRUN_RETURN_IF_ERROR(ApplyShutdownTimeout(v, c.shutdown_grace));
+                   c.shutdown_timeout_given = true; return Status::Ok();),
+       "SECONDS",
+       "Seconds between the stop signal to the workers and SIGKILL (default: "
+       "TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30).",
+       G::kLaunch},
+      {"--virtual-local-rank", {"--virtual-local-rank", "--virtual_local_rank"}, "PET_VIRTUAL_LOCAL_RANK", "0",
+       K::kSwitch, CTRUN_APPLY(return ApplySwitch(v, c.virtual_local_rank);), "",
+       "Every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES narrowed to its own GPU.", G::kLaunch},
       {"--numa-binding", {"--numa-binding", "--numa_binding"}, "", nullptr, K::kValue,
        CTRUN_APPLY(std::string s; CTRUN_RETURN_IF_ERROR(
                        ApplyChoice(v, {"node", "socket", "exclusive", "core-complex"}, s));
@@ -109,10 +129,22 @@ std::vector<FlagSpec> BuildTable() {
        K::kValue,
        CTRUN_APPLY(return ApplyLocalRanksFilter(v, c);),
        "RANKS", "Only these local ranks reach the console, e.g. 0,3 (files get every rank).", G::kLogs},
+      {"--duplicate-stdout-filters", {"--duplicate-stdout-filters", "--duplicate_stdout_filters"},
+       "PET_DUPLICATE_STDOUT_FILTERS", nullptr, K::kValue,
+       CTRUN_APPLY(c.duplicate_stdout_filters = ParseFilterList(v); return Status::Ok();), "TEXT,...",
+       "Also write every worker stdout line that contains any of these texts to filtered_stdout.log in the "
+       "attempt's log directory (',,' is a literal comma).",
+       G::kLogs},
+      {"--duplicate-stderr-filters", {"--duplicate-stderr-filters", "--duplicate_stderr_filters"},
+       "PET_DUPLICATE_STDERR_FILTERS", nullptr, K::kValue,
+       CTRUN_APPLY(c.duplicate_stderr_filters = ParseFilterList(v); return Status::Ok();), "TEXT,...",
+       "The same for stderr, into filtered_stderr.log.", G::kLogs},
       {"--logs-specs", {"--logs-specs", "--logs_specs"}, "", nullptr, K::kValue,
        CTRUN_APPLY((void)v; (void)c;
-                   return Status::InvalidArgument("ctrun has no logs-specs plugins (leave --logs-specs unset; use "
-                                                  "--log-dir, --redirects and --tee)");),
+                   return Status::InvalidArgument(
+                       "ctrun has no logs-specs plugins (leave --logs-specs unset; ctrun's logs are set with "
+                       "--log-dir, --redirects, --tee, --local-ranks-filter and --duplicate-stdout-filters / "
+                       "--duplicate-stderr-filters)");),
        "NAME", "torchrun logs-specs plugin; ctrun has none, so any name is an error.", G::kLogs},
 
       {"--no-agent-store", {"--no-agent-store", "--no_agent_store"}, "PET_NO_AGENT_STORE", "0", K::kSwitch,

@@ -17,7 +17,7 @@ namespace ctrun::launcher {
 
 enum class FlagKind {
   kValue,   // takes one value: "--flag VALUE", "--flag=VALUE", short "-rVALUE"
-  kSwitch,  // torchrun's "chk" boolean: present = on; PET_* must be "1" or "0"
+  kSwitch,  // torchrun's "check_env" boolean: present = on; PET_* is bool(int(value))
   kAction,  // --help / --version: stops parsing
 };
 

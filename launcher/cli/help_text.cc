@@ -53,7 +53,8 @@ std::string HelpText() {
       "Start NPROC workers of SCRIPT on this node and supervise them (a torchrun replacement).\n"
       "Options must come before SCRIPT; everything after SCRIPT is passed to it unchanged.\n"
       "A value can be given as --flag VALUE or --flag=VALUE. Options marked [env X] take their\n"
-      "default from the environment variable X (the flag wins); on/off options read X=1 or X=0.\n";
+      "default from the environment variable X (the flag wins); on/off options read X as an\n"
+      "integer: 0 is off, any other integer on.\n";
   for (HelpGroup g : {HelpGroup::kSize, HelpGroup::kRendezvous, HelpGroup::kLaunch, HelpGroup::kLogs,
                       HelpGroup::kCtrun}) {
     out += fmt::format("\n{}:\n", GroupTitle(g));
@@ -76,7 +77,8 @@ std::string HelpText() {
   }
   out +=
       "\nEnvironment:\n"
-      "  TORCH_ELASTIC_SHUTDOWN_TIMEOUT          seconds between the stop signal and SIGKILL [default: 30]\n"
+      "  TORCH_ELASTIC_SHUTDOWN_TIMEOUT          seconds between the stop signal and SIGKILL, when\n"
+      "                                          --shutdown-timeout is not given [default: 30]\n"
       "  TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE   console line prefix, e.g. [${role_name}${local_rank}]:\n"
       "  PYTHON_EXEC                             python interpreter [default: first python3 on PATH]\n";
   return out;

@@ -83,7 +83,10 @@ struct LaunchConfig {
   Seconds monitor_interval{0.1};     // accepted for compatibility; ctrun is event driven
   std::string start_method = "spawn";
   std::vector<int> signals_to_handle; // signal numbers, in the order given
-  Seconds shutdown_grace{30};        // TORCH_ELASTIC_SHUTDOWN_TIMEOUT
+  // --shutdown-timeout (PET_SHUTDOWN_TIMEOUT), else TORCH_ELASTIC_SHUTDOWN_TIMEOUT,
+  // else 30: seconds between the stop signal and SIGKILL.
+  Seconds shutdown_grace{30};
+  bool shutdown_timeout_given = false;  // --shutdown-timeout or PET_SHUTDOWN_TIMEOUT was set
   Seconds exit_barrier_timeout{300};
   bool exit_code_from_root_cause = false;  // ctrun only: exit with the root-cause worker's code
   // Worker heartbeat (ctrun only): 0 = off. The initial timeout runs from a
@@ -104,6 +107,9 @@ struct LaunchConfig {
   std::string python_exec;           // PYTHON_EXEC, else first python3 on PATH
   std::string script;                // training script, module or binary
   std::vector<std::string> script_args;
+  // --virtual-local-rank: every worker gets LOCAL_RANK=0 and
+  // CUDA_VISIBLE_DEVICES narrowed to its own device (launcher/process/worker_env.h).
+  bool virtual_local_rank = false;
 
   // Logs.
   std::optional<std::string> log_dir;
@@ -112,7 +118,14 @@ struct LaunchConfig {
   std::optional<std::set<int>> local_ranks_filter;  // nullopt = all ranks
   std::optional<std::string> logs_specs;
   std::optional<std::string> numa_binding;
+  // --event-log-handler: null, console (each event also a JSON line on
+  // stderr) or dynamic_rendezvous (silent, as null); the table default is null.
   std::optional<std::string> event_log_handler;
+  // --duplicate-stdout-filters / --duplicate-stderr-filters: a worker line
+  // that contains any of these is also written to the attempt's
+  // filtered_stdout.log / filtered_stderr.log. Empty = no such file.
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
   std::string log_line_prefix_template;  // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE or ""
 
   bool is_single_node() const { return max_nodes == 1; }

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 
+#include "launcher/logs/stream_tee.h"
 #include "launcher/net/local_address.h"
 
 namespace ctrun::launcher {
@@ -22,10 +23,18 @@ Result<std::unique_ptr<EventLog>> EventLog::Open(const std::string& path, std::s
   return std::unique_ptr<EventLog>(new EventLog(fd, std::move(run_id), std::move(node_id)));
 }
 
+std::unique_ptr<EventLog> EventLog::ToStderr(std::string run_id, std::string node_id) {
+  std::unique_ptr<EventLog> log(new EventLog(-1, std::move(run_id), std::move(node_id)));
+  log->AlsoToStderr();
+  return log;
+}
+
 EventLog::EventLog(int fd, std::string run_id, std::string node_id)
     : fd_(fd), run_id_(std::move(run_id)), node_(HostName()), node_id_(std::move(node_id)) {}
 
-EventLog::~EventLog() { ::close(fd_); }
+EventLog::~EventLog() {
+  if (fd_ >= 0) ::close(fd_);
+}
 
 void EventLog::Emit(std::string_view event, const nlohmann::ordered_json& fields) {
   const double now = std::chrono::duration<double>(
@@ -36,6 +45,8 @@ void EventLog::Emit(std::string_view event, const nlohmann::ordered_json& fields
     for (auto it = fields.begin(); it != fields.end(); ++it) line[it.key()] = it.value();
   }
   const std::string text = line.dump() + "\n";
+  if (to_stderr_) WriteAll(STDERR_FILENO, text);
+  if (fd_ < 0) return;
   const ssize_t n = ::write(fd_, text.data(), text.size());
   if (n != static_cast<ssize_t>(text.size()) && !warned_) {
     warned_ = true;

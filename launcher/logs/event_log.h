@@ -10,6 +10,9 @@
 // of several nodes may share a file on one host. Write errors are logged once
 // and otherwise ignored: events never stop a job.
 //
+// With --event-log-handler console each line also goes to stderr (one
+// write each); an EventLog may have the stderr sink alone.
+//
 // Ownership: owns its file descriptor. Thread model: one thread.
 #pragma once
 
@@ -28,6 +31,10 @@ class EventLog {
   // `node_id` is written as "node_id" on every line.
   static Result<std::unique_ptr<EventLog>> Open(const std::string& path, std::string run_id,
                                                 std::string node_id);
+  // An EventLog that writes to stderr only.
+  static std::unique_ptr<EventLog> ToStderr(std::string run_id, std::string node_id);
+  // Also write every line to stderr.
+  void AlsoToStderr() { to_stderr_ = true; }
   ~EventLog();
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
@@ -38,7 +45,8 @@ class EventLog {
 
  private:
   EventLog(int fd, std::string run_id, std::string node_id);
-  int fd_;
+  int fd_;  // -1: no file
+  bool to_stderr_ = false;
   std::string run_id_;
   std::string node_;
   std::string node_id_;

@@ -79,6 +79,13 @@ std::string RunLogDir::ErrorFile(int attempt, int local_rank) const {
   return RankDir(attempt, local_rank) + "/error.json";
 }
 
+std::string RunLogDir::FilteredStdoutFile(int attempt) const {
+  return run_dir_ + "/attempt_" + std::to_string(attempt) + "/filtered_stdout.log";
+}
+std::string RunLogDir::FilteredStderrFile(int attempt) const {
+  return run_dir_ + "/attempt_" + std::to_string(attempt) + "/filtered_stderr.log";
+}
+
 void RunLogDir::RemoveIfTemporary() const {
   if (!temporary_) return;
   std::error_code ec;

@@ -4,6 +4,8 @@
 
 #include <cerrno>
 
+#include "launcher/logs/filtered_log.h"
+
 namespace ctrun::launcher {
 
 namespace {
@@ -58,10 +60,12 @@ void WriteAll(int fd, std::string_view data) {
 }
 
 StreamTee::StreamTee(boost::asio::io_context& io, int pipe_fd, int file_fd, int console_fd,
-                     std::string prefix, std::function<void()> on_eof)
+                     std::string prefix, std::function<void()> on_eof, TeeOptions options)
     : pipe_(io, pipe_fd),
       file_fd_(file_fd),
       console_fd_(console_fd),
+      options_(options),
+      prefix_size_(prefix.size()),
       prefixer_(std::move(prefix)),
       on_eof_(std::move(on_eof)) {
   Read();
@@ -87,11 +91,20 @@ void StreamTee::Read() {
 void StreamTee::Consume(size_t n) {
   std::string_view data(buf_.data(), n);
   if (file_fd_ >= 0) WriteAll(file_fd_, data);
-  if (console_fd_ >= 0) {
-    out_.clear();
-    prefixer_.Feed(data, &out_);
-    WriteAll(console_fd_, out_);
-  }
+  if (console_fd_ >= 0 && !options_.prefix_console) WriteAll(console_fd_, data);
+  if (!WantsLines()) return;
+  out_.clear();
+  prefixer_.Feed(data, &out_);
+  WriteLines();
+}
+
+bool StreamTee::WantsLines() const {
+  return (console_fd_ >= 0 && options_.prefix_console) || options_.filtered != nullptr;
+}
+
+void StreamTee::WriteLines() {
+  if (console_fd_ >= 0 && options_.prefix_console) WriteAll(console_fd_, out_);
+  if (options_.filtered != nullptr) options_.filtered->WriteMatching(out_, prefix_size_);
 }
 
 void StreamTee::DrainAndFinish() {
@@ -114,10 +127,10 @@ void StreamTee::DrainAndFinish() {
 void StreamTee::Finish() {
   if (done_) return;
   done_ = true;
-  if (console_fd_ >= 0) {
+  if (WantsLines()) {
     out_.clear();
     prefixer_.Finish(&out_);
-    WriteAll(console_fd_, out_);
+    WriteLines();
   }
   boost::system::error_code ignored;
   pipe_.close(ignored);

@@ -1,5 +1,8 @@
 // Tee of a worker's stdout or stderr: every byte to the rank's log file, and
 // whole lines, each behind a prefix such as "[default0]:", to ctrun's console.
+// With a FilteredLog (--duplicate-*-filters) the matching lines, prefixed,
+// also go there; a stream piped only for that filter passes to the console
+// unprefixed, as if the worker wrote to it directly (TeeOptions).
 //
 // LinePrefixer is the pure part (bytes in, prefixed whole lines out);
 // StreamTee drives it from a pipe on the io_context. A line is written to the
@@ -37,13 +40,22 @@ class LinePrefixer {
   std::string partial_;
 };
 
+class FilteredLog;
+
+struct TeeOptions {
+  // false: the console gets the bytes as they come, with no prefix (a stream
+  // that is not tee'd, piped only so that `filtered` sees its lines).
+  bool prefix_console = true;
+  FilteredLog* filtered = nullptr;  // borrowed; must outlive the StreamTee
+};
+
 class StreamTee {
  public:
   // Takes ownership of `pipe_fd` and `file_fd` (-1: no file) and closes them at
   // end-of-file. `console_fd` (-1: none) is borrowed. `on_eof` runs once, on
   // the io_context, after the last byte is written.
   StreamTee(boost::asio::io_context& io, int pipe_fd, int file_fd, int console_fd,
-            std::string prefix, std::function<void()> on_eof);
+            std::string prefix, std::function<void()> on_eof, TeeOptions options = {});
   ~StreamTee();
   StreamTee(const StreamTee&) = delete;
   StreamTee& operator=(const StreamTee&) = delete;
@@ -57,12 +69,16 @@ class StreamTee {
 
  private:
   void Read();
-  void Consume(size_t n);  // the first n bytes of buf_ to the file and the console
+  void Consume(size_t n);  // the first n bytes of buf_ to the file, the console, the filter
+  bool WantsLines() const;  // the console takes prefixed lines, or there is a filter
+  void WriteLines();        // out_'s prefixed lines to the console and the filter
   void Finish();
 
   boost::asio::posix::stream_descriptor pipe_;
   int file_fd_;
   int console_fd_;
+  TeeOptions options_;
+  size_t prefix_size_;
   LinePrefixer prefixer_;
   std::function<void()> on_eof_;
   std::array<char, 65536> buf_;

@@ -1,5 +1,6 @@
 #include "launcher/process/worker_env.h"
 
+#include <algorithm>
 #include <string>
 
 namespace ctrun::launcher {
@@ -50,7 +51,41 @@ Environment BuildWorkerEnv(const Environment& base, const WorkerRanks& ranks,
   env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = Join(round.signals_to_handle_names, ',');
   env["TORCHELASTIC_ERROR_FILE"] = error_file;
   if (!heartbeat_file.empty()) env["CTRUN_HEARTBEAT_FILE"] = heartbeat_file;
+  if (round.virtual_local_rank) {
+    env["LOCAL_RANK"] = "0";
+    if (std::optional<std::string> device = VirtualDevice(base, ranks.local_rank)) {
+      env["CUDA_VISIBLE_DEVICES"] = *device;
+    }
+  }
   return env;
+}
+
+std::optional<std::string> VirtualDevice(const Environment& base, int local_rank) {
+  auto it = base.find("CUDA_VISIBLE_DEVICES");
+  if (it == base.end()) return std::to_string(local_rank);
+  // Python's str.split(",") then strip(): every entry counts, empty ones too.
+  const std::string& list = it->second;
+  size_t start = 0;
+  for (int i = 0; i < local_rank; ++i) {
+    start = list.find(',', start);
+    if (start == std::string::npos) return std::nullopt;
+    ++start;
+  }
+  size_t end = list.find(',', start);
+  std::string entry = list.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  const char* kSpace = " \t\n\r\f\v";
+  size_t first = entry.find_first_not_of(kSpace);
+  if (first == std::string::npos) return std::string();
+  return entry.substr(first, entry.find_last_not_of(kSpace) - first + 1);
+}
+
+std::string CheckVirtualLocalRank(const Environment& base, int nproc) {
+  if (nproc <= 0 || VirtualDevice(base, nproc - 1)) return "";
+  const std::string& list = base.at("CUDA_VISIBLE_DEVICES");
+  const size_t entries = static_cast<size_t>(std::count(list.begin(), list.end(), ',')) + 1;
+  return "--virtual-local-rank: CUDA_VISIBLE_DEVICES='" + list + "' lists " + std::to_string(entries) +
+         " device(s) for " + std::to_string(nproc) +
+         " workers (list one device per worker, lower --nproc-per-node, or unset CUDA_VISIBLE_DEVICES)";
 }
 
 std::vector<WorkerRanks> AssignRanks(int group_rank,

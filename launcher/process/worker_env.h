@@ -40,6 +40,9 @@ struct RoundEnv {
   // TORCHELASTIC_SIGNALS_TO_HANDLE, joined with ',' in this order
   // (e.g. {"SIGTERM","SIGINT"} -> "SIGTERM,SIGINT"); exported even when empty.
   std::vector<std::string> signals_to_handle_names;
+  // --virtual-local-rank: LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES = the
+  // worker's own device (VirtualDevice below).
+  bool virtual_local_rank = false;
 };
 
 // Returns the worker's whole environment: every variable of `base` (the
@@ -53,13 +56,27 @@ struct RoundEnv {
 //   CTRUN_HEARTBEAT_FILE (= heartbeat_file, only when it is not empty)
 // TORCH_NCCL_ASYNC_ERROR_HANDLING (torch 2.x) and NCCL_ASYNC_ERROR_HANDLING
 // (torch 1.13) keep the value `base` gives each, else "1".
+// With round.virtual_local_rank, LOCAL_RANK is "0" and CUDA_VISIBLE_DEVICES
+// is VirtualDevice(base, local_rank) (left as in `base` where that is nullopt;
+// CheckVirtualLocalRank rules that out first).
 // Everything else in `base` passes through untouched, notably
-// CUDA_VISIBLE_DEVICES (never remapped), OMP_NUM_THREADS (the caller adds "1"
-// to `base` when OmpNumThreadsWarning says so) and TORCHELASTIC_TIMER_FILE.
-// Never fails.
+// CUDA_VISIBLE_DEVICES (otherwise never remapped), OMP_NUM_THREADS (the caller
+// adds "1" to `base` when OmpNumThreadsWarning says so) and
+// TORCHELASTIC_TIMER_FILE. Never fails.
 Environment BuildWorkerEnv(const Environment& base, const WorkerRanks& ranks,
                            const RoundEnv& round, const std::string& error_file,
                            const std::string& heartbeat_file = "");
+
+// torch's virtual local rank device of `local_rank`: the local_rank-th
+// comma-separated entry of base's CUDA_VISIBLE_DEVICES, spaces trimmed
+// (indices, UUIDs or MIG ids alike); without CUDA_VISIBLE_DEVICES, the local
+// rank itself. nullopt when CUDA_VISIBLE_DEVICES has too few entries.
+std::optional<std::string> VirtualDevice(const Environment& base, int local_rank);
+
+// For --virtual-local-rank: "" when every local rank 0..nproc-1 has a
+// VirtualDevice, else the one-line error naming CUDA_VISIBLE_DEVICES and the
+// fix.
+std::string CheckVirtualLocalRank(const Environment& base, int nproc);
 
 // Returns the ranks of the local workers of the node at `group_rank`, in
 // local-rank order, given every node's local world size in group-rank order

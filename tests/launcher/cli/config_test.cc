@@ -27,6 +27,13 @@ std::string Streams(const StreamSelection& s) {
 
 // Every field of `c`, one "name=value" line each, so tests compare whole
 // configs and look for single lines.
+// Each item in single quotes, so [] and [''] differ.
+std::string Quoted(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& i : items) out += fmt::format("{}'{}'", out.empty() ? "" : " ", i);
+  return out;
+}
+
 std::string Dump(const LaunchConfig& c) {
   const RdzvConf& r = c.rdzv_conf;
   std::string given;
@@ -69,7 +76,11 @@ std::string Dump(const LaunchConfig& c) {
              Opt(c.event_log_handler), c.log_line_prefix_template) +
          fmt::format("heartbeat={} initial={}\n", c.heartbeat_timeout.count(),
                      c.heartbeat_initial_timeout ? c.heartbeat_initial_timeout->count() : -1.0) +
-         fmt::format("no_agent_store={}\nevents_file={}\n", c.no_agent_store, Opt(c.events_file));
+         fmt::format("no_agent_store={}\nevents_file={}\n", c.no_agent_store, Opt(c.events_file)) +
+         fmt::format("virtual_local_rank={}\nshutdown_timeout_given={}\nduplicate_stdout_filters=[{}]\n"
+                     "duplicate_stderr_filters=[{}]\n",
+                     c.virtual_local_rank, c.shutdown_timeout_given, Quoted(c.duplicate_stdout_filters),
+                     Quoted(c.duplicate_stderr_filters));
 }
 
 LaunchConfig Good(const Args& args, const Environment& env = {}) {
@@ -171,7 +182,21 @@ TEST_CASE("good inputs fill the expected fields", "[config]") {
       {{"--exit-code-from-root-cause", "--exit-barrier-timeout", "12.5", "t.py"},
        {},
        {"exit_code_from_root_cause=true", "exit_barrier_timeout=12.5"}},
-      {{"t.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "2.5"}}, {"shutdown_grace=2.5"}},
+      {{"t.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "2.5"}}, {"shutdown_grace=2.5", "shutdown_timeout_given=false"}},
+      // --shutdown-timeout and PET_SHUTDOWN_TIMEOUT win over TORCH_ELASTIC_SHUTDOWN_TIMEOUT (torch's launcher).
+      {{"--shutdown-timeout", "45", "t.py"},
+       {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "2.5"}},
+       {"shutdown_grace=45", "shutdown_timeout_given=true"}},
+      {{"t.py"}, {{"PET_SHUTDOWN_TIMEOUT", "0"}, {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "9"}}, {"shutdown_grace=0"}},
+      // The variable is not read when the flag is given, as in torch.
+      {{"--shutdown_timeout=7", "t.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}}, {"shutdown_grace=7"}},
+      {{"--virtual-local-rank", "t.py"}, {}, {"virtual_local_rank=true"}},
+      {{"t.py"}, {{"PET_VIRTUAL_LOCAL_RANK", "1"}}, {"virtual_local_rank=true"}},
+      // torch's comma_separated_list: ",," is a literal comma; "" is the one empty filter.
+      {{"--duplicate-stdout-filters", "loss,acc,,top1", "t.py"}, {}, {"duplicate_stdout_filters=['loss' 'acc,top1']"}},
+      {{"--duplicate_stderr_filters=", "t.py"}, {}, {"duplicate_stderr_filters=['']", "duplicate_stdout_filters=[]"}},
+      {{"t.py"}, {{"PET_DUPLICATE_STDERR_FILTERS", "WARN,ERR,"}}, {"duplicate_stderr_filters=['WARN' 'ERR' '']"}},
+      {{"--event-log-handler", "dynamic_rendezvous", "t.py"}, {}, {"event_log_handler=dynamic_rendezvous"}},
       {{"t.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "0"}}, {"shutdown_grace=0"}},
       {{"t.py"},
        {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${role_name}${rank}]:"}},
@@ -262,8 +287,20 @@ TEST_CASE("bad inputs are rejected with a one-line message naming input and fix"
       {{"--nnodes", "2"}, {}, "missing the training script"},
       {{"--"}, {}, "missing the training script"},
       {{"t.py"}, {{"PET_NNODES", "0"}}, "PET_NNODES '0': node counts must be positive"},
-      {{"t.py"}, {{"PET_STANDALONE", "true"}}, "PET_STANDALONE 'true': must be 1 or 0 (set PET_STANDALONE=1 to turn --standalone on"},
-      {{"t.py"}, {{"PET_MODULE", ""}}, "PET_MODULE '': must be 1 or 0"},
+      {{"t.py"}, {{"PET_STANDALONE", "true"}},
+       "PET_STANDALONE 'true': must be an integer, 0 for off or any other for on (e.g. PET_STANDALONE=1 turns "
+       "--standalone on)"},
+      {{"t.py"}, {{"PET_MODULE", ""}}, "PET_MODULE '': must be an integer"},
+      {{"t.py"}, {{"PET_VIRTUAL_LOCAL_RANK", "1.0"}}, "PET_VIRTUAL_LOCAL_RANK '1.0': must be an integer"},
+      {{"t.py"}, {{"PET_NO_PYTHON", "1__0"}}, "PET_NO_PYTHON '1__0': must be an integer"},
+      {{"--virtual-local-rank=1", "t.py"}, {}, "--virtual-local-rank takes no value"},
+      {{"--shutdown-timeout", "1.5", "t.py"}, {}, "--shutdown-timeout '1.5': must be a whole number of seconds >= 0 (e.g. 60)"},
+      {{"--shutdown-timeout", "-1", "t.py"}, {}, "--shutdown-timeout '-1': must be a whole number of seconds >= 0"},
+      {{"t.py"}, {{"PET_SHUTDOWN_TIMEOUT", "soon"}}, "PET_SHUTDOWN_TIMEOUT 'soon': must be a whole number"},
+      {{"--duplicate-stdout-filters"}, {}, "--duplicate-stdout-filters expects a value (write --duplicate-stdout-filters TEXT,..."},
+      {{"--event-log-handler", "syslog", "t.py"}, {},
+       "--event-log-handler 'syslog': not a valid choice (use one of: null, console, dynamic_rendezvous)"},
+      {{"t.py"}, {{"PET_EVENT_LOG_HANDLER", "file"}}, "PET_EVENT_LOG_HANDLER 'file': not a valid choice"},
       {{"t.py"}, {{"PET_NO_PYTHON", "1"}, {"PET_MODULE", "1"}}, "PET_NO_PYTHON and PET_MODULE cannot be used together"},
       {{"t.py"}, {{"PET_RDZV_CONF", "bogus=1"}}, "PET_RDZV_CONF 'bogus=1': unknown key 'bogus'"},
       {{"t.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "abc"}}, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT 'abc': must be a number of seconds >= 0"},
@@ -311,6 +348,21 @@ TEST_CASE("chk switches read PET_ 1 and 0 and the flag turns them on", "[config]
   CHECK(Good({"t"}, {{"PET_MODULE", "1"}}).module);
 }
 
+TEST_CASE("PET_ switches are read as torchrun's bool(int(value))", "[config]") {
+  for (const char* on : {"1", "2", "-1", " 1 ", "+7", "1_000", "0010"}) {
+    INFO(on);
+    CHECK(Good({"t.py"}, {{"PET_VIRTUAL_LOCAL_RANK", on}}).virtual_local_rank);
+  }
+  for (const char* off : {"0", "00", "-0", " 0\t", "0_0"}) {
+    INFO(off);
+    CHECK_FALSE(Good({"t.py"}, {{"PET_VIRTUAL_LOCAL_RANK", off}}).virtual_local_rank);
+  }
+  for (const char* bad : {"", "true", "yes", "1.0", "0x1", "_1", "1_", "1__0", "+", "1 0"}) {
+    INFO(bad);
+    CHECK_THAT(Bad({"t.py"}, {{"PET_STANDALONE", bad}}), Catch::Contains("must be an integer"));
+  }
+}
+
 TEST_CASE("everything after the script goes to the script unchanged", "[config]") {
   LaunchConfig c = Good({"--nproc-per-node", "2", "train.py", "--lr", "0.1", "-m", "--nnodes", "0", "--", "${local_rank}"});
   CHECK(c.script == "train.py");
@@ -335,7 +387,8 @@ const std::map<std::string_view, std::string> kSample = {
     {"--redirects", "3"},         {"--tee", "0:2"},                  {"--local-ranks-filter", "1"},
     {"--logs-specs", "x"},        {"--exit-barrier-timeout", "1"},
     {"--heartbeat-timeout", "3"}, {"--heartbeat-initial-timeout", "40"},
-    {"--events-file", "/e.jsonl"},
+    {"--events-file", "/e.jsonl"},  {"--shutdown-timeout", "45"},
+    {"--duplicate-stdout-filters", "a,b"}, {"--duplicate-stderr-filters", "c"},
 };
 
 TEST_CASE("every spelling of every flag in the table works as --f v and --f=v and PET_", "[config][flags]") {

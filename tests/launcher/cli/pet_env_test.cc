@@ -55,6 +55,10 @@ const std::map<std::string_view, Sample>& Samples() {
       {"--heartbeat-initial-timeout", {"600", {}}},
       {"--no-agent-store", {"", {}}},
       {"--events-file", {"/var/log/ctrun/events.jsonl", {}}},
+      {"--shutdown-timeout", {"90", {}}},
+      {"--virtual-local-rank", {"", {}}},
+      {"--duplicate-stdout-filters", {"loss,,x,acc", {}}},
+      {"--duplicate-stderr-filters", {"WARN", {}}},
   };
   return samples;
 }
@@ -106,6 +110,9 @@ std::string Dump(const LaunchConfig& c) {
       c.role, c.module, c.no_python, c.run_path, c.script, Opt(c.log_dir), Streams(c.redirects), Streams(c.tee),
       filter, Opt(c.logs_specs), Opt(c.numa_binding), Opt(c.event_log_handler), c.log_line_prefix_template,
       c.no_agent_store, Opt(c.events_file));
+  out += fmt::format("virtual_local_rank={} shutdown_given={} dup_out=[{}] dup_err=[{}]\n", c.virtual_local_rank,
+                     c.shutdown_timeout_given, fmt::join(c.duplicate_stdout_filters, "|"),
+                     fmt::join(c.duplicate_stderr_filters, "|"));
   return out;
 }
 

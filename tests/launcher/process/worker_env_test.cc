@@ -182,4 +182,45 @@ TEST_CASE("ToEnvStrings gives NAME=value in name order") {
 }
 
 }  // namespace
+TEST_CASE("Virtual local rank: LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES narrowed as torch narrows it") {
+  RoundEnv round = SomeRound();
+  round.virtual_local_rank = true;
+  const std::vector<WorkerRanks> ranks = AssignRanks(1, {3, 3});
+  // No CUDA_VISIBLE_DEVICES: the device is the local rank; RANK stays global.
+  for (const WorkerRanks& r : ranks) {
+    Environment env = BuildWorkerEnv({}, r, round, "/e");
+    CHECK(env.at("LOCAL_RANK") == "0");
+    CHECK(env.at("CUDA_VISIBLE_DEVICES") == std::to_string(r.local_rank));
+    CHECK(env.at("RANK") == std::to_string(3 + r.local_rank));
+    CHECK(env.at("LOCAL_WORLD_SIZE") == "3");
+  }
+  // An inherited list is indexed by local rank, entries trimmed (UUIDs and MIG ids too).
+  const Environment base = {{"CUDA_VISIBLE_DEVICES", "4, GPU-8f2e ,MIG-1/2/3"}};
+  CHECK(BuildWorkerEnv(base, ranks[0], round, "/e").at("CUDA_VISIBLE_DEVICES") == "4");
+  CHECK(BuildWorkerEnv(base, ranks[1], round, "/e").at("CUDA_VISIBLE_DEVICES") == "GPU-8f2e");
+  CHECK(BuildWorkerEnv(base, ranks[2], round, "/e").at("CUDA_VISIBLE_DEVICES") == "MIG-1/2/3");
+  // Off: LOCAL_RANK is the local rank and the list passes through whole.
+  round.virtual_local_rank = false;
+  Environment plain = BuildWorkerEnv(base, ranks[2], round, "/e");
+  CHECK(plain.at("LOCAL_RANK") == "2");
+  CHECK(plain.at("CUDA_VISIBLE_DEVICES") == "4, GPU-8f2e ,MIG-1/2/3");
+}
+
+TEST_CASE("VirtualDevice and CheckVirtualLocalRank: too few devices is a one-line error") {
+  CHECK(VirtualDevice({}, 7) == "7");
+  CHECK(VirtualDevice({{"CUDA_VISIBLE_DEVICES", "0,1"}}, 1) == "1");
+  CHECK_FALSE(VirtualDevice({{"CUDA_VISIBLE_DEVICES", "0,1"}}, 2));
+  // Python's "".split(",") is [""]: one empty entry, which hides every GPU.
+  CHECK(VirtualDevice({{"CUDA_VISIBLE_DEVICES", ""}}, 0) == "");
+  CHECK_FALSE(VirtualDevice({{"CUDA_VISIBLE_DEVICES", ""}}, 1));
+  CHECK(VirtualDevice({{"CUDA_VISIBLE_DEVICES", "0,,2"}}, 1) == "");
+
+  CHECK(CheckVirtualLocalRank({}, 8).empty());
+  CHECK(CheckVirtualLocalRank({{"CUDA_VISIBLE_DEVICES", "0,1"}}, 2).empty());
+  const std::string why = CheckVirtualLocalRank({{"CUDA_VISIBLE_DEVICES", "0,1"}}, 3);
+  CHECK(why ==
+        "--virtual-local-rank: CUDA_VISIBLE_DEVICES='0,1' lists 2 device(s) for 3 workers (list one device per "
+        "worker, lower --nproc-per-node, or unset CUDA_VISIBLE_DEVICES)");
+}
+
 }  // namespace ctrun::launcher
