@@ -17,6 +17,7 @@ void Metrics::OnJoin(const std::string& run_id, const NodeId& node, TimePoint no
 void Metrics::OnDecisions(const std::string& run_id, const std::vector<Decision>& decisions, TimePoint now) {
   if (decisions.empty()) return;
   RunCounters& run = runs_[run_id];
+  run.history.Add(decisions, now);
   for (const Decision& d : decisions) {
     std::visit(
         [&](const auto& x) {
@@ -53,6 +54,11 @@ void Metrics::OnDecisions(const std::string& run_id, const std::vector<Decision>
         },
         d);
   }
+}
+
+const RunHistory* Metrics::History(const std::string& run_id) const {
+  auto it = runs_.find(run_id);
+  return it == runs_.end() ? nullptr : &it->second.history;
 }
 
 std::string EscapeLabelValue(const std::string& value) {
