@@ -72,7 +72,7 @@ function renderRun(run) {
   const s = el("section", "run");
   s.dataset.runId = run.run_id;
   s.appendChild(el("h2", null, "run " + run.run_id));
-  let summary = run.state + ", round " + run.round + ", world size " + run.world_size +
+  let summary = "round " + run.round + ", world size " + run.world_size +
       "; nodes " + run.min_nodes + ".." + run.max_nodes + ", " + run.live_nodes + " live" +
       "; " + run.restarts_total + (run.restarts_total === 1 ? " restart" : " restarts");
   if (run.last_call_in_s !== null) summary += "; last call in " + run.last_call_in_s.toFixed(1) + " s";

@@ -3,8 +3,9 @@ headless chromium loads http://HOST:PORT/ during a two-node run with one
 restart; the rendered DOM must show both nodes and the restart. Also
 GET /api/runs as a script reads it, and 404/405 on the page's port.
 
-CTRUN_STATUS_SCREENSHOT=PATH also copies the screenshot there (how
-docs/img/status-page.png is made); otherwise it stays in a temp dir."""
+CTRUN_STATUS_DOCS=DIR also copies the screenshot (status-page.png) and the
+JSON the page showed (api-runs.json) there: how docs/img/status-page.png and
+the example in docs/metrics.md are made. Otherwise they stay in a temp dir."""
 import html.parser
 import json
 import os
@@ -86,10 +87,15 @@ class StatusPageTest(unittest.TestCase):
         ctrund = os.path.join(h.build_dir(), "rendezvous", "ctrund")
         self.daemon = subprocess.Popen([ctrund, "--listen", "127.0.0.1:0", "--metrics-port", "0"],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.addCleanup(lambda: self.daemon.poll() is None and self.daemon.kill())
+        self.addCleanup(self.stop_daemon)
         out = h.read_until(self.daemon.stdout, "/metrics\n", 10)
         self.endpoint = re.search(r"serving rendezvous on (\S+)", out).group(1)
         self.page = re.search(r"serving the status page on (\S+)", out).group(1)
+
+    def stop_daemon(self):
+        if self.daemon.poll() is None:
+            self.daemon.kill()
+        self.daemon.communicate(timeout=30)
 
     def test_page_in_a_browser_through_a_restart(self):
         d = h.tempdir(self)
@@ -145,11 +151,14 @@ class StatusPageTest(unittest.TestCase):
 
         shots = h.tempdir(self)
         shot = os.path.join(shots, "status-page.png")
-        chromium(self, self.page, f"--screenshot={shot}", "--window-size=1200,860", "--hide-scrollbars")
+        chromium(self, self.page, f"--screenshot={shot}", "--window-size=1100,520", "--hide-scrollbars")
         with open(shot, "rb") as f:
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
-        if os.environ.get("CTRUN_STATUS_SCREENSHOT"):
-            shutil.copyfile(shot, os.environ["CTRUN_STATUS_SCREENSHOT"])
+        docs = os.environ.get("CTRUN_STATUS_DOCS")
+        if docs:
+            shutil.copyfile(shot, os.path.join(docs, "status-page.png"))
+            with open(os.path.join(docs, "api-runs.json"), "w") as f:
+                f.write(body)
 
         open(os.path.join(d, "done"), "w").close()
         for p, (_, err) in zip(agents, h.finish(self, agents, 60)):

@@ -45,7 +45,7 @@ TEST_CASE("RunsJson shows a run's nodes, rounds and restarts, times as seconds b
   s.Jump(seconds(2));
   step([&] { s.Leave("b", LeaveReason::kFailure); });  // restart at 3 s
   s.Jump(seconds(1));
-  step([&] { s.Join("b"); });  // at 4 s: b is back, a still expected
+  step([&] { s.Join("b"); });  // at 4 s: b is back (its old rank kept), a still expected
   const TimePoint now = s.At(seconds(6));
   const RunStatus run{"job\"1", ViewOf(s.machine().Export(), s.machine().Tally(), now), &h};
   CHECK(RunsJson({run}, now) ==
@@ -53,7 +53,7 @@ TEST_CASE("RunsJson shows a run's nodes, rounds and restarts, times as seconds b
         "\"max_nodes\":2,\"live_nodes\":2,\"world_size\":0,\"last_call_in_s\":null,\"nodes\":["
         "{\"node\":\"a\",\"state\":\"rejoining\",\"group_rank\":0,\"workers\":2,\"addr\":\"a.ip\","
         "\"last_keep_alive_s\":6.000,\"health\":null,\"step_time_s\":null},"
-        "{\"node\":\"b\",\"state\":\"participant\",\"group_rank\":null,\"workers\":1,\"addr\":\"b.ip\","
+        "{\"node\":\"b\",\"state\":\"participant\",\"group_rank\":1,\"workers\":1,\"addr\":\"b.ip\","
         "\"last_keep_alive_s\":2.000,\"health\":null,\"step_time_s\":null}],"
         "\"rounds_total\":1,\"rounds\":[{\"round\":0,\"world_size\":3,\"nodes\":[\"a\",\"b\"],"
         "\"started_s_ago\":5.000,\"ended_s_ago\":3.000,\"end\":\"restarted\"}],"
