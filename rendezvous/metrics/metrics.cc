@@ -153,9 +153,10 @@ std::string Metrics::Render(const std::vector<RunNow>& runs) const {
              "Running rounds broken, by cause: a node joined (scale-up), was lost (missed keep-alives) or left.");
     for (const std::string& id : ids) {
       const RunCounters& c = counters(id);
-      f.Sample("", RunLabel(id) + ",cause=\"node_joined\"", c.restarts_joined);
-      f.Sample("", RunLabel(id) + ",cause=\"node_lost\"", c.restarts_lost);
-      f.Sample("", RunLabel(id) + ",cause=\"node_left\"", c.restarts_left);
+      const auto cause = [&](RestartReason r) { return RunLabel(id) + ",cause=\"" + std::string(CauseName(r)) + "\""; };
+      f.Sample("", cause(RestartReason::kNodeJoinedWaitList), c.restarts_joined);
+      f.Sample("", cause(RestartReason::kNodeLost), c.restarts_lost);
+      f.Sample("", cause(RestartReason::kNodeLeft), c.restarts_left);
     }
   }
   {

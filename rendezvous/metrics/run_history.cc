@@ -14,6 +14,15 @@ std::string_view Name(RoundEnd end) {
   return "unknown";
 }
 
+std::string_view CauseName(RestartReason reason) {
+  switch (reason) {
+    case RestartReason::kNodeJoinedWaitList: return "node_joined";
+    case RestartReason::kNodeLost: return "node_lost";
+    case RestartReason::kNodeLeft: return "node_left";
+  }
+  return "unknown";
+}
+
 void RunHistory::End(uint64_t round, RoundEnd end, TimePoint now) {
   if (rounds_.empty()) return;
   RoundRecord& last = rounds_.back();

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "base/clock.h"
@@ -31,6 +32,10 @@ enum class RoundEnd {
 };
 
 std::string_view Name(RoundEnd end);  // "running", "restarted", "closed"
+
+// The cause of a restart as ctrun_restarts_total{cause} and /api/runs name
+// it: "node_joined", "node_lost", "node_left".
+std::string_view CauseName(RestartReason reason);
 
 struct RoundRecord {
   uint64_t round = 0;

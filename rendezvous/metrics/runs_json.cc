@@ -129,7 +129,7 @@ void WriteRun(Writer& w, const RunStatus& run, TimePoint now) {
   for (const RestartRecord& r : h.restarts()) {
     w.Raw(first ? "{" : ",{").Key("round").Int(static_cast<long long>(r.round));
     first = false;
-    w.Raw(",").Key("cause").Str(Name(r.reason));
+    w.Raw(",").Key("cause").Str(CauseName(r.reason));
     w.Raw(",").Key("node").Str(ToString(r.cause));
     w.Raw(",").Key("nodes");
     WriteNodes(w, r.nodes);

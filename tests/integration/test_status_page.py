@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import unittest
 import urllib.error
@@ -180,9 +181,17 @@ class StatusPageTest(unittest.TestCase):
         self.assertIn("default-src 'none'", headers["Content-Security-Policy"])
         self.assertTrue(body.startswith("<!DOCTYPE html>"))
         self.assertEqual(json.loads(http(self.page + "api/runs")[2]), {"version": 1, "runs": []})
-        # An oversized request head is dropped without an answer, and the server keeps serving.
-        with self.assertRaises((urllib.error.URLError, ConnectionError, OSError)):
-            urllib.request.urlopen(urllib.request.Request(self.page, headers={"X-Big": "x" * 9000}), timeout=10)
+        # A request head over 8 KiB is dropped without an answer, and the server keeps serving.
+        host, port = re.match(r"http://([^:/]+):(\d+)/", self.page).groups()
+        with socket.create_connection((host, int(port)), timeout=10) as c:
+            answer = b""
+            try:
+                c.sendall(b"GET / HTTP/1.1\r\nX-Big: " + b"x" * 9000 + b"\r\n\r\n")
+                while chunk := c.recv(4096):
+                    answer += chunk
+            except (ConnectionResetError, BrokenPipeError):  # closed while we still sent
+                pass
+            self.assertEqual(answer, b"")
         self.assertEqual(http(self.page + "api/runs")[0], 200)
         self.assertIsNone(self.daemon.poll())
 

@@ -54,6 +54,9 @@ TEST_CASE("RunHistory records each round, the restart that broke it and its caus
   CHECK(h.rounds_total() == 2);
   CHECK(h.restarts_total() == 1);
   CHECK(Name(RoundEnd::kClosed) == "closed");
+  CHECK(CauseName(RestartReason::kNodeJoinedWaitList) == "node_joined");  // as in ctrun_restarts_total{cause}
+  CHECK(CauseName(RestartReason::kNodeLost) == "node_lost");
+  CHECK(CauseName(RestartReason::kNodeLeft) == "node_left");
 }
 
 TEST_CASE("RunHistory: a Close while a round forms ends nothing; a node lost is its own cause") {

@@ -75,6 +75,15 @@ TEST_CASE("RunsJson: a running round, a last call, and a run with no history") {
   CHECK(json.find("\"world_size\":1,\"last_call_in_s\":null") != std::string::npos);
   CHECK(json.find("{\"node\":\"a\",\"state\":\"member\",\"group_rank\":0,\"workers\":1") != std::string::npos);
   CHECK(json.find("},{\"run_id\":\"s\"") != std::string::npos);
+
+  // A scale-up: a newcomer breaks the round; its cause reads as in ctrun_restarts_total.
+  RunHistory h;
+  s.Join("b");
+  h.Add(s.last(), s.At(s.Elapsed()));
+  RunView broken = ViewOf(s.machine().Export(), s.machine().Tally(), s.At(s.Elapsed()));
+  json = RunsJson({RunStatus{"r", broken, &h}}, s.At(s.Elapsed()));
+  CHECK(json.find("\"restarts\":[{\"round\":0,\"cause\":\"node_joined\",\"node\":\"b\",\"nodes\":[\"a\"]") !=
+        std::string::npos);
 }
 
 }  // namespace
