@@ -83,25 +83,27 @@ void AddFlags(CLI::App& app, DaemonFlags& flags) {
                  "directory to keep every run's state in, so that a restarted ctrund resumes the runs "
                  "(created if missing; default: none, state is lost with the process)");
   app.add_option("--metrics-port", flags.metrics_port,
-                 "serve Prometheus metrics at http://HOST:PORT/metrics, HOST being --listen's (0 picks a port; "
-                 "default: no metrics endpoint)")
+                 "serve Prometheus metrics at http://HOST:PORT/metrics and a live status page at http://HOST:PORT/, "
+                 "HOST being --listen's (0 picks a port; default: neither)")
       ->check(CLI::Range(0, 65535));
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 }
 
-// Serves `rdzv`'s MetricsText on --metrics-port at --listen's host and says
+// Serves `rdzv`'s MetricsText and status page on --metrics-port at --listen's host and says
 // where on stdout; null when --metrics-port is not given. The error of
 // MetricsHttpServer::Start when it cannot. `rdzv` must outlive the result.
 ctrun::Result<std::unique_ptr<ctrun::rdzv::MetricsHttpServer>> ServeMetrics(const DaemonFlags& flags,
                                                                            ctrun::rdzv::RendezvousServer* rdzv) {
   if (flags.metrics_port < 0) return std::unique_ptr<ctrun::rdzv::MetricsHttpServer>();
-  auto started = ctrun::rdzv::MetricsHttpServer::Start(ListenHost(flags.listen), flags.metrics_port,
-                                                       [rdzv] { return rdzv->MetricsText(); });
+  auto started = ctrun::rdzv::MetricsHttpServer::Start(
+      ListenHost(flags.listen), flags.metrics_port,
+      {[rdzv] { return rdzv->MetricsText(); }, [rdzv] { return rdzv->RunsJson(); }});
   if (!started.ok()) return started.status();
   std::string host = ListenHost(flags.listen);
   if (host.find(':') != std::string::npos) host = "[" + host + "]";
+  std::printf("ctrund: serving the status page on http://%s:%d/\n", host.c_str(), (*started)->port());
   std::printf("ctrund: serving metrics on http://%s:%d/metrics\n", host.c_str(), (*started)->port());
   return std::move(*started);
 }

@@ -1,5 +1,6 @@
 // RendezvousServer and the lifecycle of its Impl (server_impl.h): start,
-// restore from --state-dir, listen, the deadline timer, metrics, shutdown.
+// restore from --state-dir, listen, the deadline timer, metrics and the runs'
+// JSON, shutdown.
 #include "rendezvous/grpc/server.h"
 
 #include <grpcpp/grpcpp.h>
@@ -11,6 +12,8 @@
 
 #include "rendezvous/grpc/grpc_process.h"
 #include "rendezvous/grpc/server_impl.h"
+#include "rendezvous/machine/run_view.h"
+#include "rendezvous/metrics/runs_json.h"
 #include "rendezvous/persist/machine_snapshot.h"
 
 namespace ctrun::rdzv {
@@ -116,6 +119,17 @@ std::string RendezvousServer::Impl::MetricsText() {
   return metrics_.Render(runs);
 }
 
+std::string RendezvousServer::Impl::RunsJson() {
+  std::lock_guard<CheckedMutex> lock(mu_);
+  const TimePoint now = Clock::now();
+  std::vector<RunStatus> runs;
+  for (const std::string& run_id : registry_.RunIds()) {
+    const RendezvousMachine& machine = **registry_.Find(run_id);
+    runs.push_back(RunStatus{run_id, ViewOf(machine.Export(), machine.Tally(), now), metrics_.History(run_id)});
+  }
+  return rdzv::RunsJson(runs, now);
+}
+
 void RendezvousServer::Impl::TimerLoop() {
   std::unique_lock<CheckedMutex> lock(mu_);
   while (!stopping_) {
@@ -172,6 +186,8 @@ const std::string& RendezvousServer::address() const { return impl_->address(); 
 void RendezvousServer::Shutdown() { impl_->Shutdown(); }
 
 std::string RendezvousServer::MetricsText() { return impl_->MetricsText(); }
+
+std::string RendezvousServer::RunsJson() { return impl_->RunsJson(); }
 
 void RendezvousServer::WhenDrained(const std::string& run_id, std::function<void()> cb) {
   impl_->WhenDrained(run_id, std::move(cb));

@@ -105,6 +105,11 @@ class RendezvousServer {
   // serves it.
   std::string MetricsText();
 
+  // Every run it holds as the JSON of GET /api/runs (runs_json.h;
+  // docs/metrics.md): nodes, recent rounds and restarts, times relative to
+  // now. ctrund --metrics-port serves it and the status page polls it.
+  std::string RunsJson();
+
   // Runs `cb` once `run_id` holds no live node (every node left, was evicted
   // or timed out; after close, every running member left or fell silent):
   // at once, on this thread, when that is already so; else on a gRPC or

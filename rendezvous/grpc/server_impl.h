@@ -57,6 +57,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   int port() const { return port_; }
   const std::string& address() const { return address_; }
   std::string MetricsText();
+  std::string RunsJson();
 
   // StreamOwner: a node's current stream that its client dropped is taken
   // as the node gone (see server.h).

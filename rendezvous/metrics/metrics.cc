@@ -17,6 +17,7 @@ void Metrics::OnJoin(const std::string& run_id, const NodeId& node, TimePoint no
 void Metrics::OnDecisions(const std::string& run_id, const std::vector<Decision>& decisions, TimePoint now) {
   if (decisions.empty()) return;
   RunCounters& run = runs_[run_id];
+  run.history.Add(decisions, now);
   for (const Decision& d : decisions) {
     std::visit(
         [&](const auto& x) {
@@ -53,6 +54,11 @@ void Metrics::OnDecisions(const std::string& run_id, const std::vector<Decision>
         },
         d);
   }
+}
+
+const RunHistory* Metrics::History(const std::string& run_id) const {
+  auto it = runs_.find(run_id);
+  return it == runs_.end() ? nullptr : &it->second.history;
 }
 
 std::string EscapeLabelValue(const std::string& value) {
@@ -147,9 +153,10 @@ std::string Metrics::Render(const std::vector<RunNow>& runs) const {
              "Running rounds broken, by cause: a node joined (scale-up), was lost (missed keep-alives) or left.");
     for (const std::string& id : ids) {
       const RunCounters& c = counters(id);
-      f.Sample("", RunLabel(id) + ",cause=\"node_joined\"", c.restarts_joined);
-      f.Sample("", RunLabel(id) + ",cause=\"node_lost\"", c.restarts_lost);
-      f.Sample("", RunLabel(id) + ",cause=\"node_left\"", c.restarts_left);
+      const auto cause = [&](RestartReason r) { return RunLabel(id) + ",cause=\"" + std::string(CauseName(r)) + "\""; };
+      f.Sample("", cause(RestartReason::kNodeJoinedWaitList), c.restarts_joined);
+      f.Sample("", cause(RestartReason::kNodeLost), c.restarts_lost);
+      f.Sample("", cause(RestartReason::kNodeLeft), c.restarts_left);
     }
   }
   {

@@ -3,7 +3,8 @@
 //
 // Pure: the server feeds it the Joins it steps and the decisions every Step
 // returns, with the time it passed to Step; Render() adds the runs' current
-// numbers (machine Counts) at scrape time. No I/O, no clock reads.
+// numbers (machine Counts) at scrape time. No I/O, no clock reads. It also
+// keeps each run's recent rounds and restarts (History) for the status page.
 //
 // Series (every one labelled with run_id):
 //   ctrun_rounds_total            counter  rounds completed
@@ -33,6 +34,7 @@
 #include "rendezvous/machine/events.h"
 #include "rendezvous/machine/machine.h"
 #include "rendezvous/machine/node_order.h"
+#include "rendezvous/metrics/run_history.h"
 
 namespace ctrun::rdzv {
 
@@ -60,6 +62,11 @@ class Metrics {
   // `runs` and of every run the counters have seen, runs sorted by id.
   std::string Render(const std::vector<RunNow>& runs) const;
 
+  // The recent rounds and restarts of `run_id` (run_history.h); null for a
+  // run no decision was fed for. Valid until the next call of a non-const
+  // method.
+  const RunHistory* History(const std::string& run_id) const;
+
  private:
   struct RunCounters {
     uint64_t rounds = 0;
@@ -69,6 +76,7 @@ class Metrics {
     uint64_t latency_count = 0;
     double latency_sum = 0;
     std::map<NodeId, TimePoint, NodeIdLess> joining;  // Join seen, not yet in a round
+    RunHistory history;
   };
 
   std::map<std::string, RunCounters> runs_;

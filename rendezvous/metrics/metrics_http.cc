@@ -10,6 +10,8 @@
 #include <chrono>
 #include <thread>
 
+#include "rendezvous/metrics/status_page.h"
+
 namespace ctrun::rdzv {
 
 namespace asio = boost::asio;
@@ -20,19 +22,29 @@ namespace {
 constexpr size_t kMaxHead = 8192;
 constexpr std::chrono::seconds kReadTimeout{10};
 
-std::string Response(std::string_view status, std::string_view content_type, const std::string& body) {
+// The status page may run only its own inline script and style, and talk
+// only to this server: no external asset can load even if one slipped in.
+constexpr std::string_view kPageHeaders =
+    "Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'\r\n";
+
+std::string Response(std::string_view status, std::string_view content_type, std::string_view body,
+                     std::string_view extra_headers = "") {
   std::string out = "HTTP/1.1 ";
   out += status;
   out += "\r\nContent-Type: ";
   out += content_type;
-  out += "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+  out += "\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n";
+  out += extra_headers;
+  out += "Connection: close\r\n\r\n";
   out += body;
   return out;
 }
 
 }  // namespace
 
-std::string MetricsHttpResponse(std::string_view head, const std::function<std::string()>& render) {
+std::string MetricsHttpResponse(std::string_view head, const HttpPages& pages) {
   const std::string_view line = head.substr(0, head.find("\r\n"));
   const size_t sp1 = line.find(' ');
   const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
@@ -44,17 +56,18 @@ std::string MetricsHttpResponse(std::string_view head, const std::function<std::
   std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   target = target.substr(0, target.find('?'));
   if (method != "GET") {
-    std::string r = Response("405 Method Not Allowed", "text/plain", "use GET /metrics\n");
-    r.insert(r.find("\r\n") + 2, "Allow: GET\r\n");
-    return r;
+    return Response("405 Method Not Allowed", "text/plain", "use GET on /, /api/runs or /metrics\n", "Allow: GET\r\n");
   }
-  if (target != "/metrics") return Response("404 Not Found", "text/plain", "the metrics are at /metrics\n");
-  return Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render());
+  if (target == "/metrics") return Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", pages.metrics());
+  if (target == "/api/runs") return Response("200 OK", "application/json; charset=utf-8", pages.runs_json());
+  if (target == "/") return Response("200 OK", "text/html; charset=utf-8", StatusPageHtml(), kPageHeaders);
+  return Response("404 Not Found", "text/plain",
+                  "not found: the status page is at /, its JSON at /api/runs, the metrics at /metrics\n");
 }
 
 class MetricsHttpServer::Impl {
  public:
-  Impl(std::function<std::string()> render) : acceptor_(io_), render_(std::move(render)) {}
+  explicit Impl(HttpPages pages) : acceptor_(io_), pages_(std::move(pages)) {}
 
   ~Impl() {
     io_.stop();
@@ -115,7 +128,7 @@ class MetricsHttpServer::Impl {
       c->timer.cancel();
       if (ec) return;  // closed, too long, or too slow: no answer
       std::string head(asio::buffers_begin(c->buffer.data()), asio::buffers_begin(c->buffer.data()) + n - 4);
-      c->reply = MetricsHttpResponse(head, render_);
+      c->reply = MetricsHttpResponse(head, pages_);
       asio::async_write(c->socket, asio::buffer(c->reply), [c](boost::system::error_code, size_t) {
         boost::system::error_code ignored;
         c->socket.shutdown(tcp::socket::shutdown_both, ignored);
@@ -125,14 +138,14 @@ class MetricsHttpServer::Impl {
 
   asio::io_context io_;
   tcp::acceptor acceptor_;
-  std::function<std::string()> render_;
+  HttpPages pages_;
   int port_ = 0;
   std::thread thread_;
 };
 
 Result<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(const std::string& host, int port,
-                                                                    std::function<std::string()> render) {
-  auto impl = std::make_unique<Impl>(std::move(render));
+                                                                    HttpPages pages) {
+  auto impl = std::make_unique<Impl>(std::move(pages));
   CTRUN_RETURN_IF_ERROR(impl->Listen(host, port));
   return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(impl)));
 }

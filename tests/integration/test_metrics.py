@@ -1,5 +1,7 @@
 """ctrund --metrics-port scraped with curl, and `ctrun status`, through a
-two-node run with one failure and restart (issue 13, part 2)."""
+two-node run with one failure and restart (issue 13, part 2); the Grafana
+dashboard in docs/grafana/ queries only series of that real scrape (issue 21)."""
+import json
 import os
 import re
 import shutil
@@ -19,7 +21,48 @@ def sample(text, series):
     return float(m.group(1))
 
 
+def samples(text):
+    """{series name: set of label names} of every sample line in Prometheus text."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? \S+$", line)
+        if m:
+            out.setdefault(m.group(1), set()).update(re.findall(r'([a-zA-Z_]\w*)="', m.group(2) or ""))
+    return out
+
+
+def dashboard_queries():
+    """Every PromQL expression of docs/grafana/ctrun.json (panel targets and template queries)."""
+    path = os.path.join(os.environ.get("CTRUN_SOURCE_DIR", os.path.join(h.HERE, "..", "..")),
+                        "docs", "grafana", "ctrun.json")
+    with open(path) as f:
+        dash = json.load(f)
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    exprs += [v["definition"] for v in dash["templating"]["list"] if v.get("definition")]
+    return exprs
+
+
 class MetricsTest(unittest.TestCase):
+    def check_dashboard(self, text):
+        """Every ctrun_* series the dashboard queries, with every label it
+        matches or groups by, is in the scrape `text`."""
+        have = samples(text)
+        exprs = dashboard_queries()
+        self.assertGreater(len(exprs), 5)
+        for expr in exprs:
+            for name, matchers in re.findall(r"\b(ctrun_\w+)(\{[^}]*\})?", expr):
+                self.assertIn(name, have, f"dashboard query {expr!r}: no series {name} in the scrape")
+                for label in re.findall(r"(\w+)\s*=~?", matchers):
+                    self.assertIn(label, have[name], f"dashboard query {expr!r}: {name} has no label {label}")
+            for group in re.findall(r"by \(([^)]*)\)", expr):
+                series = re.findall(r"\b(ctrun_\w+)", expr)
+                for label in (x.strip() for x in group.split(",")):
+                    self.assertTrue(all(label in have[n] for n in series),
+                                    f"dashboard query {expr!r}: not every series has label {label}")
+            if "label_values(" in expr:
+                name, label = re.search(r"label_values\((\w+),\s*(\w+)\)", expr).groups()
+                self.assertIn(label, have[name], expr)
+
     def setUp(self):
         if shutil.which("curl") is None:
             self.skipTest("needs curl")
@@ -85,6 +128,7 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(sample(text, 'ctrun_restarts_total{run_id="m1",cause="node_lost"}'), 0)
         self.assertEqual(sample(text, 'ctrun_join_latency_seconds_count{run_id="m1"}'), 4)
         self.assertIn("round 1, running", self.status().stdout)
+        self.check_dashboard(text)
 
         open(os.path.join(d, "done"), "w").close()
         for p, (_, err) in zip(agents, h.finish(self, agents, 60)):

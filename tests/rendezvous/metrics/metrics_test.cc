@@ -1,10 +1,11 @@
 // Metrics (Prometheus text from a real machine's decisions), the metrics
-// endpoint's HTTP answers, and RunView (what `ctrun status` shows).
+// endpoint's HTTP answers and status page, and RunView (what `ctrun status` shows).
 #include "rendezvous/metrics/metrics.h"
 
 #include <catch2/catch.hpp>
 
 #include "rendezvous/metrics/metrics_http.h"
+#include "rendezvous/metrics/status_page.h"
 #include "rendezvous/machine/run_view.h"
 #include "tests/rendezvous/machine/script.h"
 
@@ -95,20 +96,73 @@ TEST_CASE("Label values are escaped") {
   CHECK(Has(metrics.Render({}), "ctrun_rounds_total{run_id=\"x\\\"y\"} 0"));
 }
 
+// The endpoint's pages, each body naming itself.
+HttpPages Pages() {
+  return HttpPages{[] { return std::string("ctrun_runs 0\n"); }, [] { return std::string("{\"runs\":[]}\n"); }};
+}
+
+bool StartsWith(const std::string& s, std::string_view prefix) { return s.rfind(prefix, 0) == 0; }
+bool HasHeader(const std::string& s, std::string_view header) {
+  return s.find(std::string(header) + "\r\n") < s.find("\r\n\r\n");
+}
+std::string Body(const std::string& s) { return s.substr(s.find("\r\n\r\n") + 4); }
+
 TEST_CASE("The metrics endpoint answers GET /metrics and refuses the rest") {
-  auto render = [] { return std::string("ctrun_runs 0\n"); };
-  const std::string ok = MetricsHttpResponse("GET /metrics HTTP/1.1\r\nHost: x", render);
-  CHECK(ok.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
-  CHECK(ok.find("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n") != std::string::npos);
-  CHECK(ok.find("Content-Length: 13\r\n") != std::string::npos);
-  CHECK(ok.substr(ok.size() - 13) == "ctrun_runs 0\n");
-  CHECK(MetricsHttpResponse("GET /metrics?x=1 HTTP/1.0", render).rfind("HTTP/1.1 200", 0) == 0);
-  CHECK(MetricsHttpResponse("GET / HTTP/1.1", render).rfind("HTTP/1.1 404", 0) == 0);
-  const std::string post = MetricsHttpResponse("POST /metrics HTTP/1.1", render);
-  CHECK(post.rfind("HTTP/1.1 405 Method Not Allowed\r\nAllow: GET\r\n", 0) == 0);
+  const HttpPages pages = Pages();
+  const std::string ok = MetricsHttpResponse("GET /metrics HTTP/1.1\r\nHost: x", pages);
+  CHECK(StartsWith(ok, "HTTP/1.1 200 OK\r\n"));
+  CHECK(HasHeader(ok, "Content-Type: text/plain; version=0.0.4; charset=utf-8"));
+  CHECK(HasHeader(ok, "Content-Length: 13"));
+  CHECK(HasHeader(ok, "Connection: close"));
+  CHECK(Body(ok) == "ctrun_runs 0\n");
+  CHECK(StartsWith(MetricsHttpResponse("GET /metrics?x=1 HTTP/1.0", pages), "HTTP/1.1 200"));
+  const std::string post = MetricsHttpResponse("POST /metrics HTTP/1.1", pages);
+  CHECK(StartsWith(post, "HTTP/1.1 405 Method Not Allowed\r\n"));
+  CHECK(HasHeader(post, "Allow: GET"));
   for (const char* bad : {"", "GET", "GET /metrics", "GET /metrics SPDY/3", "GET  /metrics HTTP/1.1", "\x01\x02"}) {
     CAPTURE(bad);
-    CHECK(MetricsHttpResponse(bad, render).rfind("HTTP/1.1 400", 0) == 0);
+    CHECK(StartsWith(MetricsHttpResponse(bad, pages), "HTTP/1.1 400"));
+  }
+}
+
+TEST_CASE("The endpoint serves the status page at / and the runs' JSON at /api/runs") {
+  const HttpPages pages = Pages();
+  const std::string page = MetricsHttpResponse("GET / HTTP/1.1\r\nHost: x\r\nAccept: text/html", pages);
+  CHECK(StartsWith(page, "HTTP/1.1 200 OK\r\n"));
+  CHECK(HasHeader(page, "Content-Type: text/html; charset=utf-8"));
+  CHECK(HasHeader(page, "Content-Length: " + std::to_string(StatusPageHtml().size())));
+  CHECK(page.find("Content-Security-Policy: default-src 'none';") < page.find("\r\n\r\n"));
+  CHECK(Body(page) == StatusPageHtml());
+  CHECK(StartsWith(MetricsHttpResponse("GET /?refresh=1 HTTP/1.1", pages), "HTTP/1.1 200"));
+  const std::string json = MetricsHttpResponse("GET /api/runs HTTP/1.1", pages);
+  CHECK(StartsWith(json, "HTTP/1.1 200 OK\r\n"));
+  CHECK(HasHeader(json, "Content-Type: application/json; charset=utf-8"));
+  CHECK(HasHeader(json, "Cache-Control: no-store"));
+  CHECK(Body(json) == "{\"runs\":[]}\n");
+  for (const char* path : {"/index.html", "/api/runs/", "/api", "/metrics/", "//", "/../metrics", "*"}) {
+    CAPTURE(path);
+    const std::string r = MetricsHttpResponse(std::string("GET ") + path + " HTTP/1.1", pages);
+    CHECK(StartsWith(r, "HTTP/1.1 404 Not Found\r\n"));
+    CHECK(Body(r) == "not found: the status page is at /, its JSON at /api/runs, the metrics at /metrics\n");
+  }
+  for (const char* method : {"POST", "PUT", "DELETE", "HEAD", "get"}) {
+    CAPTURE(method);
+    for (const char* path : {"/", "/api/runs", "/nowhere"}) {
+      const std::string r = MetricsHttpResponse(std::string(method) + " " + path + " HTTP/1.1", pages);
+      CHECK(StartsWith(r, "HTTP/1.1 405 Method Not Allowed\r\n"));
+      CHECK(HasHeader(r, "Allow: GET"));
+    }
+  }
+}
+
+TEST_CASE("The status page is self-contained: no external asset, strings set as text") {
+  const std::string_view page = StatusPageHtml();
+  CHECK(page.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(page.find("fetch(\"api/runs\"") != std::string_view::npos);
+  for (const char* external : {"http://", "https://", "src=", "href=", "@import", "url(", "innerHTML", "outerHTML",
+                               "insertAdjacentHTML", "document.write", "eval("}) {
+    CAPTURE(external);
+    CHECK(page.find(external) == std::string_view::npos);
   }
 }
 
