@@ -140,6 +140,10 @@ class KubePlayTest(unittest.TestCase):
             self.fail(f"{kind}: not every pod exited within {TRAIN_TIMEOUT} s:\n{tails}")
         codes = dict(zip(names, (int(x) for x in waited.stdout.split())))
         logs = {n: self.output(n) for n in names}
+        # A pod stops (its infra container exits) once all its containers
+        # have exited (kube play's exit policy): wait for that, bounded.
+        infra = [podman("pod", "inspect", "--format", "{{.InfraContainerID}}", p).stdout.strip() for p in pod_names]
+        podman("wait", *infra, timeout=30)
         states = {p: podman("pod", "inspect", "--format", "{{.State}}", p).stdout.strip() for p in pod_names}
         self.assertEqual(states, {p: "Exited" for p in pod_names})
         down = self.kube("down", path, check=False)
