@@ -32,8 +32,10 @@ pkgs=(
   # tests: certificates for the rendezvous TLS tests; OpenSSL headers (PEM checks)
   openssl libssl-dev
   # the container image and its tests (scripts/container, test_container.py):
-  # rootful podman with runc and netavark; mmdebstrap for the Debian base
-  podman runc netavark mmdebstrap
+  # rootful podman with runc and netavark; mmdebstrap for the Debian base;
+  # catatonit for the pause image of `podman kube play`'s pods and PyYAML to
+  # read the Kubernetes manifests (test_kube.py, test_kube_manifests.py)
+  podman runc netavark mmdebstrap catatonit python3-yaml
 )
 
 sudo=""

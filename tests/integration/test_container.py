@@ -15,7 +15,6 @@ PID-1 cases run (stop, zombie): the two-node training cases run in the
 ordinary suite. Skipped only without root or podman."""
 import os
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -26,52 +25,13 @@ import unittest
 
 import harness as h
 
-SOURCE = os.environ.get("CTRUN_SOURCE_DIR", os.path.dirname(os.path.dirname(h.HERE)))
-IMAGE_SH = os.path.join(SOURCE, "scripts", "container", "image.sh")
-# The same base for the ordinary and the ASan build (whose binaries load these).
-BASE_EXTRA = "libasan8 libubsan1"
+import containers as c
+from containers import podman, ulimits
+
+SOURCE = c.SOURCE
 TRAIN = ["--no-python", "ctrun-fashion-mnist", "--train-limit", "1024", "--test-limit", "64",
          "--checkpoint-dir", "/ckpt", "--log-every", "1"]
 SANITIZER_ENV = ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS")
-
-
-def podman(*args, timeout=60, check=True):
-    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout, check=check)
-
-
-def ulimits():
-    """--ulimit flags podman can apply here. Rootful podman asks for
-    nofile=nproc=1048576 in the container (and lowers its own RLIMIT_NPROC to
-    32768); without CAP_SYS_RESOURCE, as in this VM, the runtime cannot raise
-    a hard limit and `podman run` fails with `setrlimit ... Operation not
-    permitted` (docs/kubernetes.md). Asking for at most our own hard limits
-    always works."""
-    def cap(res, most):
-        hard = resource.getrlimit(res)[1]
-        return most if hard == resource.RLIM_INFINITY else min(hard, most)
-    nofile = cap(resource.RLIMIT_NOFILE, 1048576)
-    nproc = cap(resource.RLIMIT_NPROC, 32768)
-    return ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", f"nproc={nproc}:{nproc}"]
-
-
-def sweep_stale():
-    """Removes the containers, networks and routes of earlier runs of this
-    test whose process is gone (killed by a CTest timeout, say: containers
-    outlive the `podman run` that started them)."""
-    def dead(name):
-        m = re.match(r"ctrun-test-(\d+)", name)
-        return m and not os.path.exists(f"/proc/{m.group(1)}")
-    names = podman("ps", "-a", "--filter", "name=^ctrun-test-", "--format", "{{.Names}}", check=False).stdout.split()
-    stale = [n for n in names if dead(n)]
-    if stale:
-        podman("rm", "-f", "-t", "0", *stale, check=False)
-    for net in podman("network", "ls", "--format", "{{.Name}}", check=False).stdout.split():
-        if net.startswith("ctrun-test-") and dead(net):
-            subnet = podman("network", "inspect", "--format", "{{range .Subnets}}{{.Subnet}}{{end}}", net,
-                            check=False).stdout.strip()
-            podman("network", "rm", "-f", net, check=False)
-            if subnet:
-                subprocess.run(["ip", "route", "del", "blackhole", subnet], capture_output=True)
 
 
 class Output:
@@ -171,30 +131,19 @@ class ContainerTest(unittest.TestCase):
     def setUpClass(cls):
         if os.geteuid() != 0 or not shutil.which("podman"):
             raise unittest.SkipTest("needs root and podman (scripts/install-deps.sh installs it)")
-        sweep_stale()
+        c.sweep_stale("ctrun-test-")
         cls.asan = "libasan" in subprocess.run(["ldd", h.ctrun_bin()], capture_output=True, text=True).stdout
         start = time.monotonic()
-        env = dict(os.environ, CTRUN_CONTAINER_PACKAGES=BASE_EXTRA)
-        built = subprocess.run([IMAGE_SH, "--from", os.environ.get("CTRUN_CONTAINER_BASE", "host"), h.build_dir()],
-                               capture_output=True, text=True, timeout=600, env=env)
-        if built.returncode != 0:
-            raise RuntimeError(f"image.sh failed:\n{built.stderr}")
-        cls.image = built.stdout.strip().splitlines()[-1]
+        cls.image = c.build_image()
         print(f"\n{cls.image} ready in {time.monotonic() - start:.0f} s", flush=True)
         # A private, internal network; its subnet blackholed first.
         cls.tag = f"ctrun-test-{os.getpid()}"
         cls.subnet = f"10.231.{100 + os.getpid() % 100}"
-        subprocess.run(["ip", "route", "replace", "blackhole", f"{cls.subnet}.0/24"], check=True)
-        try:
-            podman("network", "create", "--internal", "--disable-dns", "--subnet", f"{cls.subnet}.0/24", cls.tag)
-        except BaseException:
-            cls.tearDownClass()
-            raise
+        c.create_network(cls.tag, cls.subnet)
 
     @classmethod
     def tearDownClass(cls):
-        podman("network", "rm", "-f", cls.tag, check=False)
-        subprocess.run(["ip", "route", "del", "blackhole", f"{cls.subnet}.0/24"], capture_output=True)
+        c.remove_network(cls.tag, cls.subnet)
 
     def setUp(self):
         self.shared = tempfile.mkdtemp(prefix="ctrun_ckpt_", dir="/var/tmp")
