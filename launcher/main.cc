@@ -15,6 +15,7 @@
 #include "launcher/cli/config.h"
 #include "launcher/logs/log_dir.h"
 #include "launcher/cli/nproc.h"
+#include "launcher/numa_setup.h"
 #include "launcher/process/orphan_guard.h"
 #include "launcher/rdzv/setup.h"
 #include "launcher/status_command.h"
@@ -78,6 +79,9 @@ int main(int argc, char** argv) {
   SystemProbe probe;
   if (Status s = ResolveNprocPerNode(config, probe); !s.ok()) return UsageError(s);
   if (Status s = ResolveCommand(config, env); !s.ok()) return UsageError(s);
+  // --numa-binding: placed and printed before anything starts (no directory, no worker).
+  Result<std::vector<WorkerBinding>> bindings = ResolveNumaBinding(config, env);
+  if (!bindings.ok()) return UsageError(bindings.status());
 
   if (auto banner = OmpNumThreadsWarning(env, config.nproc_per_node)) {
     std::fprintf(stderr, "%s\n", banner->c_str());
@@ -129,6 +133,7 @@ int main(int argc, char** argv) {
   }
   WorkerSet workers(io, reaper, guard->get());
   Agent agent(io, config, env, **rdzv, workers, std::move(*log_dir), store.get(), events.get());
+  agent.SetWorkerBindings(std::move(*bindings));
   agent.Start();
   io.run();
   (*guard)->HandOverAtExit();

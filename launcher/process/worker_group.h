@@ -17,6 +17,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "launcher/process/cpu_binding.h"
 
 namespace ctrun::launcher {
 
@@ -33,6 +34,7 @@ struct WorkerSpec {
   std::vector<std::string> env;   // "KEY=VALUE", the worker's whole environment
   StdioTarget out;
   StdioTarget err;
+  WorkerBinding binding;          // --numa-binding; empty cpus: not bound
 };
 
 struct WorkerExit {
