@@ -90,7 +90,7 @@ std::vector<FlagSpec> BuildTable() {
       {"--signals-to-handle", {"--signals-to-handle", "--signals_to_handle"}, "PET_SIGNALS_TO_HANDLE",
        "SIGTERM,SIGINT,SIGHUP,SIGQUIT", K::kValue, CTRUN_APPLY(return ApplySignals(v, c);), "SIGNALS",
        "Signals forwarded to the workers (also SIGUSR1, SIGUSR2; SIG prefix and case optional).", G::kLaunch},
-      {"--numa-binding", {"--numa-binding", "--numa_binding"}, "", nullptr, K::kValue,
+      {"--numa-binding", {"--numa-binding", "--numa_binding"}, "PET_NUMA_BINDING", nullptr, K::kValue,
        CTRUN_APPLY(std::string s; CTRUN_RETURN_IF_ERROR(
                        ApplyChoice(v, {"node", "socket", "exclusive", "core-complex"}, s));
                    c.numa_binding = s; return Status::Ok();),

@@ -103,10 +103,9 @@ Status AwaitExecs(const std::vector<WorkerSpec>& specs, const std::vector<int>& 
     if (s.ok() && n == static_cast<ssize_t>(sizeof(failure)) &&
         failure.step != PreparedBinding::Step::kNone) {
       s = Status::FailedPrecondition(
-          "cannot bind worker local_rank " + std::to_string(specs[i].local_rank) + " (" +
-          specs[i].binding.summary + "): " +
+          "cannot bind worker local_rank " + std::to_string(specs[i].local_rank) + ": " +
           (failure.step == PreparedBinding::Step::kCpus ? "sched_setaffinity: " : "set_mempolicy: ") +
-          Errno(child_errno));
+          Errno(child_errno) + " (its binding: " + specs[i].binding.summary + ")");
     } else if (s.ok() && n == static_cast<ssize_t>(sizeof(failure))) {
       const std::string& argv0 = specs[i].argv[0];
       s = child_errno == ENOENT

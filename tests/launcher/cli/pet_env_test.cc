@@ -55,12 +55,13 @@ const std::map<std::string_view, Sample>& Samples() {
       {"--heartbeat-initial-timeout", {"600", {}}},
       {"--no-agent-store", {"", {}}},
       {"--events-file", {"/var/log/ctrun/events.jsonl", {}}},
+      {"--numa-binding", {"socket", {}}},
   };
   return samples;
 }
 
-// Rows torchrun itself gives no PET_* form.
-const std::set<std::string_view> kNoEnv = {"--numa-binding", "--logs-specs", "--version", "--help"};
+// Rows torchrun itself gives no PET_* form (ctrun adds PET_NUMA_BINDING).
+const std::set<std::string_view> kNoEnv = {"--logs-specs", "--version", "--help"};
 
 std::string Streams(const StreamSelection& s) {
   std::string out = std::to_string(s.all);
