@@ -29,6 +29,9 @@ Result<std::vector<WorkerBinding>> ResolveNumaBinding(const LaunchConfig& config
   if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) visible = it->second;
   Result<std::vector<int>> gpus = VisibleGpus(*topology, visible);
   if (!gpus.ok()) return gpus.status();
+  std::optional<std::string> order;
+  if (auto it = env.find("CUDA_DEVICE_ORDER"); it != env.end()) order = it->second;
+  if (auto warning = GpuOrderWarning(*topology, *gpus, order)) spdlog::warn("{}", *warning);
   Result<std::vector<Placement>> placements =
       PlaceWorkers(*topology, *gpus, *mode, config.nproc_per_node);
   if (!placements.ok()) return placements.status();

@@ -154,6 +154,19 @@ Result<std::vector<int>> VisibleGpus(const Topology& topology,
   return visible;
 }
 
+std::optional<std::string> GpuOrderWarning(const Topology& topology,
+                                           const std::vector<int>& visible_gpus,
+                                           const std::optional<std::string>& cuda_device_order) {
+  if (cuda_device_order && *cuda_device_order == "PCI_BUS_ID") return std::nullopt;
+  std::set<int> models;
+  for (int g : visible_gpus) models.insert(topology.gpus[g].device_id);
+  if (models.size() < 2) return std::nullopt;
+  return std::string(
+      "--numa-binding: the GPUs are of different models, and CUDA numbers them fastest first "
+      "unless CUDA_DEVICE_ORDER=PCI_BUS_ID; ctrun binds local rank i near the i-th GPU in PCI "
+      "bus id order: set CUDA_DEVICE_ORDER=PCI_BUS_ID so that the two agree");
+}
+
 Result<std::vector<Placement>> PlaceWorkers(const Topology& topology,
                                             const std::vector<int>& visible_gpus, NumaMode mode,
                                             int nproc) {

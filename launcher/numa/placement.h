@@ -50,6 +50,14 @@ const char* NumaModeName(NumaMode mode);
 Result<std::vector<int>> VisibleGpus(const Topology& topology,
                                      const std::optional<std::string>& cuda_visible_devices);
 
+// A warning when CUDA may number the visible GPUs differently from ctrun:
+// they are of different models (PCI device ids) and `cuda_device_order` (the
+// CUDA_DEVICE_ORDER variable) is not PCI_BUS_ID, so CUDA's default fastest-
+// first order may differ from PCI bus id order. nullopt otherwise.
+std::optional<std::string> GpuOrderWarning(const Topology& topology,
+                                           const std::vector<int>& visible_gpus,
+                                           const std::optional<std::string>& cuda_device_order);
+
 struct Placement {
   int local_rank = 0;
   int gpu = -1;                   // CUDA device index (among the visible ones); -1: no GPU

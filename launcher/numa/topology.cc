@@ -115,6 +115,7 @@ Topology Extract(hwloc_topology_t t) {
     char id[32];
     std::snprintf(id, sizeof(id), "%04x:%02x:%02x.%x", p.domain, p.bus, p.dev, p.func);
     f.gpu.pci_bus_id = id;
+    f.gpu.device_id = p.device_id;
     // The first NUMA node of the smallest CPU-side object holding it.
     hwloc_obj_t home = hwloc_get_non_io_ancestor_obj(t, dev);
     f.gpu.numa_node = home ? FirstOr(home->nodeset, -1) : -1;

@@ -32,6 +32,7 @@ struct Cpu {
 struct Gpu {
   std::string pci_bus_id;  // "0000:17:00.0"
   int numa_node = -1;      // OS index of its NUMA node; -1 when unknown
+  int device_id = 0;       // PCI device id: its model
 };
 
 struct Topology {

@@ -208,6 +208,19 @@ TEST_CASE("CUDA_VISIBLE_DEVICES picks and orders the GPUs as CUDA does") {
   CHECK(ps[1].cpus == Join(Range(28, 31), Range(60, 63)));
 }
 
+TEST_CASE("Mixed GPU models without CUDA_DEVICE_ORDER=PCI_BUS_ID get a warning") {
+  const Topology mixed = Xml("2s2n8c_smt_2gpu_node3_mixed.xml");
+  const Topology same = Xml("2s2n8c_smt_2gpu_node3.xml");
+  const std::vector<int> both = {0, 1};
+  std::optional<std::string> w = GpuOrderWarning(mixed, both, std::nullopt);
+  REQUIRE(w);
+  CHECK(w->find("set CUDA_DEVICE_ORDER=PCI_BUS_ID") != std::string::npos);
+  CHECK(GpuOrderWarning(mixed, both, std::string("FASTEST_FIRST")));
+  CHECK_FALSE(GpuOrderWarning(mixed, both, std::string("PCI_BUS_ID")));
+  CHECK_FALSE(GpuOrderWarning(mixed, {1}, std::nullopt));  // one model visible
+  CHECK_FALSE(GpuOrderWarning(same, both, std::nullopt));
+}
+
 TEST_CASE("Without GPUs the ranks are spread over the NUMA nodes in blocks") {
   for (const std::string desc : {"pack:2 numa:2 l3:2 core:4 pu:2", "pack:2 numa:2 l3:2 core:4 pu:1"}) {
     INFO(desc);

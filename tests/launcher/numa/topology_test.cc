@@ -55,6 +55,14 @@ TEST_CASE("GPUs are NVIDIA display/3D controllers, in PCI bus id order, with the
   CHECK(nodes == std::vector<int>{0, 1, 0, 1, 2, 2, 3, 3});
 }
 
+TEST_CASE("Each GPU's PCI device id tells its model") {
+  Result<Topology> t = ReadXmlTopology(kData + "/2s2n8c_smt_2gpu_node3_mixed.xml");
+  REQUIRE(t.ok());
+  REQUIRE(t->gpus.size() == 2);
+  CHECK(t->gpus[0].device_id == 0x2330);
+  CHECK(t->gpus[1].device_id == 0x26b9);
+}
+
 TEST_CASE("An XML topology without SMT: each CPU is its own core") {
   Result<Topology> t = ReadXmlTopology(kData + "/2s2n8c_nosmt_8gpu.xml");
   REQUIRE(t.ok());

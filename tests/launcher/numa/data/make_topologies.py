@@ -59,7 +59,7 @@ def pci(busid, klass, vendor, device):
             'pci_link_speed="0.000000"/>' % (busid, klass, vendor, device, vendor))
 
 
-def machine(smt, gpus_by_node, others_by_node):
+def machine(smt, gpus_by_node, others_by_node, gpu_device=lambda busid: 0x2330):
     threads = 2 if smt else 1
 
     def cpus_of_cores(cores):
@@ -98,7 +98,7 @@ def machine(smt, gpus_by_node, others_by_node):
                 w.close(4)
                 core += CORES_PER_L3
             for busid in gpus_by_node.get(node, []):
-                w.leaf(4, pci(busid, 0x0302, 0x10de, 0x2330))
+                w.leaf(4, pci(busid, 0x0302, 0x10de, gpu_device(busid)))
             for text in others_by_node.get(node, []):
                 w.leaf(4, text)
             w.close(3)
@@ -122,6 +122,9 @@ FILES = {
     "2s2n8c_nosmt_8gpu.xml": machine(False, EIGHT, OTHERS),
     "2s2n8c_smt_2gpu_node3.xml": machine(True, TWO_ON_NODE3, OTHERS),
     "2s2n8c_smt_nogpu.xml": machine(True, {}, OTHERS),
+    # Mixed models: the GPU at 0000:c2 is another model (device 0x26b9).
+    "2s2n8c_smt_2gpu_node3_mixed.xml": machine(True, TWO_ON_NODE3, OTHERS,
+                                               lambda busid: 0x26b9 if busid.startswith("0000:c2") else 0x2330),
 }
 
 if __name__ == "__main__":
