@@ -173,7 +173,13 @@ WorkerSpec Agent::MakeSpec(const WorkerRanks& r, const RoundEnv& round_env) cons
                           config_.redirects.Stdout(lr), OnConsole(lr), log_dir_.StdoutFile(restart_count_, lr));
   spec.err = ChooseTarget(config_.tee.Stderr(lr) || !config_.duplicate_stderr_filters.empty(),
                           config_.redirects.Stderr(lr), OnConsole(lr), log_dir_.StderrFile(restart_count_, lr));
+  if (lr < static_cast<int>(bindings_.size())) spec.binding = bindings_[lr];
   return spec;
+}
+
+const WorkerBinding* Agent::BindingOf(int local_rank) const {
+  return local_rank >= 0 && local_rank < static_cast<int>(bindings_.size()) ? &bindings_[local_rank]
+                                                                          : nullptr;
 }
 
 bool Agent::OnConsole(int local_rank) const {
@@ -184,8 +190,14 @@ void Agent::EmitWorkersStarted() {
   if (!events_) return;
   const std::vector<pid_t> pids = workers_.Pids();
   for (size_t i = 0; i < ranks_.size() && i < pids.size(); ++i) {
-    events_->Emit("worker_started", Json{{"local_rank", ranks_[i].local_rank}, {"rank", ranks_[i].rank},
-                                         {"pid", pids[i]}, {"restart_count", restart_count_}});
+    Json f{{"local_rank", ranks_[i].local_rank}, {"rank", ranks_[i].rank}, {"pid", pids[i]},
+           {"restart_count", restart_count_}};
+    if (const WorkerBinding* b = BindingOf(ranks_[i].local_rank)) {
+      f["cpus"] = b->cpus;
+      f["memory_nodes"] = b->memory_nodes;
+      f["binding"] = b->summary;
+    }
+    events_->Emit("worker_started", f);
   }
 }
 
@@ -285,6 +297,7 @@ void Agent::RecordFailure(const WorkerExit& e) {
   f.exit_code = e.exit_code;
   f.pid = e.pid;
   f.observed_at_s = e.epoch_seconds;
+  if (const WorkerBinding* b = BindingOf(e.local_rank)) f.binding = b->summary;
   const std::string path = log_dir_.ErrorFile(restart_count_, e.local_rank);
   Result<ErrorFileData> data = ReadErrorFile(path);
   if (data.ok()) {

@@ -93,6 +93,10 @@ class Agent {
   // rendezvous. When the agent is done it stops `io`; then exit_code() is
   // final.
   void Start();
+  // --numa-binding: the binding of each local rank (index = local rank),
+  // given to its worker at every start and named in its events and its
+  // failure report. Call before Start; none by default.
+  void SetWorkerBindings(std::vector<WorkerBinding> bindings) { bindings_ = std::move(bindings); }
   // Acts on `sig` as on a handled signal received (see the diagram above).
   // Start routes the real ones here; tests call it directly.
   void HandleSignal(int sig);
@@ -150,6 +154,7 @@ class Agent {
   std::unique_ptr<FilteredLog> OpenFilteredLog(const std::vector<std::string>& filters,
                                                const std::string& path) const;
   bool OnConsole(int local_rank) const;
+  const WorkerBinding* BindingOf(int local_rank) const;  // null: not bound
   void OnWorkerExit(const WorkerExit& exit);
   void EmitWorkerExited(const WorkerExit& exit);
   void RecordFailure(const WorkerExit& exit);
@@ -197,6 +202,7 @@ class Agent {
   std::vector<std::unique_ptr<StreamTee>> tees_;
   int open_tees_ = 0;
   std::unique_ptr<HeartbeatWatcher> heartbeat_;  // null when --heartbeat-timeout is 0
+  std::vector<WorkerBinding> bindings_;          // --numa-binding; empty: none
 };
 
 }  // namespace ctrun::launcher

@@ -15,6 +15,7 @@
 #include "launcher/cli/config.h"
 #include "launcher/logs/log_dir.h"
 #include "launcher/cli/nproc.h"
+#include "launcher/numa_setup.h"
 #include "launcher/process/orphan_guard.h"
 #include "launcher/rdzv/resolve.h"
 #include "launcher/rdzv/setup.h"
@@ -86,6 +87,10 @@ int main(int argc, char** argv) {
     }
   }
 
+  // --numa-binding: placed and printed before anything starts (no directory, no worker).
+  Result<std::vector<WorkerBinding>> bindings = ResolveNumaBinding(config, env);
+  if (!bindings.ok()) return UsageError(bindings.status());
+
   // A usage error, so it comes before anything is made (the guard, the
   // store, the rendezvous, the log directory).
   std::unique_ptr<EventLog> events;
@@ -148,6 +153,7 @@ int main(int argc, char** argv) {
   if (!log_dir.ok()) return UsageError(log_dir.status());
   WorkerSet workers(io, reaper, guard->get());
   Agent agent(io, config, env, **rdzv, workers, std::move(*log_dir), store.get(), events.get());
+  agent.SetWorkerBindings(std::move(*bindings));
   agent.Start();
   io.run();
   (*guard)->HandOverAtExit();

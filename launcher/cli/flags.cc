@@ -110,7 +110,7 @@ std::vector<FlagSpec> BuildTable() {
       {"--virtual-local-rank", {"--virtual-local-rank", "--virtual_local_rank"}, "PET_VIRTUAL_LOCAL_RANK", "0",
        K::kSwitch, CTRUN_APPLY(return ApplySwitch(v, c.virtual_local_rank);), "",
        "Every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES narrowed to its own GPU.", G::kLaunch},
-      {"--numa-binding", {"--numa-binding", "--numa_binding"}, "", nullptr, K::kValue,
+      {"--numa-binding", {"--numa-binding", "--numa_binding"}, "PET_NUMA_BINDING", nullptr, K::kValue,
        CTRUN_APPLY(std::string s; CTRUN_RETURN_IF_ERROR(
                        ApplyChoice(v, {"node", "socket", "exclusive", "core-complex"}, s));
                    c.numa_binding = s; return Status::Ok();),

@@ -24,6 +24,7 @@ struct WorkerFailure {
   std::string error_file;     // the TORCHELASTIC_ERROR_FILE it was given, or ""
   std::optional<ErrorFileData> error;  // its parsed file; nullopt when none was written
   int64_t observed_at_s = 0;  // epoch seconds the exit was seen; used when no file timestamp
+  std::string binding;        // --numa-binding: its CPUs and memory in words; "" when not bound
 };
 
 // The failure's time in epoch seconds: its error file's timestamp when there
@@ -78,6 +79,7 @@ enum class ReportTimeZone { kLocal, kUtc };
 // [i] is the failure's index in `failures`. Each entry has the fields time
 // ("%Y-%m-%d_%H:%M:%S" of FailureTimestamp, in `tz`), host, rank
 // ("<rank> (local_rank: <local_rank>)"), exitcode ("<code> (pid: <pid>)"),
+// binding (only for a worker with a --numa-binding; not in torch's text),
 // error_file (the path when the file was read, else "<N/A>") and traceback
 // (FailureMessage; for a structured file every newline is followed by two
 // spaces of indentation).

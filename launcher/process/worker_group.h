@@ -17,6 +17,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "launcher/process/cpu_binding.h"
 
 namespace ctrun::launcher {
 
@@ -33,6 +34,7 @@ struct WorkerSpec {
   std::vector<std::string> env;   // "KEY=VALUE", the worker's whole environment
   StdioTarget out;
   StdioTarget err;
+  WorkerBinding binding;          // --numa-binding; empty cpus: not bound
 };
 
 struct WorkerExit {
@@ -54,8 +56,10 @@ class WorkerGroup {
   // caller owns them. `on_exit` runs once per worker when it has exited.
   // Errors: IOError when a file cannot be opened or a process cannot be
   // made; NotFound / FailedPrecondition when argv[0] cannot be run (the
-  // message names it). On error every worker already started has been sent
-  // SIGKILL, and `on_exit` is never called for this group.
+  // message names it); FailedPrecondition when a worker cannot take its
+  // `binding` before exec (the message names the local rank and the call).
+  // On error every worker already started has been sent SIGKILL, and
+  // `on_exit` is never called for this group.
   virtual Status Start(const std::vector<WorkerSpec>& specs, ExitHandler on_exit,
                        std::vector<std::pair<int, int>>* pipes) = 0;
 

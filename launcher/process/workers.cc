@@ -54,9 +54,16 @@ void CloseIfOpen(int fd) {
   if (fd >= 0) ::close(fd);
 }
 
+// What a child reports on its status pipe when it cannot become the worker:
+// the errno, and the step that failed. End-of-file means it ran.
+struct ChildFailure {
+  int err = 0;
+  PreparedBinding::Step step = PreparedBinding::Step::kNone;  // kNone: exec failed
+};
+
 // Runs in the forked child: only async-signal-safe calls until exec.
 [[noreturn]] void ExecChild(pid_t parent, char* const argv[], char* const envp[], int out_fd,
-                            int err_fd, int status_fd) {
+                            int err_fd, int status_fd, const PreparedBinding& binding) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // ctrun died before prctl took effect
   ::setsid();
@@ -69,9 +76,13 @@ void CloseIfOpen(int fd) {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (out_fd >= 0) ::dup2(out_fd, STDOUT_FILENO);
   if (err_fd >= 0) ::dup2(err_fd, STDERR_FILENO);
-  ::execvpe(argv[0], argv, envp);
-  int err = errno;
-  ssize_t ignored = ::write(status_fd, &err, sizeof(err));
+  ChildFailure failure;
+  failure.err = binding.Apply(&failure.step);
+  if (failure.err == 0) {
+    ::execvpe(argv[0], argv, envp);
+    failure.err = errno;
+  }
+  ssize_t ignored = ::write(status_fd, &failure, sizeof(failure));
   (void)ignored;
   ::_exit(127);
 }
@@ -82,13 +93,20 @@ void CloseIfOpen(int fd) {
 Status AwaitExecs(const std::vector<WorkerSpec>& specs, const std::vector<int>& status_fds) {
   Status s;
   for (size_t i = 0; i < status_fds.size(); ++i) {
-    int child_errno = 0;
+    ChildFailure failure;
     ssize_t n;
     do {
-      n = ::read(status_fds[i], &child_errno, sizeof(child_errno));
+      n = ::read(status_fds[i], &failure, sizeof(failure));
     } while (n < 0 && errno == EINTR);
     ::close(status_fds[i]);
-    if (s.ok() && n == static_cast<ssize_t>(sizeof(child_errno))) {
+    const int child_errno = failure.err;
+    if (s.ok() && n == static_cast<ssize_t>(sizeof(failure)) &&
+        failure.step != PreparedBinding::Step::kNone) {
+      s = Status::FailedPrecondition(
+          "cannot bind worker local_rank " + std::to_string(specs[i].local_rank) + ": " +
+          (failure.step == PreparedBinding::Step::kCpus ? "sched_setaffinity: " : "set_mempolicy: ") +
+          Errno(child_errno) + " (its binding: " + specs[i].binding.summary + ")");
+    } else if (s.ok() && n == static_cast<ssize_t>(sizeof(failure))) {
       const std::string& argv0 = specs[i].argv[0];
       s = child_errno == ENOENT
               ? Status::NotFound("cannot run '" + argv0 + "': " + Errno(child_errno))
@@ -197,10 +215,11 @@ Status WorkerSet::Fork(const WorkerSpec& spec, pid_t self, std::pair<int, int>* 
   if (s.ok() && ::pipe2(status_pipe, O_CLOEXEC) != 0) {
     s = Status::IOError("pipe: " + Errno(errno));
   }
+  const PreparedBinding binding(spec.binding);
   pid_t pid = -1;
   if (s.ok()) {
     pid = ::fork();
-    if (pid == 0) ExecChild(self, argv.data(), envp.data(), out_fd, err_fd, status_pipe[1]);
+    if (pid == 0) ExecChild(self, argv.data(), envp.data(), out_fd, err_fd, status_pipe[1], binding);
     if (pid < 0) s = Status::IOError("fork: " + Errno(errno));
   }
   CloseIfOpen(status_pipe[1]);

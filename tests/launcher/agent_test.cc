@@ -146,6 +146,7 @@ class AgentFixture {
     events_ = std::move(*events);
     agent_ = std::make_unique<Agent>(io, config, Environment{}, rdzv, workers,
                                      std::move(*log_dir), nullptr, events_.get());
+    agent_->SetWorkerBindings(bindings);
     agent_->Start();
     Poll();
   }
@@ -202,6 +203,7 @@ class AgentFixture {
   LaunchConfig config;
   FakeRendezvous rdzv;
   FakeWorkers workers;
+  std::vector<WorkerBinding> bindings;  // --numa-binding, per local rank
 
  private:
   std::string dir_;
@@ -223,6 +225,42 @@ TEST_CASE_METHOD(AgentFixture, "agent: every worker exiting 0 stops the group an
   CheckFinished(Agent::State::kSucceeded, kExitSuccess, ShutdownReason::kSucceeded);
   CHECK(EventsNamed("restart").empty());
   for (const Json& e : Events()) CHECK(e["node_id"] == "node0#7");
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: each worker gets its --numa-binding at every start, and its events name it") {
+  config.max_restarts = 1;
+  bindings = {WorkerBinding{{0, 1}, {0}, "CPUs 0-1, memory preferred on NUMA node 0 (test)"},
+              WorkerBinding{{2, 3}, {1}, "CPUs 2-3, memory preferred on NUMA node 1 (test)"}};
+  StartRunning();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    REQUIRE(workers.last_specs.size() == 2);
+    for (int lr = 0; lr < 2; ++lr) {
+      CHECK(workers.last_specs[lr].binding.cpus == bindings[lr].cpus);
+      CHECK(workers.last_specs[lr].binding.memory_nodes == bindings[lr].memory_nodes);
+    }
+    workers.Exit(1, 3);
+    workers.FinishClose();
+    if (attempt == 0) {
+      rdzv.CompleteRound(2);
+      Poll();
+    }
+  }
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitFailure, ShutdownReason::kFailed);
+  const std::vector<Json> started = EventsNamed("worker_started");
+  REQUIRE(started.size() == 4);
+  for (const Json& e : started) {
+    const int lr = e["local_rank"].get<int>();
+    CHECK(e["cpus"].get<std::vector<int>>() == bindings[lr].cpus);
+    CHECK(e["memory_nodes"].get<std::vector<int>>() == bindings[lr].memory_nodes);
+    CHECK(e["binding"] == bindings[lr].summary);
+  }
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: without --numa-binding workers and events carry no binding") {
+  StartRunning();
+  for (const WorkerSpec& s : workers.last_specs) CHECK(s.binding.cpus.empty());
+  for (const Json& e : EventsNamed("worker_started")) CHECK_FALSE(e.contains("cpus"));
 }
 
 TEST_CASE_METHOD(AgentFixture, "agent: a failed worker stops the group and restarts it, charged") {

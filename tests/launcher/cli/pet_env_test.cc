@@ -59,12 +59,13 @@ const std::map<std::string_view, Sample>& Samples() {
       {"--virtual-local-rank", {"", {}}},
       {"--duplicate-stdout-filters", {"loss,,x,acc", {}}},
       {"--duplicate-stderr-filters", {"WARN", {}}},
+      {"--numa-binding", {"socket", {}}},
   };
   return samples;
 }
 
-// Rows torchrun itself gives no PET_* form.
-const std::set<std::string_view> kNoEnv = {"--numa-binding", "--logs-specs", "--version", "--help"};
+// Rows torchrun itself gives no PET_* form (ctrun adds PET_NUMA_BINDING).
+const std::set<std::string_view> kNoEnv = {"--logs-specs", "--version", "--help"};
 
 std::string Streams(const StreamSelection& s) {
   std::string out = std::to_string(s.all);

@@ -1,5 +1,6 @@
 #include "launcher/logs/report.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <catch2/catch.hpp>
@@ -247,6 +248,22 @@ TEST_CASE("Report with a flat error file shows its message unindented") {
   std::string report = FormatFailureReport("trainer", "node0.example.com", failures,
                                            ChooseRootCause(failures), ReportTimeZone::kUtc);
   CheckSameLines(report, expected);
+}
+
+TEST_CASE("A bound worker's entry names its binding after its exit code") {
+  WorkerFailure bound = Failure(0, 4, 1, 10, 1714564800);
+  bound.binding = "CPUs 0-3, memory preferred on NUMA node 0 (--numa-binding exclusive, no GPU)";
+  WorkerFailure unbound = Failure(1, 5, 1, 11, 1714564801);
+  std::vector<WorkerFailure> failures = {bound, unbound};
+  const std::vector<std::string> lines =
+      Lines(FormatFailureReport("x", "h", failures, 0, ReportTimeZone::kUtc));
+  CHECK(std::count(lines.begin(), lines.end(), "  binding   : " + bound.binding) == 1);
+  const auto exit_line = std::find(lines.begin(), lines.end(), "  exitcode  : 1 (pid: 10)");
+  REQUIRE(exit_line != lines.end());
+  CHECK(*(exit_line + 1) == "  binding   : " + bound.binding);
+  const auto other = std::find(lines.begin(), lines.end(), "  exitcode  : 1 (pid: 11)");
+  REQUIRE(other != lines.end());
+  CHECK(*(other + 1) == "  error_file: <N/A>");
 }
 
 TEST_CASE("The report is as wide as its widest line, up to 60") {
