@@ -55,7 +55,7 @@ StdioTarget ChooseTarget(bool tee, bool redirect, bool on_console, const std::st
 
 Agent::Agent(boost::asio::io_context& io, const LaunchConfig& config, Environment env,
              RendezvousHandler& rdzv, WorkerGroup& workers, RunLogDir log_dir,
-             StoreServer* store, EventLog* events)
+             rdzv::StoreServer* store, EventLog* events)
     : io_(io),
       config_(config),
       env_(std::move(env)),

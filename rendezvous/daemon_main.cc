@@ -28,6 +28,7 @@ struct DaemonFlags {
   std::string log_level = "info";
   std::string state_dir;
   int metrics_port = -1;  // -1: no metrics endpoint
+  bool no_worker_stores = false;  // one port per job: see ServerOptions::serve_stores
 };
 
 // The host part of --listen ("0.0.0.0:29400" -> "0.0.0.0", "[::1]:0" -> "::1").
@@ -90,6 +91,10 @@ void AddFlags(CLI::App& app, DaemonFlags& flags) {
                  "serve Prometheus metrics at http://HOST:PORT/metrics, HOST being --listen's (0 picks a port; "
                  "default: no metrics endpoint)")
       ->check(CLI::Range(0, 65535));
+  // One port per job (docs/daemon.md): the workers' c10d stores share --listen's port.
+  app.add_flag("--no-worker-stores", flags.no_worker_stores,
+               "do not serve the workers' c10d stores on --listen's port (the agents then host them on "
+               "ports of their own)");
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
@@ -151,6 +156,7 @@ int main(int argc, char** argv) {
   options.token = *token;
   options.tls = *tls;
   options.state_dir = flags.state_dir;
+  options.serve_stores = !flags.no_worker_stores;
   auto server = ctrun::rdzv::RendezvousServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "ctrund: %s\n", server.status().message().c_str());
