@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -59,10 +60,12 @@ class StoreConn {
     REQUIRE(Read(&ready, 1));
     return ready == 0;
   }
-  // True when the server closed the connection (rather than the deadline passing).
+  // True when the server closed the connection (an end of stream, or a reset
+  // when it closed with bytes of ours unread), rather than the deadline passing.
   bool ClosedByServer() {
     char c;
-    return ::recv(fd_, &c, 1, 0) == 0;
+    const ssize_t got = ::recv(fd_, &c, 1, 0);
+    return got == 0 || (got < 0 && errno == ECONNRESET);
   }
 
  private:
