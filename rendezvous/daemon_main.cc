@@ -94,7 +94,7 @@ void AddFlags(CLI::App& app, DaemonFlags& flags) {
   // One port per job (docs/daemon.md): the workers' c10d stores share --listen's port.
   app.add_flag("--no-worker-stores", flags.no_worker_stores,
                "do not serve the workers' c10d stores on --listen's port (the agents then host them on "
-               "ports of their own)");
+               "ports of their own; implied by --state-dir)");
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
@@ -156,7 +156,10 @@ int main(int argc, char** argv) {
   options.token = *token;
   options.tls = *tls;
   options.state_dir = flags.state_dir;
-  options.serve_stores = !flags.no_worker_stores;
+  // A store's keys live in memory only: with --state-dir, a restarted ctrund
+  // would resume running rounds whose workers lost their store. So the agents
+  // keep hosting them (docs/daemon.md, "The workers' stores").
+  options.serve_stores = !flags.no_worker_stores && flags.state_dir.empty();
   auto server = ctrun::rdzv::RendezvousServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "ctrund: %s\n", server.status().message().c_str());
