@@ -8,7 +8,8 @@
 //   run_stores.cc      the workers' c10d stores on the listen port
 // and the pieces it uses have files of their own: join_stream (a Join's
 // stream and the Outbox), call_check (token and version), listen_address,
-// grpc_logs.
+// grpc_logs, port_mux (the listen port, shared with the stores),
+// store_routing (which run a store connection belongs to).
 //
 // Locking: mu_ guards the members marked so. The functions grouped below as
 // requiring mu_ check it on entry (CheckedMutex::AssertHeld). gRPC calls on
