@@ -56,7 +56,7 @@ StdioTarget ChooseTarget(bool pipe, bool redirect, bool on_console, const std::s
 
 Agent::Agent(boost::asio::io_context& io, const LaunchConfig& config, Environment env,
              RendezvousHandler& rdzv, WorkerGroup& workers, RunLogDir log_dir,
-             StoreServer* store, EventLog* events)
+             rdzv::StoreServer* store, EventLog* events)
     : io_(io),
       config_(config),
       env_(std::move(env)),

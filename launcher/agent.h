@@ -64,7 +64,7 @@
 #include "launcher/logs/log_dir.h"
 #include "launcher/rdzv/rendezvous_handler.h"
 #include "launcher/logs/report.h"
-#include "launcher/store/store_server.h"
+#include "rendezvous/store/store_server.h"
 #include "launcher/logs/stream_tee.h"
 #include "launcher/process/worker_env.h"
 #include "launcher/process/worker_group.h"
@@ -85,7 +85,7 @@ class Agent {
   // ctrun); `rdzv` forms its rounds.
   Agent(boost::asio::io_context& io, const LaunchConfig& config, Environment env,
         RendezvousHandler& rdzv, WorkerGroup& workers, RunLogDir log_dir,
-        StoreServer* store = nullptr, EventLog* events = nullptr);
+        rdzv::StoreServer* store = nullptr, EventLog* events = nullptr);
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
@@ -183,7 +183,7 @@ class Agent {
   RendezvousHandler& rdzv_;
   WorkerGroup& workers_;
   RunLogDir log_dir_;
-  StoreServer* store_;  // null: this agent hosts no store
+  rdzv::StoreServer* store_;  // null: this agent hosts no store
   EventLog* events_;    // null: no --events-file
   boost::asio::signal_set signals_;
 

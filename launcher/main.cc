@@ -20,7 +20,7 @@
 #include "launcher/rdzv/resolve.h"
 #include "launcher/rdzv/setup.h"
 #include "launcher/status_command.h"
-#include "launcher/store/store_server.h"
+#include "rendezvous/store/store_server.h"
 #include "launcher/process/worker_env.h"
 #include "launcher/process/workers.h"
 #include "rendezvous/machine/node_order.h"
@@ -132,9 +132,9 @@ int main(int argc, char** argv) {
   // that is taken fails the launch here, once, and never a restart.
   StoreHosting hosting;
   hosting.agent_store = !config.no_agent_store;
-  std::unique_ptr<StoreServer> store;
+  std::unique_ptr<rdzv::StoreServer> store;
   if (std::optional<int> port = AgentStorePort(config)) {
-    store = std::make_unique<StoreServer>(io);
+    store = std::make_unique<rdzv::StoreServer>(io);
     if (Status s = store->Listen(AgentStoreHost(config), *port); !s.ok()) {
       if (s.IsInvalidArgument()) return UsageError(s);
       spdlog::error("{}", s.message());

@@ -28,6 +28,7 @@ struct DaemonFlags {
   std::string log_level = "info";
   std::string state_dir;
   int metrics_port = -1;  // -1: no metrics endpoint
+  bool no_worker_stores = false;  // one port per job: see ServerOptions::serve_stores
 };
 
 // The host part of --listen ("0.0.0.0:29400" -> "0.0.0.0", "[::1]:0" -> "::1").
@@ -86,6 +87,10 @@ void AddFlags(CLI::App& app, DaemonFlags& flags) {
                  "serve Prometheus metrics at http://HOST:PORT/metrics and a live status page at http://HOST:PORT/, "
                  "HOST being --listen's (0 picks a port; default: neither)")
       ->check(CLI::Range(0, 65535));
+  // One port per job (docs/daemon.md): the workers' c10d stores share --listen's port.
+  app.add_flag("--no-worker-stores", flags.no_worker_stores,
+               "do not serve the workers' c10d stores on --listen's port (the agents then host them on "
+               "ports of their own; implied by --state-dir)");
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
@@ -149,6 +154,10 @@ int main(int argc, char** argv) {
   options.token = *token;
   options.tls = *tls;
   options.state_dir = flags.state_dir;
+  // A store's keys live in memory only: with --state-dir, a restarted ctrund
+  // would resume running rounds whose workers lost their store. So the agents
+  // keep hosting them (docs/daemon.md, "The workers' stores").
+  options.serve_stores = !flags.no_worker_stores && flags.state_dir.empty();
   auto server = ctrun::rdzv::RendezvousServer::Start(options);
   if (!server.ok()) {
     if (server.status().IsInvalidArgument()) return Usage(server.status().message());

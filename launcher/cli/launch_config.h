@@ -94,7 +94,7 @@ struct LaunchConfig {
   Seconds heartbeat_timeout{0};
   std::optional<Seconds> heartbeat_initial_timeout;
   // ctrun only: worker rank 0 hosts the c10d store (TORCHELASTIC_USE_AGENT_STORE=False)
-  // instead of the agent (launcher/store/store_server.h).
+  // instead of the agent (rendezvous/store/store_server.h).
   bool no_agent_store = false;
   // ctrun only: append one JSON line per agent event here (launcher/logs/event_log.h).
   std::optional<std::string> events_file;

@@ -5,6 +5,8 @@
 #include <boost/asio/post.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <utility>
 
 #include "launcher/net/free_port.h"
 #include "rendezvous/machine/node_order.h"
@@ -12,6 +14,17 @@
 namespace ctrun::launcher {
 
 namespace {
+
+// "host:port" or "[v6]:port" -> {host without brackets, port}; the
+// endpoint was checked when the plan was made.
+std::pair<std::string, int> SplitEndpoint(const std::string& endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  std::string host = endpoint.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  int port = 0;
+  if (colon != std::string::npos) port = std::atoi(endpoint.c_str() + colon + 1);
+  return {host, port};
+}
 
 Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
 
@@ -131,6 +144,23 @@ void GrpcRendezvous::OnUpdate(const rdzv::Update& update) {
     }
     round.master_addr = rc->members[0].addr;
     round.master_port = rc->members[0].master_port;
+    if (rc->store_on_rendezvous_port && options_.store.agent_store && !options_.fixed_master) {
+      // One port per job: the server that runs the rendezvous serves the
+      // workers' store on its own port (rendezvous/grpc/port_mux.h).
+      const auto [host, port] = SplitEndpoint(options_.client.endpoint);
+      round.master_addr = host;
+      round.master_port = port;
+    }
+    if (options_.store.agent_store && !options_.fixed_master && store_on_port_ != rc->store_on_rendezvous_port) {
+      store_on_port_ = rc->store_on_rendezvous_port;
+      if (*store_on_port_) {
+        spdlog::info("the workers' store is served on the rendezvous port ({})", options_.client.endpoint);
+      } else {
+        spdlog::info("the rendezvous at {} does not serve the workers' store on its port for this round: "
+                     "group rank 0's agent hosts it on {}:{}",
+                     options_.client.endpoint, round.master_addr, round.master_port);
+      }
+    }
     if (options_.fixed_master) {
       round.master_addr = options_.fixed_master->first;
       round.master_port = options_.fixed_master->second;

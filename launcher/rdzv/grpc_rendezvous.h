@@ -5,7 +5,10 @@
 // Each NextRound opens a Join stream carrying this node's worker count, the
 // address to publish as MASTER_ADDR (--local-addr, else whatever address the
 // server sees the request come from) and a free local port for MASTER_PORT
-// (fresh every round). The server pushes membership changes on that stream
+// (fresh every round). With the agent store, a round whose server serves
+// the workers' store on the rendezvous port (RoundComplete's
+// store_on_rendezvous_port) gives the workers MASTER_ADDR:MASTER_PORT = the
+// --rdzv-endpoint: one port per job. The server pushes membership changes on that stream
 // at once; they reach the agent through OnChange. Keep-alives go out every
 // keep_alive_interval for the agent's whole life.
 //
@@ -97,6 +100,9 @@ class GrpcRendezvous : public RendezvousHandler {
   boost::asio::steady_timer reconnect_timer_;
   rdzv::JoinArgs join_args_;  // of the current round's Join, re-sent on reconnect
   bool reconnecting_ = false;
+  // Whether the last round had its store on the rendezvous port (logged
+  // when that changes); nullopt before the first round.
+  std::optional<bool> store_on_port_;
   bool heard_ = false;  // the server answered this Join (any update on its stream)
   bool keep_alive_failing_ = false;  // said once per streak of failed keep-alives
   Duration reconnect_delay_{};

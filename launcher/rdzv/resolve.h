@@ -101,7 +101,10 @@ rdzv::NodeId ThisNode(const LaunchConfig& config);
 //   static       --master-port on node rank 0 (workers get exactly
 //                --master-addr:--master-port)
 //   c10d, etcd   any: each agent advertises its store's port when it joins,
-//                and the round's group rank 0 is the one the workers use
+//                and the round's group rank 0 is the one the workers use.
+//                c10d: only when the rendezvous server does not serve the
+//                store on its own port for the round (it does by default:
+//                one port per job, rendezvous/grpc/port_mux.h)
 std::optional<int> AgentStorePort(const LaunchConfig& config);
 
 // The address that store listens on: the one its workers are given as

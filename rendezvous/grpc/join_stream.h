@@ -44,12 +44,18 @@ class StreamOwner {
 class JoinStream final : public grpc::ServerWriteReactor<v1::Update> {
  public:
   // `owner` must outlive the stream.
-  JoinStream(StreamOwner* owner, std::string run_id, NodeId node, uint64_t incarnation)
-      : owner_(owner), run_id_(std::move(run_id)), node_(std::move(node)), incarnation_(incarnation) {}
+  // `peer_ip`: the address the call came from (PeerIp; "" if unknown).
+  JoinStream(StreamOwner* owner, std::string run_id, NodeId node, uint64_t incarnation, std::string peer_ip = "")
+      : owner_(owner),
+        run_id_(std::move(run_id)),
+        node_(std::move(node)),
+        incarnation_(incarnation),
+        peer_ip_(std::move(peer_ip)) {}
 
   const std::string& run_id() const { return run_id_; }
   const NodeId& node() const { return node_; }
   uint64_t incarnation() const { return incarnation_; }
+  const std::string& peer_ip() const { return peer_ip_; }
 
   // The client cancelled the call or its connection broke (its agent died,
   // or its host is gone) rather than the server ending the stream.
@@ -89,6 +95,7 @@ class JoinStream final : public grpc::ServerWriteReactor<v1::Update> {
   const std::string run_id_;
   const NodeId node_;
   const uint64_t incarnation_;
+  const std::string peer_ip_;
 
   mutable std::mutex mu_;
   bool client_gone_ = false;

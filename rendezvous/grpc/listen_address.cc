@@ -1,12 +1,5 @@
 #include "rendezvous/grpc/listen_address.h"
 
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
 namespace ctrun::rdzv {
 
 Result<HostPort> ParseListenAddress(const std::string& address) {
@@ -24,34 +17,6 @@ Result<HostPort> ParseListenAddress(const std::string& address) {
   }
   if (port > 65535) return bad;
   return HostPort{host, port};
-}
-
-std::string BindFailureReason(const HostPort& hp) {
-  std::string host = hp.host;
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  std::string port = std::to_string(hp.port);
-  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) return ::gai_strerror(rc);
-  std::string reason = "the address is not available";
-  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-    if (fd < 0) continue;
-    int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    int rc = ::bind(fd, ai->ai_addr, ai->ai_addrlen);
-    int err = errno;
-    ::close(fd);
-    if (rc != 0) {
-      reason = err == EADDRINUSE ? "address in use" : std::strerror(err);
-      break;
-    }
-  }
-  ::freeaddrinfo(found);
-  return reason;
 }
 
 }  // namespace ctrun::rdzv

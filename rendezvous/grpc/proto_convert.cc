@@ -258,6 +258,7 @@ Decision DecisionFromUpdate(const NodeId& self, const v1::Update& u) {
       out.round = rc.round();
       out.world_size = rc.world_size();
       out.hint_note = rc.hint_note();
+      out.store_on_rendezvous_port = rc.store_on_rendezvous_port();
       out.members.resize(static_cast<size_t>(rc.local_world_sizes_size()));
       for (int i = 0; i < rc.local_world_sizes_size(); ++i) {
         out.members[i].group_rank = i;
@@ -325,6 +326,7 @@ void RoundCompleteForPush(const RoundComplete& d, v1::RoundComplete* out) {
   out->set_round(d.round);
   out->set_world_size(d.world_size);
   out->set_hint_note(d.hint_note);
+  out->set_store_on_rendezvous_port(d.store_on_rendezvous_port);
   out->mutable_local_world_sizes()->Reserve(static_cast<int>(d.members.size()));
   for (const Member& m : d.members) out->add_local_world_sizes(m.local_world_size);
   if (!d.members.empty()) MemberToProto(d.members[0], out->add_members());

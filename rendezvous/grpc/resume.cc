@@ -45,6 +45,7 @@ bool RendezvousServer::Impl::ResumeMember(const std::string& run_id, RendezvousM
   Snapshot state = machine.State();
   RoundComplete again{state.round, state.members, 0, false, ""};
   for (const Member& m : state.members) again.world_size += m.local_world_size;
+  again.store_on_rendezvous_port = store_routing_.Holds(run_id);
   UpdateFromDecision(again, &update);
   out.logs.push_back("rendezvous run '" + run_id + "': node " + ToString(join.node) +
                      " reconnected to running round " + std::to_string(state.round));

@@ -78,12 +78,20 @@ bool RendezvousServer::Impl::Route(const std::string& run_id, const std::vector<
           using T = std::decay_t<decltype(x)>;
           if constexpr (std::is_same_v<T, RoundComplete>) {
             RoundCompleteForPush(x, update.mutable_round_complete());
+            const bool store_here = GrantStore(
+                run_id, x.members,
+                [&](const NodeId& node) {
+                  return (joiner && answered && node == *joiner) ? joiner_stream : Find(run_id, node);
+                },
+                out);
+            update.mutable_round_complete()->set_store_on_rendezvous_port(store_here);
             for (size_t i = 0; i < x.members.size(); ++i) {
               v1::Update mine = update;
               if (i > 0) AddWholeMember(x, i, mine.mutable_round_complete());
               send(x.members[i].node, false, std::move(mine));
             }
           } else if constexpr (std::is_same_v<T, RestartRequested> || std::is_same_v<T, Closed>) {
+            ReleaseStore(run_id, false);
             for (const NodeId& n : x.nodes) send(n, std::is_same_v<T, Closed>, update);
           } else if constexpr (std::is_same_v<T, Admitted>) {
             send(x.node, false, update);
@@ -102,10 +110,11 @@ bool RendezvousServer::Impl::Route(const std::string& run_id, const std::vector<
 
 void RendezvousServer::Impl::CollectDrained(const std::string& run_id, Outbox& out) {
   mu_.AssertHeld("CollectDrained");
-  auto waiting = drained_waiters_.find(run_id);
-  if (waiting == drained_waiters_.end()) return;
   Result<RendezvousMachine*> machine = registry_.Find(run_id);
   if (machine.ok() && (*machine)->Tally().live_nodes > 0) return;
+  ReleaseStore(run_id, true);
+  auto waiting = drained_waiters_.find(run_id);
+  if (waiting == drained_waiters_.end()) return;
   for (auto& cb : waiting->second) out.calls.push_back(std::move(cb));
   drained_waiters_.erase(waiting);
 }

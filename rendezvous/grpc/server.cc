@@ -19,7 +19,7 @@
 namespace ctrun::rdzv {
 
 RendezvousServer::Impl::Impl(const ServerOptions& options)
-    : registry_(options.mode), call_check_(options.token), tls_(options.tls) {}
+    : registry_(options.mode), call_check_(options.token), tls_(options.tls), serve_stores_(options.serve_stores) {}
 
 RendezvousServer::Impl::~Impl() { Shutdown(); }
 
@@ -53,23 +53,26 @@ Status RendezvousServer::Impl::RestoreRuns(const std::string& dir) {
 }
 
 Status RendezvousServer::Impl::Listen(const HostPort& hp) {
-  std::string address = hp.host + ":" + std::to_string(hp.port);
+  // The port is the mux's (port_mux.h): it binds it, and gRPC gets its
+  // connections through an external-connection acceptor, with the server's
+  // credentials (TLS too) and the client's real address.
+  Result<std::unique_ptr<PortMux>> mux = PortMux::Bind(hp);
+  if (!mux.ok()) return mux.status();
   grpc::ServerBuilder builder;
-  // Without this, Linux lets a second server bind the same port and steal
-  // half the connections; the agent relies on bind failing to become a client.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(address, ServerCredentialsFor(tls_), &port_);
+  grpc_acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, ServerCredentialsFor(tls_));
   builder.RegisterService(this);
   server_ = builder.BuildAndStart();
-  if (!server_ || port_ == 0) {
-    server_.reset();
-    const std::string reason = BindFailureReason(hp);
-    return Status::Unavailable("cannot listen on " + address + ": " + reason +
-                               (reason == "address in use"
-                                    ? " (stop whatever holds it, or pick another port)"
-                                    : " (give an address of this host, e.g. 127.0.0.1:PORT or 0.0.0.0:PORT)"));
+  if (!server_) {
+    return Status::Unavailable("cannot listen on " + hp.host + ":" + std::to_string(hp.port) +
+                               ": the gRPC server did not start (see the log above)");
   }
+  mux_ = std::move(*mux);
+  port_ = mux_->port();
   address_ = hp.host + ":" + std::to_string(port_);
+  mux_->Start(grpc_acceptor_.get(), [this](boost::asio::ip::tcp::socket socket, std::string first) {
+    OnStoreConnection(std::move(socket), std::move(first));
+  });
   timer_ = std::thread([this] { TimerLoop(); });
   return Status::Ok();
 }
@@ -89,6 +92,8 @@ void RendezvousServer::Impl::Shutdown() {
   }
   out.Flush();
   if (timer_.joinable()) timer_.join();
+  // No new connections, and the stores' sessions end with the mux thread.
+  if (mux_) mux_->Stop();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     server_->Wait();

@@ -30,6 +30,10 @@
 // Deadlines: one timer thread sleeps until the earliest NextDeadline() of all
 // runs and then steps Tick{} on the runs that are due.
 //
+// The listen port is shared with the workers' c10d stores (ServerOptions::
+// serve_stores, port_mux.h): the server accepts every connection itself and
+// hands gRPC's to gRPC.
+//
 // Thread model: Start, port, address, Shutdown and the destructor may be
 // called from any thread, but not concurrently with the destructor.
 #pragma once
@@ -70,6 +74,15 @@ struct ServerOptions {
   // after each step that changed it, before any reply goes out, and the runs
   // found there at Start are resumed (state_store.h; docs/daemon.md).
   std::string state_dir;
+  // Serve the workers' c10d stores on the listen port too (port_mux.h): a
+  // store connection goes to the store of the run whose running round has a
+  // member at the connection's source address (store_routing.h), and each
+  // round starts with an empty store. A round that cannot be told apart
+  // from another running round by its members' addresses is not offered
+  // the port: RoundComplete says so, and its agents host the store on a
+  // port of their own. False (ctrund --no-worker-stores): no round is
+  // offered the port, store connections are closed.
+  bool serve_stores = true;
 };
 
 class RendezvousServer {

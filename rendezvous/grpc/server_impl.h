@@ -5,9 +5,11 @@
 //   service_calls.cc   the RPC handlers and the end of a Join stream
 //   run_step.cc        StepRun: one event through a run's machine to the wire
 //   resume.cc          a Join that re-opens a broken stream
+//   run_stores.cc      the workers' c10d stores on the listen port
 // and the pieces it uses have files of their own: join_stream (a Join's
 // stream and the Outbox), call_check (token and version), listen_address,
-// grpc_logs.
+// grpc_logs, port_mux (the listen port, shared with the stores),
+// store_routing (which run a store connection belongs to).
 //
 // Locking: mu_ guards the members marked so. The functions grouped below as
 // requiring mu_ check it on entry (CheckedMutex::AssertHeld). gRPC calls on
@@ -28,10 +30,13 @@
 #include "rendezvous/grpc/checked_mutex.h"
 #include "rendezvous/grpc/join_stream.h"
 #include "rendezvous/grpc/listen_address.h"
+#include "rendezvous/grpc/port_mux.h"
+#include "rendezvous/grpc/store_routing.h"
 #include "rendezvous/grpc/reconnect.h"
 #include "rendezvous/grpc/server.h"
 #include "rendezvous/metrics/metrics.h"
 #include "rendezvous/persist/state_store.h"
+#include "rendezvous/store/store_server.h"
 
 namespace ctrun::rdzv {
 
@@ -160,6 +165,23 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   // while stopping, NOT_FOUND for an unknown run).
   Result<RendezvousMachine*> Usable(const std::string& run_id, grpc::Status& status);
 
+  // run_stores.cc. The workers' stores: which run holds the port for its
+  // round (under mu_), and each run's StoreServer (on the mux's thread).
+  //
+  // A round of `run_id` completed with `members`, each reached on the
+  // stream `stream_of` returns (null if none): grants it the port when its
+  // members' addresses are not another running run's, and empties the run's
+  // store before any worker of the round can connect. Returns whether the
+  // round got the port. Requires mu_.
+  bool GrantStore(const std::string& run_id, const std::vector<Member>& members,
+                  const std::function<JoinStream*(const NodeId&)>& stream_of, Outbox& out);
+  // The run's round ended: new store connections no longer reach it.
+  // `drained`: no node is left, so its store is dropped too. Requires mu_.
+  void ReleaseStore(const std::string& run_id, bool drained);
+  // A store connection the mux accepted (mux thread): to the store of the
+  // run that holds its address, else closed.
+  void OnStoreConnection(boost::asio::ip::tcp::socket socket, std::string first);
+
   // The timer thread: steps Tick{} on each run whose NextDeadline() is due,
   // then sleeps until the earliest one or until Rearm or Shutdown wakes it.
   void TimerLoop();
@@ -175,10 +197,20 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   std::map<std::string, std::vector<std::function<void()>>> drained_waiters_;  // guarded by mu_
   std::optional<StateStore> store_;  // set with --state-dir; written under mu_
 
+  StoreRouting store_routing_;       // guarded by mu_
+
   CallCheck call_check_;
   const TlsConfig tls_;
+  const bool serve_stores_;
   int port_ = 0;
   std::string address_;
+  // Destroyed in reverse: the gRPC server first (nothing posts to the mux
+  // after it), then the stores (the mux thread is stopped by then), then
+  // the mux and its io_context.
+  std::unique_ptr<PortMux> mux_;
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> grpc_acceptor_;
+  std::map<std::string, std::unique_ptr<StoreServer>> stores_;  // mux thread only
+  int unrouted_logged_ = 0;                                     // mux thread only
   std::unique_ptr<grpc::Server> server_;
   std::thread timer_;
 };

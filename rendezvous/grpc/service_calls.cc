@@ -54,7 +54,8 @@ void RendezvousServer::Impl::StreamDone(JoinStream* stream) {
 
 grpc::ServerWriteReactor<v1::Update>* RendezvousServer::Impl::Join(grpc::CallbackServerContext* context,
                                                                    const v1::JoinRequest* request) {
-  auto* stream = new JoinStream(this, request->run_id(), NodeFromProto(request->node()), request->incarnation());
+  auto* stream = new JoinStream(this, request->run_id(), NodeFromProto(request->node()), request->incarnation(),
+                                PeerIp(context->peer()));
   if (grpc::Status bad = call_check_.Check(*context, request->version(), request->token(), request->run_id());
       !bad.ok()) {
     stream->FinishNow(bad);

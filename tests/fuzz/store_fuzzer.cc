@@ -1,5 +1,5 @@
 // libFuzzer target: the agent-hosted store's request parsing and table
-// (launcher/store/store_protocol.h, launcher/store/store_state.h) without sockets. The
+// (rendezvous/store/store_protocol.h, rendezvous/store/store_state.h) without sockets. The
 // input's first byte picks a client (of 4) and how the rest is split into
 // reads; every complete request goes to the StoreState as the server sends
 // it. Checks: no crash, no sanitizer report; after an error the parser stays
@@ -11,12 +11,12 @@
 #include <string>
 
 #include "fuzz_checks.h"
-#include "launcher/store/store_protocol.h"
-#include "launcher/store/store_state.h"
+#include "rendezvous/store/store_protocol.h"
+#include "rendezvous/store/store_state.h"
 
 namespace {
 
-using namespace ctrun::launcher;
+using namespace ctrun::rdzv;
 
 }  // namespace
 

@@ -23,6 +23,7 @@ class Hosts:
         self.prefix = prefix
         self.switch = f"{prefix}-sw"
         self.names = [f"{prefix}-h{i}" for i in range(1, count + 1)]
+        self.lans = []
 
     def ip(self, i):
         return f"{self.subnet}.{i + 1}"
@@ -42,10 +43,39 @@ class Hosts:
             sh("ip", "-n", ns, "addr", "add", f"{self.ip(i)}/24", "dev", "eth0")
             sh("ip", "-n", ns, "link", "set", "eth0", "up")
 
+    def add_lan(self, subnet):
+        """A second network, eth1 in every host on `subnet` (blackholed in the
+        root namespace first, as the first): e.g. a data network for Gloo
+        (GLOO_SOCKET_IFNAME=eth1) beside a firewalled control network."""
+        self.lans.append(subnet)
+        sh("ip", "route", "replace", "blackhole", f"{subnet}.0/24")
+        sh("ip", "-n", self.switch, "link", "add", "br1", "type", "bridge")
+        sh("ip", "-n", self.switch, "link", "set", "br1", "up")
+        for i, ns in enumerate(self.names):
+            sh("ip", "-n", ns, "link", "add", "eth1", "type", "veth", "peer", "name", f"q{i}")
+            sh("ip", "-n", ns, "link", "set", f"q{i}", "netns", self.switch)
+            sh("ip", "-n", self.switch, "link", "set", f"q{i}", "master", "br1")
+            sh("ip", "-n", self.switch, "link", "set", f"q{i}", "up")
+            sh("ip", "-n", ns, "addr", "add", f"{subnet}.{i + 1}/24", "dev", "eth1")
+            sh("ip", "-n", ns, "link", "set", "eth1", "up")
+
+    def allow_only_tcp_port(self, i, port):
+        """Host i's eth0 passes no TCP but to and from `port` (iptables in its
+        namespace, stateless: replies come from `port`)."""
+        ns = self.names[i]
+        for chain, dev, ours, theirs in (("INPUT", "-i", "--dport", "--sport"),
+                                         ("OUTPUT", "-o", "--sport", "--dport")):
+            sh("ip", "netns", "exec", ns, "iptables", "-A", chain, dev, "eth0", "-p", "tcp", ours, str(port),
+               "-j", "ACCEPT")
+            sh("ip", "netns", "exec", ns, "iptables", "-A", chain, dev, "eth0", "-p", "tcp", theirs, str(port),
+               "-j", "ACCEPT")
+            sh("ip", "netns", "exec", ns, "iptables", "-A", chain, dev, "eth0", "-p", "tcp", "-j", "DROP")
+
     def down(self):
         for ns in self.names + [self.switch]:
             sh("ip", "netns", "del", ns, check=False)
-        sh("ip", "route", "del", "blackhole", f"{self.subnet}.0/24", check=False)
+        for subnet in [self.subnet] + self.lans:
+            sh("ip", "route", "del", "blackhole", f"{subnet}.0/24", check=False)
 
     def command(self, i, argv):
         """argv run inside host i's network namespace."""

@@ -1,4 +1,4 @@
-"""The agent-hosted c10d store (launcher/store/store_server.h): stock torch 1.13
+"""The agent-hosted c10d store (rendezvous/store/store_server.h): stock torch 1.13
 workers use every store call against it on one and two nodes; 1,000 restarts
 never rebind it; malformed requests from a raw socket are refused, logged
 once, and the agent goes on serving."""

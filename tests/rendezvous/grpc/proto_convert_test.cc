@@ -94,6 +94,20 @@ TEST_CASE("a pushed RoundComplete carries every size packed, the master and the 
   CHECK(std::get<RoundComplete>(DecisionFromUpdate(members[1].node, full)) == round);
 }
 
+TEST_CASE("a RoundComplete says whether its store is on the rendezvous port; unset means not") {
+  RoundComplete round{1, {Member{{"m0", 1, 0}, 0, 2, "10.0.0.1", 29500}}, 2, false, ""};
+  for (bool on_port : {true, false}) {
+    round.store_on_rendezvous_port = on_port;
+    v1::Update push;
+    RoundCompleteForPush(round, push.mutable_round_complete());
+    CHECK(push.round_complete().store_on_rendezvous_port() == on_port);
+    CHECK(std::get<RoundComplete>(DecisionFromUpdate(round.members[0].node, push)).store_on_rendezvous_port == on_port);
+  }
+  v1::Update old_server;  // a server from before the field: false, the agents host the store
+  old_server.mutable_round_complete()->add_local_world_sizes(2);
+  CHECK_FALSE(std::get<RoundComplete>(DecisionFromUpdate(NodeId{"m0", 1, 0}, old_server)).store_on_rendezvous_port);
+}
+
 TEST_CASE("a RoundComplete whole member outside its size list is dropped") {
   v1::Update u;
   v1::RoundComplete* rc = u.mutable_round_complete();

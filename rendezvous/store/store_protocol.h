@@ -30,7 +30,7 @@
 
 #include "base/result.h"
 
-namespace ctrun::launcher {
+namespace ctrun::rdzv {
 
 enum class StoreOp {
   kValidate,    // 2.x handshake; no reply
@@ -118,4 +118,4 @@ void AppendStoreUint32(std::string& out, uint32_t v);
 // Printable name of a request type ("SET"), for logs.
 std::string_view StoreOpName(StoreOp op);
 
-}  // namespace ctrun::launcher
+}  // namespace ctrun::rdzv

@@ -1,11 +1,11 @@
 // StoreParser: torch's TCPStore requests, byte for byte, in both dialects;
 // split at every offset; malformed and oversized streams refused.
-#include "launcher/store/store_protocol.h"
+#include "rendezvous/store/store_protocol.h"
 
 #include <catch2/catch.hpp>
 #include <cstring>
 
-namespace ctrun::launcher {
+namespace ctrun::rdzv {
 namespace {
 
 // The wire vocabulary: Str("k") is a uint64 length + bytes.
@@ -175,4 +175,4 @@ TEST_CASE("the per-node attempt number is dropped from torch's worker keys") {
 }
 
 }  // namespace
-}  // namespace ctrun::launcher
+}  // namespace ctrun::rdzv

@@ -1,8 +1,8 @@
-#include "launcher/store/store_state.h"
+#include "rendezvous/store/store_state.h"
 
 #include <charconv>
 
-namespace ctrun::launcher {
+namespace ctrun::rdzv {
 
 namespace {
 
@@ -149,4 +149,4 @@ void StoreState::Clear() {
   key_waits_.clear();
 }
 
-}  // namespace ctrun::launcher
+}  // namespace ctrun::rdzv

@@ -1,6 +1,6 @@
 // StoreState: the key-value table behind the agent-hosted store, and the
 // clients waiting on its keys. Pure: requests in, reply bytes out; no
-// sockets, clock or threads (launcher/store/store_server.h owns those).
+// sockets, clock or threads (rendezvous/store/store_server.h owns those).
 //
 // Semantics follow torch's own TCPStore server:
 //  - SET, MULTI_SET, APPEND, ADD and a COMPARE_SET that writes wake the
@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "base/status.h"
-#include "launcher/store/store_protocol.h"
+#include "rendezvous/store/store_protocol.h"
 
-namespace ctrun::launcher {
+namespace ctrun::rdzv {
 
 using StoreClientId = uint64_t;
 
@@ -71,4 +71,4 @@ inline constexpr uint8_t kStoreWaitCanceled = 1;
 inline constexpr uint8_t kStoreCheckReady = 0;
 inline constexpr uint8_t kStoreCheckNotReady = 1;
 
-}  // namespace ctrun::launcher
+}  // namespace ctrun::rdzv

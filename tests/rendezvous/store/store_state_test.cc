@@ -1,11 +1,11 @@
 // StoreState: requests from numbered clients in, reply bytes and woken
 // waiters out.
-#include "launcher/store/store_state.h"
+#include "rendezvous/store/store_state.h"
 
 #include <catch2/catch.hpp>
 #include <cstring>
 
-namespace ctrun::launcher {
+namespace ctrun::rdzv {
 namespace {
 
 StoreRequest Req(StoreOp op, std::vector<std::string> keys = {}, std::vector<std::string> values = {},
@@ -142,4 +142,4 @@ TEST_CASE("check, cancel_wait, ping, disconnect and clear") {
 }
 
 }  // namespace
-}  // namespace ctrun::launcher
+}  // namespace ctrun::rdzv

@@ -1,8 +1,8 @@
-#include "launcher/store/store_protocol.h"
+#include "rendezvous/store/store_protocol.h"
 
 #include <cstring>
 
-namespace ctrun::launcher {
+namespace ctrun::rdzv {
 
 namespace {
 
@@ -239,4 +239,4 @@ void DropAttemptPrefix(StoreRequest& req) {
   }
 }
 
-}  // namespace ctrun::launcher
+}  // namespace ctrun::rdzv

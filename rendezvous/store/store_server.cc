@@ -1,4 +1,4 @@
-#include "launcher/store/store_server.h"
+#include "rendezvous/store/store_server.h"
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
@@ -7,9 +7,9 @@
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/write.hpp>
 
-#include "launcher/store/store_protocol.h"
+#include "rendezvous/store/store_protocol.h"
 
-namespace ctrun::launcher {
+namespace ctrun::rdzv {
 
 namespace {
 
@@ -27,7 +27,7 @@ void SetCloexec(int fd) {
 }  // namespace
 
 struct StoreServer::Session {
-  Session(boost::asio::io_context& io, StoreClientId id) : id(id), socket(io) {}
+  Session(tcp::socket socket, StoreClientId id) : id(id), socket(std::move(socket)) {}
   StoreClientId id;
   tcp::socket socket;
   std::string peer;
@@ -93,27 +93,40 @@ Status StoreServer::Listen(const std::string& host, int port) {
 }
 
 void StoreServer::Accept() {
-  auto s = std::make_shared<Session>(io_, next_id_++);
-  acceptor_.async_accept(s->socket, [this, s](const boost::system::error_code& ec) {
+  acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
     if (ec == boost::asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (!ec) {
-      SetCloexec(s->socket.native_handle());
-      boost::system::error_code ignored;
-      s->socket.set_option(tcp::no_delay(true), ignored);
-      const tcp::endpoint peer = s->socket.remote_endpoint(ignored);
-      boost::asio::ip::address addr = peer.address();
-      if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
-        addr = boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, addr.to_v6());
-      }
-      s->peer = addr.is_v6() ? "[" + addr.to_string() + "]:" + std::to_string(peer.port())
-                             : addr.to_string() + ":" + std::to_string(peer.port());
-      sessions_.emplace(s->id, s);
-      Read(s);
+      Adopt(std::move(socket), {});
     } else {
       spdlog::debug("store: accept failed: {}", ec.message());
     }
     Accept();
   });
+}
+
+void StoreServer::Adopt(tcp::socket socket, std::string_view first) {
+  auto s = std::make_shared<Session>(std::move(socket), next_id_++);
+  SetCloexec(s->socket.native_handle());
+  boost::system::error_code ignored;
+  s->socket.set_option(tcp::no_delay(true), ignored);
+  const tcp::endpoint peer = s->socket.remote_endpoint(ignored);
+  boost::asio::ip::address addr = peer.address();
+  if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
+    addr = boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, addr.to_v6());
+  }
+  s->peer = addr.is_v6() ? "[" + addr.to_string() + "]:" + std::to_string(peer.port())
+                         : addr.to_string() + ":" + std::to_string(peer.port());
+  sessions_.emplace(s->id, s);
+  if (!first.empty()) {
+    s->parser.Feed(first.data(), first.size());
+    std::string reply;
+    if (Status st = ServeRequests(s, reply); !st.ok()) {
+      Refuse(s, st);
+      return;
+    }
+    if (!reply.empty()) Send(s, reply);
+  }
+  Read(s);
 }
 
 void StoreServer::Read(const std::shared_ptr<Session>& s) {
@@ -232,4 +245,4 @@ void StoreServer::Clear() {
   sessions_.clear();
 }
 
-}  // namespace ctrun::launcher
+}  // namespace ctrun::rdzv

@@ -1,7 +1,10 @@
-// StoreServer: the agent-hosted c10d store. Serves PyTorch's TCPStore wire
-// protocol (launcher/store/store_protocol.h) over TCP on the agent's io_context, so
-// workers started with TORCHELASTIC_USE_AGENT_STORE=True connect to it as
-// TCPStore clients. The table and its waits are a StoreState.
+// StoreServer: one c10d store for workers started with
+// TORCHELASTIC_USE_AGENT_STORE=True. Serves PyTorch's TCPStore wire protocol
+// (rendezvous/store/store_protocol.h) over TCP on an io_context, to
+// connections it accepts on a port of its own (Listen: the agent's store
+// when the rendezvous cannot serve it) or that it is handed (Adopt: the
+// rendezvous port's PortMux, rendezvous/grpc/port_mux.h). The table and its
+// waits are a StoreState.
 //
 // A connection whose bytes are malformed (or whose request the table refuses:
 // GET of a missing key, ADD to a non-number) is closed and logged; the server
@@ -22,10 +25,10 @@
 #include <vector>
 
 #include "base/status.h"
-#include "launcher/store/store_protocol.h"
-#include "launcher/store/store_state.h"
+#include "rendezvous/store/store_protocol.h"
+#include "rendezvous/store/store_state.h"
 
-namespace ctrun::launcher {
+namespace ctrun::rdzv {
 
 class StoreServer {
  public:
@@ -41,6 +44,11 @@ class StoreServer {
   // InvalidArgument when `host` does not resolve, IOError for any other
   // socket error; the message names the address and port.
   Status Listen(const std::string& host, int port);
+
+  // Serves a connection accepted elsewhere; `first` holds the bytes already
+  // read from it (they are the start of its first request). `socket` must
+  // run on the server's io_context; call on that io_context's thread.
+  void Adopt(boost::asio::ip::tcp::socket socket, std::string_view first);
 
   // The bound port; 0 before Listen succeeded.
   int port() const { return port_; }
@@ -82,4 +90,4 @@ class StoreServer {
   int refusals_logged_ = 0;
 };
 
-}  // namespace ctrun::launcher
+}  // namespace ctrun::rdzv

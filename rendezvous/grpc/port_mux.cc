@@ -1,0 +1,168 @@
+#include "rendezvous/grpc/port_mux.h"
+
+#include <fcntl.h>
+#include <grpcpp/server_builder.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/asio/ip/v6_only.hpp>
+
+#include "rendezvous/grpc/port_sniff.h"
+
+namespace ctrun::rdzv {
+
+namespace {
+
+using boost::asio::ip::tcp;
+
+// The most bytes read before a verdict: the HTTP/2 preface is 24 bytes, and
+// one byte decides in every other case.
+constexpr size_t kSniffBytes = 24;
+// Connections that speak neither protocol logged as warnings before the
+// rest go to debug: a port scanner must not flood the log.
+constexpr int kMaxUnknownLogged = 10;
+
+void SetCloexec(int fd) {
+  const int flags = ::fcntl(fd, F_GETFD);
+  if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
+std::string Where(const HostPort& hp) { return hp.host + ":" + std::to_string(hp.port); }
+
+Status CannotListen(const HostPort& hp, const boost::system::error_code& ec) {
+  if (ec == boost::asio::error::address_in_use) {
+    return Status::Unavailable("cannot listen on " + Where(hp) +
+                               ": address in use (stop whatever holds it, or pick another port)");
+  }
+  return Status::Unavailable("cannot listen on " + Where(hp) + ": " + ec.message() +
+                             " (give an address of this host, e.g. 127.0.0.1:PORT or 0.0.0.0:PORT)");
+}
+
+}  // namespace
+
+struct PortMux::Pending {
+  explicit Pending(tcp::socket s) : socket(std::move(s)) {}
+  tcp::socket socket;
+  std::array<char, kSniffBytes> in;
+  std::string first;
+};
+
+Result<std::unique_ptr<PortMux>> PortMux::Bind(const HostPort& hp) {
+  std::unique_ptr<PortMux> mux(new PortMux());
+  std::string host = hp.host;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  boost::system::error_code ec;
+  tcp::endpoint ep;
+  const boost::asio::ip::address any = boost::asio::ip::make_address(host, ec);
+  if (!ec && any.is_unspecified()) {
+    // A wildcard: dual-stack where the host has IPv6, else IPv4.
+    mux->acceptor_.open(tcp::v6(), ec);
+    if (!ec) mux->acceptor_.set_option(boost::asio::ip::v6_only(false), ec);
+    ep = tcp::endpoint(tcp::v6(), static_cast<unsigned short>(hp.port));
+    if (ec) {
+      boost::system::error_code ignored;
+      mux->acceptor_.close(ignored);
+      ec.clear();
+      mux->acceptor_.open(tcp::v4(), ec);
+      ep = tcp::endpoint(tcp::v4(), static_cast<unsigned short>(hp.port));
+    }
+  } else {
+    tcp::resolver resolver(mux->io_);
+    const tcp::resolver::results_type found = resolver.resolve(host, std::to_string(hp.port), ec);
+    if (ec || found.empty()) {
+      return Status::Unavailable("cannot listen on " + Where(hp) + ": '" + host + "' does not resolve (" +
+                                 ec.message() + "); give an address of this host, e.g. 0.0.0.0:PORT");
+    }
+    ep = found.begin()->endpoint();
+    mux->acceptor_.open(ep.protocol(), ec);
+  }
+  if (ec) return CannotListen(hp, ec);
+  SetCloexec(mux->acceptor_.native_handle());
+  // SO_REUSEADDR, never SO_REUSEPORT: a second server on the port must fail
+  // to bind (an agent relies on that to become a client of the first).
+  mux->acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) mux->acceptor_.bind(ep, ec);
+  if (!ec) mux->acceptor_.listen(boost::asio::socket_base::max_listen_connections, ec);
+  if (ec) return CannotListen(hp, ec);
+  mux->port_ = mux->acceptor_.local_endpoint(ec).port();
+  if (ec) return CannotListen(hp, ec);
+  return mux;
+}
+
+PortMux::~PortMux() { Stop(); }
+
+void PortMux::Start(grpc::experimental::ExternalConnectionAcceptor* grpc, StoreHandler store) {
+  grpc_ = grpc;
+  store_ = std::move(store);
+  Accept();
+  thread_ = std::thread([this] { io_.run(); });
+}
+
+void PortMux::Stop() {
+  io_.stop();
+  if (thread_.joinable()) thread_.join();
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+}
+
+void PortMux::Accept() {
+  acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
+    if (ec == boost::asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!ec) {
+      SetCloexec(socket.native_handle());
+      Sniff(std::make_shared<Pending>(std::move(socket)));
+    } else {
+      spdlog::debug("rendezvous port: accept failed: {}", ec.message());
+    }
+    Accept();
+  });
+}
+
+void PortMux::Sniff(const std::shared_ptr<Pending>& p) {
+  const size_t want = kSniffBytes - p->first.size();
+  p->socket.async_read_some(boost::asio::buffer(p->in.data(), want),
+                            [this, p](const boost::system::error_code& ec, size_t n) {
+                              if (ec) return;  // closed before it said anything: dropped
+                              p->first.append(p->in.data(), n);
+                              HandOff(p);
+                            });
+}
+
+void PortMux::HandOff(const std::shared_ptr<Pending>& p) {
+  const PortProtocol verdict = SniffPortProtocol(p->first);
+  if (verdict == PortProtocol::kNeedMore) {
+    Sniff(p);
+    return;
+  }
+  if (verdict == PortProtocol::kStore) {
+    store_(std::move(p->socket), std::move(p->first));
+    return;
+  }
+  if (verdict == PortProtocol::kGrpc) {
+    // gRPC takes the descriptor over: its own, close-on-exec and
+    // non-blocking, with the bytes already read.
+    const int fd = p->socket.release();
+    SetCloexec(fd);
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags >= 0) ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters params;
+    params.listener_fd = acceptor_.native_handle();
+    params.fd = fd;
+    grpc::Slice bytes(p->first.data(), p->first.size());
+    params.read_buffer = grpc::ByteBuffer(&bytes, 1);
+    grpc_->HandleNewConnection(&params);
+    return;
+  }
+  boost::system::error_code ignored;
+  const tcp::endpoint peer = p->socket.remote_endpoint(ignored);
+  ++unknown_logged_;
+  const auto level = unknown_logged_ <= kMaxUnknownLogged ? spdlog::level::warn : spdlog::level::debug;
+  spdlog::log(level,
+              "rendezvous port: a connection from {} speaks neither gRPC nor the c10d store protocol "
+              "(first byte 0x{:02x}); closed it",
+              peer.address().to_string(), static_cast<unsigned char>(p->first[0]));
+  p->socket.close(ignored);
+}
+
+}  // namespace ctrun::rdzv

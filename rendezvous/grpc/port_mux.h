@@ -1,0 +1,79 @@
+// PortMux: the rendezvous port, shared by the agents' gRPC and the workers'
+// c10d store (one port per job, as torchrun 2.5+ where MASTER_PORT is the
+// rendezvous port).
+//
+// It owns the listening socket and accepts every connection itself, reads
+// until its first bytes tell what it speaks (port_sniff.h), and hands it on
+// with those bytes: gRPC connections (plaintext or TLS) to the gRPC server
+// through its external-connection acceptor (the server then does the
+// handshake and sees the client's real address), store connections to the
+// store handler on the mux's own thread, anything else is closed. Nothing
+// is proxied: after the hand-over, bytes flow between the client and their
+// server directly.
+//
+// Thread model: Bind on any thread; Start once; the store handler and the
+// work posted to io() run on the mux's one thread. Stop (or the destructor)
+// joins it; call it from another thread.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "base/result.h"
+#include "rendezvous/grpc/listen_address.h"
+
+namespace grpc::experimental {
+class ExternalConnectionAcceptor;
+}
+
+namespace ctrun::rdzv {
+
+class PortMux {
+ public:
+  // A store connection and the bytes already read from it.
+  using StoreHandler = std::function<void(boost::asio::ip::tcp::socket socket, std::string first)>;
+
+  // Binds and listens on `hp` (a wildcard host, 0.0.0.0 or ::, takes IPv6
+  // and IPv4 where the host has both, as gRPC's own listener did). Errors:
+  // Unavailable "cannot listen on HOST:PORT: address in use (...)" or the OS
+  // or resolver reason.
+  static Result<std::unique_ptr<PortMux>> Bind(const HostPort& hp);
+
+  ~PortMux();
+  PortMux(const PortMux&) = delete;
+  PortMux& operator=(const PortMux&) = delete;
+
+  int port() const { return port_; }
+
+  // The mux's io_context: a store connection handed to StoreHandler runs on
+  // it, and so must everything that serves one.
+  boost::asio::io_context& io() { return io_; }
+
+  // Starts accepting on the mux's thread. `grpc` must outlive Stop().
+  void Start(grpc::experimental::ExternalConnectionAcceptor* grpc, StoreHandler store);
+
+  // Stops accepting and joins the thread; connections not yet handed on are
+  // closed when the mux is destroyed. Idempotent.
+  void Stop();
+
+ private:
+  struct Pending;
+  PortMux() = default;
+  void Accept();
+  void Sniff(const std::shared_ptr<Pending>& p);
+  void HandOff(const std::shared_ptr<Pending>& p);
+
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::acceptor acceptor_{io_};
+  int port_ = 0;
+  grpc::experimental::ExternalConnectionAcceptor* grpc_ = nullptr;
+  StoreHandler store_;
+  std::thread thread_;
+  int unknown_logged_ = 0;  // mux thread only
+};
+
+}  // namespace ctrun::rdzv

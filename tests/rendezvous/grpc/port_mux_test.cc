@@ -1,0 +1,205 @@
+// The rendezvous port shared with the workers' c10d store (port_mux.h,
+// store_routing.h), over real sockets on 127.0.0.1: a TCPStore client (the
+// torch 1.13 dialect, spoken by hand) and gRPC clients on one port. Every
+// read has a deadline; nothing sleeps.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "rdzv_test_client.h"
+#include "rendezvous/grpc/server.h"
+
+namespace ctrun::rdzv {
+namespace {
+
+using testing::JoinStreamReader;
+using testing::MakeJoin;
+using testing::MakeLeave;
+using testing::TestClient;
+
+// A blocking TCPStore client of the torch 1.13 dialect (SET=0, GET=2,
+// CHECK=4) with a 10 s receive deadline.
+class StoreConn {
+ public:
+  explicit StoreConn(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    REQUIRE(fd_ >= 0);
+    timeval tv{10, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  }
+  ~StoreConn() { ::close(fd_); }
+
+  void Send(const std::string& bytes) { REQUIRE(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())); }
+  void Set(const std::string& key, const std::string& value) { Send(Type(0) + Str(key) + Str(value)); }
+  void SendGet(const std::string& key) { Send(Type(2) + Str(key)); }
+  std::string Get(const std::string& key) {
+    SendGet(key);
+    uint64_t n = 0;
+    REQUIRE(Read(&n, sizeof(n)));
+    std::string v(n, '\0');
+    REQUIRE(Read(v.data(), n));
+    return v;
+  }
+  // CHECK of one key: true when it exists.
+  bool Check(const std::string& key) {
+    const uint64_t one = 1;
+    Send(Type(4) + std::string(reinterpret_cast<const char*>(&one), sizeof(one)) + Str(key));
+    uint8_t ready = 9;
+    REQUIRE(Read(&ready, 1));
+    return ready == 0;
+  }
+  // True when the server closed the connection (an end of stream, or a reset
+  // when it closed with bytes of ours unread), rather than the deadline passing.
+  bool ClosedByServer() {
+    char c;
+    const ssize_t got = ::recv(fd_, &c, 1, 0);
+    return got == 0 || (got < 0 && errno == ECONNRESET);
+  }
+
+ private:
+  static std::string Type(uint8_t t) { return std::string(1, static_cast<char>(t)); }
+  static std::string Str(const std::string& s) {
+    const uint64_t n = s.size();
+    return std::string(reinterpret_cast<const char*>(&n), sizeof(n)) + s;
+  }
+  bool Read(void* out, size_t n) {
+    auto* p = static_cast<char*>(out);
+    while (n > 0) {
+      const ssize_t got = ::recv(fd_, p, n, 0);
+      if (got <= 0) return false;
+      p += got;
+      n -= static_cast<size_t>(got);
+    }
+    return true;
+  }
+  int fd_;
+};
+
+Params RunParams(int min_nodes, int max_nodes) {
+  Params p;
+  p.min_nodes = min_nodes;
+  p.max_nodes = max_nodes;
+  p.last_call_timeout = std::chrono::milliseconds(100);
+  return p;
+}
+
+std::unique_ptr<RendezvousServer> StartServer(ServerOptions options) {
+  options.listen_address = "127.0.0.1:0";
+  Result<std::unique_ptr<RendezvousServer>> server = RendezvousServer::Start(options);
+  REQUIRE(server.ok());
+  return std::move(server).value();
+}
+
+std::unique_ptr<RendezvousServer> FixedServer(int min_nodes, int max_nodes, bool serve_stores = true) {
+  ServerOptions options;
+  options.runs.push_back({"job", RunParams(min_nodes, max_nodes)});
+  options.serve_stores = serve_stores;
+  return StartServer(options);
+}
+
+v1::RoundComplete NextRound(JoinStreamReader& stream) {
+  std::optional<v1::Update> u = stream.NextOf(v1::Update::kRoundComplete);
+  REQUIRE(u.has_value());
+  return u->round_complete();
+}
+
+TEST_CASE("a round is told its store is on the rendezvous port, and TCPStore clients there share the run's table") {
+  auto server = FixedServer(1, 1);
+  TestClient client(server->port());
+  auto a = client.Join(MakeJoin("job", "node1", 11, 1, 1));
+  CHECK(NextRound(*a).store_on_rendezvous_port());
+
+  StoreConn writer(server->port());
+  writer.Set("k", "v");
+  CHECK(writer.Get("k") == "v");
+  StoreConn reader(server->port());
+  CHECK(reader.Get("k") == "v");
+  // gRPC still answers on the same port with store clients connected.
+  v1::StateReply state;
+  CHECK(client.GetState(testing::MakeState("job"), &state).ok());
+}
+
+TEST_CASE("each round starts with an empty store; the last round's store connections are closed") {
+  auto server = FixedServer(1, 2);
+  TestClient client(server->port());
+  const v1::JoinRequest join_a = MakeJoin("job", "node1", 11, 1, 2);
+  const v1::JoinRequest join_b = MakeJoin("job", "node2", 22, 1, 2);
+  auto a = client.Join(join_a);
+  auto b = client.Join(join_b);
+  REQUIRE(NextRound(*a).store_on_rendezvous_port());
+  REQUIRE(NextRound(*b).store_on_rendezvous_port());
+  StoreConn old(server->port());
+  old.Set("k", "round 0");
+  CHECK(old.Check("k"));
+
+  REQUIRE(client.Leave(MakeLeave(join_b, v1::LeaveRequest::FAILURE)).ok());  // node1 stays alive
+  REQUIRE(a->NextOf(v1::Update::kRestartRequested));
+  auto again = client.Join(join_a);
+  const v1::RoundComplete next = NextRound(*again);
+  CHECK(next.round() == 1);
+  CHECK(next.store_on_rendezvous_port());
+  CHECK(old.ClosedByServer());
+  StoreConn fresh(server->port());
+  CHECK_FALSE(fresh.Check("k"));
+}
+
+TEST_CASE("a run whose members share an address with another running run is not offered the port") {
+  ServerOptions options;
+  options.mode = RunRegistry::Mode::kAutoCreate;
+  auto server = StartServer(options);
+  TestClient client(server->port());
+  auto a = client.Join(MakeJoin("run-a", "node1", 11, 1, 1));
+  CHECK(NextRound(*a).store_on_rendezvous_port());
+  auto b = client.Join(MakeJoin("run-b", "node1", 12, 1, 1));  // also from 127.0.0.1
+  CHECK_FALSE(NextRound(*b).store_on_rendezvous_port());
+
+  // run-a ended: its address is free, and run-b's next round gets the port.
+  REQUIRE(client.Leave(MakeLeave(MakeJoin("run-a", "node1", 11, 1, 1), v1::LeaveRequest::NORMAL_EXIT)).ok());
+  REQUIRE(client.Leave(MakeLeave(MakeJoin("run-b", "node1", 12, 1, 1), v1::LeaveRequest::FAILURE)).ok());
+  auto b2 = client.Join(MakeJoin("run-b", "node1", 12, 1, 1));
+  CHECK(NextRound(*b2).store_on_rendezvous_port());
+}
+
+TEST_CASE("a store connection that no running round holds is closed") {
+  auto server = FixedServer(1, 1);
+  StoreConn early(server->port());  // before any round
+  early.SendGet("k");
+  CHECK(early.ClosedByServer());
+}
+
+TEST_CASE("with serve_stores off, no round is offered the port and store connections are closed") {
+  auto server = FixedServer(1, 1, /*serve_stores=*/false);
+  TestClient client(server->port());
+  auto a = client.Join(MakeJoin("job", "node1", 11, 1, 1));
+  CHECK_FALSE(NextRound(*a).store_on_rendezvous_port());
+  StoreConn conn(server->port());
+  conn.Set("k", "v");
+  CHECK(conn.ClosedByServer());
+}
+
+TEST_CASE("a connection that speaks neither gRPC nor the store protocol is closed; the port goes on serving") {
+  auto server = FixedServer(1, 1);
+  {
+    StoreConn http(server->port());
+    http.Send("GET /metrics HTTP/1.1\r\n\r\n");
+    CHECK(http.ClosedByServer());
+  }
+  TestClient client(server->port());
+  auto a = client.Join(MakeJoin("job", "node1", 11, 1, 1));
+  CHECK(NextRound(*a).store_on_rendezvous_port());
+}
+
+}  // namespace
+}  // namespace ctrun::rdzv
