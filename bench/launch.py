@@ -1,11 +1,17 @@
-"""Launch overhead: ctrun vs torchrun (torch 1.13, patched in-process) vs a
-launch by hand, side by side in one run. See bench/launch.sh."""
+"""Launch overhead: ctrun against the floor (bench/launch_floor.c: fork, exec
+and reap N /bin/true) and against torchrun (torch 1.13, patched in-process by
+bench/torchrun_compat.py), interleaved in one run. See bench/launch.sh."""
 import argparse
+import json
 import os
+import platform
+import random
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -27,91 +33,214 @@ def env():
     return e
 
 
-def timed(cmd_fn, reps):
-    times = []
-    for _ in range(reps):
-        cmd = cmd_fn()
-        t0 = time.perf_counter()
-        r = subprocess.run(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        times.append(time.perf_counter() - t0)
-        if r.returncode != 0:
-            sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr.decode()[-2000:]}")
-    return times
+def build_helpers(out_dir):
+    paths = {}
+    for name in ("launch_floor", "launch_timer"):
+        exe = os.path.join(out_dir, name)
+        subprocess.run(["cc", "-O2", "-o", exe, os.path.join(HERE, name + ".c")], check=True)
+        paths[name] = exe
+    return paths
+
+
+# Set by main: ["chrt", "-f", "10"] when the runs use real-time priority.
+PRIORITY = []
+
+
+def realtime_available():
+    return subprocess.run(["chrt", "-f", "10", "true"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0
+
+
+def timed_once(timer, cmd):
+    """One run of `cmd`, timed by launch_timer (spawn to reap, in C)."""
+    r = subprocess.run(PRIORITY + [timer] + cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    fields = r.stdout.split()
+    if r.returncode != 0 or len(fields) != 2 or fields[1] != b"0":
+        sys.exit(f"failed: {' '.join(cmd)}\n{r.stdout.decode()}{r.stderr.decode()[-2000:]}")
+    return float(fields[0])
+
+
+def wall_once(cmd):
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - t0
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr.decode()[-2000:]}")
+    return elapsed
 
 
 def ctrun_cmd(ctrun, n, argv):
-    return lambda: [ctrun, "--standalone", "--nproc-per-node", str(n)] + argv
+    return [ctrun, "--standalone", "--nproc-per-node", str(n)] + argv
 
 
 def torchrun_cmd(n, argv):
     # torch 1.13: underscored flags only; --standalone would share fixed port 29400.
-    return lambda: [PY, os.path.join(HERE, "torchrun_compat.py"), "--nnodes", "1",
-                    "--nproc_per_node", str(n), "--rdzv_backend", "c10d",
-                    "--rdzv_endpoint", f"127.0.0.1:{free_port()}", "--rdzv_id", "bench",
-                    "--monitor_interval", "0.1"] + argv
+    return [PY, os.path.join(HERE, "torchrun_compat.py"), "--nnodes", "1",
+            "--nproc_per_node", str(n), "--rdzv_backend", "c10d",
+            "--rdzv_endpoint", f"127.0.0.1:{free_port()}", "--rdzv_id", "bench",
+            "--monitor_interval", "0.1"] + argv
 
 
-def by_hand(n, script, reps):
-    times = []
-    for _ in range(reps):
-        port = free_port()
-        t0 = time.perf_counter()
-        procs = []
-        for rank in range(n):
-            e = env()
-            e.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(n),
-                     LOCAL_WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-            procs.append(subprocess.Popen([PY, "-u", script], env=e, stdout=subprocess.DEVNULL))
-        codes = [p.wait() for p in procs]
-        times.append(time.perf_counter() - t0)
-        if any(codes):
-            sys.exit(f"by-hand launch failed: {codes}")
+def by_hand_once(n, script):
+    port = free_port()
+    t0 = time.perf_counter()
+    procs = []
+    for rank in range(n):
+        e = env()
+        e.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(n),
+                 LOCAL_WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([PY, "-u", script], env=e, stdout=subprocess.DEVNULL))
+    codes = [p.wait() for p in procs]
+    elapsed = time.perf_counter() - t0
+    if any(codes):
+        sys.exit(f"by-hand launch failed: {codes}")
+    return elapsed
+
+
+def interleave(cases, reps, rng):
+    """cases: {name: (fn, reps_for_it)}. Every round runs each case still
+    short of its reps once, in a shuffled order, so drift hits all alike."""
+    times = {name: [] for name in cases}
+    for i in range(reps):
+        names = [name for name, (_, want) in cases.items() if i < want]
+        rng.shuffle(names)
+        for name in names:
+            times[name].append(cases[name][0]())
     return times
 
 
-def row(name, times):
-    return (name, min(times), statistics.median(times))
+def spread(ts):
+    return {"median": statistics.median(ts), "min": min(ts), "max": max(ts), "n": len(ts)}
+
+
+def fmt(ts, scale=1e3, unit="ms"):
+    s = spread(ts)
+    return f"{s['median'] * scale:.2f} {unit} ({s['min'] * scale:.2f}–{s['max'] * scale:.2f})"
+
+
+def machine():
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
+            "cpu_model": cpu, "load_avg_1m": os.getloadavg()[0]}
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--reps", type=int, default=5, help="runs per torchrun / all-reduce cell")
-    p.add_argument("--ctrun-reps", type=int, default=20, help="runs per ctrun /bin/true cell")
+    p.add_argument("--reps", type=int, default=30, help="runs per floor / ctrun cell")
+    p.add_argument("--torchrun-reps", type=int, default=5, help="runs per torchrun cell")
+    p.add_argument("--sizes", default="1,8,64", help="process counts N (comma list)")
+    p.add_argument("--allreduce-reps", type=int, default=5,
+                   help="runs per all-reduce cell (0 skips the all-reduce comparison)")
+    p.add_argument("--priority", choices=("auto", "realtime", "normal"), default="auto",
+                   help="realtime runs every timed command (floor, ctrun and torchrun alike) "
+                   "under chrt -f 10, so that other load on a shared machine does not add its "
+                   "scheduling delays to each wake-up; auto: realtime when allowed")
+    p.add_argument("--tmpdir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
+                   help="TMPDIR for every launcher (a fresh directory is made under it): both "
+                   "make their 2 + N log directories there, and ctrun removes its own on success, "
+                   "one rmdir each. Default /dev/shm (tmpfs), so that the figure is the "
+                   "launchers' and not the disk's: where /tmp is ext4 mounted with `discard` "
+                   "each rmdir waits ~6 ms for the device")
+    p.add_argument("--json", help="where to write the machine-readable results "
+                   "(default $CTRUN_BUILD_DIR/bench/launch-<time>.json)")
     args = p.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if 8 not in sizes:
+        sys.exit("--sizes must include 8: the RESULT lines are taken at N=8")
     build = os.environ.get("CTRUN_BUILD_DIR", os.path.join(ROOT, "build"))
     ctrun = os.path.join(build, "launcher", "ctrun")
     if not os.access(ctrun, os.X_OK):
         sys.exit(f"{ctrun} not found: build first (scripts/build.sh) or set CTRUN_BUILD_DIR")
+    rng = random.Random(20)
+    realtime = args.priority == "realtime" or (args.priority == "auto" and realtime_available())
+    if realtime:
+        PRIORITY[:] = ["chrt", "-f", "10"]
 
-    rows = []
-    medians = {}
-    for n in (1, 2, 4, 8):
-        c = timed(ctrun_cmd(ctrun, n, ["--no-python", "/bin/true"]), args.ctrun_reps)
-        t = timed(torchrun_cmd(n, ["--no_python", "/bin/true"]), args.reps)
-        rows += [row(f"/bin/true N={n}  ctrun", c), row(f"/bin/true N={n}  torchrun", t)]
-        medians[n] = (statistics.median(c), statistics.median(t))
+    tmpdir = tempfile.mkdtemp(prefix="ctrun-launch-tmpdir-", dir=args.tmpdir)
+    os.environ["TMPDIR"] = tmpdir  # env() copies it to every launcher
+    try:
+        measure(args, ctrun, sizes, rng, realtime)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)  # torchrun leaves its log directories
+
+
+def measure(args, ctrun, sizes, rng, realtime):
+    build = os.path.dirname(os.path.dirname(ctrun))
+    with tempfile.TemporaryDirectory(prefix="ctrun-launch-bench-") as tmp:
+        helpers = build_helpers(tmp)
+        timer, floor = helpers["launch_timer"], helpers["launch_floor"]
+        true = ["--no-python", "/bin/true"]
+        per_n = {}
+        for n in sizes:
+            cases = {
+                "floor": (lambda n=n: timed_once(timer, [floor, str(n)]), args.reps),
+                "ctrun": (lambda n=n: timed_once(timer, ctrun_cmd(ctrun, n, true)), args.reps),
+                "torchrun": (lambda n=n: timed_once(timer, torchrun_cmd(n, ["--no_python", "/bin/true"])),
+                             args.torchrun_reps),
+            }
+            for fn, _ in cases.values():  # warm-up, not counted
+                fn()
+            per_n[n] = interleave(cases, max(args.reps, args.torchrun_reps), rng)
+
     allreduce = {}
-    for n in (2, 4):
-        c = timed(ctrun_cmd(ctrun, n, [ALLREDUCE]), args.reps)
-        t = timed(torchrun_cmd(n, [ALLREDUCE]), args.reps)
-        hnd = by_hand(n, ALLREDUCE, args.reps)
-        rows += [row(f"all-reduce N={n}  ctrun", c), row(f"all-reduce N={n}  torchrun", t),
-                 row(f"all-reduce N={n}  by hand", hnd)]
-        allreduce[n] = (statistics.median(c), statistics.median(t), statistics.median(hnd))
+    for n in (2, 4) if args.allreduce_reps > 0 else ():
+        cases = {
+            "ctrun": (lambda n=n: wall_once(ctrun_cmd(ctrun, n, [ALLREDUCE])), args.allreduce_reps),
+            "torchrun": (lambda n=n: wall_once(torchrun_cmd(n, [ALLREDUCE])), args.allreduce_reps),
+            "by_hand": (lambda n=n: by_hand_once(n, ALLREDUCE), args.allreduce_reps),
+        }
+        allreduce[n] = interleave(cases, args.allreduce_reps, rng)
 
-    print(f"{'case':32} {'min s':>9} {'median s':>9}")
-    for name, lo, med in rows:
-        print(f"{name:32} {lo:9.4f} {med:9.4f}")
+    med = statistics.median
+    print(f"/bin/true, {args.reps} runs (floor, ctrun) and {args.torchrun_reps} (torchrun) per N,"
+          f" interleaved, {'real-time' if realtime else 'normal'} priority, TMPDIR under"
+          f" {args.tmpdir or tempfile.gettempdir()}; median (min–max)")
+    print(f"{'N':>3}  {'floor':>24}  {'ctrun':>24}  {'torchrun':>30}  {'ctrun/floor':>11}  "
+          f"{'torchrun/ctrun':>14}")
+    for n, t in per_n.items():
+        print(f"{n:>3}  {fmt(t['floor']):>24}  {fmt(t['ctrun']):>24}  {fmt(t['torchrun']):>30}  "
+              f"{med(t['ctrun']) / med(t['floor']):11.2f}  {med(t['torchrun']) / med(t['ctrun']):14.1f}")
+    if allreduce:
+        print()
+        print(f"all-reduce script, {args.allreduce_reps} runs each, interleaved; median (min–max)")
+        print(f"{'N':>3}  {'ctrun':>26}  {'torchrun':>26}  {'by hand':>26}  {'ctrun/hand':>10}")
+        for n, t in allreduce.items():
+            print(f"{n:>3}  {fmt(t['ctrun'], 1, 's'):>26}  {fmt(t['torchrun'], 1, 's'):>26}  "
+                  f"{fmt(t['by_hand'], 1, 's'):>26}  {med(t['ctrun']) / med(t['by_hand']):10.3f}")
+
+    results = {
+        "launch_floor_ratio": med(per_n[8]["ctrun"]) / med(per_n[8]["floor"]),
+        "launch_ratio": med(per_n[8]["torchrun"]) / med(per_n[8]["ctrun"]),
+    }
+    for n, t in allreduce.items():
+        results[f"allreduce_{n}_ctrun_vs_hand"] = med(t["ctrun"]) / med(t["by_hand"])
+
+    out = args.json or os.path.join(build, "bench", time.strftime("launch-%Y%m%d-%H%M%S.json"))
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    doc = {
+        "bench": "launch",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": machine(),
+        "ctrun": os.path.abspath(ctrun),
+        "unit": "seconds",
+        "priority": "realtime (chrt -f 10)" if realtime else "normal",
+        "tmpdir": args.tmpdir or tempfile.gettempdir(),
+        "true": {str(n): {k: {"times": v, **spread(v)} for k, v in t.items()} for n, t in per_n.items()},
+        "allreduce": {str(n): {k: {"times": v, **spread(v)} for k, v in t.items()}
+                      for n, t in allreduce.items()},
+        "results": results,
+    }
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
     print()
-    print(f"{'N':>3} {'torchrun/ctrun (/bin/true)':>28}")
-    for n, (c, t) in medians.items():
-        print(f"{n:>3} {t / c:28.1f}")
-    for n, (c, t, hnd) in allreduce.items():
-        print(f"all-reduce N={n}: ctrun/by-hand {c / hnd:.3f}, torchrun/by-hand {t / hnd:.3f}")
-    for n, (c, t, hnd) in allreduce.items():
-        print(f"RESULT allreduce_{n}_ctrun_vs_hand {c / hnd:.3f}")
-    c8, t8 = medians[8]
-    print(f"RESULT launch_ratio {t8 / c8:.1f}")
+    print(f"machine-readable results: {out}")
+    for name, value in results.items():
+        print(f"RESULT {name} {value:.{1 if name == 'launch_ratio' else 2}f}")
 
 
 if __name__ == "__main__":

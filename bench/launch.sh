@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Launch overhead of ctrun vs torchrun, side by side in one run:
-#   --standalone --nproc-per-node N --no-python /bin/true   for N = 1, 2, 4, 8
-#   a 2- and 4-process Gloo all-reduce script, plus the same launched by hand.
-# Prints min/median and ratios; ends with `RESULT launch_ratio <torchrun/ctrun
-# median at N=8>`. Uses $CTRUN_BUILD_DIR (default ./build).
+# Launch overhead, side by side in one run, interleaved:
+#   the floor: a C program built here (bench/launch_floor.c) that forks, execs
+#     and reaps N /bin/true;
+#   ctrun --standalone --nproc-per-node N --no-python /bin/true;
+#   torchrun (torch 1.13, patched in-process by bench/torchrun_compat.py);
+# for N = 1, 8 and 64, each run timed from spawn to reap by
+# bench/launch_timer.c; then a 2- and 4-process Gloo all-reduce script under
+# ctrun, torchrun and launched by hand. Prints medians with the min–max
+# spread, writes a JSON file of every run (path printed), and ends with
+#   RESULT launch_floor_ratio <ctrun / floor, medians at N=8>
+#   RESULT launch_ratio <torchrun / ctrun, medians at N=8>
+# Uses $CTRUN_BUILD_DIR (default ./build) and cc. --help lists the options.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec /usr/bin/python3 bench/launch.py "$@"

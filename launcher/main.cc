@@ -123,7 +123,10 @@ int main(int argc, char** argv) {
 
   boost::asio::io_context io;
   Reaper reaper(io);
-  reaper.Register((*guard)->pid(), [](pid_t, int) {
+  // From here on, every way out of main ends and reaps the guard (~OrphanGuard).
+  OrphanGuard* guard_ptr = guard->get();
+  reaper.Register(guard_ptr->pid(), [guard_ptr](pid_t, int) {
+    guard_ptr->Reaped();
     spdlog::warn("the orphan guard exited; workers will still die with ctrun (PDEATHSIG), "
                  "but their own children may not");
   });
@@ -157,5 +160,6 @@ int main(int argc, char** argv) {
   agent.Start();
   io.run();
   (*guard)->HandOverAtExit();
+  (*guard)->Stop();  // ctrun never exits before its guard
   return agent.exit_code();
 }

@@ -1,6 +1,8 @@
 #include "launcher/logs/log_dir.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -52,16 +54,26 @@ Result<RunLogDir> RunLogDir::Create(const std::optional<std::string>& log_dir,
   return RunLogDir(base, *run_dir, temporary);
 }
 
-Status RunLogDir::PrepareAttempt(int attempt, int nproc) const {
-  const fs::path dir = fs::path(run_dir_) / ("attempt_" + std::to_string(attempt));
-  std::error_code ec;
-  fs::remove_all(dir, ec);
+// One mkdir per directory: this runs on every launch (bench/launch.sh), and
+// std::filesystem's create_directories/remove_all cost several syscalls each.
+Status RunLogDir::PrepareAttempt(int attempt, int nproc) {
+  const std::string dir = run_dir_ + "/attempt_" + std::to_string(attempt);
+  if (::mkdir(dir.c_str(), 0777) != 0) {
+    // A restart that reuses the number, or a run directory that went away.
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    fs::create_directories(dir, ec);
+    if (ec) return Status::IOError("cannot create log directory " + dir + ": " + ec.message());
+  } else {
+    made_.push_back(dir);
+  }
   for (int lr = 0; lr < nproc; ++lr) {
-    fs::create_directories(dir / std::to_string(lr), ec);
-    if (ec) {
-      return Status::IOError("cannot create log directory " + (dir / std::to_string(lr)).string() +
-                             ": " + ec.message());
+    const std::string rank_dir = dir + "/" + std::to_string(lr);
+    if (::mkdir(rank_dir.c_str(), 0777) != 0) {
+      return Status::IOError("cannot create log directory " + rank_dir + ": " +
+                             std::strerror(errno));
     }
+    made_.push_back(rank_dir);
   }
   return Status::Ok();
 }
@@ -88,6 +100,14 @@ std::string RunLogDir::FilteredStderrFile(int attempt) const {
 
 void RunLogDir::RemoveIfTemporary() const {
   if (!temporary_) return;
+  // Empty directories (the usual case: no --redirects, no error file) go
+  // with one rmdir each; anything else falls back to the full walk.
+  bool all_gone = true;
+  for (auto it = made_.rbegin(); it != made_.rend() && all_gone; ++it) {
+    all_gone = ::rmdir(it->c_str()) == 0;
+  }
+  if (all_gone) all_gone = ::rmdir(run_dir_.c_str()) == 0 && ::rmdir(base_.c_str()) == 0;
+  if (all_gone) return;
   std::error_code ec;
   fs::remove_all(base_, ec);
 }

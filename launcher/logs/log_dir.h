@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 
@@ -25,7 +26,7 @@ class RunLogDir {
                                   const std::string& run_id);
 
   // Wipes and re-creates attempt_<attempt>/<0..nproc-1>/. Errors: IOError.
-  Status PrepareAttempt(int attempt, int nproc) const;
+  Status PrepareAttempt(int attempt, int nproc);
 
   std::string RankDir(int attempt, int local_rank) const;
   std::string StdoutFile(int attempt, int local_rank) const;
@@ -48,6 +49,8 @@ class RunLogDir {
   std::string base_;
   std::string run_dir_;
   bool temporary_;
+  // The directories PrepareAttempt made, in order: removed one rmdir each.
+  std::vector<std::string> made_;
 };
 
 }  // namespace ctrun::launcher

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -120,9 +121,22 @@ Result<std::unique_ptr<OrphanGuard>> OrphanGuard::Start() {
   return std::unique_ptr<OrphanGuard>(new OrphanGuard(pid, fds[1]));
 }
 
-OrphanGuard::~OrphanGuard() { ::close(fd_); }
+OrphanGuard::~OrphanGuard() { Stop(); }
+
+void OrphanGuard::Stop() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (reaped_) return;
+  int status;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  reaped_ = true;  // or ECHILD: someone else reaped it; either way it is gone
+}
 
 void OrphanGuard::Send(char op, pid_t pgid) {
+  if (fd_ < 0) return;
   char msg[kMessageSize];
   msg[0] = op;
   std::memcpy(msg + 1, &pgid, sizeof(pgid));

@@ -11,7 +11,10 @@
 //
 // The guard ignores the terminal and job-control signals sent to ctrun's
 // process group. Thread model: Watch/Unwatch from the thread that owns the
-// WorkerSet. The guard's own pid is reaped by the Reaper like any child.
+// WorkerSet. While ctrun's loop runs, the Reaper may reap the guard like any
+// child (tell the guard with Reaped()); on ctrun's way out, Stop() (or the
+// destructor) ends and reaps it, so that ctrun never exits with its guard
+// still alive: nothing of ctrun's outlives ctrun unless ctrun was killed.
 #pragma once
 
 #include <sys/types.h>
@@ -26,9 +29,17 @@ class OrphanGuard {
  public:
   // Forks the guard. Errors: IOError when pipe or fork fails.
   static Result<std::unique_ptr<OrphanGuard>> Start();
-  ~OrphanGuard();  // closes the pipe: the guard kills what is still watched, then exits
+  ~OrphanGuard();  // Stop()
   OrphanGuard(const OrphanGuard&) = delete;
   OrphanGuard& operator=(const OrphanGuard&) = delete;
+
+  // Closes the pipe: the guard kills what is still watched (nothing after
+  // HandOverAtExit found nothing left), then exits; Stop() waits for that
+  // and reaps it. Call it only from the thread that owns the guard, once no
+  // worker may still be started. Idempotent.
+  void Stop();
+  // The Reaper has reaped the guard's pid: Stop() must not wait for it.
+  void Reaped() { reaped_ = true; }
 
   // A worker whose process group (and session) id is `pgid` was started.
   void Watch(pid_t pgid);
@@ -49,6 +60,7 @@ class OrphanGuard {
 
   pid_t pid_;
   int fd_;
+  bool reaped_ = false;
 };
 
 }  // namespace ctrun::launcher

@@ -61,16 +61,20 @@ struct ChildFailure {
   PreparedBinding::Step step = PreparedBinding::Step::kNone;  // kNone: exec failed
 };
 
-// Runs in the forked child: only async-signal-safe calls until exec.
+// Runs in the vforked child (VforkExec): only async-signal-safe calls until
+// exec, and nothing that writes memory but its own stack — it shares ctrun's
+// until exec (no malloc, no C++ objects, no library that may allocate; the
+// CPU binding was prepared in the parent and applies with system calls only).
 [[noreturn]] void ExecChild(pid_t parent, char* const argv[], char* const envp[], int out_fd,
-                            int err_fd, int status_fd, const PreparedBinding& binding) {
+                            int err_fd, int status_fd, const std::vector<int>& reset,
+                            const PreparedBinding& binding) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // ctrun died before prctl took effect
   ::setsid();
   struct sigaction dfl;
   std::memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+  for (int sig : reset) ::sigaction(sig, &dfl, nullptr);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -85,6 +89,25 @@ struct ChildFailure {
   ssize_t ignored = ::write(status_fd, &failure, sizeof(failure));
   (void)ignored;
   ::_exit(127);
+}
+
+// vfork, not fork: ctrun's page tables are neither copied for each worker
+// nor torn down again by its exec, which made up most of ctrun's own launch
+// cost (docs/benchmarks.md, Launch). The calling thread waits until the child
+// has exec'd or exited. Every signal stays blocked meanwhile, so that none of
+// ctrun's handlers runs in the child, which shares ctrun's memory; the child
+// resets the dispositions before it unblocks them.
+pid_t VforkExec(pid_t parent, char* const argv[], char* const envp[], int out_fd, int err_fd,
+                int status_fd, const std::vector<int>& reset, const PreparedBinding& binding) {
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = ::vfork();
+  if (pid == 0) ExecChild(parent, argv, envp, out_fd, err_fd, status_fd, reset, binding);
+  const int saved = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = saved;
+  return pid;
 }
 
 // Reads each forked child's exec result (status_fds[i] belongs to specs[i])
@@ -177,6 +200,16 @@ Status WorkerSet::Start(const std::vector<WorkerSpec>& specs, ExitHandler on_exi
   closing_ = false;
   pipes->assign(specs.size(), {-1, -1});
   const pid_t self = ::getpid();
+  // exec resets caught signals itself; ignored ones it keeps. Both kinds are
+  // reset in the child, before it unblocks signals: 64 sigaction calls per
+  // worker cost more than the rest of its set-up.
+  reset_signals_.clear();
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction now;
+    if (::sigaction(sig, nullptr, &now) == 0 && now.sa_handler != SIG_DFL) {
+      reset_signals_.push_back(sig);
+    }
+  }
 
   // Fork every worker first, then collect their exec results: the workers'
   // exec and dynamic loading overlap instead of running one after another.
@@ -218,9 +251,9 @@ Status WorkerSet::Fork(const WorkerSpec& spec, pid_t self, std::pair<int, int>* 
   const PreparedBinding binding(spec.binding);
   pid_t pid = -1;
   if (s.ok()) {
-    pid = ::fork();
-    if (pid == 0) ExecChild(self, argv.data(), envp.data(), out_fd, err_fd, status_pipe[1], binding);
-    if (pid < 0) s = Status::IOError("fork: " + Errno(errno));
+    pid = VforkExec(self, argv.data(), envp.data(), out_fd, err_fd, status_pipe[1],
+                    reset_signals_, binding);
+    if (pid < 0) s = Status::IOError("vfork: " + Errno(errno));
   }
   CloseIfOpen(status_pipe[1]);
   CloseIfOpen(out_fd);

@@ -108,6 +108,9 @@ class WorkerSet : public WorkerGroup {
   boost::asio::steady_timer kill_timer_;
   std::function<void()> close_done_;
   bool closing_ = false;
+  // The signals whose disposition in ctrun is not SIG_DFL, read at Start():
+  // the only ones a child must reset before exec.
+  std::vector<int> reset_signals_;
 };
 
 // Decodes a waitpid status into WorkerExit's convention (-signal or code).
