@@ -25,17 +25,16 @@ struct Api {
 #undef CTRUN_HWLOC_FIELD
 };
 
-const std::string kInstall = "Debian/Ubuntu: apt-get install libhwloc15";
-
 // Opens `library` and finds the functions in it; closes it again unless
 // `keep`.
 Result<Api> Open(const std::string& library, bool keep) {
   void* handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = ::dlerror();
-    return Status::FailedPrecondition("hwloc's library " + library + " cannot be loaded (" +
-                                      (why ? why : "no reason given") + "); install it (" +
-                                      kInstall + ")");
+    return Status::FailedPrecondition(
+        "hwloc's library " + library +
+        " cannot be loaded, install it (Debian/Ubuntu: apt-get install libhwloc15): " +
+        (why ? why : "no reason given"));
   }
   Api api;
   std::string missing;
@@ -46,17 +45,18 @@ Result<Api> Open(const std::string& library, bool keep) {
 #undef CTRUN_HWLOC_RESOLVE
   Status status;
   if (!missing.empty()) {
-    status = Status::FailedPrecondition("the library " + library + " is not hwloc 2.x: it lacks " +
-                                        missing + " (" + kInstall + ")");
+    status = Status::FailedPrecondition(
+        "the library " + library +
+        " is not hwloc 2.x, reinstall it (Debian/Ubuntu: apt-get install --reinstall libhwloc15): "
+        "it lacks " + missing);
   } else if (const unsigned version = api.get_api_version();
              (version >> 16) != (HWLOC_API_VERSION >> 16)) {
     // hwloc's rule: a different major API version is a different ABI.
     char found[32];
     std::snprintf(found, sizeof(found), "%u.%u", version >> 16, (version >> 8) & 0xff);
-    status = Status::FailedPrecondition("hwloc's library " + library + " is hwloc " + found +
-                                        ", but ctrun needs hwloc " +
-                                        std::to_string(HWLOC_API_VERSION >> 16) + ".x (" +
-                                        kInstall + ")");
+    status = Status::FailedPrecondition(
+        "hwloc's library " + library + " is not hwloc " + std::to_string(HWLOC_API_VERSION >> 16) +
+        ".x, install it (Debian/Ubuntu: apt-get install libhwloc15): it is hwloc " + found);
   }
   if (!status.ok() || !keep) ::dlclose(handle);
   if (!status.ok()) return status;

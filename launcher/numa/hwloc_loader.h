@@ -50,9 +50,9 @@ inline constexpr const char kHwlocLibrary[] = "libhwloc.so.15";
 
 // Opens kHwlocLibrary once (RTLD_NOW | RTLD_LOCAL, never closed) and finds
 // every function above in it; later calls return the first outcome.
-// Thread-safe. FailedPrecondition naming the library, the reason and the
-// package to install when it is missing, lacks a function, or is an hwloc
-// whose major API version differs from the headers'.
+// Thread-safe. FailedPrecondition naming the library, the package to
+// install and the reason (last) when it cannot be opened, lacks a function,
+// or is an hwloc whose major API version differs from the headers'.
 Status LoadHwloc();
 
 // What LoadHwloc does, for `library` and without keeping it: whether it

@@ -155,8 +155,8 @@ class HwlocLibraryTest(unittest.TestCase):
         errors = [line for line in r.stderr.splitlines() if line.startswith("ctrun: error: ")]
         self.assertEqual(len(errors), 1, r.stderr)
         self.assertRegex(errors[0], r"^ctrun: error: --numa-binding: hwloc's library libhwloc\.so\.15 cannot "
-                                    r"be loaded \(.*\); install it \(Debian/Ubuntu: apt-get install "
-                                    r"libhwloc15\); drop --numa-binding to run unbound$")
+                                    r"be loaded, install it \(Debian/Ubuntu: apt-get install libhwloc15\): "
+                                    r".*libhwloc\.so\.15.*; drop --numa-binding to run unbound$")
         self.assertFalse(os.path.exists(logs), "a directory was made before the check")
 
 
