@@ -1,6 +1,5 @@
 #include "launcher/numa/topology.h"
 
-#include <hwloc.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -9,6 +8,8 @@
 #include <cstring>
 #include <memory>
 #include <tuple>
+
+#include "launcher/numa/hwloc_loader.h"
 
 namespace ctrun::launcher {
 namespace {
@@ -27,7 +28,9 @@ std::string Errno(int err) { return std::strerror(err); }
 
 // A topology ready for a backend to be set: PCI devices kept (GPUs are
 // "important" to hwloc, class 0x03), OS devices and misc objects dropped.
+// hwloc's library is loaded here, on first use.
 Result<TopologyPtr> NewTopology() {
+  if (Status loaded = LoadHwloc(); !loaded.ok()) return loaded;
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) {
     return Status::FailedPrecondition("hwloc cannot start: " + Errno(errno));

@@ -10,6 +10,8 @@
 # Cached by content: the key hashes the base image, the Containerfile and the
 # staged context (binaries stripped of debug info); an existing image is
 # reused at no cost. CTRUN_CONTAINER_PACKAGES adds packages to the base.
+# libhwloc15 is added by name: ctrun opens it with dlopen (--numa-binding
+# only), so ldd does not see it.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 src="$(cd "$here/../.." && pwd)"
@@ -33,7 +35,7 @@ for i in "${!libs[@]}"; do
 done
 declare -A own=()
 while read -r pkg path; do own[$path]="$pkg"; done < <(dpkg -S "${candidates[@]}" 2>/dev/null | sed -n 's/^\([^:, ]*\)[^ ]* \(.*\)$/\1 \2/p')
-pkgs=(python3-torch python3-numpy dataset-fashion-mnist ${CTRUN_CONTAINER_PACKAGES:-})
+pkgs=(python3-torch python3-numpy dataset-fashion-mnist libhwloc15 ${CTRUN_CONTAINER_PACKAGES:-})
 for i in "${!libs[@]}"; do
   l="${libs[$i]}" r="${reals[$i]}" p=""
   for c in "$l" "$r" "${l#/usr}" "/usr$l" "${r#/usr}" "/usr${r#/usr}"; do p="${p:-${own[$c]:-}}"; done

@@ -42,6 +42,9 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DATADI
 
 # The .deb: /usr/bin/ctrun, /usr/bin/ctrund
 # and the files above. Depends is computed by dpkg-shlibdeps from the binaries.
+# hwloc's library is opened with dlopen, only for --numa-binding
+# (launcher/numa/hwloc_loader.h), so dpkg-shlibdeps cannot see it: it is
+# recommended (installed by default by apt, not required).
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME ctrun)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
@@ -55,6 +58,6 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3, libhwloc15")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3-torch, bash-completion")
 include(CPack)

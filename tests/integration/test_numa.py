@@ -6,6 +6,7 @@ and the failure report, and impossible ones stop ctrun with exit 2 before
 anything starts. CUDA_VISIBLE_DEVICES="" makes the job CPU-only on any host."""
 import json
 import os
+import subprocess
 import unittest
 
 import harness as h
@@ -118,6 +119,45 @@ class NumaBindingTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertRegex(r.stderr, r"ctrun: error: --numa-binding: hwloc cannot read .*drop --numa-binding")
         self.assertFalse(os.path.exists(os.path.join(d, "logs")))
+
+
+class HwlocLibraryTest(unittest.TestCase):
+    """ctrun opens libhwloc.so.15 only for --numa-binding. Here it is made
+    unloadable for one ctrun (a private mount namespace binds /dev/null over
+    the library file): a job without --numa-binding still runs, one with it
+    stops with one line and exit 2 before anything starts."""
+
+    def run_without_hwloc(self, args):
+        if os.geteuid() != 0 or not os.path.exists("/usr/bin/unshare"):
+            self.skipTest("needs root and unshare for a mount namespace")
+        lib = None
+        for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
+                  "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"):
+            if os.path.exists(os.path.join(d, "libhwloc.so.15")):
+                lib = os.path.realpath(os.path.join(d, "libhwloc.so.15"))
+                break
+        self.assertIsNotNone(lib, "libhwloc.so.15 not found (the build needs hwloc)")
+        script = 'mount --bind /dev/null "$1" && shift && exec "$@"'
+        return subprocess.run(["/usr/bin/unshare", "--mount", "sh", "-c", script, "sh", lib,
+                               h.ctrun_bin(), *args],
+                              env=h.base_env(), capture_output=True, text=True, timeout=60)
+
+    def test_without_numa_binding_ctrun_never_loads_hwloc(self):
+        d = h.tempdir(self)
+        r = self.run_without_hwloc(["--log-dir", os.path.join(d, "logs"), "--no-python", "/bin/true"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_numa_binding_without_hwloc_is_one_usage_error(self):
+        d = h.tempdir(self)
+        logs = os.path.join(d, "logs")
+        r = self.run_without_hwloc(["--numa-binding", "node", "--log-dir", logs, "--no-python", "/bin/true"])
+        self.assertEqual(r.returncode, 2, r.stderr)
+        errors = [line for line in r.stderr.splitlines() if line.startswith("ctrun: error: ")]
+        self.assertEqual(len(errors), 1, r.stderr)
+        self.assertRegex(errors[0], r"^ctrun: error: --numa-binding: hwloc's library libhwloc\.so\.15 cannot "
+                                    r"be loaded, install it \(Debian/Ubuntu: apt-get install libhwloc15\): "
+                                    r".*libhwloc\.so\.15.*; drop --numa-binding to run unbound$")
+        self.assertFalse(os.path.exists(logs), "a directory was made before the check")
 
 
 if __name__ == "__main__":

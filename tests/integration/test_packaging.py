@@ -213,6 +213,10 @@ class DebTest(unittest.TestCase):
         fields = subprocess.run(["dpkg-deb", "-f", deb, "Package", "Depends"], capture_output=True, text=True,
                                 check=True).stdout
         self.assertIn("Package: ctrun", fields)
+        # hwloc is opened with dlopen (--numa-binding only): recommended, not a Depends.
+        recommends = subprocess.run(["dpkg-deb", "-f", deb, "Recommends"], capture_output=True, text=True,
+                                    check=True).stdout
+        self.assertIn("libhwloc15", {r.strip().split()[0] for r in recommends.split(",") if r.strip()})
         depends = {d.split()[0] for d in fields.split("Depends:", 1)[1].split(",")}
         root = os.path.join(d, "root")
         subprocess.run(["dpkg-deb", "-x", deb, root], check=True)
