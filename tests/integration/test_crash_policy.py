@@ -3,7 +3,8 @@ ctrun and real workers:
 - --fail-fast-on-startup: a script that fails at import is not restarted
   --max-restarts times; ctrun exits 3 (do not requeue);
 - --restart-backoff: the restarts are spaced S, 2S... (the events file's
-  timestamps, checked as a lower bound only);
+  timestamps, checked as a lower bound only), and a signal during the wait
+  ends ctrun at once;
 - --kill-timeout: a process SIGKILL cannot end (a zombie nobody reaps) does
   not hang ctrun; it names the pid and its state and exits 4.
 """
@@ -58,6 +59,16 @@ class CrashPolicyTest(unittest.TestCase):
         self.assertEqual(len(attempts), 3, [e["event"] for e in ev])
         for (started, exited_before), delay in zip(attempts[1:], (1.0, 2.0)):
             self.assertGreaterEqual(started - max(exited_before), delay)
+
+    def test_a_signal_during_the_backoff_ends_ctrun_without_waiting_it_out(self):
+        # The delay is an hour; the test's own limit (60 s) is far below it.
+        p = h.start(["--nproc-per-node", "1", "--max-restarts", "3", "--restart-backoff", "3600",
+                     h.worker("fail_at_import.py")])
+        self.addCleanup(lambda: p.poll() is None and (p.kill(), p.communicate()))
+        h.read_until(p.stderr, "restarting the worker group in 3600.0 s", 60)
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM)
 
     def test_kill_timeout_gives_up_on_a_process_sigkill_cannot_end(self):
         d = h.tempdir(self)
