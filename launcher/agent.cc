@@ -430,7 +430,7 @@ void Agent::StopAtStartup(const Stop& stop) {
 void Agent::ReportStuck(const std::vector<StuckProcess>& stuck) {
   Json list = Json::array();
   for (const StuckProcess& p : stuck) {
-    spdlog::error("{} of worker local_rank {} (pid {}{}) is still there {:.0f} s after SIGKILL: {}",
+    spdlog::error("{} of worker local_rank {} (pid {}{}) is still there {:g} s after SIGKILL: {}",
                   p.is_worker ? "the worker process" : "a descendant", p.local_rank, p.pid,
                   p.comm.empty() ? "" : ", " + p.comm, config_.kill_timeout.count(), p.state);
     list.push_back(Json{{"local_rank", p.local_rank}, {"pid", p.pid}, {"worker", p.is_worker},

@@ -13,6 +13,8 @@
 //   kRendezvous --round failed, attempt dir or workers failed--> kFailed (1)
 //   kInit, kRendezvous, kBackoff --signal N--> kFailed (128+N)
 //   kBackoff --the restart delay's timer--> kRendezvous
+//   kBackoff --membership changed--> kBackoff (no group runs; the next round
+//       sees the new membership)
 //
 //   kRunning --worker failed, heartbeat missed----> kStopping{restart, charged}
 //   kRunning --membership changed (charged or not)--> kStopping{restart, charged?}
