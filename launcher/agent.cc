@@ -30,6 +30,7 @@ const char* StateName(Agent::State s) {
     case Agent::State::kRendezvous: return "rendezvous";
     case Agent::State::kRunning: return "running";
     case Agent::State::kStopping: return "stopping";
+    case Agent::State::kBackoff: return "backoff";
     case Agent::State::kSucceeded: return "succeeded";
     case Agent::State::kFailed: return "failed";
   }
@@ -52,6 +53,17 @@ StdioTarget ChooseTarget(bool pipe, bool redirect, bool on_console, const std::s
   return t;
 }
 
+double ToSecondsValue(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+RestartPolicyConfig PolicyConfig(const LaunchConfig& c) {
+  RestartPolicyConfig p;
+  p.backoff = ToDuration(c.restart_backoff);
+  p.min_healthy_uptime = ToDuration(c.min_healthy_uptime);
+  p.fail_fast_on_startup = c.fail_fast_on_startup;
+  p.heartbeat_on = c.heartbeat_timeout > Seconds(0);
+  return p;
+}
+
 }  // namespace
 
 Agent::Agent(boost::asio::io_context& io, const LaunchConfig& config, Environment env,
@@ -66,6 +78,8 @@ Agent::Agent(boost::asio::io_context& io, const LaunchConfig& config, Environmen
       store_(store),
       events_(events),
       signals_(io),
+      backoff_timer_(io),
+      policy_(PolicyConfig(config)),
       remaining_restarts_(config.max_restarts) {
   for (int sig : config_.signals_to_handle) signals_.add(sig);
 }
@@ -141,6 +155,7 @@ void Agent::StartWorkers(const Round& round) {
     return;
   }
   state_ = State::kRunning;
+  attempt_started_ = Clock::now();
   EmitWorkersStarted();
   StartHeartbeat();
   StartTees(pipes);
@@ -322,6 +337,7 @@ void Agent::OnMembershipChange(bool charged, const std::string& why) {
     spdlog::warn("{}; restarting the worker group (not charged to --max-restarts)", why);
     stop_->charged = false;
     stop_->cause = "membership_changed";
+    stop_->attempt.membership_changed = true;
     return;
   }
   if (state_ != State::kRunning) return;
@@ -352,6 +368,7 @@ void Agent::OnHeartbeatMiss(const HeartbeatMiss& miss) {
 }
 
 void Agent::Restart(const Stop& stop) {
+  const RestartPolicy::Decision next = policy_.OnAttemptEnd(stop.attempt);
   if (!stop.charged) {
     if (events_) {
       events_->Emit("restart", Json{{"cause", stop.cause}, {"charged", false},
@@ -361,23 +378,87 @@ void Agent::Restart(const Stop& stop) {
     BeginRendezvous();
     return;
   }
+  if (next.stop_at_startup) {
+    StopAtStartup(stop);
+    return;
+  }
   if (remaining_restarts_ > 0) {
     --remaining_restarts_;
     ++restart_count_;
-    spdlog::warn("restarting the worker group (restart {} of {})", restart_count_,
-                 config_.max_restarts);
-    if (events_) {
-      events_->Emit("restart", Json{{"cause", stop.cause}, {"charged", true},
-                                    {"restart_count", restart_count_},
-                                    {"remaining_restarts", remaining_restarts_}});
+    if (next.delay > Duration::zero()) {
+      spdlog::warn("restarting the worker group in {:.1f} s (restart {} of {}; --restart-backoff)",
+                   ToSecondsValue(next.delay), restart_count_, config_.max_restarts);
+    } else {
+      spdlog::warn("restarting the worker group (restart {} of {})", restart_count_,
+                   config_.max_restarts);
     }
-    BeginRendezvous();
+    if (events_) {
+      Json f{{"cause", stop.cause}, {"charged", true}, {"restart_count", restart_count_},
+             {"remaining_restarts", remaining_restarts_}};
+      if (config_.restart_backoff > Seconds(0)) f["delay_s"] = ToSecondsValue(next.delay);
+      events_->Emit("restart", f);
+    }
+    if (next.delay > Duration::zero()) {
+      BackOff(next.delay);
+    } else {
+      BeginRendezvous();
+    }
     return;
   }
   ReportFailure();
 }
 
-void Agent::ReportFailure() {
+void Agent::BackOff(Duration delay) {
+  state_ = State::kBackoff;
+  backoff_timer_.expires_after(delay);
+  backoff_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || state_ != State::kBackoff) return;  // a signal ended the wait
+    BeginRendezvous();
+  });
+}
+
+// The first attempt crashed before any progress: the script, its imports or
+// its environment are broken, and every restart would fail the same way.
+void Agent::StopAtStartup(const Stop& stop) {
+  const bool heartbeat = config_.heartbeat_timeout > Seconds(0);
+  spdlog::error(
+      "the first attempt failed at start-up ({} after {:.1f} s, {}); not restarting it "
+      "(--fail-fast-on-startup), exit code {} (do not requeue)",
+      stop.cause == "heartbeat_expired" ? "a worker missed its first heartbeat" : "a worker failed",
+      ToSecondsValue(stop.attempt.uptime),
+      heartbeat ? std::string("no worker touched CTRUN_HEARTBEAT_FILE")
+                : fmt::format("under --min-healthy-uptime {:.0f} s", config_.min_healthy_uptime.count()),
+      kExitDoNotRequeue);
+  if (events_) {
+    events_->Emit("startup_failed", Json{{"cause", stop.cause},
+                                         {"uptime_s", ToSecondsValue(stop.attempt.uptime)},
+                                         {"heartbeat_touched", stop.attempt.heartbeat_touched},
+                                         {"remaining_restarts", remaining_restarts_}});
+  }
+  ReportFailure(kExitDoNotRequeue);
+}
+
+// SIGKILL did not end them: uninterruptible sleep (a hung driver, a dead
+// file system) or a zombie nobody reaps. Waiting on would hang the job.
+void Agent::ReportStuck(const std::vector<StuckProcess>& stuck) {
+  Json list = Json::array();
+  for (const StuckProcess& p : stuck) {
+    spdlog::error("{} of worker local_rank {} (pid {}{}) is still there {:g} s after SIGKILL: {}",
+                  p.is_worker ? "the worker process" : "a descendant", p.local_rank, p.pid,
+                  p.comm.empty() ? "" : ", " + p.comm, config_.kill_timeout.count(), p.state);
+    list.push_back(Json{{"local_rank", p.local_rank}, {"pid", p.pid}, {"worker", p.is_worker},
+                        {"comm", p.comm}, {"state", p.state}});
+  }
+  spdlog::error("ctrun stops waiting for them (--kill-timeout); this node looks unhealthy "
+                "(check its GPUs, drivers and file systems); exit code {}",
+                kExitWorkersStuck);
+  if (events_) {
+    events_->Emit("workers_stuck",
+                  Json{{"kill_timeout_s", config_.kill_timeout.count()}, {"processes", list}});
+  }
+}
+
+void Agent::ReportFailure(std::optional<int> forced_code) {
   int code = kExitFailure;
   if (!failures_.empty()) {
     const size_t root = ChooseRootCause(failures_);
@@ -391,11 +472,11 @@ void Agent::ReportFailure() {
       Status s = WriteAgentErrorFile(outer->second, RootCauseErrorData(rc), rc.exit_code);
       if (!s.ok()) spdlog::warn("{}", s.message());
     }
-    if (config_.exit_code_from_root_cause) {
+    if (config_.exit_code_from_root_cause && !forced_code) {
       code = rc.exit_code > 0 ? rc.exit_code : kExitSignalBase - rc.exit_code;
     }
   }
-  Finish(State::kFailed, code, ShutdownReason::kFailed);
+  Finish(State::kFailed, forced_code.value_or(code), ShutdownReason::kFailed);
 }
 
 void Agent::HandleSignal(int sig) {
@@ -404,6 +485,7 @@ void Agent::HandleSignal(int sig) {
   switch (state_) {
     case State::kInit:
     case State::kRendezvous:
+    case State::kBackoff:
       Finish(State::kFailed, kExitSignalBase + sig, ShutdownReason::kSignal);
       return;
     case State::kRunning:
@@ -431,16 +513,26 @@ bool Agent::SignalReceived() const {
 }
 
 void Agent::StopGroup(int sig, Stop stop) {
-  if (stop_) stop.group_closed = stop_->group_closed;  // the same group, escalated
+  if (stop_) {  // the same group, escalated
+    stop.group_closed = stop_->group_closed;
+    stop.attempt = stop_->attempt;
+  } else {
+    const bool membership = stop.attempt.membership_changed;
+    stop.attempt.uptime = Clock::now() - attempt_started_;
+    stop.attempt.heartbeat_touched = heartbeat_ && heartbeat_->AnyTouched();
+    stop.attempt.membership_changed = membership;
+  }
   heartbeat_.reset();
   state_ = State::kStopping;
   stop_ = std::move(stop);
-  workers_.Close(sig, ToDuration(config_.shutdown_grace), [this] { OnGroupClosed(); });
+  workers_.Close(sig, ToDuration(config_.shutdown_grace), ToDuration(config_.kill_timeout),
+                 [this](const std::vector<StuckProcess>& stuck) { OnGroupClosed(stuck); });
 }
 
-void Agent::OnGroupClosed() {
+void Agent::OnGroupClosed(const std::vector<StuckProcess>& stuck) {
   if (!stop_) return;
   stop_->group_closed = true;
+  stop_->stuck = stuck;
   if (EndStopIfDrained()) return;
   // Every worker is gone, so what they wrote is in the pipes already; a
   // pipe still open is held by a descendant that left the worker's process
@@ -456,6 +548,11 @@ bool Agent::EndStopIfDrained() {
   if (!stop_ || !stop_->group_closed || open_tees_ > 0) return false;
   const Stop stop = std::move(*stop_);
   stop_.reset();
+  if (!stop.stuck.empty()) {
+    ReportStuck(stop.stuck);
+    Finish(State::kFailed, kExitWorkersStuck, ShutdownReason::kFailed);
+    return true;
+  }
   switch (stop.then) {
     case Stop::Then::kRestart:
       Restart(stop);
@@ -479,6 +576,7 @@ void Agent::Finish(State final_state, int code, ShutdownReason reason) {
   }
   boost::system::error_code ignored;
   signals_.cancel(ignored);
+  backoff_timer_.cancel();
   if (code == kExitSuccess) log_dir_.RemoveIfTemporary();
   rdzv_.Shutdown(reason, [this] { io_.stop(); });
 }

@@ -11,7 +11,10 @@
 //
 //   kInit --Start--> kRendezvous --round ready, workers started--> kRunning
 //   kRendezvous --round failed, attempt dir or workers failed--> kFailed (1)
-//   kInit, kRendezvous --signal N--> kFailed (128+N)
+//   kInit, kRendezvous, kBackoff --signal N--> kFailed (128+N)
+//   kBackoff --the restart delay's timer--> kRendezvous
+//   kBackoff --membership changed--> kBackoff (no group runs; the next round
+//       sees the new membership)
 //
 //   kRunning --worker failed, heartbeat missed----> kStopping{restart, charged}
 //   kRunning --membership changed (charged or not)--> kStopping{restart, charged?}
@@ -27,11 +30,17 @@
 //
 //   kStopping --group closed and tees drained--> by the stop's `then`:
 //       restart, not charged               -> kRendezvous
-//       restart, charged, restarts left    -> kRendezvous (restart_count + 1)
+//       restart, charged, fail-fast says the first attempt failed at
+//         start-up (RestartPolicy)         -> kFailed (failure report; 3)
+//       restart, charged, restarts left    -> kRendezvous (restart_count + 1),
+//                                             or kBackoff when RestartPolicy
+//                                             gives a delay (--restart-backoff)
 //       restart, charged, none left        -> kFailed (failure report; 1 or
 //                                             the root cause's code)
 //       succeed                            -> kSucceeded (0)
 //       exit for signal N                  -> kFailed (128+N)
+//   kStopping --close gave up: processes left --kill-timeout after SIGKILL-->
+//       kFailed (4; which pids, in what state), whatever the stop's `then`
 //
 // kSucceeded and kFailed are final: the rendezvous is shut down and `io` is
 // stopped. A worker failure seen after a signal is not reported.
@@ -52,6 +61,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +78,7 @@
 #include "launcher/logs/stream_tee.h"
 #include "launcher/process/worker_env.h"
 #include "launcher/process/worker_group.h"
+#include "launcher/restart_policy.h"
 
 namespace ctrun::launcher {
 
@@ -75,11 +86,14 @@ namespace ctrun::launcher {
 inline constexpr int kExitSuccess = 0;
 inline constexpr int kExitFailure = 1;   // workers failed with no restarts left, or rendezvous failed
 inline constexpr int kExitUsage = 2;     // bad flag, env value or script; nothing was started
+inline constexpr int kExitDoNotRequeue = 3;  // --fail-fast-on-startup: the first attempt failed at start-up
+inline constexpr int kExitWorkersStuck = 4;  // processes outlived SIGKILL by --kill-timeout: node unhealthy
 inline constexpr int kExitSignalBase = 128;  // 128 + N: stopped by signal N, workers stopped first
 
 class Agent {
  public:
-  enum class State { kInit, kRendezvous, kRunning, kStopping, kSucceeded, kFailed };
+  // kBackoff: waiting --restart-backoff's delay before the next rendezvous.
+  enum class State { kInit, kRendezvous, kRunning, kStopping, kBackoff, kSucceeded, kFailed };
 
   // `workers` is the local group this agent starts and stops (a WorkerSet in
   // ctrun); `rdzv` forms its rounds.
@@ -117,11 +131,14 @@ class Agent {
     bool charged = true;        // kRestart: counts against --max-restarts
     int signal = 0;             // kExitForSignal: the last signal received
     bool group_closed = false;  // the WorkerGroup's Close has completed
+    AttemptEnd attempt;         // the stopped group's run, for RestartPolicy
+    std::vector<StuckProcess> stuck;  // the close gave up on these (--kill-timeout)
 
     static Stop ToRestart(std::string cause, bool charged) {
       Stop s;
       s.cause = std::move(cause);
       s.charged = charged;
+      s.attempt.membership_changed = s.cause == "membership_changed";
       return s;
     }
     static Stop ToSucceed() {
@@ -168,14 +185,20 @@ class Agent {
   // and its tees have drained. Called again during a stop (a second
   // signal), it escalates that stop to SIGKILL and replaces it.
   void StopGroup(int sig, Stop stop);
-  void OnGroupClosed();
+  void OnGroupClosed(const std::vector<StuckProcess>& stuck);
   // Ends the stop under way if its group is closed and every tee drained;
   // returns whether it did.
   bool EndStopIfDrained();
   bool SignalReceived() const;
   void Restart(const Stop& stop);
+  // Waits `delay` in kBackoff, then begins the next rendezvous.
+  void BackOff(Duration delay);
   void Finish(State final_state, int code, ShutdownReason reason);
-  void ReportFailure();
+  // Prints the failure report and finishes with `code`, or (nullopt) with 1
+  // or the root cause's own code (--exit-code-from-root-cause).
+  void ReportFailure(std::optional<int> code = std::nullopt);
+  void StopAtStartup(const Stop& stop);
+  void ReportStuck(const std::vector<StuckProcess>& stuck);
 
   boost::asio::io_context& io_;
   const LaunchConfig& config_;
@@ -186,6 +209,8 @@ class Agent {
   rdzv::StoreServer* store_;  // null: this agent hosts no store
   EventLog* events_;    // null: no --events-file
   boost::asio::signal_set signals_;
+  boost::asio::steady_timer backoff_timer_;  // armed exactly while state_ is kBackoff
+  RestartPolicy policy_;
 
   State state_ = State::kInit;
   std::optional<Stop> stop_;  // set exactly while state_ is kStopping
@@ -193,6 +218,7 @@ class Agent {
   int restart_count_ = 0;
   int remaining_restarts_;
   Round round_;
+  TimePoint attempt_started_{};  // when the current group was started
   std::vector<WorkerRanks> ranks_;
   int running_ = 0;
   std::vector<WorkerFailure> failures_;

@@ -176,6 +176,32 @@ std::vector<FlagSpec> BuildTable() {
                    c.heartbeat_initial_timeout = *s; return Status::Ok();),
        "SECONDS", "How long a worker may take to its first heartbeat (default: --heartbeat-timeout).",
        G::kCtrun},
+      {"--restart-backoff", {"--restart-backoff", "--restart_backoff"}, "PET_RESTART_BACKOFF", "0", K::kValue,
+       CTRUN_APPLY(return ApplyTimeoutOrOff(v, c.restart_backoff, "10");), "SECONDS",
+       "Crash-loop backoff: wait SECONDS before the first restart after a worker failure, twice as long "
+       "before each next one (up to 32x), back to SECONDS after a run of --min-healthy-uptime; 0 = off.",
+       G::kCtrun},
+      {"--min-healthy-uptime", {"--min-healthy-uptime", "--min_healthy_uptime"}, "PET_MIN_HEALTHY_UPTIME",
+       "60", K::kValue,
+       CTRUN_APPLY(auto s = PositiveSeconds(v, "60"); if (!s.ok()) return s.status();
+                   c.min_healthy_uptime = *s; return Status::Ok();),
+       "SECONDS",
+       "A run this long is healthy: it resets --restart-backoff and, without --heartbeat-timeout, counts "
+       "as progress for --fail-fast-on-startup.",
+       G::kCtrun},
+      {"--fail-fast-on-startup", {"--fail-fast-on-startup", "--fail_fast_on_startup"},
+       "PET_FAIL_FAST_ON_STARTUP", "0", K::kSwitch,
+       CTRUN_APPLY(return ApplySwitch(v, c.fail_fast_on_startup);), "",
+       "When the first attempt's workers fail before any progress (no heartbeat touch, or under "
+       "--min-healthy-uptime), stop at once with exit code 3 (do not requeue) instead of restarting.",
+       G::kCtrun},
+      {"--kill-timeout", {"--kill-timeout", "--kill_timeout"}, "PET_KILL_TIMEOUT", "30", K::kValue,
+       CTRUN_APPLY(auto s = PositiveSeconds(v, "30"); if (!s.ok()) return s.status();
+                   c.kill_timeout = *s; return Status::Ok();),
+       "SECONDS",
+       "Give up on workers not reaped this long after SIGKILL (e.g. stuck in uninterruptible sleep): "
+       "report their pids and states and exit with code 4.",
+       G::kCtrun},
       {"--version", {"--version"}, "", nullptr, K::kAction, nullptr, "", "Print the version and exit.",
        G::kCtrun},
       {"--help", {"-h", "--help"}, "", nullptr, K::kAction, nullptr, "", "Print this help and exit.", G::kCtrun},

@@ -93,6 +93,17 @@ struct LaunchConfig {
   // worker's start to its first touch; nullopt = the same as heartbeat_timeout.
   Seconds heartbeat_timeout{0};
   std::optional<Seconds> heartbeat_initial_timeout;
+  // Crash-loop policy and bounded kill (ctrun only; launcher/restart_policy.h).
+  // --restart-backoff: the delay before a restart after a crash, doubled per
+  // crash up to 32x, reset by a run of --min-healthy-uptime; 0 = none.
+  Seconds restart_backoff{0};
+  Seconds min_healthy_uptime{60};
+  // --fail-fast-on-startup: the first attempt's crash before any progress
+  // ends the job with exit code 3 (do not requeue).
+  bool fail_fast_on_startup = false;
+  // --kill-timeout: how long to wait for the workers to be reaped after
+  // SIGKILL before giving up on them (exit code 4).
+  Seconds kill_timeout{30};
   // ctrun only: worker rank 0 hosts the c10d store (TORCHELASTIC_USE_AGENT_STORE=False)
   // instead of the agent (rendezvous/store/store_server.h).
   bool no_agent_store = false;

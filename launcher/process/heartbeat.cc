@@ -75,7 +75,8 @@ HeartbeatWatcher::HeartbeatWatcher(boost::asio::io_context& io, HeartbeatTimeout
                                    std::vector<std::string> files, MissHandler on_miss)
     : timer_(io),
       files_(std::move(files)),
-      deadlines_(timeouts, static_cast<int>(files_.size()), Clock::now()),
+      started_(Clock::now()),
+      deadlines_(timeouts, static_cast<int>(files_.size()), started_),
       on_miss_(std::move(on_miss)) {
   Arm();
 }
@@ -83,6 +84,15 @@ HeartbeatWatcher::HeartbeatWatcher(boost::asio::io_context& io, HeartbeatTimeout
 HeartbeatWatcher::~HeartbeatWatcher() { timer_.cancel(); }
 
 void HeartbeatWatcher::Forget(int local_rank) { deadlines_.Forget(local_rank); }
+
+bool HeartbeatWatcher::AnyTouched() const {
+  const Duration running = Clock::now() - started_;
+  for (const std::string& f : files_) {
+    std::optional<Duration> age = FileAge(f);
+    if (age && *age <= running) return true;
+  }
+  return false;
+}
 
 void HeartbeatWatcher::Arm() {
   std::optional<TimePoint> next = deadlines_.NextCheck(Clock::now());

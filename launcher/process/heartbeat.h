@@ -98,12 +98,17 @@ class HeartbeatWatcher {
   // Stops watching `local_rank` (it exited).
   void Forget(int local_rank);
 
+  // Whether any worker, watched or forgotten, has touched its file since the
+  // watcher started (the files are stat'ed now): the group made progress.
+  bool AnyTouched() const;
+
  private:
   void Arm();
   void Check();
 
   boost::asio::steady_timer timer_;
   std::vector<std::string> files_;
+  TimePoint started_;
   HeartbeatDeadlines deadlines_;
   MissHandler on_miss_;
 };

@@ -44,6 +44,18 @@ struct WorkerExit {
   int64_t epoch_seconds = 0; // wall clock when ctrun reaped it
 };
 
+// A process of the group still there `kill_timeout` after SIGKILL: a worker
+// not reaped, or a member of its process group (a worker's descendant).
+// Usually in uninterruptible sleep (D: a hung driver or file system), or a
+// zombie whose parent left the group and does not reap it.
+struct StuckProcess {
+  int local_rank = 0;  // the worker whose process group it is in
+  pid_t pid = 0;
+  bool is_worker = true;  // the worker itself, else a descendant of it
+  std::string comm;       // its name per /proc/PID/stat ("" when unreadable)
+  std::string state;      // e.g. "D (uninterruptible sleep)"; "unknown" when unreadable
+};
+
 class WorkerGroup {
  public:
   using ExitHandler = std::function<void(const WorkerExit&)>;
@@ -63,12 +75,18 @@ class WorkerGroup {
   virtual Status Start(const std::vector<WorkerSpec>& specs, ExitHandler on_exit,
                        std::vector<std::pair<int, int>>* pipes) = 0;
 
+  // Called once when a Close completes: `stuck` is empty when every worker
+  // (and every descendant in its process group) is gone; otherwise it lists
+  // what was still there `kill_timeout` after SIGKILL, and the group has
+  // stopped waiting for it (its later exits are not reported).
+  using CloseHandler = std::function<void(const std::vector<StuckProcess>& stuck)>;
+
   // Sends `sig` to every worker still running, then SIGKILL to those still
-  // running after `grace`. `done` runs once, on the io_context and never
-  // inside this call, when every worker (and every descendant it left in its
-  // process group) is gone. A second Close before `done` escalates: SIGKILL
-  // at once, and `done` replaces the first one's.
-  virtual void Close(int sig, Duration grace, std::function<void()> done) = 0;
+  // running after `grace`, and gives up on them `kill_timeout` after the
+  // SIGKILL. `done` runs once, on the io_context and never inside this call.
+  // A second Close before `done` escalates: SIGKILL at once (the kill
+  // timeout runs from the first SIGKILL), and `done` replaces the first one's.
+  virtual void Close(int sig, Duration grace, Duration kill_timeout, CloseHandler done) = 0;
 
   // The pids of the current group, in spec order (empty before Start).
   virtual std::vector<pid_t> Pids() const = 0;

@@ -13,6 +13,7 @@
 #include <ctime>
 
 #include "launcher/process/orphan_guard.h"
+#include "launcher/process/proc_stat.h"
 
 namespace ctrun::launcher {
 
@@ -184,8 +185,8 @@ void Reaper::ReapAll() {
 
 // ---------------------------------------------------------------- WorkerSet
 
-WorkerSet::WorkerSet(boost::asio::io_context& io, Reaper& reaper, OrphanGuard* guard)
-    : io_(io), reaper_(reaper), guard_(guard), kill_timer_(io) {}
+WorkerSet::WorkerSet(boost::asio::io_context& io, ChildReaper& reaper, OrphanGuard* guard)
+    : io_(io), reaper_(reaper), guard_(guard), kill_timer_(io), stuck_timer_(io) {}
 
 WorkerSet::~WorkerSet() {
   for (Worker& w : workers_) {
@@ -296,23 +297,70 @@ void WorkerSet::Signal(int sig) {
   }
 }
 
-void WorkerSet::Close(int sig, Duration grace, std::function<void()> done) {
+void WorkerSet::Close(int sig, Duration grace, Duration kill_timeout, CloseHandler done) {
   if (closing_) {
-    Signal(SIGKILL);
+    Kill();
     if (done) close_done_ = std::move(done);
     return;
   }
   closing_ = true;
+  killed_ = false;
+  kill_timeout_ = kill_timeout;
   close_done_ = std::move(done);
-  Signal(sig);
-  kill_timer_.expires_after(grace);
-  kill_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || !closing_) return;
-    spdlog::warn("workers still running after the shutdown grace; sending SIGKILL");
-    Signal(SIGKILL);
-  });
+  if (sig == SIGKILL) {
+    Kill();
+  } else {
+    Signal(sig);
+    kill_timer_.expires_after(grace);
+    kill_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || !closing_) return;
+      spdlog::warn("workers still running after the shutdown grace; sending SIGKILL");
+      Kill();
+    });
+  }
   reaper_.OnAnyExit([this] { CheckClosed(); });
   boost::asio::post(io_, [this] { CheckClosed(); });
+}
+
+void WorkerSet::Kill() {
+  Signal(SIGKILL);
+  if (killed_) return;
+  killed_ = true;
+  kill_timer_.cancel();
+  stuck_timer_.expires_after(kill_timeout_);
+  stuck_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || !closing_) return;
+    GiveUp();
+  });
+}
+
+// SIGKILL cannot end a process in uninterruptible sleep, nor make a parent
+// outside the group reap its zombie: waiting on for ever would hang ctrun.
+void WorkerSet::GiveUp() {
+  std::vector<StuckProcess> stuck = Stuck();
+  if (stuck.empty()) {  // all gone since the last check, not reaped yet
+    CheckClosed();
+    if (!closing_) return;
+  }
+  on_exit_ = nullptr;  // later exits of this group are not reported
+  EndClose(stuck);
+}
+
+std::vector<StuckProcess> WorkerSet::Stuck() {
+  std::vector<StuckProcess> out;
+  for (Worker& w : workers_) {
+    if (!w.reaped) {
+      std::optional<ProcStat> st = ReadProcStat(w.pid);
+      out.push_back(StuckProcess{w.local_rank, w.pid, true, st ? st->comm : "",
+                                 st ? DescribeState(st->state) : "unknown"});
+    }
+    if (!GroupAlive(w)) continue;
+    for (const ProcStat& m : ProcessGroupMembers(w.pid)) {
+      if (m.pid == w.pid && !w.reaped) continue;  // listed above
+      out.push_back(StuckProcess{w.local_rank, m.pid, m.pid == w.pid, m.comm, DescribeState(m.state)});
+    }
+  }
+  return out;
 }
 
 void WorkerSet::CheckClosed() {
@@ -320,13 +368,18 @@ void WorkerSet::CheckClosed() {
   for (Worker& w : workers_) {
     if (!w.reaped || GroupAlive(w)) return;
   }
+  EndClose({});
+}
+
+void WorkerSet::EndClose(const std::vector<StuckProcess>& stuck) {
   closing_ = false;
   kill_timer_.cancel();
+  stuck_timer_.cancel();
   reaper_.OnAnyExit(nullptr);
   if (close_done_) {
-    auto done = std::move(close_done_);
+    CloseHandler done = std::move(close_done_);
     close_done_ = nullptr;
-    done();
+    done(stuck);
   }
 }
 

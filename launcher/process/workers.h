@@ -29,22 +29,32 @@ namespace ctrun::launcher {
 
 class OrphanGuard;
 
+// ChildReaper: where WorkerSet learns that its children were reaped. The
+// real one is Reaper; tests/launcher/process/workers_test.cc fakes it (a
+// child nobody reaps stays a zombie: the stand-in for one SIGKILL cannot end).
+class ChildReaper {
+ public:
+  using ExitCallback = std::function<void(pid_t pid, int wait_status)>;
+  virtual ~ChildReaper() = default;
+  // `cb` runs once when `pid` is reaped. Register right after fork.
+  virtual void Register(pid_t pid, ExitCallback cb) = 0;
+  // Runs after every batch of reaped children (e.g. to re-check groups);
+  // null clears it.
+  virtual void OnAnyExit(std::function<void()> cb) = 0;
+};
+
 // Reaper: owns SIGCHLD for the whole process. Makes ctrun a child subreaper
 // and reaps every child (workers, their orphaned descendants, the orphan
 // guard), dispatching each reaped pid to whoever registered it. Unregistered
 // pids are reaped silently. Create exactly one, before any child exists.
-class Reaper {
+class Reaper : public ChildReaper {
  public:
-  using ExitCallback = std::function<void(pid_t pid, int wait_status)>;
-
   explicit Reaper(boost::asio::io_context& io);
   Reaper(const Reaper&) = delete;
   Reaper& operator=(const Reaper&) = delete;
 
-  // `cb` runs once when `pid` is reaped. Register right after fork.
-  void Register(pid_t pid, ExitCallback cb);
-  // Runs after every batch of reaped children (e.g. to re-check groups).
-  void OnAnyExit(std::function<void()> cb) { on_any_ = std::move(cb); }
+  void Register(pid_t pid, ExitCallback cb) override;
+  void OnAnyExit(std::function<void()> cb) override { on_any_ = std::move(cb); }
 
  private:
   void Arm();
@@ -60,7 +70,7 @@ class Reaper {
 class WorkerSet : public WorkerGroup {
  public:
   // `reaper` and `guard` (may be null) must outlive the WorkerSet.
-  WorkerSet(boost::asio::io_context& io, Reaper& reaper, OrphanGuard* guard);
+  WorkerSet(boost::asio::io_context& io, ChildReaper& reaper, OrphanGuard* guard);
   // Sends SIGKILL to every worker's process group that may still have members.
   ~WorkerSet() override;
   WorkerSet(const WorkerSet&) = delete;
@@ -78,8 +88,10 @@ class WorkerSet : public WorkerGroup {
 
   // `sig` and SIGKILL go to whole process groups; `done` waits for every
   // worker to be reaped and every group to be empty (it is posted when that
-  // is already so).
-  void Close(int sig, Duration grace, std::function<void()> done) override;
+  // is already so), or for the kill timeout: then it lists each unreaped
+  // worker and each member left in a worker's process group, with its
+  // state from /proc/PID/stat.
+  void Close(int sig, Duration grace, Duration kill_timeout, CloseHandler done) override;
 
   std::vector<pid_t> Pids() const override;
 
@@ -99,14 +111,24 @@ class WorkerSet : public WorkerGroup {
   void HandleExit(size_t index, int wait_status);
   void CheckClosed();
   bool GroupAlive(Worker& w);
+  // Sends SIGKILL to every live group; the first time in a close, starts
+  // the kill timeout.
+  void Kill();
+  // The kill timeout expired: lists what is left and ends the close.
+  void GiveUp();
+  std::vector<StuckProcess> Stuck();
+  void EndClose(const std::vector<StuckProcess>& stuck);
 
   boost::asio::io_context& io_;
-  Reaper& reaper_;
+  ChildReaper& reaper_;
   OrphanGuard* guard_;
   std::vector<Worker> workers_;
   ExitHandler on_exit_;
-  boost::asio::steady_timer kill_timer_;
-  std::function<void()> close_done_;
+  boost::asio::steady_timer kill_timer_;   // the grace, then SIGKILL
+  boost::asio::steady_timer stuck_timer_;  // the kill timeout, then GiveUp
+  Duration kill_timeout_{};
+  bool killed_ = false;                    // this close has sent SIGKILL
+  CloseHandler close_done_;
   bool closing_ = false;
   // The signals whose disposition in ctrun is not SIG_DFL, read at Start():
   // the only ones a child must reset before exec.

@@ -86,6 +86,15 @@ CTRUN_ROWS = [
     ("local ranks filter words", ["--local-ranks-filter", "a,b", TRUE], {}, 2, "--local-ranks-filter"),
     ("unknown signal", ["--signals-to-handle", "SIGFOO", TRUE], {}, 2, "SIGFOO"),
     ("heartbeat timeout negative", ["--heartbeat-timeout", "-1", TRUE], {}, 2, "--heartbeat-timeout"),
+    # --- crash-loop policy and bounded kill (issue 19)
+    ("restart backoff negative", ["--restart-backoff", "-1", TRUE], {}, 2, "--restart-backoff '-1'"),
+    ("min healthy uptime zero", ["--min-healthy-uptime", "0", TRUE], {}, 2, "--min-healthy-uptime '0'"),
+    ("fail fast with a value", ["--fail-fast-on-startup=1", TRUE], {}, 2, "--fail-fast-on-startup takes no value"),
+    ("kill timeout zero", ["--kill-timeout", "0", TRUE], {}, 2, "--kill-timeout '0'"),
+    ("PET_RESTART_BACKOFF word", [TRUE], {"PET_RESTART_BACKOFF": "soon"}, 2, "PET_RESTART_BACKOFF 'soon'"),
+    ("PET_FAIL_FAST_ON_STARTUP not a switch", [TRUE], {"PET_FAIL_FAST_ON_STARTUP": "maybe"}, 2,
+     "PET_FAIL_FAST_ON_STARTUP 'maybe'"),
+    ("PET_KILL_TIMEOUT negative", [TRUE], {"PET_KILL_TIMEOUT": "-5"}, 2, "PET_KILL_TIMEOUT '-5'"),
     # --- torchrun 2.x's newer flags (issue 18)
     ("shutdown timeout fraction", ["--shutdown-timeout", "1.5", TRUE], {}, 2,
      "--shutdown-timeout '1.5': must be a whole number of seconds >= 0"),

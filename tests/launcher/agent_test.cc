@@ -40,8 +40,9 @@ class FakeWorkers : public WorkerGroup {
     return Status::Ok();
   }
 
-  void Close(int sig, Duration, std::function<void()> done) override {
+  void Close(int sig, Duration, Duration kill_timeout, CloseHandler done) override {
     close_signals.push_back(sig);
+    last_kill_timeout = kill_timeout;
     close_done_ = std::move(done);
   }
 
@@ -61,7 +62,16 @@ class FakeWorkers : public WorkerGroup {
     while (!running_.empty()) Exit(*running_.begin(), -sig);
     auto done = std::move(close_done_);
     close_done_ = nullptr;
-    done();
+    done({});
+  }
+
+  // The close gives up after its kill timeout: `stuck` outlived SIGKILL and
+  // the workers still running are never reported as exited.
+  void GiveUpClose(const std::vector<StuckProcess>& stuck) {
+    REQUIRE(close_done_);
+    auto done = std::move(close_done_);
+    close_done_ = nullptr;
+    done(stuck);
   }
 
   bool closing() const { return close_done_ != nullptr; }
@@ -69,11 +79,12 @@ class FakeWorkers : public WorkerGroup {
   int starts = 0;
   std::vector<WorkerSpec> last_specs;
   std::vector<int> close_signals;
+  Duration last_kill_timeout{};
   Status start_status;
 
  private:
   ExitHandler on_exit_;
-  std::function<void()> close_done_;
+  CloseHandler close_done_;
   std::vector<pid_t> pids_;
   std::set<int> running_;
   pid_t next_pid_ = 1000;
@@ -451,6 +462,179 @@ TEST_CASE_METHOD(AgentFixture, "agent: the events of one failed-then-restarted r
   CHECK(exits[0]["during"] == "running");
   CHECK(exits[1]["during"] == "stopping");
   CHECK(exits[1]["signal"] == "SIGTERM");
+}
+
+// --- crash-loop policy (--restart-backoff, --fail-fast-on-startup)
+
+TEST_CASE_METHOD(AgentFixture, "agent: fail-fast stops a first attempt that crashed at start-up, budget unspent") {
+  config.max_restarts = 3;
+  config.fail_fast_on_startup = true;
+  StartRunning();
+  workers.Exit(0, 1);
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitDoNotRequeue, ShutdownReason::kFailed);
+  CHECK(rdzv.rounds_asked == 1);
+  CHECK(workers.starts == 1);
+  CHECK(EventsNamed("restart").empty());
+  const std::vector<Json> startup = EventsNamed("startup_failed");
+  REQUIRE(startup.size() == 1);
+  CHECK(startup[0]["cause"] == "worker_failed");
+  CHECK(startup[0]["remaining_restarts"] == 3);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: fail-fast's code wins over --exit-code-from-root-cause and an empty budget") {
+  config.fail_fast_on_startup = true;
+  config.exit_code_from_root_cause = true;
+  StartRunning();
+  workers.Exit(1, 7);
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitDoNotRequeue, ShutdownReason::kFailed);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: without fail-fast the same start-up crash is restarted") {
+  config.max_restarts = 1;
+  StartRunning();
+  workers.Exit(0, 1);
+  workers.FinishClose();
+  Poll();
+  CHECK(agent().state() == Agent::State::kRendezvous);
+  CHECK(EventsNamed("startup_failed").empty());
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: fail-fast never stops a failure the membership caused") {
+  config.max_restarts = 0;
+  config.fail_fast_on_startup = true;
+  StartRunning();
+  workers.Exit(0, 1);  // the collective broke first
+  rdzv.ChangeMembership(false, "node n2 left");
+  workers.FinishClose();
+  Poll();
+  CHECK(agent().state() == Agent::State::kRendezvous);
+  CHECK(EventsNamed("startup_failed").empty());
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: after a lost node, a start-up crash is no longer the first attempt's") {
+  config.max_restarts = 2;
+  config.fail_fast_on_startup = true;
+  StartRunning();
+  rdzv.ChangeMembership(true, "node n2 was lost");
+  workers.FinishClose();
+  Poll();
+  rdzv.CompleteRound(2);
+  Poll();
+  REQUIRE(agent().state() == Agent::State::kRunning);
+  workers.Exit(0, 1);
+  workers.FinishClose();
+  Poll();
+  CHECK(agent().state() == Agent::State::kRendezvous);
+  CHECK(EventsNamed("restart").size() == 2);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: with a heartbeat on, a touch is progress and fail-fast restarts") {
+  config.max_restarts = 1;
+  config.fail_fast_on_startup = true;
+  config.heartbeat_timeout = Seconds(3600);
+  StartRunning();
+  std::string file;
+  for (const std::string& e : workers.last_specs[1].env) {
+    if (e.rfind("CTRUN_HEARTBEAT_FILE=", 0) == 0) file = e.substr(e.find('=') + 1);
+  }
+  REQUIRE(!file.empty());
+  std::ofstream(file) << "";
+  // A touch after the start: the kernel's coarse file times could put a
+  // touch made at once a hair before it.
+  std::filesystem::last_write_time(file, std::filesystem::file_time_type::clock::now() + std::chrono::hours(1));
+  workers.Exit(0, 1);
+  workers.FinishClose();
+  Poll();
+  CHECK(agent().state() == Agent::State::kRendezvous);
+  CHECK(EventsNamed("startup_failed").empty());
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: with a heartbeat on and no touch, fail-fast stops") {
+  config.max_restarts = 1;
+  config.fail_fast_on_startup = true;
+  config.heartbeat_timeout = Seconds(3600);
+  config.min_healthy_uptime = Seconds(0.000001);  // uptime is not what counts with a heartbeat
+  StartRunning();
+  workers.Exit(0, 1);
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitDoNotRequeue, ShutdownReason::kFailed);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: --restart-backoff waits in kBackoff; a signal there exits at once") {
+  config.max_restarts = 2;
+  config.restart_backoff = Seconds(3600);
+  StartRunning();
+  workers.Exit(0, 1);
+  workers.FinishClose();
+  Poll();
+  CHECK(agent().state() == Agent::State::kBackoff);
+  CHECK(rdzv.rounds_asked == 1);
+  const std::vector<Json> restarts = EventsNamed("restart");
+  REQUIRE(restarts.size() == 1);
+  CHECK(restarts[0]["delay_s"] == 3600.0);
+  rdzv.ChangeMembership(true, "node n2 was lost");  // ignored: no group runs
+  CHECK(agent().state() == Agent::State::kBackoff);
+  agent().HandleSignal(SIGTERM);
+  CheckFinished(Agent::State::kFailed, kExitSignalBase + SIGTERM, ShutdownReason::kSignal);
+  CHECK(rdzv.rounds_asked == 1);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: the backoff's timer begins the next rendezvous") {
+  config.max_restarts = 1;
+  config.restart_backoff = Seconds(0.001);
+  StartRunning();
+  workers.Exit(0, 1);
+  workers.FinishClose();
+  Poll();
+  REQUIRE(agent().state() == Agent::State::kBackoff);
+  // The timer is the only handler that can complete.
+  CHECK(io.run_one_for(std::chrono::seconds(60)) == 1);
+  CHECK(agent().state() == Agent::State::kRendezvous);
+  CHECK(rdzv.rounds_asked == 2);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a membership restart is not delayed by the backoff") {
+  config.max_restarts = 1;
+  config.restart_backoff = Seconds(3600);
+  StartRunning();
+  rdzv.ChangeMembership(true, "node n2 was lost");
+  workers.FinishClose();
+  Poll();
+  CHECK(agent().state() == Agent::State::kRendezvous);
+  CHECK(EventsNamed("restart")[0]["delay_s"] == 0.0);
+}
+
+// --- bounded kill (--kill-timeout)
+
+TEST_CASE_METHOD(AgentFixture, "agent: a close that gives up on stuck processes ends the run with 4") {
+  config.max_restarts = 3;
+  config.kill_timeout = Seconds(7);
+  StartRunning();
+  workers.Exit(0, 1);
+  CHECK(workers.last_kill_timeout == std::chrono::seconds(7));
+  workers.GiveUpClose({StuckProcess{1, 1001, true, "python3", "D (uninterruptible sleep)"}});
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitWorkersStuck, ShutdownReason::kFailed);
+  CHECK(EventsNamed("restart").empty());
+  const std::vector<Json> stuck = EventsNamed("workers_stuck");
+  REQUIRE(stuck.size() == 1);
+  REQUIRE(stuck[0]["processes"].size() == 1);
+  CHECK(stuck[0]["processes"][0]["pid"] == 1001);
+  CHECK(stuck[0]["processes"][0]["local_rank"] == 1);
+  CHECK(stuck[0]["processes"][0]["state"] == "D (uninterruptible sleep)");
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: stuck processes win over the signal that stopped the group") {
+  StartRunning();
+  agent().HandleSignal(SIGTERM);
+  workers.GiveUpClose({StuckProcess{0, 1000, true, "", "unknown"}});
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitWorkersStuck, ShutdownReason::kFailed);
 }
 
 }  // namespace

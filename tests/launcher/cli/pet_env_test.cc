@@ -52,6 +52,10 @@ const std::map<std::string_view, Sample>& Samples() {
       {"--exit-code-from-root-cause", {"", {}}},
       {"--exit-barrier-timeout", {"42", {}}},
       {"--heartbeat-timeout", {"60", {}}},
+      {"--restart-backoff", {"5", {}}},
+      {"--min-healthy-uptime", {"120", {}}},
+      {"--fail-fast-on-startup", {"", {}}},
+      {"--kill-timeout", {"10", {}}},
       {"--heartbeat-initial-timeout", {"600", {}}},
       {"--no-agent-store", {"", {}}},
       {"--events-file", {"/var/log/ctrun/events.jsonl", {}}},
@@ -111,6 +115,8 @@ std::string Dump(const LaunchConfig& c) {
       c.role, c.module, c.no_python, c.run_path, c.script, Opt(c.log_dir), Streams(c.redirects), Streams(c.tee),
       filter, Opt(c.logs_specs), Opt(c.numa_binding), Opt(c.event_log_handler), c.log_line_prefix_template,
       c.no_agent_store, Opt(c.events_file));
+  out += fmt::format("backoff={} healthy={} fail_fast={} kill_timeout={}\n", c.restart_backoff.count(),
+                     c.min_healthy_uptime.count(), c.fail_fast_on_startup, c.kill_timeout.count());
   out += fmt::format("virtual_local_rank={} shutdown_given={} dup_out=[{}] dup_err=[{}]\n", c.virtual_local_rank,
                      c.shutdown_timeout_given, fmt::join(c.duplicate_stdout_filters, "|"),
                      fmt::join(c.duplicate_stderr_filters, "|"));
