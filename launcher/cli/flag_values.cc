@@ -64,7 +64,7 @@ constexpr NamedSignal kSignals[] = {{"SIGTERM", SIGTERM}, {"SIGINT", SIGINT},   
 constexpr std::string_view kRdzvConfKeys =
     "join_timeout, last_call_timeout, close_timeout, heartbeat_timeout, keep_alive_interval, "
     "keep_alive_max_attempt, read_timeout, timeout, is_host, store_type, use_libuv, token_file, rank, "
-    "tls_cert, tls_key, tls_ca, tls_server_name";
+    "tls_cert, tls_key, tls_ca, tls_server_name, metrics_port";
 
 Status ApplyRdzvConfPair(std::string_view key, std::string_view value, RdzvConf& conf) {
   const std::pair<std::string_view, Seconds RdzvConf::*> durations[] = {
@@ -109,6 +109,10 @@ Status ApplyRdzvConfPair(std::string_view key, std::string_view value, RdzvConf&
     conf.tls_ca = std::string(value);
   } else if (key == "tls_server_name") {
     conf.tls_server_name = std::string(value);
+  } else if (key == "metrics_port") {
+    auto n = ParseInt(value);
+    if (!n || *n < 0 || *n > 65535) return Bad("metrics_port: must be a port 0..65535 (0 picks a free one, e.g. 9400)");
+    conf.metrics_port = static_cast<int>(*n);
   } else if (key == "rank") {
     auto n = ParseInt(value);
     if (!n || *n < 0) return Bad("rank: must be an integer >= 0 (e.g. 0)");

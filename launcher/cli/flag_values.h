@@ -69,7 +69,7 @@ Status ApplyLocalRanksFilter(std::string_view v, LaunchConfig& c);
 Status ApplySignals(std::string_view v, LaunchConfig& c);
 
 // --rdzv-conf: "KEY=VALUE,..." over the known keys (durations, booleans,
-// store_type, token_file, tls_*, rank); replaces c.rdzv_conf whole, with
+// store_type, token_file, tls_*, rank, metrics_port); replaces c.rdzv_conf whole, with
 // every pair given also kept in RdzvConf::given.
 Status ApplyRdzvConf(std::string_view v, LaunchConfig& c);
 

@@ -48,6 +48,9 @@ struct RdzvConf {
   std::string store_type = "tcp";    // "tcp" or "file"
   bool use_libuv = true;
   std::optional<std::string> token_file;
+  // ctrun only: when this agent hosts the rendezvous, serve /metrics, the
+  // status page and /api/runs on this port (0 = a free one); nullopt = none.
+  std::optional<int> metrics_port;
   // TLS for the rendezvous (docs/security.md): paths as given, "" = unset.
   std::string tls_cert;         // this node's certificate (as server, and as client when tls_ca is set)
   std::string tls_key;          // its private key

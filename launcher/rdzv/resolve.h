@@ -48,6 +48,10 @@ struct HostPlan {
   // hosting was inferred, and a server that cannot listen means another
   // agent hosts it: this one joins.
   bool required = false;
+  // --rdzv-conf metrics_port: also serve /metrics, the status page and
+  // /api/runs over HTTP on listen_address's host at this port (0 = a free
+  // one); nullopt = not at all.
+  std::optional<int> metrics_port;
 };
 
 struct RendezvousPlan {

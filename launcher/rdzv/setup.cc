@@ -7,22 +7,50 @@
 #include "launcher/rdzv/local_rendezvous.h"
 #include "rendezvous/grpc/grpc_process.h"
 #include "rendezvous/grpc/server.h"
+#include "rendezvous/metrics/metrics_http.h"
 
 namespace ctrun::launcher {
 
 namespace {
 
+// The hosted server, and its status page when --rdzv-conf metrics_port was
+// given (stopped first: its pages read the server).
 class ServerHandle : public HostedServer {
  public:
   ServerHandle(std::unique_ptr<rdzv::RendezvousServer> server, std::string run_id)
       : server_(std::move(server)), run_id_(std::move(run_id)) {}
-  void Stop() override { server_->Shutdown(); }
+  ~ServerHandle() override { metrics_.reset(); }
+  void Stop() override {
+    metrics_.reset();
+    server_->Shutdown();
+  }
   void WhenDrained(std::function<void()> cb) override { server_->WhenDrained(run_id_, std::move(cb)); }
+
+  // Serves the server's metrics, status page and /api/runs on host:port
+  // (port 0 = a free one) and says where; the error of MetricsHttpServer::Start.
+  Status ServePages(const std::string& host, int port) {
+    rdzv::RendezvousServer* server = server_.get();
+    auto started = rdzv::MetricsHttpServer::Start(
+        host, port, {[server] { return server->MetricsText(); }, [server] { return server->RunsJson(); }});
+    if (!started.ok()) return started.status();
+    metrics_ = std::move(*started);
+    const std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    spdlog::info("serving the status page on http://{}:{}/", shown, metrics_->port());
+    return Status::Ok();
+  }
 
  private:
   std::unique_ptr<rdzv::RendezvousServer> server_;
   std::string run_id_;
+  std::unique_ptr<rdzv::MetricsHttpServer> metrics_;  // declared last: destroyed before server_
 };
+
+// The host part of a "host:port" or "[v6]:port" listen address.
+std::string ListenHost(const std::string& listen) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
 
 std::unique_ptr<RendezvousHandler> MakeLocal(boost::asio::io_context& io, const RendezvousPlan& plan,
                                              const StoreHosting& store) {
@@ -45,7 +73,17 @@ Result<std::unique_ptr<HostedServer>> HostServer(const RendezvousPlan& plan, con
   Result<std::unique_ptr<rdzv::RendezvousServer>> server = rdzv::RendezvousServer::Start(so);
   if (server.ok()) {
     spdlog::info("hosting the rendezvous for run '{}' on {}", plan.run_id, so.listen_address);
-    return std::unique_ptr<HostedServer>(std::make_unique<ServerHandle>(std::move(*server), plan.run_id));
+    auto handle = std::make_unique<ServerHandle>(std::move(*server), plan.run_id);
+    if (host.metrics_port) {
+      Status pages = handle->ServePages(ListenHost(so.listen_address), *host.metrics_port);
+      if (!pages.ok()) {
+        // The hint names ctrund's flag; here the port comes from --rdzv-conf.
+        std::string why = pages.message();
+        if (size_t at = why.find("--metrics-port"); at != std::string::npos) why.replace(at, 14, "metrics_port");
+        return Status::Unavailable("--rdzv-conf metrics_port=" + std::to_string(*host.metrics_port) + ": " + why);
+      }
+    }
+    return std::unique_ptr<HostedServer>(std::move(handle));
   }
   if (host.required) return Status::Unavailable("--rdzv-conf is_host=1: " + server.status().message());
   spdlog::info("the rendezvous at {} is hosted by another agent ({}); joining it", plan.endpoint,

@@ -66,6 +66,8 @@ CTRUN_ROWS = [
     ("rdzv-conf bad bool", ["--rdzv-conf", "is_host=maybe", TRUE], {}, 2, "is_host"),
     ("rdzv-conf zero attempts", ["--rdzv-conf", "keep_alive_max_attempt=0", TRUE], {}, 2, "keep_alive_max_attempt"),
     ("rdzv-conf store type", ["--rdzv-conf", "store_type=redis", TRUE], {}, 2, "store_type"),
+    ("rdzv-conf metrics port too big", ["--rdzv-conf", "metrics_port=70000", TRUE], {}, 2,
+     "metrics_port: must be a port 0..65535"),
     ("rdzv-conf empty key", ["--rdzv-conf", "=1", TRUE], {}, 2, "empty key"),
     ("rdzv-conf key without value", ["--rdzv-conf", "join_timeout", TRUE], {}, 2, "join_timeout"),
     ("node rank negative", ["--node-rank", "-1", TRUE], {}, 2, "--node-rank"),

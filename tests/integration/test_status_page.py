@@ -196,5 +196,61 @@ class StatusPageTest(unittest.TestCase):
         self.assertIsNone(self.daemon.poll())
 
 
+class AgentHostedPageTest(unittest.TestCase):
+    """--rdzv-conf metrics_port=0 on the agent that hosts the rendezvous: the
+    same page and JSON, served by ctrun itself (no ctrund, no browser)."""
+
+    def test_hosting_agent_serves_the_page(self):
+        d = h.tempdir(self)
+        fifo = h.Fifo(d)
+        self.addCleanup(fifo.close)
+        env = h.base_env(ANNOUNCE=fifo.path, GATES=d)
+        with socket.socket() as s:  # a free port for the rendezvous
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        fast = FAST.replace(",is_host=0", "")
+        confs = [fast + ",is_host=1,metrics_port=0", fast + ",is_host=0,metrics_port=0"]
+        agents = [h.start(["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                           "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "agentweb",
+                           "--local-addr", f"127.0.0.{i + 1}", "--rdzv-conf", confs[i],
+                           "--no-python", h.worker("gated.sh")], env=env) for i in range(2)]
+        for p in agents:
+            self.addCleanup(lambda p=p: p.poll() is None and p.kill())
+        line = re.compile(r"serving the status page on (http://127\.0\.0\.1:\d+/)\n")
+        err0 = ""
+        try:
+            while not line.search(err0):
+                err0 += h.read_until(agents[0].stderr, "\n", 60)
+        except TimeoutError as e:
+            h.fail_with_tails(self, agents, str(e))
+        page = line.search(err0).group(1)
+        h.fifo_lines(self, fifo, 2, 60, agents)  # both workers run, waiting on the gate
+
+        status, headers, body = http(page + "api/runs")
+        self.assertEqual(status, 200)
+        self.assertEqual(headers["Content-Type"], "application/json; charset=utf-8")
+        [run] = json.loads(body)["runs"]
+        self.assertEqual((run["run_id"], run["state"], run["world_size"]), ("agentweb", "running", 2))
+        self.assertEqual([(n["state"], n["group_rank"], n["addr"]) for n in run["nodes"]],
+                         [("member", 0, "127.0.0.1"), ("member", 1, "127.0.0.2")])
+        status, headers, body = http(page)
+        self.assertEqual(status, 200)
+        self.assertTrue(headers["Content-Type"].startswith("text/html"), headers["Content-Type"])
+        self.assertTrue(body.startswith("<!DOCTYPE html>"))
+        status, _, body = http(page + "metrics")
+        self.assertEqual(status, 200)
+        self.assertIn("ctrun_", body)
+        status, _, body = http(page + "nope")
+        self.assertEqual(status, 404)
+        self.assertIn("the status page is at /", body)
+
+        open(os.path.join(d, "done"), "w").close()
+        outs = h.finish(self, agents, 60)
+        for p, (_, err) in zip(agents, outs):
+            self.assertEqual(p.returncode, 0, err)
+        # Only the hosting agent serves it: the joining one ignores the key.
+        self.assertNotIn("serving the status page", outs[1][1])
+
+
 if __name__ == "__main__":
     unittest.main()

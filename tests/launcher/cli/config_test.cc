@@ -52,14 +52,15 @@ std::string Dump(const LaunchConfig& c) {
   return fmt::format(
              "nnodes={}:{}\nnproc={}:{}\nrdzv_backend={}\nrdzv_endpoint={}\nrdzv_host={}\nrdzv_port={}\n"
              "rdzv_id={}\nrdzv_conf=join:{} last_call:{} close:{} heartbeat:{} keep_alive:{}x{} read:{} "
-             "timeout:{} is_host:{} store:{} libuv:{} token:{} given:{}\n",
+             "timeout:{} is_host:{} store:{} libuv:{} token:{} given:{}\nrdzv_metrics_port={}\n",
              c.min_nodes, c.max_nodes, kinds[static_cast<int>(c.nproc_kind)], c.nproc_per_node,
              backends[static_cast<int>(c.rdzv_backend)], c.rdzv_endpoint, c.rdzv_host, c.rdzv_port,
              c.standalone ? "<random>" : c.rdzv_id,
              r.join_timeout.count(), r.last_call_timeout.count(), r.close_timeout.count(),
              r.heartbeat_timeout.count(), r.keep_alive_interval.count(), r.keep_alive_max_attempt,
              r.read_timeout.count(), r.timeout.count(), r.is_host ? (*r.is_host ? "1" : "0") : "unset",
-             r.store_type, r.use_libuv, Opt(r.token_file), given) +
+             r.store_type, r.use_libuv, Opt(r.token_file), given,
+             r.metrics_port ? std::to_string(*r.metrics_port) : "unset") +
          fmt::format(
              "standalone={}\nnode_rank={}\nnode_rank_given={}\nmaster_addr={}\nmaster_port={}\nmaster_port_given={}\n"
              "local_addr={}\nmax_restarts={}\nmonitor_interval={}\nstart_method={}\nsignals={}\n"
@@ -167,6 +168,9 @@ TEST_CASE("good inputs fill the expected fields", "[config]") {
       {{"--rdzv-conf", "is_host=F", "t.py"}, {}, {"rdzv_conf=join:600 last_call:30 close:30 heartbeat:5 "
                                                  "keep_alive:5x3 read:60 timeout:900 is_host:0 store:tcp "
                                                  "libuv:true token:unset given:is_host=F;"}},
+      {{"--rdzv-conf", "metrics_port=0", "t.py"}, {}, {"rdzv_metrics_port=0"}},
+      {{"--rdzv-conf", "metrics_port=65535,is_host=1", "t.py"}, {}, {"rdzv_metrics_port=65535"}},
+      {{"t.py"}, {}, {"rdzv_metrics_port=unset"}},
       {{"--signals-to-handle", "term, SIGusr1,INT,SIGTERM", "t.py"},
        {},
        {fmt::format("signals={},{},{},", SIGTERM, SIGUSR1, SIGINT)}},
@@ -262,6 +266,11 @@ TEST_CASE("bad inputs are rejected with a one-line message naming input and fix"
       {{"--rdzv-conf", "is_host=maybe", "t.py"}, {}, "is_host: must be a boolean (use 1/true/t/yes/y or 0/false/f/no/n)"},
       {{"--rdzv-conf", "store_type=redis", "t.py"}, {}, "store_type: must be tcp or file"},
       {{"--rdzv-conf", "keep_alive_max_attempt=0", "t.py"}, {}, "keep_alive_max_attempt: must be a positive integer"},
+      {{"--rdzv-conf", "metrics_port=65536", "t.py"},
+       {},
+       "--rdzv-conf 'metrics_port=65536': metrics_port: must be a port 0..65535 (0 picks a free one, e.g. 9400)"},
+      {{"--rdzv-conf", "metrics_port=-1", "t.py"}, {}, "metrics_port: must be a port 0..65535"},
+      {{"--rdzv-conf", "metrics_port=http", "t.py"}, {}, "metrics_port: must be a port 0..65535"},
       {{"--start-method", "thread", "t.py"}, {}, "--start-method 'thread': not a valid choice (use one of: spawn, fork, forkserver)"},
       {{"--signals-to-handle", "SIGKILL", "t.py"}, {}, "'SIGKILL' is not a signal ctrun forwards"},
       {{"--signals-to-handle", "TERM,foo", "t.py"}, {}, "'foo' is not a signal ctrun forwards"},

@@ -64,6 +64,24 @@ TEST_CASE("is_host=1 makes hosting required, on the endpoint's IP") {
   CHECK(plan->hint_rank == 1);
 }
 
+TEST_CASE("metrics_port reaches the hosting plan only") {
+  Result<RendezvousPlan> hosting = Resolve({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                                            "127.0.0.1:29557", "--rdzv-conf", "metrics_port=0"});
+  REQUIRE(hosting.ok());
+  REQUIRE(hosting->host.has_value());
+  CHECK(hosting->host->metrics_port == 0);
+  Result<RendezvousPlan> plain =
+      Resolve({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:29557"});
+  REQUIRE(plain.ok());
+  REQUIRE(plain->host.has_value());
+  CHECK_FALSE(plain->host->metrics_port.has_value());
+  // The agent that only joins has no host plan: the key is ignored there.
+  Result<RendezvousPlan> joining = Resolve({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                                            "192.0.2.1:29557", "--rdzv-conf", "metrics_port=9464"});
+  REQUIRE(joining.ok());
+  CHECK_FALSE(joining->host.has_value());
+}
+
 TEST_CASE("The static backend: node rank 0 hosts at master port + 1; workers get the master exactly") {
   Result<RendezvousPlan> plan = Resolve({"--nnodes", "2", "--rdzv-backend", "static", "--master-addr", "127.0.0.1",
                                          "--master-port", "29600", "--node-rank", "0"});
