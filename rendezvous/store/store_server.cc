@@ -117,15 +117,7 @@ void StoreServer::Adopt(tcp::socket socket, std::string_view first) {
   s->peer = addr.is_v6() ? "[" + addr.to_string() + "]:" + std::to_string(peer.port())
                          : addr.to_string() + ":" + std::to_string(peer.port());
   sessions_.emplace(s->id, s);
-  if (!first.empty()) {
-    s->parser.Feed(first.data(), first.size());
-    std::string reply;
-    if (Status st = ServeRequests(s, reply); !st.ok()) {
-      Refuse(s, st);
-      return;
-    }
-    if (!reply.empty()) Send(s, reply);
-  }
+  if (!first.empty() && !Consume(s, first.data(), first.size())) return;
   Read(s);
 }
 
@@ -143,14 +135,18 @@ void StoreServer::OnRead(const std::shared_ptr<Session>& s, const boost::system:
     OnPeerClosed(s);
     return;
   }
-  s->parser.Feed(s->in.data(), n);
+  if (Consume(s, s->in.data(), n)) Read(s);
+}
+
+bool StoreServer::Consume(const std::shared_ptr<Session>& s, const void* data, size_t n) {
+  s->parser.Feed(data, n);
   std::string reply;
   if (Status st = ServeRequests(s, reply); !st.ok()) {
     Refuse(s, st);
-    return;
+    return false;
   }
   if (!reply.empty()) Send(s, reply);
-  Read(s);
+  return true;
 }
 
 void StoreServer::OnPeerClosed(const std::shared_ptr<Session>& s) {

@@ -71,6 +71,9 @@ class StoreServer {
   // `reply`; the first error (malformed bytes, or a request the table
   // refuses) stops it and is returned.
   Status ServeRequests(const std::shared_ptr<Session>& s, std::string& reply);
+  // Feeds `n` bytes to s's parser, answers every whole request, and sends
+  // the replies; false when the session was refused (closed).
+  bool Consume(const std::shared_ptr<Session>& s, const void* data, size_t n);
   // Applies one request; waiters it wakes are told (this session's through
   // `reply`, others' queued to them).
   Status Apply(const std::shared_ptr<Session>& s, StoreRequest& req, std::string& reply);
