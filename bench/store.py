@@ -1,93 +1,335 @@
-"""bench/store.sh: store ops/s of 8 torch TCPStore clients against ctrun's
-agent-hosted store and against torch's own TCPStore server, in one run."""
+"""bench/store.sh: ctrun's workers' store against torch 1.13's own TCPStore
+server, side by side in one run, interleaved.
+
+1. Load: $CTRUN_BUILD_DIR/bench/store_load (C++, torch 1.13's wire protocol)
+   drives each server with the same mix (SET+GET, ADD, WAIT, COMPARE_SET;
+   64 B and 64 KB values) from 1, 64 and 512 connections. Requests/s, p50
+   and p99 latency, and the server's CPU seconds per 100k requests
+   (utime + stime of the server process alone, /proc/PID/stat).
+2. Connect storm: 4,096 clients connect at once, each ADDs to a barrier key
+   and WAITs for the last one's release, then disconnects; first connect to
+   last client released.
+3. End to end: 8 torch TCPStore python clients (bench/store_client.py) as the
+   workers of a ctrun run, and against torch's server.
+
+ctrun's side is bench/store_server: the agent's StoreServer in a process of
+its own. torch's is `TCPStore(is_master=True)` in a python process of its own.
+Medians of interleaved runs with the min-max spread; a table; a JSON file per
+run (path printed; "plots" for bench/plot.py); then
+  RESULT store_cpu_per_req_ratio  torch's CPU per request / ours (geometric
+                                  mean over the 6 load cases)
+  RESULT store_storm_ratio        torch's storm time / ours
+  RESULT store_ops_ratio          end-to-end python clients, ours / torch's
+"""
+import argparse
+import json
+import math
 import os
+import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 PY = "/usr/bin/python3"
 CLIENT = os.path.join(HERE, "store_client.py")
-CLIENTS = int(os.environ.get("STORE_BENCH_CLIENTS", "8"))
-OPS = os.environ.get("STORE_BENCH_OPS", "5000")
-REPEATS = int(os.environ.get("STORE_BENCH_REPEATS", "5"))
-BUILD = os.environ.get("CTRUN_BUILD_DIR") or os.path.join(os.path.dirname(HERE), "build")
-CTRUN = os.path.join(BUILD, "launcher", "ctrun")
+TORCH_SERVER = (
+    "import signal, torch.distributed as d\n"
+    "s = d.TCPStore('127.0.0.1', 0, None, True, wait_for_workers=False)\n"
+    "print(s.port, flush=True)\n"
+    "signal.pause()\n")
+SERVERS = ("ctrun", "torch")
 
 
-def rate(outputs):
+def med(v):
+    return statistics.median(v)
+
+
+def spread(v):
+    return {"median": med(v), "min": min(v), "max": max(v)}
+
+
+def fmt(v, scale=1.0, digits=0):
+    return f"{med(v) * scale:.{digits}f} ({min(v) * scale:.{digits}f}–{max(v) * scale:.{digits}f})"
+
+
+def proc_int(path):
+    try:
+        with open(path) as f:
+            return int(f.read().split()[0])
+    except OSError:
+        return None
+
+
+def listen_backlog(port):
+    """The accept-queue limit the kernel gives the socket listening on `port` (ss's Send-Q)."""
+    out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
+    m = re.search(r"LISTEN\s+\d+\s+(\d+)", out)
+    return int(m.group(1)) if m else None
+
+
+def listen_drops():
+    """TcpExt ListenOverflows + ListenDrops of this network namespace."""
+    with open("/proc/net/netstat") as f:
+        lines = [l.split() for l in f if l.startswith("TcpExt:")]
+    fields = dict(zip(lines[0][1:], map(int, lines[1][1:])))
+    return fields.get("ListenOverflows", 0) + fields.get("ListenDrops", 0)
+
+
+class Server:
+    def __init__(self, kind, build):
+        self.kind = kind
+        if kind == "ctrun":
+            cmd = [os.path.join(build, "bench", "store_server"), "127.0.0.1", "0"]
+        else:
+            cmd = [PY, "-c", TORCH_SERVER]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().strip()
+        if not line.isdigit():
+            self.proc.kill()
+            sys.exit(f"the {kind} store server did not start (it printed {line!r})")
+        self.port = int(line)
+        self.backlog = listen_backlog(self.port)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def load(build, server, args, tag):
+    cmd = [os.path.join(build, "bench", "store_load"), "--port", str(server.port),
+           "--server-pid", str(server.proc.pid), "--prefix", tag] + args
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        sys.exit(f"store_load against the {server.kind} store failed ({r.returncode}): "
+                 f"{' '.join(cmd)}\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout)
+
+
+def e2e_rate(outputs, clients):
     """Total store calls / (last end - first start) over every client's line."""
     ops, starts, ends = 0, [], []
     for m in re.finditer(r"ops (\d+) start ([\d.]+) end ([\d.]+)", outputs):
         ops += int(m.group(1))
         starts.append(float(m.group(2)))
         ends.append(float(m.group(3)))
-    if len(starts) != CLIENTS:
-        sys.exit(f"expected {CLIENTS} client lines, got {len(starts)}:\n{outputs}")
+    if len(starts) != clients:
+        sys.exit(f"expected {clients} client lines, got {len(starts)}:\n{outputs}")
     return ops / (max(ends) - min(starts))
 
 
-def env(**extra):
-    e = dict(os.environ, STORE_BENCH_CLIENTS=str(CLIENTS), STORE_BENCH_OPS=OPS, PYTHON_EXEC=PY)
+def e2e_env(clients, ops, **extra):
+    e = dict(os.environ, STORE_BENCH_CLIENTS=str(clients), STORE_BENCH_OPS=str(ops), PYTHON_EXEC=PY)
     e.update(extra)
     return e
 
 
-def ctrun_run():
-    r = subprocess.run([CTRUN, "--nproc-per-node", str(CLIENTS), "--tee", "1", CLIENT],
-                       env=env(), capture_output=True, text=True, timeout=600)
+def e2e_ctrun(ctrun, clients, ops):
+    r = subprocess.run([ctrun, "--nproc-per-node", str(clients), "--tee", "1", CLIENT],
+                       env=e2e_env(clients, ops), capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         sys.exit(f"ctrun failed ({r.returncode}):\n{r.stderr[-3000:]}")
-    return rate(r.stdout)
+    return e2e_rate(r.stdout, clients)
 
 
-def torch_run():
-    # torch's own server (the C++ TCPStoreMasterDaemon of torch 1.13), in a
-    # process of its own, as worker rank 0 hosts it under --no-agent-store.
-    server = subprocess.Popen([PY, "-c", (
-        "import sys, signal, torch.distributed as d\n"
-        "s = d.TCPStore('0.0.0.0', 0, None, True, wait_for_workers=False)\n"
-        "print(s.port, flush=True)\n"
-        "signal.pause()\n")], stdout=subprocess.PIPE, text=True)
+def e2e_torch(clients, ops):
+    server = subprocess.Popen([PY, "-c", TORCH_SERVER], stdout=subprocess.PIPE, text=True)
     try:
         port = server.stdout.readline().strip()
-        clients = [subprocess.Popen([PY, CLIENT], stdout=subprocess.PIPE, text=True,
-                                    env=env(MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                                            STORE_BENCH_INDEX=str(i)))
-                   for i in range(CLIENTS)]
+        procs = [subprocess.Popen([PY, CLIENT], stdout=subprocess.PIPE, text=True,
+                                  env=e2e_env(clients, ops, MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                                              STORE_BENCH_INDEX=str(i)))
+                 for i in range(clients)]
         out = ""
-        for c in clients:
+        for c in procs:
             o, _ = c.communicate(timeout=600)
             if c.returncode != 0:
                 sys.exit(f"a torch-store client failed ({c.returncode})")
             out += o
-        return rate(out)
+        return e2e_rate(out, clients)
     finally:
         server.kill()
         server.wait()
 
 
+def raise_fd_limit(need):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < need:
+        new = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+        print(f"open-files limit raised from {soft} to {new} (hard limit {hard}) for the servers "
+              f"and the load generator")
+        soft = new
+    else:
+        print(f"open-files limit {soft} (hard {hard}): enough for {need}")
+    if soft < need:
+        sys.exit(f"the storm needs {need} open files per process; the hard limit is {hard}: "
+                 f"raise it (ulimit -Hn) or pass a smaller --storm-clients")
+    return soft
+
+
 def main():
-    if not os.access(CTRUN, os.X_OK):
-        sys.exit(f"{CTRUN} not found: build first or set CTRUN_BUILD_DIR")
-    rows = []
-    for i in range(REPEATS):  # interleaved, so drift hits both alike
-        rows.append((ctrun_run(), torch_run()))
-    ctrun_best = max(r[0] for r in rows)
-    torch_best = max(r[1] for r in rows)
-    print(f"store ops/s, {CLIENTS} clients x {OPS} rounds of set+get+add (torch {'1.13'} python client)")
-    print(f"{'run':>5} {'ctrun store':>14} {'torch TCPStore':>16} {'ratio':>7}")
-    for i, (c, t) in enumerate(rows):
-        print(f"{i + 1:>5} {c:>14.0f} {t:>16.0f} {c / t:>7.2f}")
-    med_c = statistics.median(r[0] for r in rows)
-    med_t = statistics.median(r[1] for r in rows)
-    print(f"{'med':>5} {med_c:>14.0f} {med_t:>16.0f} {med_c / med_t:>7.2f}")
-    print(f"{'best':>5} {ctrun_best:>14.0f} {torch_best:>16.0f} {ctrun_best / torch_best:>7.2f}")
-    # Best of each: on a shared host the fastest run is the one least
-    # disturbed by other load.
-    print(f"RESULT store_ops_ratio {ctrun_best / torch_best:.2f}")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--reps", type=int, default=3, help="interleaved repetitions of each load case")
+    p.add_argument("--seconds", type=float, default=1.5, help="measured seconds of each load run")
+    p.add_argument("--conns", default="1,64,512", help="connection counts")
+    p.add_argument("--values", default="64,65536", help="value sizes in bytes")
+    p.add_argument("--storm-clients", type=int, default=4096)
+    p.add_argument("--storm-reps", type=int, default=3)
+    p.add_argument("--e2e-reps", type=int, default=3,
+                   help="runs of the 8-python-client end-to-end check per server (0: skip it)")
+    p.add_argument("--e2e-clients", type=int, default=8)
+    p.add_argument("--e2e-ops", type=int, default=2000, help="rounds of set+get+add per python client")
+    p.add_argument("--json", help="where to write the machine-readable results "
+                   "(default $CTRUN_BUILD_DIR/bench/store-<time>.json)")
+    args = p.parse_args()
+    build = os.environ.get("CTRUN_BUILD_DIR", os.path.join(ROOT, "build"))
+    for tool in ("store_load", "store_server"):
+        if not os.access(os.path.join(build, "bench", tool), os.X_OK):
+            sys.exit(f"{build}/bench/{tool} not found: build with tests (CTRUN_BUILD_TESTS=ON) "
+                     f"or set CTRUN_BUILD_DIR")
+    ctrun = os.path.join(build, "launcher", "ctrun")
+    if args.e2e_reps > 0 and not os.access(ctrun, os.X_OK):
+        sys.exit(f"{ctrun} not found: build first or set CTRUN_BUILD_DIR (or --e2e-reps 0)")
+    conns = [int(c) for c in args.conns.split(",")]
+    values = [int(v) for v in args.values.split(",")]
+
+    fd_limit = raise_fd_limit(args.storm_clients + 64)
+    somaxconn = proc_int("/proc/sys/net/core/somaxconn")
+    syn_backlog = proc_int("/proc/sys/net/ipv4/tcp_max_syn_backlog")
+    servers = {k: Server(k, build) for k in SERVERS}
+    print(f"net.core.somaxconn {somaxconn}, tcp_max_syn_backlog {syn_backlog}; listen backlog "
+          f"(accept queue) ctrun {servers['ctrun'].backlog}, torch {servers['torch'].backlog}")
+    for s in servers.values():
+        if s.backlog is not None and s.backlog < args.storm_clients:
+            print(f"  note: the {s.kind} server's accept queue ({s.backlog}) is shorter than the "
+                  f"storm ({args.storm_clients}): connects over it are dropped and retried by TCP")
+
+    # 1. load, interleaved: each repetition runs every case on both servers,
+    # alternating which goes first.
+    cases = [(c, v) for v in values for c in conns]
+    runs = {(c, v): {k: [] for k in SERVERS} for c, v in cases}
+    try:
+        for rep in range(args.reps):
+            for i, (c, v) in enumerate(cases):
+                order = SERVERS if (rep + i) % 2 == 0 else SERVERS[::-1]
+                for k in order:
+                    runs[(c, v)][k].append(load(build, servers[k], [
+                        "mix", "--conns", str(c), "--value-bytes", str(v),
+                        "--seconds", str(args.seconds)], f"r{rep}c{c}v{v}"))
+    finally:
+        for s in servers.values():
+            s.stop()
+
+    # 2. storms: a fresh pair of servers per repetition, interleaved.
+    storms = {k: [] for k in SERVERS}
+    drops = {k: [] for k in SERVERS}
+    for rep in range(args.storm_reps):
+        for k in (SERVERS if rep % 2 == 0 else SERVERS[::-1]):
+            s = Server(k, build)
+            try:
+                before = listen_drops()
+                storms[k].append(load(build, s, ["storm", "--clients", str(args.storm_clients)],
+                                      f"storm{rep}"))
+                drops[k].append(listen_drops() - before)
+            finally:
+                s.stop()
+
+    # 3. end to end with torch's python client.
+    e2e = {k: [] for k in SERVERS}
+    for rep in range(args.e2e_reps):
+        e2e["ctrun"].append(e2e_ctrun(ctrun, args.e2e_clients, args.e2e_ops))
+        e2e["torch"].append(e2e_torch(args.e2e_clients, args.e2e_ops))
+
+    # The table.
+    def cpu100k(r):
+        return r["server_cpu_s"] / r["requests"] * 1e5
+
+    print()
+    print(f"load: store_load, one closed-loop client per connection, cycle SET+GET / ADD / WAIT / "
+          f"COMPARE_SET; {args.reps} interleaved runs of {args.seconds} s each; median (min–max)")
+    print(f"{'conns':>5} {'value':>6} {'server':>6} {'requests/s':>24} {'p50 µs':>10} {'p99 µs':>10} "
+          f"{'CPU s / 100k req':>22} {'torch/ctrun CPU':>15}")
+    ratios = {}
+    for c, v in cases:
+        r = runs[(c, v)]
+        ratio = med([cpu100k(x) for x in r["torch"]]) / med([cpu100k(x) for x in r["ctrun"]])
+        ratios[(c, v)] = ratio
+        for k in SERVERS:
+            xs = r[k]
+            print(f"{c:>5} {v:>6} {k:>6} {fmt([x['requests_per_s'] for x in xs]):>24} "
+                  f"{med([x['p50_us'] for x in xs]):>10.0f} {med([x['p99_us'] for x in xs]):>10.0f} "
+                  f"{fmt([cpu100k(x) for x in xs], 1, 2):>22} "
+                  f"{(f'{ratio:.2f}' if k == 'torch' else ''):>15}")
+    cpu_ratio = math.exp(statistics.fmean(math.log(x) for x in ratios.values()))
+    print(f"server CPU per request, torch / ctrun: geometric mean {cpu_ratio:.2f}, "
+          f"lowest {min(ratios.values()):.2f} ({' '.join(f'{c}x{v}B={x:.2f}' for (c, v), x in ratios.items())})")
+
+    print()
+    print(f"connect storm: {args.storm_clients} clients connect at once, ADD + WAIT on a barrier, "
+          f"close; {args.storm_reps} runs each; fd limit {fd_limit}")
+    print(f"{'server':>6} {'first connect → last released, s':>34} {'slowest connect, s':>20} "
+          f"{'server CPU s':>14} {'listen drops':>13} {'refused':>8}")
+    for k in SERVERS:
+        xs = storms[k]
+        print(f"{k:>6} {fmt([x['seconds'] for x in xs], 1, 3):>34} "
+              f"{med([x['slowest_connect_s'] for x in xs]):>20.3f} "
+              f"{med([x['server_cpu_s'] for x in xs]):>14.2f} {max(drops[k]):>13} "
+              f"{max(x['connect_failures'] for x in xs):>8}")
+    storm_ratio = med([x["seconds"] for x in storms["torch"]]) / med([x["seconds"] for x in storms["ctrun"]])
+    if max(drops["ctrun"]) > 0:
+        print(f"  warning: the kernel dropped connects to ctrun's store (ListenOverflows/ListenDrops "
+              f"rose by {max(drops['ctrun'])}; the counters are per network namespace, so other "
+              f"load on this host may count too)")
+
+    if e2e["ctrun"]:
+        print()
+        print(f"end to end: {args.e2e_clients} torch 1.13 python TCPStore clients x {args.e2e_ops} "
+              f"rounds of set+get+add; store calls/s, {args.e2e_reps} runs each; median (min–max)")
+        print(f"  ctrun (agent-hosted, clients are its workers) {fmt(e2e['ctrun'])}")
+        print(f"  torch TCPStore server                         {fmt(e2e['torch'])}")
+
+    results = {"store_cpu_per_req_ratio": cpu_ratio, "store_storm_ratio": storm_ratio}
+    if e2e["ctrun"]:
+        results["store_ops_ratio"] = med(e2e["ctrun"]) / med(e2e["torch"])
+
+    def latency_plot(v):
+        series = {}
+        for k in SERVERS:
+            for q in ("p50", "p99"):
+                series[f"{k} {q}"] = [
+                    {"x": c, **spread([x[f"{q}_us"] / 1000 for x in runs[(c, v)][k]])} for c in conns]
+        label = f"{v // 1024} KB" if v >= 1024 else f"{v} B"
+        return {"file": f"store-latency-{label.replace(' ', '').lower()}.png",
+                "title": f"Store request latency, {label} values (ctrun vs torch 1.13 TCPStore)",
+                "x": "client connections", "y": "latency (ms)", "log_x": True, "log_y": True,
+                "series": series}
+
+    out = args.json or os.path.join(build, "bench", time.strftime("store-%Y%m%d-%H%M%S.json"))
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    doc = {
+        "bench": "store",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, {platform.release()}",
+        "fd_limit": fd_limit, "somaxconn": somaxconn, "tcp_max_syn_backlog": syn_backlog,
+        "listen_backlog": {k: s.backlog for k, s in servers.items()},
+        "load": [{"conns": c, "value_bytes": v, **{k: runs[(c, v)][k] for k in SERVERS},
+                  "cpu_ratio": ratios[(c, v)]} for c, v in cases],
+        "storm": {k: {"runs": storms[k], "listen_drops": drops[k]} for k in SERVERS},
+        "e2e_ops_per_s": e2e,
+        "results": results,
+        "plots": [latency_plot(v) for v in values],
+    }
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+    print()
+    print(f"machine-readable results: {out}")
+    for name, value in results.items():
+        print(f"RESULT {name} {value:.2f}")
 
 
 if __name__ == "__main__":

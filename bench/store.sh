@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
-# Store throughput: 8 client processes (torch 1.13's python TCPStore client,
-# rounds of set + get + add) against ctrun's agent-hosted store (the clients
-# are the workers of a ctrun run) and against torch's own TCPStore server (a
-# python TCPStore(is_master=True) in a process of its own), interleaved, 5
-# times each. Prints a table; ends with `RESULT store_ops_ratio <ctrun/torch>`
-# (best of each). Uses $CTRUN_BUILD_DIR (default ./build); STORE_BENCH_OPS,
-# STORE_BENCH_CLIENTS, STORE_BENCH_REPEATS override the sizes.
+# The workers' store: ctrun's (the agent's StoreServer, run alone as
+# $CTRUN_BUILD_DIR/bench/store_server) against torch 1.13's own TCPStore
+# server (a python TCPStore(is_master=True) in a process of its own), side by
+# side, interleaved:
+#   load   bench/store_load (C++, TCPStore's wire protocol) from 1, 64 and 512
+#          connections, SET+GET / ADD / WAIT / COMPARE_SET with 64 B and 64 KB
+#          values: requests/s, p50/p99 latency, server CPU s per 100k requests
+#          (/proc/PID/stat of the server process alone);
+#   storm  4,096 clients connect at once, ADD + WAIT on a barrier, close;
+#   e2e    8 torch python TCPStore clients (bench/store_client.py), as a ctrun
+#          run's workers and against torch's server.
+# Raises the open-files limit within the hard limit and reports somaxconn and
+# each server's listen backlog. Prints medians with the min–max spread and a
+# JSON file (path printed), and ends with
+#   RESULT store_cpu_per_req_ratio <torch / ctrun CPU per request>
+#   RESULT store_storm_ratio <torch / ctrun storm time>
+#   RESULT store_ops_ratio <ctrun / torch, 8 python clients>
+# Uses $CTRUN_BUILD_DIR (default ./build). --help lists the options.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec /usr/bin/python3 bench/store.py "$@"

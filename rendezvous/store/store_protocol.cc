@@ -1,5 +1,6 @@
 #include "rendezvous/store/store_protocol.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ctrun::rdzv {
@@ -71,6 +72,12 @@ class Reader {
     return true;
   }
 
+  // Steps over `n` bytes that are there (the caller checked).
+  bool Skip(uint64_t n) {
+    pos_ += n;
+    return true;
+  }
+
   size_t pos() const { return pos_; }
   Status error;
 
@@ -80,10 +87,17 @@ class Reader {
   size_t pos_ = 0;
 };
 
-// Decodes the arguments of `op`. False: incomplete, or r.error is set.
+// Decodes the arguments of `op` into `req`, whose keys and values are sized
+// to what the request has (strings are reused). False: incomplete, or
+// r.error is set.
 bool ReadArgs(Reader& r, StoreRequest& req) {
+  auto sized = [&](size_t keys, size_t values) {
+    req.keys.resize(keys);
+    req.values.resize(values);
+  };
   switch (req.op) {
     case StoreOp::kValidate: {
+      sized(0, 0);
       uint32_t magic = 0;
       if (!r.Value(magic)) return false;
       if (magic != kStoreValidateMagic) {
@@ -94,23 +108,22 @@ bool ReadArgs(Reader& r, StoreRequest& req) {
     }
     case StoreOp::kSet:
     case StoreOp::kAppend:
-      req.keys.resize(1);
-      req.values.resize(1);
+      sized(1, 1);
       return r.Key(req.keys[0]) && r.Val(req.values[0]);
     case StoreOp::kCompareSet:
-      req.keys.resize(1);
-      req.values.resize(2);
+      sized(1, 2);
       return r.Key(req.keys[0]) && r.Val(req.values[0]) && r.Val(req.values[1]);
     case StoreOp::kGet:
     case StoreOp::kDeleteKey:
-      req.keys.resize(1);
+      sized(1, 0);
       return r.Key(req.keys[0]);
     case StoreOp::kAdd:
-      req.keys.resize(1);
+      sized(1, 0);
       return r.Key(req.keys[0]) && r.Value(req.number);
     case StoreOp::kCheck:
     case StoreOp::kWait:
     case StoreOp::kMultiGet: {
+      sized(0, 0);
       uint64_t n = 0;
       if (!r.Count(n)) return false;
       for (uint64_t i = 0; i < n; ++i) {
@@ -119,6 +132,7 @@ bool ReadArgs(Reader& r, StoreRequest& req) {
       return true;
     }
     case StoreOp::kMultiSet: {
+      sized(0, 0);
       uint64_t n = 0;
       if (!r.Count(n)) return false;
       for (uint64_t i = 0; i < n; ++i) {
@@ -128,8 +142,10 @@ bool ReadArgs(Reader& r, StoreRequest& req) {
     }
     case StoreOp::kNumKeys:
     case StoreOp::kCancelWait:
+      sized(0, 0);
       return true;
     case StoreOp::kPing: {
+      sized(0, 0);
       uint32_t nonce = 0;
       if (!r.Value(nonce)) return false;
       req.number = nonce;
@@ -141,26 +157,58 @@ bool ReadArgs(Reader& r, StoreRequest& req) {
 
 }  // namespace
 
-void StoreParser::Feed(const void* data, size_t size) {
-  if (!failed_.ok()) return;
-  // Consumed bytes are dropped lazily, so a stream of small requests does not
-  // move the buffer on every one.
-  if (consumed_ > 0 && (consumed_ == buffer_.size() || consumed_ > 65536)) {
-    buffer_.erase(0, consumed_);
+StoreParser::StoreParser(const StoreParser& other)
+    : limits_(other.limits_), dialect_(other.dialect_), failed_(other.failed_) {
+  Feed(other.buffer_.get() + other.consumed_, other.end_ - other.consumed_);
+}
+
+StoreParser& StoreParser::operator=(const StoreParser& other) {
+  if (this != &other) *this = StoreParser(other);
+  return *this;
+}
+
+char* StoreParser::Space(size_t want) {
+  if (capacity_ - end_ < want) {
+    const size_t kept = end_ - consumed_;
+    if (capacity_ - kept >= want && consumed_ > 0) {
+      // Dropping the consumed bytes makes room.
+      std::memmove(buffer_.get(), buffer_.get() + consumed_, kept);
+    } else {
+      const size_t capacity = std::max(capacity_ * 2, kept + want);
+      std::unique_ptr<char[]> grown(new char[capacity]);
+      if (kept > 0) std::memcpy(grown.get(), buffer_.get() + consumed_, kept);
+      buffer_ = std::move(grown);
+      capacity_ = capacity;
+    }
     consumed_ = 0;
+    end_ = kept;
   }
-  buffer_.append(static_cast<const char*>(data), size);
+  return buffer_.get() + end_;
+}
+
+void StoreParser::Feed(const void* data, size_t size) {
+  if (!failed_.ok() || size == 0) return;
+  std::memcpy(Space(size), data, size);
+  Commit(size);
 }
 
 Result<std::optional<StoreRequest>> StoreParser::Next() {
+  StoreRequest req;
+  Result<bool> got = Next(req);
+  if (!got.ok()) return got.status();
+  if (!*got) return std::optional<StoreRequest>();
+  return std::optional<StoreRequest>(std::move(req));
+}
+
+Result<bool> StoreParser::Next(StoreRequest& req) {
   if (!failed_.ok()) return failed_;
-  const std::string_view rest(buffer_.data() + consumed_, buffer_.size() - consumed_);
-  if (rest.empty()) return std::optional<StoreRequest>();
+  const std::string_view rest(buffer_.get() + consumed_, end_ - consumed_);
+  if (rest.empty()) return false;
   const uint8_t type = static_cast<uint8_t>(rest[0]);
 
   StoreDialect dialect = dialect_;
   if (dialect == StoreDialect::kUnknown) {
-    if (type == 0 && rest.size() < 5) return std::optional<StoreRequest>();
+    if (type == 0 && rest.size() < 5) return false;
     uint32_t magic = 0;
     if (type == 0) std::memcpy(&magic, rest.data() + 1, sizeof(magic));
     dialect = (type == 0 && magic == kStoreValidateMagic) ? StoreDialect::kV2 : StoreDialect::kV1;
@@ -176,17 +224,165 @@ Result<std::optional<StoreRequest>> StoreParser::Next() {
     failed_ = Status::InvalidArgument("VALIDATE after the first request");
     return failed_;
   }
-  StoreRequest req;
   req.op = *op;
+  req.number = 0;
   Reader r(rest.substr(1), limits_);
   if (!ReadArgs(r, req)) {
-    if (r.error.ok()) return std::optional<StoreRequest>();
+    if (r.error.ok()) return false;
     failed_ = Status::InvalidArgument(std::string(StoreOpName(*op)) + ": " + r.error.message());
     return failed_;
   }
   dialect_ = dialect;
   consumed_ += 1 + r.pos();
-  return std::optional<StoreRequest>(std::move(req));
+  if (consumed_ == end_) {  // all consumed: start over at the front
+    consumed_ = end_ = 0;
+    if (capacity_ > kKeepBytes) {
+      buffer_.reset();
+      capacity_ = 0;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+// Op -> wire type in `d` (the inverse of OpOf); nullopt: the dialect has none.
+std::optional<uint8_t> TypeOf(StoreDialect d, StoreOp op) {
+  for (uint8_t type = 0; type < 16; ++type) {
+    if (d == StoreDialect::kV1 && type == 7) continue;  // WATCH_KEY
+    if (OpOf(d, type) == op) return type;
+  }
+  return std::nullopt;
+}
+
+void AppendKeys(std::string& out, const std::vector<std::string>& keys) {
+  AppendStoreInt64(out, static_cast<int64_t>(keys.size()));
+  for (const std::string& k : keys) AppendStoreBytes(out, k);
+}
+
+}  // namespace
+
+Status AppendStoreRequest(std::string& out, StoreDialect dialect, const StoreRequest& req) {
+  const std::optional<uint8_t> type =
+      dialect == StoreDialect::kUnknown ? std::nullopt : TypeOf(dialect, req.op);
+  if (!type) {
+    return Status::InvalidArgument(std::string(StoreOpName(req.op)) + " has no wire form in the " +
+                                   (dialect == StoreDialect::kV1 ? "torch 1.13" : "given") +
+                                   " dialect");
+  }
+  AppendStoreUint8(out, *type);
+  switch (req.op) {
+    case StoreOp::kValidate:
+      AppendStoreUint32(out, kStoreValidateMagic);
+      break;
+    case StoreOp::kSet:
+    case StoreOp::kAppend:
+      AppendStoreBytes(out, req.keys.at(0));
+      AppendStoreBytes(out, req.values.at(0));
+      break;
+    case StoreOp::kCompareSet:
+      AppendStoreBytes(out, req.keys.at(0));
+      AppendStoreBytes(out, req.values.at(0));
+      AppendStoreBytes(out, req.values.at(1));
+      break;
+    case StoreOp::kGet:
+    case StoreOp::kDeleteKey:
+      AppendStoreBytes(out, req.keys.at(0));
+      break;
+    case StoreOp::kAdd:
+      AppendStoreBytes(out, req.keys.at(0));
+      AppendStoreInt64(out, req.number);
+      break;
+    case StoreOp::kCheck:
+    case StoreOp::kWait:
+    case StoreOp::kMultiGet:
+      AppendKeys(out, req.keys);
+      break;
+    case StoreOp::kMultiSet:
+      AppendStoreInt64(out, static_cast<int64_t>(req.keys.size()));
+      for (size_t i = 0; i < req.keys.size(); ++i) {
+        AppendStoreBytes(out, req.keys[i]);
+        AppendStoreBytes(out, req.values.at(i));
+      }
+      break;
+    case StoreOp::kNumKeys:
+    case StoreOp::kCancelWait:
+      break;
+    case StoreOp::kPing:
+      AppendStoreUint32(out, static_cast<uint32_t>(req.number));
+      break;
+  }
+  return Status::Ok();
+}
+
+bool StoreOpHasReply(StoreOp op) {
+  switch (op) {
+    case StoreOp::kValidate:
+    case StoreOp::kSet:
+    case StoreOp::kAppend:
+    case StoreOp::kMultiSet:
+      return false;
+    default:
+      return true;
+  }
+}
+
+Result<std::optional<size_t>> ParseStoreReply(std::string_view bytes, const StoreRequest& req,
+                                              StoreReply& out, const StoreLimits& limits) {
+  out.values.clear();
+  out.number = 0;
+  Reader r(bytes, limits);
+  auto view = [&]() -> bool {  // one uint64 length + bytes, as a view
+    uint64_t n = 0;
+    if (!r.Value(n)) return false;
+    if (n > limits.max_value_bytes) {
+      r.error = Status::InvalidArgument("a reply value of " + std::to_string(n) +
+                                        " bytes (the limit is " +
+                                        std::to_string(limits.max_value_bytes) + ")");
+      return false;
+    }
+    if (bytes.size() - r.pos() < n) return false;
+    out.values.push_back(bytes.substr(r.pos(), n));
+    return r.Skip(n);
+  };
+  bool done = true;
+  switch (req.op) {
+    case StoreOp::kValidate:
+    case StoreOp::kSet:
+    case StoreOp::kAppend:
+    case StoreOp::kMultiSet:
+      break;
+    case StoreOp::kGet:
+    case StoreOp::kCompareSet:
+      done = view();
+      break;
+    case StoreOp::kMultiGet:
+      for (size_t i = 0; i < req.keys.size() && done; ++i) done = view();
+      break;
+    case StoreOp::kAdd:
+    case StoreOp::kNumKeys:
+    case StoreOp::kDeleteKey:
+      done = r.Value(out.number);
+      break;
+    case StoreOp::kCheck:
+    case StoreOp::kWait:
+    case StoreOp::kCancelWait: {
+      uint8_t v = 0;
+      done = r.Value(v);
+      out.number = v;
+      break;
+    }
+    case StoreOp::kPing: {
+      uint32_t v = 0;
+      done = r.Value(v);
+      out.number = v;
+      break;
+    }
+  }
+  if (!r.error.ok()) return Status::InvalidArgument(std::string(StoreOpName(req.op)) + "'s reply: " +
+                                                    r.error.message());
+  if (!done) return std::optional<size_t>();
+  return std::optional<size_t>(r.pos());
 }
 
 void AppendStoreBytes(std::string& out, std::string_view bytes) {
@@ -229,7 +425,7 @@ void DropAttemptPrefix(StoreRequest& req) {
   static constexpr std::string_view kPrefix = "/worker/attempt_";
   for (std::string& key : req.keys) {
     // TCPStore's clients send every key behind a "/" of their own.
-    const size_t at = key.compare(0, 1 + kPrefix.size(), std::string("/").append(kPrefix)) == 0 ? 1 : 0;
+    const size_t at = !key.empty() && key[0] == '/' && key.compare(1, kPrefix.size(), kPrefix) == 0 ? 1 : 0;
     if (key.compare(at, kPrefix.size(), kPrefix) != 0) continue;
     const size_t digits = at + kPrefix.size();
     size_t end = digits;

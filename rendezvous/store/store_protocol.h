@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -75,9 +76,21 @@ inline constexpr uint32_t kStoreValidateMagic = 0x3C85F7CE;
 class StoreParser {
  public:
   explicit StoreParser(StoreLimits limits = {}) : limits_(limits) {}
+  StoreParser(const StoreParser& other);
+  StoreParser& operator=(const StoreParser& other);
+  StoreParser(StoreParser&&) = default;
+  StoreParser& operator=(StoreParser&&) = default;
 
   // Appends bytes received from the client.
   void Feed(const void* data, size_t size);
+
+  // Receiving without Feed's copy: Space(want) is room for at least `want`
+  // bytes after those fed so far (a socket reads into it), and Commit(n)
+  // then takes its first n bytes as fed. The room is valid until the next
+  // call of any other member.
+  char* Space(size_t want);
+  size_t space() const { return capacity_ - end_; }
+  void Commit(size_t n) { end_ += n; }
 
   // The next complete request, or nullopt when more bytes are needed.
   // InvalidArgument (naming the offending type or size) when the stream is
@@ -85,16 +98,28 @@ class StoreParser {
   // magic, a request the dialect does not have. After an error the parser
   // stays failed: every later call returns the same Status.
   Result<std::optional<StoreRequest>> Next();
+  // The same into `req`, reusing the memory of its keys and values (a
+  // server decodes every request of a connection into one): true when a
+  // request was decoded, false when more bytes are needed.
+  Result<bool> Next(StoreRequest& req);
 
   StoreDialect dialect() const { return dialect_; }
   // Bytes fed but not yet consumed by a complete request.
-  size_t buffered() const { return buffer_.size() - consumed_; }
+  size_t buffered() const { return end_ - consumed_; }
 
  private:
   StoreLimits limits_;
   StoreDialect dialect_ = StoreDialect::kUnknown;
-  std::string buffer_;
+  // [consumed_, end_) fed and not consumed, then room up to capacity_.
+  // Not initialised: a connection's first 4 KB of room costs no page until
+  // bytes arrive. A room over kKeepBytes is given back once all of it is
+  // consumed, so that an idle connection does not sit on a big value's room
+  // and the next big read gets memory malloc recently freed (warm in cache).
+  static constexpr size_t kKeepBytes = 256 << 10;
+  std::unique_ptr<char[]> buffer_;
+  size_t capacity_ = 0;
   size_t consumed_ = 0;
+  size_t end_ = 0;
   Status failed_;
 };
 
@@ -108,6 +133,34 @@ class StoreParser {
 // behind its own "/", becomes "//worker/attempt/x"), as torch 2.5 does by
 // not prefixing. Other keys are left as they are.
 void DropAttemptPrefix(StoreRequest& req);
+
+// The client's side, for load generators and tests that speak to a store
+// server (ctrun's or torch's) the way TCPStore's clients do.
+//
+// Appends `req` in `dialect`'s wire form (the type byte, then its arguments
+// as the parser above reads them) to `out`. InvalidArgument, appending
+// nothing, when the dialect has no such request (kV1 has no VALIDATE,
+// APPEND, MULTI_GET, MULTI_SET, CANCEL_WAIT or PING) or the dialect is
+// kUnknown.
+Status AppendStoreRequest(std::string& out, StoreDialect dialect, const StoreRequest& req);
+
+// A server's reply to one request, decoded. The views point into the bytes
+// given to ParseStoreReply.
+struct StoreReply {
+  std::vector<std::string_view> values;  // GET, COMPARE_SET: one; MULTI_GET: one per key
+  int64_t number = 0;  // ADD, GETNUMKEYS, DELETE_KEY: the int64; CHECK, WAIT,
+                       // CANCEL_WAIT: the uint8; PING: the uint32
+};
+
+// Whether the server answers `op` (SET, MULTI_SET, APPEND and VALIDATE have
+// no reply).
+bool StoreOpHasReply(StoreOp op);
+
+// Decodes the reply to `req` at the start of `bytes`: the number of bytes it
+// takes (0 for a request without a reply), or nullopt when not all of it is
+// there yet. InvalidArgument when a length in it is over `limits`.
+Result<std::optional<size_t>> ParseStoreReply(std::string_view bytes, const StoreRequest& req,
+                                              StoreReply& out, const StoreLimits& limits = {});
 
 // Reply encoders: append the wire form to `out`.
 void AppendStoreBytes(std::string& out, std::string_view bytes);  // uint64 length + bytes

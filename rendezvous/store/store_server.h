@@ -71,13 +71,15 @@ class StoreServer {
   // `reply`; the first error (malformed bytes, or a request the table
   // refuses) stops it and is returned.
   Status ServeRequests(const std::shared_ptr<Session>& s, std::string& reply);
-  // Feeds `n` bytes to s's parser, answers every whole request, and sends
-  // the replies; false when the session was refused (closed).
-  bool Consume(const std::shared_ptr<Session>& s, const void* data, size_t n);
+  // Answers every whole request in s's parser (its bytes fed or committed)
+  // and sends the replies; false when the session was refused or closed.
+  bool Consume(const std::shared_ptr<Session>& s);
   // Applies one request; waiters it wakes are told (this session's through
   // `reply`, others' queued to them).
   Status Apply(const std::shared_ptr<Session>& s, StoreRequest& req, std::string& reply);
-  // Queues `bytes` behind what `s` is writing, and starts writing if idle.
+  // Writes `bytes` to `s` now if it is not writing (a non-blocking write);
+  // what that does not take is queued behind what `s` is writing, and
+  // async_write sends it. Closes `s` when the write fails.
   void Send(const std::shared_ptr<Session>& s, std::string_view bytes);
   void Flush(const std::shared_ptr<Session>& s);
   void Refuse(const std::shared_ptr<Session>& s, const Status& why);
@@ -90,6 +92,7 @@ class StoreServer {
   std::unordered_map<StoreClientId, std::shared_ptr<Session>> sessions_;
   StoreClientId next_id_ = 1;
   std::vector<StoreClientId> woken_;  // reused across requests
+  std::string reply_;                 // reused across reads
   int refusals_logged_ = 0;
 };
 

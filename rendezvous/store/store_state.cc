@@ -14,7 +14,7 @@ bool ParseInt64(const std::string& s, int64_t& v) {
 
 }  // namespace
 
-void StoreState::Write(const std::string& key, std::string value,
+void StoreState::Write(const std::string& key, std::string&& value,
                        std::vector<StoreClientId>& woken) {
   table_[key] = std::move(value);
   auto it = key_waits_.find(key);
@@ -32,14 +32,20 @@ void StoreState::Write(const std::string& key, std::string value,
 
 Status StoreState::Apply(StoreClientId client, const StoreRequest& req, std::string& reply,
                          std::vector<StoreClientId>& woken) {
+  StoreRequest copy = req;
+  return Apply(client, std::move(copy), reply, woken);
+}
+
+Status StoreState::Apply(StoreClientId client, StoreRequest&& req, std::string& reply,
+                         std::vector<StoreClientId>& woken) {
   switch (req.op) {
     case StoreOp::kValidate:
       return Status::Ok();
     case StoreOp::kSet:
-      Write(req.keys[0], req.values[0], woken);
+      Write(req.keys[0], std::move(req.values[0]), woken);
       return Status::Ok();
     case StoreOp::kMultiSet:
-      for (size_t i = 0; i < req.keys.size(); ++i) Write(req.keys[i], req.values[i], woken);
+      for (size_t i = 0; i < req.keys.size(); ++i) Write(req.keys[i], std::move(req.values[i]), woken);
       return Status::Ok();
     case StoreOp::kAppend: {
       auto it = table_.find(req.keys[0]);
@@ -90,10 +96,10 @@ Status StoreState::Apply(StoreClientId client, const StoreRequest& req, std::str
   return Status::Internal("unhandled store request");
 }
 
-void StoreState::CompareSet(const StoreRequest& req, std::string& reply,
+void StoreState::CompareSet(StoreRequest& req, std::string& reply,
                             std::vector<StoreClientId>& woken) {
   const std::string& expected = req.values[0];
-  const std::string& desired = req.values[1];
+  std::string& desired = req.values[1];
   auto it = table_.find(req.keys[0]);
   if (it == table_.end()) {
     if (!expected.empty()) {
@@ -104,8 +110,8 @@ void StoreState::CompareSet(const StoreRequest& req, std::string& reply,
     AppendStoreBytes(reply, it->second);
     return;
   }
-  Write(req.keys[0], desired, woken);
   AppendStoreBytes(reply, desired);
+  Write(req.keys[0], std::move(desired), woken);
 }
 
 Status StoreState::Add(const StoreRequest& req, std::string& reply,

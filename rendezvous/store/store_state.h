@@ -36,6 +36,10 @@ class StoreState {
   // the single byte kStoreStopWaiting). Errors, leaving the table unchanged:
   // NotFound for GET/MULTI_GET of a missing key, InvalidArgument for ADD to a
   // key that does not hold a decimal int64 (or whose sum overflows).
+  // The values `req` writes are moved out of it (a server's request, done
+  // with); the const& overload copies them.
+  Status Apply(StoreClientId client, StoreRequest&& req, std::string& reply,
+               std::vector<StoreClientId>& woken);
   Status Apply(StoreClientId client, const StoreRequest& req, std::string& reply,
                std::vector<StoreClientId>& woken);
 
@@ -53,9 +57,9 @@ class StoreState {
     StoreClientId client;
     size_t missing;  // keys not written yet
   };
-  void Write(const std::string& key, std::string value, std::vector<StoreClientId>& woken);
+  void Write(const std::string& key, std::string&& value, std::vector<StoreClientId>& woken);
   // The requests with more than a line to them; same contract as Apply.
-  void CompareSet(const StoreRequest& req, std::string& reply, std::vector<StoreClientId>& woken);
+  void CompareSet(StoreRequest& req, std::string& reply, std::vector<StoreClientId>& woken);
   Status Add(const StoreRequest& req, std::string& reply, std::vector<StoreClientId>& woken);
   // Replies now if every key is there, else registers a PendingWait.
   void Wait(StoreClientId client, const StoreRequest& req, std::string& reply);

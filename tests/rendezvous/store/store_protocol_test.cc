@@ -3,6 +3,7 @@
 #include "rendezvous/store/store_protocol.h"
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstring>
 
 namespace ctrun::rdzv {
@@ -172,6 +173,134 @@ TEST_CASE("the per-node attempt number is dropped from torch's worker keys") {
                                              "/worker/attempt_3x/y", "user/key", "/worker/attempt/z",
                                              "//worker/attempt/default_pg/rank_0",
                                              "///worker/attempt_1/x"});
+}
+
+StoreRequest Make(StoreOp op, std::vector<std::string> keys = {}, std::vector<std::string> values = {},
+                  int64_t number = 0) {
+  StoreRequest r;
+  r.op = op;
+  r.keys = std::move(keys);
+  r.values = std::move(values);
+  r.number = number;
+  return r;
+}
+
+void CheckSame(const StoreRequest& a, const StoreRequest& b) {
+  CHECK(a.op == b.op);
+  CHECK(a.keys == b.keys);
+  CHECK(a.values == b.values);
+  CHECK(a.number == b.number);
+}
+
+TEST_CASE("the client's encoder writes what torch 1.13's client sends") {
+  // Byte for byte the wire of the first test case above.
+  std::string out;
+  REQUIRE(AppendStoreRequest(out, StoreDialect::kV1, Make(StoreOp::kSet, {"/k"}, {"v"})).ok());
+  REQUIRE(AppendStoreRequest(out, StoreDialect::kV1, Make(StoreOp::kWait, {"/k"})).ok());
+  REQUIRE(AppendStoreRequest(out, StoreDialect::kV1, Make(StoreOp::kAdd, {"/n"}, {}, 5)).ok());
+  REQUIRE(AppendStoreRequest(out, StoreDialect::kV1, Make(StoreOp::kCompareSet, {"/k"}, {"v", "w"})).ok());
+  REQUIRE(AppendStoreRequest(out, StoreDialect::kV1, Make(StoreOp::kDeleteKey, {"/k"})).ok());
+  CHECK(out == U8(0) + Str("/k") + Str("v") + U8(5) + Le<uint64_t>(1) + Str("/k") + U8(3) + Str("/n") +
+                   Le<int64_t>(5) + U8(1) + Str("/k") + Str("v") + Str("w") + U8(8) + Str("/k"));
+}
+
+TEST_CASE("every request the encoder writes, the parser reads back the same") {
+  const std::vector<StoreRequest> v1 = {
+      Make(StoreOp::kSet, {"k"}, {std::string(70000, 'x')}), Make(StoreOp::kCompareSet, {"k"}, {"", "b"}),
+      Make(StoreOp::kGet, {"k"}), Make(StoreOp::kAdd, {"n"}, {}, -3), Make(StoreOp::kCheck, {"a", "b"}),
+      Make(StoreOp::kWait, {"a"}), Make(StoreOp::kNumKeys), Make(StoreOp::kDeleteKey, {"k"})};
+  const std::vector<StoreRequest> v2 = {
+      Make(StoreOp::kValidate), Make(StoreOp::kSet, {"k"}, {"v"}), Make(StoreOp::kAppend, {"k"}, {"w"}),
+      Make(StoreOp::kMultiGet, {"a", "b"}), Make(StoreOp::kMultiSet, {"a", "b"}, {"1", "2"}),
+      Make(StoreOp::kCancelWait), Make(StoreOp::kPing, {}, {}, 77), Make(StoreOp::kAdd, {"n"}, {}, 1)};
+  for (auto [dialect, reqs] : {std::pair{StoreDialect::kV1, v1}, std::pair{StoreDialect::kV2, v2}}) {
+    std::string wire;
+    for (const StoreRequest& r : reqs) REQUIRE(AppendStoreRequest(wire, dialect, r).ok());
+    StoreParser p;
+    auto got = ParseAll(p, wire);
+    CHECK(p.dialect() == dialect);
+    REQUIRE(got.size() == reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) CheckSame(got[i], reqs[i]);
+  }
+}
+
+TEST_CASE("the encoder refuses a request the dialect does not have") {
+  std::string out = "keep";
+  for (StoreOp op : {StoreOp::kValidate, StoreOp::kAppend, StoreOp::kMultiGet, StoreOp::kMultiSet,
+                     StoreOp::kCancelWait, StoreOp::kPing}) {
+    CHECK(AppendStoreRequest(out, StoreDialect::kV1, Make(op, {"k"}, {"v"})).IsInvalidArgument());
+  }
+  CHECK(AppendStoreRequest(out, StoreDialect::kUnknown, Make(StoreOp::kGet, {"k"})).IsInvalidArgument());
+  CHECK(out == "keep");
+}
+
+TEST_CASE("replies decode as the server encodes them, and wait for all their bytes") {
+  std::string wire;
+  AppendStoreBytes(wire, "value");      // GET
+  AppendStoreInt64(wire, 42);           // ADD
+  AppendStoreUint8(wire, 0);            // WAIT
+  AppendStoreBytes(wire, "a");          // MULTI_GET a b
+  AppendStoreBytes(wire, "");
+  AppendStoreUint32(wire, 9);           // PING
+  const std::vector<StoreRequest> reqs = {Make(StoreOp::kGet, {"k"}), Make(StoreOp::kSet, {"k"}, {"v"}),
+                                          Make(StoreOp::kAdd, {"n"}, {}, 1), Make(StoreOp::kWait, {"k"}),
+                                          Make(StoreOp::kMultiGet, {"a", "b"}), Make(StoreOp::kPing, {}, {}, 9)};
+  std::string_view rest = wire;
+  std::vector<StoreReply> got;
+  for (const StoreRequest& req : reqs) {
+    StoreReply reply;
+    // Every cut short of the whole reply asks for more.
+    for (size_t cut = 0; cut < rest.size(); ++cut) {
+      auto r = ParseStoreReply(rest.substr(0, cut), req, reply);
+      REQUIRE(r.ok());
+      if (*r) {
+        CHECK(**r <= cut);
+        break;
+      }
+    }
+    auto r = ParseStoreReply(rest, req, reply);
+    REQUIRE(r.ok());
+    REQUIRE(*r);
+    CHECK(StoreOpHasReply(req.op) == (**r > 0));
+    rest.remove_prefix(**r);
+    got.push_back(reply);
+  }
+  CHECK(rest.empty());
+  CHECK(got[0].values == std::vector<std::string_view>{"value"});
+  CHECK(got[1].values.empty());
+  CHECK(got[2].number == 42);
+  CHECK(got[3].number == 0);
+  CHECK(got[4].values == std::vector<std::string_view>{"a", ""});
+  CHECK(got[5].number == 9);
+  StoreLimits small;
+  small.max_value_bytes = 4;
+  StoreReply reply;
+  CHECK(!ParseStoreReply(Str("toolong"), Make(StoreOp::kGet, {"k"}), reply, small).ok());
+}
+
+TEST_CASE("bytes received into Space and committed parse as fed ones") {
+  std::string wire;
+  REQUIRE(AppendStoreRequest(wire, StoreDialect::kV1, Make(StoreOp::kSet, {"k"}, {std::string(300000, 'v')})).ok());
+  REQUIRE(AppendStoreRequest(wire, StoreDialect::kV1, Make(StoreOp::kGet, {"k"})).ok());
+  StoreParser p;
+  std::vector<StoreRequest> got;
+  size_t at = 0;
+  while (at < wire.size()) {  // as a socket delivers: up to 4 KB per read
+    char* room = p.Space(4096);
+    const size_t n = std::min<size_t>(std::min<size_t>(p.space(), 4096), wire.size() - at);
+    std::memcpy(room, wire.data() + at, n);
+    p.Commit(n);
+    at += n;
+    StoreRequest req;
+    for (auto r = p.Next(req); r.ok() && *r; r = p.Next(req)) got.push_back(req);
+    // A copy of the parser, mid-request, goes on the same.
+    StoreParser copy = p;
+    CHECK(copy.buffered() == p.buffered());
+  }
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].values[0].size() == 300000);
+  CHECK(got[1].op == StoreOp::kGet);
+  CHECK(p.buffered() == 0);
 }
 
 }  // namespace

@@ -56,6 +56,18 @@ TEST_CASE("set, get, num_keys, delete") {
   CHECK(f.Do(1, Req(StoreOp::kGet, {"k"})).IsNotFound());
 }
 
+TEST_CASE("a request applied by move writes the same as one applied by copy") {
+  Fixture f;
+  StoreRequest set = Req(StoreOp::kSet, {"k"}, {std::string(100000, 'v')});
+  REQUIRE(f.state.Apply(1, std::move(set), f.reply, f.woken).ok());
+  StoreRequest cas = Req(StoreOp::kCompareSet, {"k"}, {std::string(100000, 'v'), "w"});
+  f.reply.clear();
+  REQUIRE(f.state.Apply(1, std::move(cas), f.reply, f.woken).ok());
+  CHECK(f.reply == Bytes("w"));
+  REQUIRE(f.Do(1, Req(StoreOp::kGet, {"k"})).ok());
+  CHECK(f.reply == Bytes("w"));
+}
+
 TEST_CASE("add counts from zero and refuses a non-number") {
   Fixture f;
   REQUIRE(f.Do(1, Req(StoreOp::kAdd, {"n"}, {}, 5)).ok());

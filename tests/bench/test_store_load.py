@@ -1,0 +1,124 @@
+"""bench/store_load speaks torch 1.13's TCPStore protocol: a few hundred
+requests of its mix and a 64-client storm against ctrun's store server
+(bench/store_server) and against torch's own TCPStore server, every reply
+checked by the generator (values, ADD counts, WAIT answers, the final count);
+and a server that answers wrongly is caught."""
+import json
+import os
+import socket
+import subprocess
+import threading
+import unittest
+
+BUILD = os.environ.get("CTRUN_BUILD_DIR") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "build")
+LOAD = os.path.join(BUILD, "bench", "store_load")
+SERVER = os.path.join(BUILD, "bench", "store_server")
+PY = "/usr/bin/python3"
+TORCH_SERVER = (
+    "import signal, torch.distributed as d\n"
+    "s = d.TCPStore('127.0.0.1', 0, None, True, wait_for_workers=False)\n"
+    "print(s.port, flush=True)\n"
+    "signal.pause()\n")
+
+
+def start(cmd):
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    port = proc.stdout.readline().strip()
+    if not port.isdigit():
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        raise RuntimeError(f"{cmd[0]} printed {port!r}, not its port")
+    return proc, int(port)
+
+
+def load(port, *args):
+    r = subprocess.run([LOAD, "--port", str(port), "--timeout", "60"] + list(args),
+                       capture_output=True, text=True, timeout=90)
+    return r.returncode, r.stdout, r.stderr
+
+
+class Protocol:
+    """The same checks against a server started by server()."""
+
+    # One server per class (torch's takes seconds to import); each test
+    # uses keys of its own.
+    @classmethod
+    def server(cls):
+        raise NotImplementedError
+
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, cls.port = cls.server()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proc.kill()
+        cls.proc.wait()
+        cls.proc.stdout.close()
+
+    def mix(self, conns, value_bytes, cycles, prefix):
+        rc, out, err = load(self.port, "--prefix", prefix, "mix", "--conns", str(conns),
+                            "--value-bytes", str(value_bytes), "--cycles", str(cycles))
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        self.assertEqual(doc["errors"], 0)
+        # 5 requests per cycle (SET, GET, ADD, WAIT, COMPARE_SET), one ADD.
+        self.assertEqual(doc["requests"], 5 * conns * cycles)
+        self.assertEqual(doc["adds"], conns * cycles)
+
+    def test_mix_small_values(self):
+        self.mix(4, 64, 25, "small")
+
+    def test_mix_64k_values(self):
+        self.mix(2, 65536, 5, "big")
+
+    def test_storm_releases_everyone(self):
+        rc, out, err = load(self.port, "--prefix", "storm", "storm", "--clients", "64")
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        self.assertEqual(doc["released"], 64)
+        self.assertEqual(doc["connect_failures"], 0)
+        self.assertEqual(doc["errors"], 0)
+
+
+class CtrunStoreTest(Protocol, unittest.TestCase):
+    @classmethod
+    def server(cls):
+        return start([SERVER, "127.0.0.1", "0"])
+
+
+class TorchStoreTest(Protocol, unittest.TestCase):
+    @classmethod
+    def server(cls):
+        return start([PY, "-c", TORCH_SERVER])
+
+
+class WrongReplyTest(unittest.TestCase):
+    def test_a_wrong_get_reply_fails_the_run(self):
+        # Answers the first bytes of its one client (SET + GET) with a GET
+        # reply of the wrong value.
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+
+        def serve():
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall((5).to_bytes(8, "little") + b"wrong")
+                conn.recv(65536)  # until the generator gives up and closes
+
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        rc, out, err = load(listener.getsockname()[1], "mix", "--conns", "1", "--value-bytes", "64",
+                            "--cycles", "1")
+        listener.close()
+        self.assertEqual(rc, 1)
+        self.assertIn("GET", err)
+        self.assertEqual(json.loads(out)["errors"], 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
