@@ -172,14 +172,56 @@ def raise_fd_limit(need):
     return soft
 
 
+def print_load(args, cases, runs, cpu100k, ratios):
+    print()
+    print(f"load: store_load, one closed-loop client per connection, cycle SET+GET / ADD / WAIT / "
+          f"COMPARE_SET; {args.reps} interleaved runs of {args.seconds} s each; median (min–max)")
+    print(f"{'conns':>5} {'value':>6} {'server':>6} {'requests/s':>24} {'p50 µs':>10} {'p99 µs':>10} "
+          f"{'CPU s / 100k req':>22} {'torch/ctrun CPU':>15}")
+    for c, v in cases:
+        r = runs[(c, v)]
+        ratio = med([cpu100k(x) for x in r["torch"]]) / med([cpu100k(x) for x in r["ctrun"]])
+        ratios[(c, v)] = ratio
+        for k in SERVERS:
+            xs = r[k]
+            print(f"{c:>5} {v:>6} {k:>6} {fmt([x['requests_per_s'] for x in xs]):>24} "
+                  f"{med([x['p50_us'] for x in xs]):>10.0f} {med([x['p99_us'] for x in xs]):>10.0f} "
+                  f"{fmt([cpu100k(x) for x in xs], 1, 2):>22} "
+                  f"{(f'{ratio:.2f}' if k == 'torch' else ''):>15}")
+    cpu_ratio = math.exp(statistics.fmean(math.log(x) for x in ratios.values()))
+    print(f"server CPU per request, torch / ctrun: geometric mean {cpu_ratio:.2f}, "
+          f"lowest {min(ratios.values()):.2f} ({' '.join(f'{c}x{v}B={x:.2f}' for (c, v), x in ratios.items())})")
+    return cpu_ratio
+
+
+def print_storm(args, storms, drops, fd_limit):
+    print()
+    print(f"connect storm: {args.storm_clients} clients connect at once, ADD + WAIT on a barrier, "
+          f"close; {args.storm_reps} runs each; fd limit {fd_limit}")
+    print(f"{'server':>6} {'first connect → last released, s':>34} {'slowest connect, s':>20} "
+          f"{'server CPU s':>14} {'listen drops':>13} {'refused':>8}")
+    for k in SERVERS:
+        xs = storms[k]
+        print(f"{k:>6} {fmt([x['seconds'] for x in xs], 1, 3):>34} "
+              f"{med([x['slowest_connect_s'] for x in xs]):>20.3f} "
+              f"{med([x['server_cpu_s'] for x in xs]):>14.2f} {max(drops[k]):>13} "
+              f"{max(x['connect_failures'] for x in xs):>8}")
+    if max(drops["ctrun"]) > 0:
+        print(f"  warning: the kernel dropped connects to ctrun's store (ListenOverflows/ListenDrops "
+              f"rose by {max(drops['ctrun'])}; the counters are per network namespace, so other "
+              f"load on this host may count too)")
+    return med([x["seconds"] for x in storms["torch"]]) / med([x["seconds"] for x in storms["ctrun"]])
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--reps", type=int, default=3, help="interleaved repetitions of each load case")
+    p.add_argument("--reps", type=int, default=3,
+                   help="interleaved repetitions of each load case (0: skip the load)")
     p.add_argument("--seconds", type=float, default=1.5, help="measured seconds of each load run")
     p.add_argument("--conns", default="1,64,512", help="connection counts")
     p.add_argument("--values", default="64,65536", help="value sizes in bytes")
     p.add_argument("--storm-clients", type=int, default=4096)
-    p.add_argument("--storm-reps", type=int, default=3)
+    p.add_argument("--storm-reps", type=int, default=3, help="0: skip the storm")
     p.add_argument("--e2e-reps", type=int, default=3,
                    help="runs of the 8-python-client end-to-end check per server (0: skip it)")
     p.add_argument("--e2e-clients", type=int, default=8)
@@ -249,52 +291,19 @@ def main():
     def cpu100k(r):
         return r["server_cpu_s"] / r["requests"] * 1e5
 
-    print()
-    print(f"load: store_load, one closed-loop client per connection, cycle SET+GET / ADD / WAIT / "
-          f"COMPARE_SET; {args.reps} interleaved runs of {args.seconds} s each; median (min–max)")
-    print(f"{'conns':>5} {'value':>6} {'server':>6} {'requests/s':>24} {'p50 µs':>10} {'p99 µs':>10} "
-          f"{'CPU s / 100k req':>22} {'torch/ctrun CPU':>15}")
+    results = {}
     ratios = {}
-    for c, v in cases:
-        r = runs[(c, v)]
-        ratio = med([cpu100k(x) for x in r["torch"]]) / med([cpu100k(x) for x in r["ctrun"]])
-        ratios[(c, v)] = ratio
-        for k in SERVERS:
-            xs = r[k]
-            print(f"{c:>5} {v:>6} {k:>6} {fmt([x['requests_per_s'] for x in xs]):>24} "
-                  f"{med([x['p50_us'] for x in xs]):>10.0f} {med([x['p99_us'] for x in xs]):>10.0f} "
-                  f"{fmt([cpu100k(x) for x in xs], 1, 2):>22} "
-                  f"{(f'{ratio:.2f}' if k == 'torch' else ''):>15}")
-    cpu_ratio = math.exp(statistics.fmean(math.log(x) for x in ratios.values()))
-    print(f"server CPU per request, torch / ctrun: geometric mean {cpu_ratio:.2f}, "
-          f"lowest {min(ratios.values()):.2f} ({' '.join(f'{c}x{v}B={x:.2f}' for (c, v), x in ratios.items())})")
-
-    print()
-    print(f"connect storm: {args.storm_clients} clients connect at once, ADD + WAIT on a barrier, "
-          f"close; {args.storm_reps} runs each; fd limit {fd_limit}")
-    print(f"{'server':>6} {'first connect → last released, s':>34} {'slowest connect, s':>20} "
-          f"{'server CPU s':>14} {'listen drops':>13} {'refused':>8}")
-    for k in SERVERS:
-        xs = storms[k]
-        print(f"{k:>6} {fmt([x['seconds'] for x in xs], 1, 3):>34} "
-              f"{med([x['slowest_connect_s'] for x in xs]):>20.3f} "
-              f"{med([x['server_cpu_s'] for x in xs]):>14.2f} {max(drops[k]):>13} "
-              f"{max(x['connect_failures'] for x in xs):>8}")
-    storm_ratio = med([x["seconds"] for x in storms["torch"]]) / med([x["seconds"] for x in storms["ctrun"]])
-    if max(drops["ctrun"]) > 0:
-        print(f"  warning: the kernel dropped connects to ctrun's store (ListenOverflows/ListenDrops "
-              f"rose by {max(drops['ctrun'])}; the counters are per network namespace, so other "
-              f"load on this host may count too)")
-
+    if args.reps > 0:
+        cpu_ratio = print_load(args, cases, runs, cpu100k, ratios)
+        results["store_cpu_per_req_ratio"] = cpu_ratio
+    if args.storm_reps > 0:
+        results["store_storm_ratio"] = print_storm(args, storms, drops, fd_limit)
     if e2e["ctrun"]:
         print()
         print(f"end to end: {args.e2e_clients} torch 1.13 python TCPStore clients x {args.e2e_ops} "
               f"rounds of set+get+add; store calls/s, {args.e2e_reps} runs each; median (min–max)")
         print(f"  ctrun (agent-hosted, clients are its workers) {fmt(e2e['ctrun'])}")
         print(f"  torch TCPStore server                         {fmt(e2e['torch'])}")
-
-    results = {"store_cpu_per_req_ratio": cpu_ratio, "store_storm_ratio": storm_ratio}
-    if e2e["ctrun"]:
         results["store_ops_ratio"] = med(e2e["ctrun"]) / med(e2e["torch"])
 
     def latency_plot(v):
@@ -318,11 +327,11 @@ def main():
         "fd_limit": fd_limit, "somaxconn": somaxconn, "tcp_max_syn_backlog": syn_backlog,
         "listen_backlog": {k: s.backlog for k, s in servers.items()},
         "load": [{"conns": c, "value_bytes": v, **{k: runs[(c, v)][k] for k in SERVERS},
-                  "cpu_ratio": ratios[(c, v)]} for c, v in cases],
+                  "cpu_ratio": ratios.get((c, v))} for c, v in cases] if args.reps > 0 else [],
         "storm": {k: {"runs": storms[k], "listen_drops": drops[k]} for k in SERVERS},
         "e2e_ops_per_s": e2e,
         "results": results,
-        "plots": [latency_plot(v) for v in values],
+        "plots": [latency_plot(v) for v in values] if args.reps > 0 else [],
     }
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)

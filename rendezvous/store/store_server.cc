@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <array>
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/write.hpp>
 
@@ -30,6 +32,9 @@ void SetCloexec(int fd) {
 // whenever a read fills it (a 64 KB value takes a few reads, once).
 constexpr size_t kFirstReadSize = 4096;
 constexpr size_t kMaxReadSize = 64 << 10;
+constexpr size_t kMaxKeptValueBytes = 256 << 10;
+// GET replies of at least this many bytes are written from the table.
+constexpr size_t kDirectReplyBytes = 4096;
 
 struct StoreServer::Session {
   Session(tcp::socket socket, StoreClientId id) : id(id), socket(std::move(socket)) {}
@@ -174,7 +179,13 @@ Status StoreServer::ServeRequests(const std::shared_ptr<Session>& s, std::string
     Result<bool> got = s->parser.Next(s->req);
     if (!got.ok()) return got.status();
     if (!*got) return Status::Ok();
-    if (Status st = Apply(s, s->req, reply); !st.ok()) return st;
+    Status st = Apply(s, s->req, reply);
+    // The request keeps the memory of values it wrote (StoreState::Write
+    // swaps the old ones in) for the next; not beyond a bound.
+    for (std::string& v : s->req.values) {
+      if (v.capacity() > kMaxKeptValueBytes) std::string().swap(v);
+    }
+    if (!st.ok()) return st;
   }
 }
 
@@ -182,6 +193,17 @@ Status StoreServer::Apply(const std::shared_ptr<Session>& s, StoreRequest& req,
                           std::string& reply) {
   woken_.clear();
   DropAttemptPrefix(req);
+  if (req.op == StoreOp::kGet) {
+    // A big value goes out from the table in one gathered write, behind the
+    // replies before it, instead of being copied into `reply` first.
+    const std::string* value = state_.Find(req.keys[0]);
+    if (value != nullptr && value->size() >= kDirectReplyBytes) {
+      AppendStoreInt64(reply, static_cast<int64_t>(value->size()));
+      Send(s, reply, *value);
+      reply.clear();
+      return Status::Ok();
+    }
+  }
   Status st = state_.Apply(s->id, std::move(req), reply, woken_);
   // Woken waiters hear of it even when the request itself is refused.
   for (StoreClientId id : woken_) {
@@ -197,21 +219,28 @@ Status StoreServer::Apply(const std::shared_ptr<Session>& s, StoreRequest& req,
   return st;
 }
 
-void StoreServer::Send(const std::shared_ptr<Session>& s, std::string_view bytes) {
+void StoreServer::Send(const std::shared_ptr<Session>& s, std::string_view bytes,
+                       std::string_view more) {
   if (s->closed) return;
   if (!s->writing) {
     // Nothing queued: write now, one syscall, no copy, no completion to run
     // later; only what the socket does not take waits for async_write.
     boost::system::error_code ec;
-    const size_t n = s->socket.write_some(boost::asio::buffer(bytes.data(), bytes.size()), ec);
+    const std::array<boost::asio::const_buffer, 2> both = {
+        boost::asio::buffer(bytes.data(), bytes.size()), boost::asio::buffer(more.data(), more.size())};
+    size_t n = s->socket.write_some(both, ec);
     if (ec && ec != boost::asio::error::would_block && ec != boost::asio::error::try_again) {
       Close(*s);
       return;
     }
-    bytes.remove_prefix(ec ? 0 : n);
-    if (bytes.empty()) return;
+    if (ec) n = 0;
+    const size_t first = std::min(n, bytes.size());
+    bytes.remove_prefix(first);
+    more.remove_prefix(n - first);
+    if (bytes.empty() && more.empty()) return;
   }
   s->pending += bytes;
+  s->pending += more;
   if (!s->writing) Flush(s);
 }
 

@@ -80,7 +80,8 @@ class StoreServer {
   // Writes `bytes` to `s` now if it is not writing (a non-blocking write);
   // what that does not take is queued behind what `s` is writing, and
   // async_write sends it. Closes `s` when the write fails.
-  void Send(const std::shared_ptr<Session>& s, std::string_view bytes);
+  // `more`, if any, follows `bytes` in the same write.
+  void Send(const std::shared_ptr<Session>& s, std::string_view bytes, std::string_view more = {});
   void Flush(const std::shared_ptr<Session>& s);
   void Refuse(const std::shared_ptr<Session>& s, const Status& why);
   void Close(Session& s);

@@ -16,7 +16,16 @@ bool ParseInt64(const std::string& s, int64_t& v) {
 
 void StoreState::Write(const std::string& key, std::string&& value,
                        std::vector<StoreClientId>& woken) {
-  table_[key] = std::move(value);
+  if (auto it = table_.find(key); it != table_.end()) {
+    // The old value's memory goes back in `value`: a server that decodes
+    // every request of a connection into one StoreRequest reuses it for the
+    // next value instead of a free and a malloc per write (which for big
+    // values makes malloc hand pages back to the kernel and fault them in
+    // again).
+    it->second.swap(value);
+  } else {
+    table_.emplace(key, std::move(value));
+  }
   auto it = key_waits_.find(key);
   if (it == key_waits_.end()) return;
   for (uint64_t id : it->second) {

@@ -49,6 +49,13 @@ class StoreState {
   // Drops every key and every wait (a new round starts from an empty store).
   void Clear();
 
+  // The value of `key`, or null; valid until the next Apply, Disconnect or
+  // Clear.
+  const std::string* Find(const std::string& key) const {
+    auto it = table_.find(key);
+    return it == table_.end() ? nullptr : &it->second;
+  }
+
   size_t num_keys() const { return table_.size(); }
   size_t num_waits() const { return waits_.size(); }
 
