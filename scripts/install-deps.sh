@@ -21,6 +21,8 @@ pkgs=(
   libhwloc-dev gdb
   # the pip wheel (scripts/packaging/wheel.sh) and its test venv
   python3-build python3-wheel python3-venv python3-pip
+  # bench/plot.py: the charts of docs/benchmarks.md (and its test)
+  python3-matplotlib
   # tests: a real HTTP client scrapes ctrund --metrics-port
   curl
   # tests: the live status page loaded in a real headless browser
