@@ -138,14 +138,23 @@ std::string AttachError(const std::string& out) {
 }  // namespace
 
 std::vector<std::string> GdbArgv(pid_t pid, const std::string& python_file) {
+  // Two phases. First the Python frames, with the symbols of libc and
+  // libpython only (a CPython binary has its own): ~2 s even for a worker
+  // that loaded torch. Then every library's symbols (libtorch's alone take
+  // gdb seconds) and the native stacks. When the timeout cuts the second
+  // phase, the Python frames are already in the file.
   return {"gdb", "-nx", "-batch",
           "-iex", "set auto-load off",
           "-iex", "set debuginfod enabled off",
+          "-iex", "set auto-solib-add off",
           "-p", std::to_string(pid),
           "-ex", "set print frame-arguments none",
+          "-ex", "sharedlibrary libc\\.so",
+          "-ex", "sharedlibrary libpython",
           "-ex", "set $ctrun_fd = (int)open(" + GdbString(python_file) + ", 1025)",  // O_WRONLY|O_APPEND
           "-ex", "call (void)_Py_DumpTracebackThreads($ctrun_fd, 0, 0)",
           "-ex", "call (void)close($ctrun_fd)",
+          "-ex", "sharedlibrary",
           "-ex", "thread apply all bt"};
 }
 
