@@ -234,6 +234,15 @@ def measure(args, ctrun, sizes, rng, realtime):
         "allreduce": {str(n): {k: {"times": v, **spread(v)} for k, v in t.items()}
                       for n, t in allreduce.items()},
         "results": results,
+        # Drawn by bench/plot.py: launch time against N, one line per launcher.
+        "plots": [{
+            "file": "launch-vs-n.png",
+            "title": "Launch of N /bin/true: spawn to reap (median, min-max)",
+            "x": "N (processes)", "y": "seconds", "log_x": True, "log_y": True,
+            "series": {name: [{"x": n, **{k: v for k, v in spread(t[name]).items() if k != "n"}}
+                              for n, t in per_n.items()]
+                       for name in ("ctrun", "torchrun", "floor")},
+        }],
     }
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)

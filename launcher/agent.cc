@@ -10,10 +10,13 @@
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "launcher/cli/command.h"
 #include "launcher/logs/error_file.h"
 #include "launcher/net/local_address.h"
+#include "launcher/process/stack_text.h"
 #include "launcher/process/worker_env.h"
 
 namespace ctrun::launcher {
@@ -189,6 +192,10 @@ WorkerSpec Agent::MakeSpec(const WorkerRanks& r, const RoundEnv& round_env) cons
   spec.err = ChooseTarget(config_.tee.Stderr(lr) || !config_.duplicate_stderr_filters.empty(),
                           config_.redirects.Stderr(lr), OnConsole(lr), log_dir_.StderrFile(restart_count_, lr));
   if (lr < static_cast<int>(bindings_.size())) spec.binding = bindings_[lr];
+  if (config_.hang_stacks_timeout > Seconds(0)) {
+    spec.stacks_file = log_dir_.StacksFile(restart_count_, lr);
+    spec.stacks_timeout = ToDuration(config_.hang_stacks_timeout);
+  }
   return spec;
 }
 
@@ -313,6 +320,13 @@ void Agent::RecordFailure(const WorkerExit& e) {
   f.pid = e.pid;
   f.observed_at_s = e.epoch_seconds;
   if (const WorkerBinding* b = BindingOf(e.local_rank)) f.binding = b->summary;
+  const std::string stacks = log_dir_.StacksFile(restart_count_, e.local_rank);
+  if (std::ifstream in{stacks}) {  // saved before it was killed for a hang
+    std::ostringstream text;
+    text << in.rdbuf();
+    const std::string frame = InnermostFrame(text.str());
+    f.stacks = stacks + (frame.empty() ? "" : " (innermost frame: " + frame + ")");
+  }
   const std::string path = log_dir_.ErrorFile(restart_count_, e.local_rank);
   Result<ErrorFileData> data = ReadErrorFile(path);
   if (data.ok()) {
@@ -364,6 +378,7 @@ void Agent::OnHeartbeatMiss(const HeartbeatMiss& miss) {
                   Json{{"local_rank", miss.local_rank}, {"pid", pid},
                        {"silent_for_s", std::chrono::duration<double>(miss.silent_for).count()}});
   }
+  workers_.SaveStacks(miss.local_rank, "its heartbeat expired");
   StopGroup(SIGTERM, Stop::ToRestart("heartbeat_expired", /*charged=*/true));
 }
 

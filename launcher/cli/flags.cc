@@ -202,6 +202,12 @@ std::vector<FlagSpec> BuildTable() {
        "Give up on workers not reaped this long after SIGKILL (e.g. stuck in uninterruptible sleep): "
        "report their pids and states and exit with code 4.",
        G::kCtrun},
+      {"--hang-stacks-timeout", {"--hang-stacks-timeout", "--hang_stacks_timeout"},
+       "PET_HANG_STACKS_TIMEOUT", "10", K::kValue,
+       CTRUN_APPLY(return ApplyTimeoutOrOff(v, c.hang_stacks_timeout, "10");), "SECONDS",
+       "Before killing a hung worker (heartbeat expired, or still running after the shutdown grace), "
+       "save its stacks with gdb to attempt_N/<local_rank>/stacks.txt, taking at most SECONDS; 0 = off.",
+       G::kCtrun},
       {"--version", {"--version"}, "", nullptr, K::kAction, nullptr, "", "Print the version and exit.",
        G::kCtrun},
       {"--help", {"-h", "--help"}, "", nullptr, K::kAction, nullptr, "", "Print this help and exit.", G::kCtrun},

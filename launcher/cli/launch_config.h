@@ -107,6 +107,9 @@ struct LaunchConfig {
   // --kill-timeout: how long to wait for the workers to be reaped after
   // SIGKILL before giving up on them (exit code 4).
   Seconds kill_timeout{30};
+  // --hang-stacks-timeout (ctrun only): before a worker is killed for a hang,
+  // its stacks are saved with gdb, for at most this long; 0 = off.
+  Seconds hang_stacks_timeout{10};
   // ctrun only: worker rank 0 hosts the c10d store (TORCHELASTIC_USE_AGENT_STORE=False)
   // instead of the agent (rendezvous/store/store_server.h).
   bool no_agent_store = false;

@@ -91,6 +91,10 @@ std::string RunLogDir::ErrorFile(int attempt, int local_rank) const {
   return RankDir(attempt, local_rank) + "/error.json";
 }
 
+std::string RunLogDir::StacksFile(int attempt, int local_rank) const {
+  return RankDir(attempt, local_rank) + "/stacks.txt";
+}
+
 std::string RunLogDir::FilteredStdoutFile(int attempt) const {
   return run_dir_ + "/attempt_" + std::to_string(attempt) + "/filtered_stdout.log";
 }

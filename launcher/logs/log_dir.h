@@ -1,6 +1,7 @@
 // RunLogDir: the on-disk layout of one run's logs, as torchrun lays it out:
 //
 //   <log_dir>/<run_id>_<random>/attempt_<N>/<local_rank>/{stdout.log,stderr.log,error.json}
+//   <log_dir>/<run_id>_<random>/attempt_<N>/<local_rank>/stacks.txt (ctrun's hang forensics)
 //   <log_dir>/<run_id>_<random>/attempt_<N>/{filtered_stdout.log,filtered_stderr.log}
 //
 // <log_dir> is --log-dir (created if missing) or, when not given, a new
@@ -32,6 +33,8 @@ class RunLogDir {
   std::string StdoutFile(int attempt, int local_rank) const;
   std::string StderrFile(int attempt, int local_rank) const;
   std::string ErrorFile(int attempt, int local_rank) const;
+  // Where the worker's stacks are saved before it is killed for a hang.
+  std::string StacksFile(int attempt, int local_rank) const;
   // The attempt's --duplicate-stdout-filters / --duplicate-stderr-filters files.
   std::string FilteredStdoutFile(int attempt) const;
   std::string FilteredStderrFile(int attempt) const;

@@ -48,6 +48,7 @@ std::string FormatEntry(size_t idx, const std::string& host, const WorkerFailure
          "  exitcode  : " + std::to_string(f.exit_code) + " (pid: " + std::to_string(f.pid) +
          ")\n" +
          (f.binding.empty() ? std::string() : "  binding   : " + f.binding + "\n") +
+         (f.stacks.empty() ? std::string() : "  stacks    : " + f.stacks + "\n") +
          "  error_file: " + (have_file ? f.error_file : std::string(kNotAvailable)) + "\n" +
          "  traceback : " + msg;
 }

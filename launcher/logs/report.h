@@ -25,6 +25,7 @@ struct WorkerFailure {
   std::optional<ErrorFileData> error;  // its parsed file; nullopt when none was written
   int64_t observed_at_s = 0;  // epoch seconds the exit was seen; used when no file timestamp
   std::string binding;        // --numa-binding: its CPUs and memory in words; "" when not bound
+  std::string stacks;         // hang forensics: "<file> (innermost frame: <frame>)"; "" when none
 };
 
 // The failure's time in epoch seconds: its error file's timestamp when there
@@ -80,7 +81,8 @@ enum class ReportTimeZone { kLocal, kUtc };
 // ("%Y-%m-%d_%H:%M:%S" of FailureTimestamp, in `tz`), host, rank
 // ("<rank> (local_rank: <local_rank>)"), exitcode ("<code> (pid: <pid>)"),
 // binding (only for a worker with a --numa-binding; not in torch's text),
-// error_file (the path when the file was read, else "<N/A>") and traceback
+// stacks (only for a worker whose stacks were saved before it was killed
+// for a hang; not in torch's text), error_file (the path when the file was read, else "<N/A>") and traceback
 // (FailureMessage; for a structured file every newline is followed by two
 // spaces of indentation).
 // `root_cause` must index `failures` (normally ChooseRootCause's answer);

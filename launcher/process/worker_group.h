@@ -35,6 +35,12 @@ struct WorkerSpec {
   StdioTarget out;
   StdioTarget err;
   WorkerBinding binding;          // --numa-binding; empty cpus: not bound
+  // Hang forensics (launcher/process/stack_dump.h): where to save the
+  // worker's stacks before it is killed for a hang; "" = never. When set, the
+  // worker also lets ctrun's children ptrace it (PR_SET_PTRACER), which
+  // Yama's ptrace_scope 1 asks for.
+  std::string stacks_file;
+  Duration stacks_timeout{};      // the most a save may delay the kill
 };
 
 struct WorkerExit {
@@ -87,6 +93,13 @@ class WorkerGroup {
   // A second Close before `done` escalates: SIGKILL at once (the kill
   // timeout runs from the first SIGKILL), and `done` replaces the first one's.
   virtual void Close(int sig, Duration grace, Duration kill_timeout, CloseHandler done) = 0;
+
+  // Saves the stacks of the worker of `local_rank` to its spec's
+  // stacks_file (`why` goes into the file's first line), before it is
+  // signalled for a hang. Blocks for at most its stacks_timeout. At most once
+  // per worker: a close's SIGKILL after the grace does not save it again.
+  // Does nothing without a stacks_file, or for a worker already gone.
+  virtual void SaveStacks(int /*local_rank*/, const std::string& /*why*/) {}
 
   // The pids of the current group, in spec order (empty before Start).
   virtual std::vector<pid_t> Pids() const = 0;

@@ -8,12 +8,14 @@
 #include <boost/asio/post.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 
 #include "launcher/process/orphan_guard.h"
 #include "launcher/process/proc_stat.h"
+#include "launcher/process/stack_dump.h"
 
 namespace ctrun::launcher {
 
@@ -68,9 +70,12 @@ struct ChildFailure {
 // CPU binding was prepared in the parent and applies with system calls only).
 [[noreturn]] void ExecChild(pid_t parent, char* const argv[], char* const envp[], int out_fd,
                             int err_fd, int status_fd, const std::vector<int>& reset,
-                            const PreparedBinding& binding) {
+                            const PreparedBinding& binding, bool ptraceable) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // ctrun died before prctl took effect
+  // Hang forensics: gdb, a child of ctrun, may attach under Yama's
+  // ptrace_scope 1 (EINVAL without Yama: nothing to allow).
+  if (ptraceable) ::prctl(PR_SET_PTRACER, parent, 0, 0, 0);
   ::setsid();
   struct sigaction dfl;
   std::memset(&dfl, 0, sizeof(dfl));
@@ -99,12 +104,13 @@ struct ChildFailure {
 // ctrun's handlers runs in the child, which shares ctrun's memory; the child
 // resets the dispositions before it unblocks them.
 pid_t VforkExec(pid_t parent, char* const argv[], char* const envp[], int out_fd, int err_fd,
-                int status_fd, const std::vector<int>& reset, const PreparedBinding& binding) {
+                int status_fd, const std::vector<int>& reset, const PreparedBinding& binding,
+                bool ptraceable) {
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
   const pid_t pid = ::vfork();
-  if (pid == 0) ExecChild(parent, argv, envp, out_fd, err_fd, status_fd, reset, binding);
+  if (pid == 0) ExecChild(parent, argv, envp, out_fd, err_fd, status_fd, reset, binding, ptraceable);
   const int saved = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   errno = saved;
@@ -253,7 +259,7 @@ Status WorkerSet::Fork(const WorkerSpec& spec, pid_t self, std::pair<int, int>* 
   pid_t pid = -1;
   if (s.ok()) {
     pid = VforkExec(self, argv.data(), envp.data(), out_fd, err_fd, status_pipe[1],
-                    reset_signals_, binding);
+                    reset_signals_, binding, !spec.stacks_file.empty());
     if (pid < 0) s = Status::IOError("vfork: " + Errno(errno));
   }
   CloseIfOpen(status_pipe[1]);
@@ -262,7 +268,7 @@ Status WorkerSet::Fork(const WorkerSpec& spec, pid_t self, std::pair<int, int>* 
   *pipe = {out_read, err_read};
   if (pid > 0) {
     const size_t index = workers_.size();
-    workers_.push_back(Worker{spec.local_rank, pid});
+    workers_.push_back(Worker{spec.local_rank, pid, spec.stacks_file, spec.stacks_timeout});
     reaper_.Register(pid, [this, index](pid_t, int st) { HandleExit(index, st); });
     if (guard_) guard_->Watch(pid);
     status_fds->push_back(status_pipe[0]);
@@ -315,6 +321,9 @@ void WorkerSet::Close(int sig, Duration grace, Duration kill_timeout, CloseHandl
     kill_timer_.async_wait([this](const boost::system::error_code& ec) {
       if (ec || !closing_) return;
       spdlog::warn("workers still running after the shutdown grace; sending SIGKILL");
+      std::vector<size_t> all(workers_.size());
+      for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+      SaveStacksOf(all, "it was still running after the shutdown grace");
       Kill();
     });
   }
@@ -380,6 +389,37 @@ void WorkerSet::EndClose(const std::vector<StuckProcess>& stuck) {
     CloseHandler done = std::move(close_done_);
     close_done_ = nullptr;
     done(stuck);
+  }
+}
+
+void WorkerSet::SaveStacks(int local_rank, const std::string& why) {
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (workers_[i].local_rank == local_rank) SaveStacksOf({i}, why);
+  }
+}
+
+void WorkerSet::SaveStacksOf(const std::vector<size_t>& indices, const std::string& why) {
+  std::vector<StackDumpTarget> targets;
+  Duration timeout{};
+  for (size_t i : indices) {
+    Worker& w = workers_[i];
+    if (w.stacks_file.empty() || w.stacks_saved || w.reaped) continue;
+    std::optional<ProcStat> st = ReadProcStat(w.pid);
+    if (!st || st->state == 'Z' || st->state == 'X') continue;  // exited, not reaped yet
+    w.stacks_saved = true;
+    targets.push_back(StackDumpTarget{w.local_rank, w.pid, w.stacks_file, why});
+    timeout = std::max(timeout, w.stacks_timeout);
+  }
+  if (targets.empty()) return;
+  const std::vector<Status> saved = SaveStacksWithGdb(targets, timeout);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const StackDumpTarget& t = targets[i];
+    if (saved[i].ok()) {
+      spdlog::warn("saved the stacks of worker local_rank {} (pid {}) to {}", t.local_rank, t.pid, t.path);
+    } else {
+      spdlog::warn("cannot save the stacks of worker local_rank {} (pid {}): {}; killing it anyway",
+                   t.local_rank, t.pid, saved[i].message());
+    }
   }
 }
 

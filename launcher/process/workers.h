@@ -1,5 +1,6 @@
 // WorkerSet: the local group of worker processes, and the only code in ctrun
-// that forks, execs, reaps and signals process groups.
+// that forks, execs, reaps and signals process groups (the gdb of hang
+// forensics is the one other child it makes: launcher/process/stack_dump.h).
 //
 // Each worker is started in its own session (setsid), so its process group id
 // equals its pid and holds its descendants; it gets PR_SET_PDEATHSIG(SIGKILL)
@@ -93,14 +94,21 @@ class WorkerSet : public WorkerGroup {
   // state from /proc/PID/stat.
   void Close(int sig, Duration grace, Duration kill_timeout, CloseHandler done) override;
 
+  // Runs gdb (launcher/process/stack_dump.h); also at the end of the
+  // shutdown grace, just before SIGKILL, for every worker still running.
+  void SaveStacks(int local_rank, const std::string& why) override;
+
   std::vector<pid_t> Pids() const override;
 
  private:
   struct Worker {
     int local_rank;
     pid_t pid;
+    std::string stacks_file;  // "" = no hang forensics
+    Duration stacks_timeout{};
     bool reaped = false;
     bool group_empty = false;
+    bool stacks_saved = false;
   };
 
   // Forks the worker of `spec` (its stdio set up, exec checked later through
@@ -109,6 +117,9 @@ class WorkerSet : public WorkerGroup {
   Status Fork(const WorkerSpec& spec, pid_t self, std::pair<int, int>* pipe,
               std::vector<int>* status_fds);
   void HandleExit(size_t index, int wait_status);
+  // Saves the stacks of the workers at `indices` that have a stacks file,
+  // are still running and were not saved before, all at once.
+  void SaveStacksOf(const std::vector<size_t>& indices, const std::string& why);
   void CheckClosed();
   bool GroupAlive(Worker& w);
   // Sends SIGKILL to every live group; the first time in a close, starts

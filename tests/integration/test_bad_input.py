@@ -97,6 +97,10 @@ CTRUN_ROWS = [
     ("PET_FAIL_FAST_ON_STARTUP not a switch", [TRUE], {"PET_FAIL_FAST_ON_STARTUP": "maybe"}, 2,
      "PET_FAIL_FAST_ON_STARTUP 'maybe'"),
     ("PET_KILL_TIMEOUT negative", [TRUE], {"PET_KILL_TIMEOUT": "-5"}, 2, "PET_KILL_TIMEOUT '-5'"),
+    ("hang stacks timeout negative", ["--hang-stacks-timeout", "-1", TRUE], {}, 2,
+     "--hang-stacks-timeout '-1'"),
+    ("PET_HANG_STACKS_TIMEOUT word", [TRUE], {"PET_HANG_STACKS_TIMEOUT": "long"}, 2,
+     "PET_HANG_STACKS_TIMEOUT 'long'"),
     # --- torchrun 2.x's newer flags (issue 18)
     ("shutdown timeout fraction", ["--shutdown-timeout", "1.5", TRUE], {}, 2,
      "--shutdown-timeout '1.5': must be a whole number of seconds >= 0"),

@@ -78,9 +78,10 @@ std::string Dump(const LaunchConfig& c) {
          fmt::format("heartbeat={} initial={}\n", c.heartbeat_timeout.count(),
                      c.heartbeat_initial_timeout ? c.heartbeat_initial_timeout->count() : -1.0) +
          fmt::format("no_agent_store={}\nevents_file={}\n", c.no_agent_store, Opt(c.events_file)) +
-         fmt::format("restart_backoff={}\nmin_healthy_uptime={}\nfail_fast_on_startup={}\nkill_timeout={}\n",
+         fmt::format("restart_backoff={}\nmin_healthy_uptime={}\nfail_fast_on_startup={}\nkill_timeout={}\n"
+                     "hang_stacks_timeout={}\n",
                      c.restart_backoff.count(), c.min_healthy_uptime.count(), c.fail_fast_on_startup,
-                     c.kill_timeout.count()) +
+                     c.kill_timeout.count(), c.hang_stacks_timeout.count()) +
          fmt::format("virtual_local_rank={}\nshutdown_timeout_given={}\nduplicate_stdout_filters=[{}]\n"
                      "duplicate_stderr_filters=[{}]\n",
                      c.virtual_local_rank, c.shutdown_timeout_given, Quoted(c.duplicate_stdout_filters),
@@ -402,6 +403,7 @@ const std::map<std::string_view, std::string> kSample = {
     {"--events-file", "/e.jsonl"},  {"--shutdown-timeout", "45"},
     {"--duplicate-stdout-filters", "a,b"}, {"--duplicate-stderr-filters", "c"},
     {"--restart-backoff", "5"}, {"--min-healthy-uptime", "120"}, {"--kill-timeout", "10"},
+    {"--hang-stacks-timeout", "5"},
 };
 
 TEST_CASE("every spelling of every flag in the table works as --f v and --f=v and PET_", "[config][flags]") {

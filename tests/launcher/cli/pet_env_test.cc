@@ -56,6 +56,7 @@ const std::map<std::string_view, Sample>& Samples() {
       {"--min-healthy-uptime", {"120", {}}},
       {"--fail-fast-on-startup", {"", {}}},
       {"--kill-timeout", {"10", {}}},
+      {"--hang-stacks-timeout", {"5", {}}},
       {"--heartbeat-initial-timeout", {"600", {}}},
       {"--no-agent-store", {"", {}}},
       {"--events-file", {"/var/log/ctrun/events.jsonl", {}}},
@@ -115,8 +116,9 @@ std::string Dump(const LaunchConfig& c) {
       c.role, c.module, c.no_python, c.run_path, c.script, Opt(c.log_dir), Streams(c.redirects), Streams(c.tee),
       filter, Opt(c.logs_specs), Opt(c.numa_binding), Opt(c.event_log_handler), c.log_line_prefix_template,
       c.no_agent_store, Opt(c.events_file));
-  out += fmt::format("backoff={} healthy={} fail_fast={} kill_timeout={}\n", c.restart_backoff.count(),
-                     c.min_healthy_uptime.count(), c.fail_fast_on_startup, c.kill_timeout.count());
+  out += fmt::format("backoff={} healthy={} fail_fast={} kill_timeout={} hang_stacks={}\n",
+                     c.restart_backoff.count(), c.min_healthy_uptime.count(), c.fail_fast_on_startup,
+                     c.kill_timeout.count(), c.hang_stacks_timeout.count());
   out += fmt::format("virtual_local_rank={} shutdown_given={} dup_out=[{}] dup_err=[{}]\n", c.virtual_local_rank,
                      c.shutdown_timeout_given, fmt::join(c.duplicate_stdout_filters, "|"),
                      fmt::join(c.duplicate_stderr_filters, "|"));
