@@ -107,6 +107,15 @@ struct LaunchConfig {
   // --kill-timeout: how long to wait for the workers to be reaped after
   // SIGKILL before giving up on them (exit code 4).
   Seconds kill_timeout{30};
+  // Node health (ctrun only; launcher/health/): --health-check runs CMD
+  // (/bin/sh -c) before every join and, every --health-check-interval
+  // seconds (0 = only before joins), while the workers run; a failure or a
+  // run past --health-check-timeout makes the node leave as unhealthy.
+  std::optional<std::string> health_check;
+  Seconds health_check_timeout{60};
+  Seconds health_check_interval{0};
+  // --max-unhealthy-nodes: job-wide; nullopt = nnodes max - min.
+  std::optional<int> max_unhealthy_nodes;
   // ctrun only: worker rank 0 hosts the c10d store (TORCHELASTIC_USE_AGENT_STORE=False)
   // instead of the agent (rendezvous/store/store_server.h).
   bool no_agent_store = false;

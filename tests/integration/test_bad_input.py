@@ -97,6 +97,14 @@ CTRUN_ROWS = [
     ("PET_FAIL_FAST_ON_STARTUP not a switch", [TRUE], {"PET_FAIL_FAST_ON_STARTUP": "maybe"}, 2,
      "PET_FAIL_FAST_ON_STARTUP 'maybe'"),
     ("PET_KILL_TIMEOUT negative", [TRUE], {"PET_KILL_TIMEOUT": "-5"}, 2, "PET_KILL_TIMEOUT '-5'"),
+    # --- node health (issue 19)
+    ("health check empty", ["--health-check=", TRUE], {}, 2, "--health-check '': must not be empty"),
+    ("health check timeout zero", ["--health-check-timeout", "0", TRUE], {}, 2, "--health-check-timeout '0'"),
+    ("health check interval negative", ["--health-check-interval", "-5", TRUE], {}, 2,
+     "--health-check-interval '-5'"),
+    ("max unhealthy nodes negative", ["--max-unhealthy-nodes", "-1", TRUE], {}, 2, "--max-unhealthy-nodes '-1'"),
+    ("PET_MAX_UNHEALTHY_NODES word", [TRUE], {"PET_MAX_UNHEALTHY_NODES": "few"}, 2,
+     "PET_MAX_UNHEALTHY_NODES 'few'"),
     # --- torchrun 2.x's newer flags (issue 18)
     ("shutdown timeout fraction", ["--shutdown-timeout", "1.5", TRUE], {}, 2,
      "--shutdown-timeout '1.5': must be a whole number of seconds >= 0"),
