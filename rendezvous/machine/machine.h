@@ -195,7 +195,12 @@ class RendezvousMachine {
   //    hold, {kDuplicateNode} for another incarnation; nothing after close.
   //  Leave: removes the node (kFailure from a member: it stays as rejoining);
   //    a member's leave breaks the round; kNormalExit also closes. Unknown
-  //    nodes and other incarnations are ignored.
+  //    nodes and other incarnations are ignored, except for kUnhealthy: that
+  //    is counted (with its report) whoever sends it, even a node that never
+  //    joined (its check failed before its first Join). Once the count
+  //    exceeds MaxUnhealthy(params) the run closes with
+  //    Closed{unhealthy_budget_exceeded}, and later Joins get
+  //    Rejected{kUnhealthyBudget} instead of {kClosed}.
   //  Close: Closed{} once; later Closes do nothing.
   //  Tick: only deadline decisions.
   std::vector<Decision> Step(const Event& event, TimePoint now);
