@@ -66,11 +66,12 @@ exec sleep 60
 """)
         fail = os.path.join(self.dir, "fail")
         check = ["--health-check", f"echo checking; test ! -e {fail} || {{ echo 'GPU 1: XID 79'; exit 1; }}",
-                 "--health-check-interval", "0.2", "--max-unhealthy-nodes", "1"]
-        a = self.start(0, "A", "2", worker, "--health-check", "true")
-        b = self.start(1, "B", "2", worker, *check)
+                 "--health-check-interval", "0.2"]
+        budget = ["--max-unhealthy-nodes", "1"]  # the default for 2:2 is 0
+        a = self.start(0, "A", "2", worker, "--health-check", "true", *budget)
+        b = self.start(1, "B", "2", worker, *check, *budget)
         first = dict(line.split() for line in h.fifo_lines(self, self.fifo, 2, 30, self.agents))
-        c = self.start(2, "C", "2", worker, "--health-check", "true")
+        c = self.start(2, "C", "2", worker, "--health-check", "true", *budget)
         try:
             h.read_until(c.stderr, "hot spare", 30)
         except TimeoutError as e:
