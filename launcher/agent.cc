@@ -126,7 +126,8 @@ void Agent::OnPreJoinCheck(const HealthResult& result) {
   if (state_ != State::kRendezvous) return;  // a signal ended the wait
   if (!result.healthy) {
     const std::string report = FormatHealthReport(health_->command(), result);
-    spdlog::error("{}; this node does not join: it leaves the job", report);
+    spdlog::error("health check '{}' {}; this node does not join: it leaves the job", health_->command(),
+                  result.failure);
     if (events_) {
       events_->Emit("node_unhealthy", Json{{"source", "health_check"}, {"during", "rendezvous"},
                                            {"report", report}, {"last_lines", result.last_lines}});
@@ -153,7 +154,8 @@ void Agent::OnPeriodicCheck(const HealthResult& result) {
     return;
   }
   const std::string report = FormatHealthReport(health_->command(), result);
-  spdlog::error("{}; stopping the workers: this node leaves the job", report);
+  spdlog::error("health check '{}' {}; stopping the workers: this node leaves the job", health_->command(),
+                result.failure);
   if (events_) {
     events_->Emit("node_unhealthy", Json{{"source", "health_check"}, {"during", "running"},
                                          {"report", report}, {"last_lines", result.last_lines}});
