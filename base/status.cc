@@ -23,6 +23,7 @@ std::string_view CodeName(Status::Code code) {
     case Status::Code::kAborted: return "aborted";
     case Status::Code::kIOError: return "I/O error";
     case Status::Code::kInternal: return "internal error";
+    case Status::Code::kResourceExhausted: return "resource exhausted";
   }
   return "unknown";
 }

@@ -24,6 +24,7 @@ class Status {
     kAborted,           // the operation was cut short (signal, closed run)
     kIOError,           // the OS refused (errno-style failures)
     kInternal,          // a bug: an invariant did not hold
+    kResourceExhausted, // a job-wide budget ran out (e.g. --max-unhealthy-nodes)
   };
 
   Status() = default;  // OK
@@ -37,6 +38,7 @@ class Status {
   static Status Aborted(std::string msg) { return {Code::kAborted, std::move(msg)}; }
   static Status IOError(std::string msg) { return {Code::kIOError, std::move(msg)}; }
   static Status Internal(std::string msg) { return {Code::kInternal, std::move(msg)}; }
+  static Status ResourceExhausted(std::string msg) { return {Code::kResourceExhausted, std::move(msg)}; }
 
   bool ok() const { return rep_ == nullptr; }
   Code code() const { return rep_ ? rep_->code : Code::kOk; }

@@ -83,7 +83,8 @@ Agent::Agent(boost::asio::io_context& io, const LaunchConfig& config, Environmen
       signals_(io),
       backoff_timer_(io),
       policy_(PolicyConfig(config)),
-      remaining_restarts_(config.max_restarts) {
+      remaining_restarts_(config.max_restarts),
+      health_timer_(io) {
   for (int sig : config_.signals_to_handle) signals_.add(sig);
 }
 
@@ -116,15 +117,114 @@ void Agent::BeginRendezvous() {
   // next one (after a scale-up the attempt prefix is even the same).
   if (store_) store_->Clear();
   if (events_) events_->Emit("rendezvous_started", Json{{"restart_count", restart_count_}});
+  if (health_) {
+    // Before every join: a broken node must not take a place in the round.
+    health_->Run([this](const HealthResult& result) { OnPreJoinCheck(result); });
+    return;
+  }
   rdzv_.NextRound([this](const Result<Round>& round) { OnRound(round); });
+}
+
+void Agent::OnPreJoinCheck(const HealthResult& result) {
+  if (state_ != State::kRendezvous) return;  // a signal ended the wait
+  if (!result.healthy) {
+    const std::string report = FormatHealthReport(health_->command(), result);
+    spdlog::error("health check '{}' {}; this node does not join: it leaves the job", health_->command(),
+                  result.failure);
+    if (events_) {
+      events_->Emit("node_unhealthy", Json{{"source", "health_check"}, {"during", "rendezvous"},
+                                           {"report", report}, {"last_lines", result.last_lines}});
+    }
+    LeaveUnhealthy(report);
+    return;
+  }
+  rdzv_.NextRound([this](const Result<Round>& round) { OnRound(round); });
+}
+
+void Agent::ArmHealthTimer() {
+  if (!health_ || config_.health_check_interval <= Seconds(0)) return;
+  health_timer_.expires_after(ToDuration(config_.health_check_interval));
+  health_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || state_ != State::kRunning) return;
+    health_->Run([this](const HealthResult& result) { OnPeriodicCheck(result); });
+  });
+}
+
+void Agent::OnPeriodicCheck(const HealthResult& result) {
+  if (state_ != State::kRunning) return;
+  if (result.healthy) {
+    ArmHealthTimer();
+    return;
+  }
+  const std::string report = FormatHealthReport(health_->command(), result);
+  spdlog::error("health check '{}' {}; stopping the workers: this node leaves the job", health_->command(),
+                result.failure);
+  if (events_) {
+    events_->Emit("node_unhealthy", Json{{"source", "health_check"}, {"during", "running"},
+                                         {"report", report}, {"last_lines", result.last_lines}});
+  }
+  StopGroup(SIGTERM, Stop::ToLeaveUnhealthy(report));
+}
+
+std::string Agent::ExcludeNodeFile() const { return log_dir_.path() + "/exclude_node"; }
+
+void Agent::OnExclusionRequest(const std::string& reason) {
+  const std::string report =
+      "a worker asked to exclude this node (CTRUN_EXCLUDE_NODE_FILE): " + reason;
+  const bool running = state_ == State::kRunning;
+  const bool restarting = state_ == State::kStopping && stop_->then == Stop::Then::kRestart;
+  if (!running && !restarting) return;  // finishing anyway (success or a signal)
+  spdlog::error("{}; stopping the workers: this node leaves the job", report);
+  if (events_) {
+    events_->Emit("node_unhealthy", Json{{"source", "exclusion_request"}, {"during", StateName(state_)},
+                                         {"report", report}, {"last_lines", Json::array({reason})}});
+  }
+  if (running) {
+    StopGroup(SIGTERM, Stop::ToLeaveUnhealthy(report));
+  } else {
+    // A worker failed just before (or because of) its request: the stop
+    // under way is the node's exclusion, not a restart.
+    stop_->then = Stop::Then::kLeaveUnhealthy;
+    stop_->cause = report;
+  }
+}
+
+void Agent::StopHealthWatch() {
+  health_timer_.cancel();
+  if (health_) health_->Cancel();
+}
+
+// The node leaves for good; the rendezvous counts it against
+// --max-unhealthy-nodes and a spare (or the survivors) takes over.
+void Agent::LeaveUnhealthy(const std::string& report) {
+  std::string block = "[ctrun] node unhealthy: " + HostName() + "\n";
+  for (size_t start = 0; start < report.size();) {
+    size_t end = report.find('\n', start);
+    if (end == std::string::npos) end = report.size();
+    block += "  " + report.substr(start, end - start) + "\n";
+    start = end + 1;
+  }
+  block += "  this node leaves the job (exit code " + std::to_string(kExitNodeUnhealthy) +
+           "); the other nodes go on without it\n";
+  WriteAll(STDERR_FILENO, block);
+  rdzv_.SetUnhealthyReport(report);
+  Finish(State::kFailed, kExitNodeUnhealthy, ShutdownReason::kUnhealthy);
 }
 
 void Agent::OnRound(const Result<Round>& round) {
   if (state_ != State::kRendezvous) return;  // a signal ended the wait
   if (!round.ok()) {
-    spdlog::error("rendezvous failed: {}", round.status().message());
-    if (events_) events_->Emit("rendezvous_failed", Json{{"error", round.status().message()}});
-    Finish(State::kFailed, kExitFailure, ShutdownReason::kFailed);
+    const bool budget = round.status().code() == Status::Code::kResourceExhausted;
+    if (budget) {
+      spdlog::error("the job ends: {} (exit code {})", round.status().message(), kExitUnhealthyBudget);
+    } else {
+      spdlog::error("rendezvous failed: {}", round.status().message());
+    }
+    if (events_) {
+      events_->Emit(budget ? "unhealthy_budget_exceeded" : "rendezvous_failed",
+                    Json{{"error", round.status().message()}});
+    }
+    Finish(State::kFailed, budget ? kExitUnhealthyBudget : kExitFailure, ShutdownReason::kFailed);
     return;
   }
   if (events_) {
@@ -149,6 +249,10 @@ void Agent::StartWorkers(const Round& round) {
   tees_.clear();
   open_tees_ = 0;
   running_ = static_cast<int>(specs.size());
+  // Armed before the workers start, so no request can be missed; a stale
+  // one is removed.
+  exclusion_ = std::make_unique<ExclusionWatch>(
+      io_, ExcludeNodeFile(), [this](const std::string& reason) { OnExclusionRequest(reason); });
   std::vector<std::pair<int, int>> pipes;
   Status s = workers_.Start(
       specs, [this](const WorkerExit& e) { OnWorkerExit(e); }, &pipes);
@@ -162,6 +266,7 @@ void Agent::StartWorkers(const Round& round) {
   EmitWorkersStarted();
   StartHeartbeat();
   StartTees(pipes);
+  ArmHealthTimer();
 }
 
 RoundEnv Agent::MakeRoundEnv(const Round& round) const {
@@ -174,6 +279,7 @@ RoundEnv Agent::MakeRoundEnv(const Round& round) const {
   round_env.use_agent_store = round.use_agent_store;
   round_env.role = config_.role;
   round_env.virtual_local_rank = config_.virtual_local_rank;
+  round_env.exclude_node_file = ExcludeNodeFile();
   for (int sig : config_.signals_to_handle) round_env.signals_to_handle_names.push_back(SignalName(sig));
   return round_env;
 }
@@ -288,6 +394,9 @@ void Agent::StartTee(int pipe_fd, bool tee, bool redirect, bool on_console, cons
 
 void Agent::OnWorkerExit(const WorkerExit& e) {
   --running_;
+  // A worker that wrote its request and exited: the request wins over the
+  // failure (the inotify event may come after the exit).
+  if (exclusion_ && state_ == State::kRunning) exclusion_->Check();
   if (heartbeat_) heartbeat_->Forget(e.local_rank);
   EmitWorkerExited(e);
   const bool failed = e.exit_code != 0;
@@ -538,6 +647,7 @@ void Agent::StopGroup(int sig, Stop stop) {
     stop.attempt.membership_changed = membership;
   }
   heartbeat_.reset();
+  StopHealthWatch();
   state_ = State::kStopping;
   stop_ = std::move(stop);
   workers_.Close(sig, ToDuration(config_.shutdown_grace), ToDuration(config_.kill_timeout),
@@ -563,9 +673,15 @@ bool Agent::EndStopIfDrained() {
   if (!stop_ || !stop_->group_closed || open_tees_ > 0) return false;
   const Stop stop = std::move(*stop_);
   stop_.reset();
+  exclusion_.reset();
   if (!stop.stuck.empty()) {
     ReportStuck(stop.stuck);
-    Finish(State::kFailed, kExitWorkersStuck, ShutdownReason::kFailed);
+    std::string report = "workers outlived SIGKILL by --kill-timeout:";
+    for (const StuckProcess& p : stop.stuck) {
+      report += fmt::format(" pid {} ({}{})", p.pid, p.comm.empty() ? "" : p.comm + ", ", p.state);
+    }
+    rdzv_.SetUnhealthyReport(report);
+    Finish(State::kFailed, kExitWorkersStuck, ShutdownReason::kUnhealthy);
     return true;
   }
   switch (stop.then) {
@@ -577,6 +693,9 @@ bool Agent::EndStopIfDrained() {
       break;
     case Stop::Then::kExitForSignal:
       Finish(State::kFailed, kExitSignalBase + stop.signal, ShutdownReason::kSignal);
+      break;
+    case Stop::Then::kLeaveUnhealthy:
+      LeaveUnhealthy(stop.cause);
       break;
   }
   return true;
@@ -592,6 +711,8 @@ void Agent::Finish(State final_state, int code, ShutdownReason reason) {
   boost::system::error_code ignored;
   signals_.cancel(ignored);
   backoff_timer_.cancel();
+  StopHealthWatch();
+  exclusion_.reset();
   if (code == kExitSuccess) log_dir_.RemoveIfTemporary();
   rdzv_.Shutdown(reason, [this] { io_.stop(); });
 }

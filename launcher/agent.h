@@ -40,7 +40,20 @@
 //       succeed                            -> kSucceeded (0)
 //       exit for signal N                  -> kFailed (128+N)
 //   kStopping --close gave up: processes left --kill-timeout after SIGKILL-->
-//       kFailed (4; which pids, in what state), whatever the stop's `then`
+//       kFailed (4; which pids, in what state; leaves the rendezvous as
+//       unhealthy), whatever the stop's `then`
+//
+// Node health (--health-check, CTRUN_EXCLUDE_NODE_FILE; SetHealthCheck):
+//   kRendezvous: the check runs before every join; it failed (or timed
+//       out) --> kFailed (4), leaving the rendezvous as unhealthy
+//   kRunning --the periodic check failed (--health-check-interval), or a
+//       worker asked to exclude the node--> kStopping{leave unhealthy}
+//   kStopping{restart} --a worker asked to exclude the node-->
+//       the same stop, then leave unhealthy
+//   kStopping{leave unhealthy} --group closed and tees drained-->
+//       kFailed (4; the report on stderr and in the "node_unhealthy" event;
+//       the rendezvous records it, the other nodes restart without it)
+//   kRendezvous --the run was closed for --max-unhealthy-nodes--> kFailed (5)
 //
 // kSucceeded and kFailed are final: the rendezvous is shut down and `io` is
 // stopped. A worker failure seen after a signal is not reported.
@@ -68,6 +81,8 @@
 #include <vector>
 
 #include "launcher/cli/config.h"
+#include "launcher/health/exclusion_request.h"
+#include "launcher/health/health_check.h"
 #include "launcher/logs/event_log.h"
 #include "launcher/logs/filtered_log.h"
 #include "launcher/process/heartbeat.h"
@@ -88,6 +103,8 @@ inline constexpr int kExitFailure = 1;   // workers failed with no restarts left
 inline constexpr int kExitUsage = 2;     // bad flag, env value or script; nothing was started
 inline constexpr int kExitDoNotRequeue = 3;  // --fail-fast-on-startup: the first attempt failed at start-up
 inline constexpr int kExitWorkersStuck = 4;  // processes outlived SIGKILL by --kill-timeout: node unhealthy
+inline constexpr int kExitNodeUnhealthy = 4;  // the same code: a failed health check or exclusion request
+inline constexpr int kExitUnhealthyBudget = 5;  // more nodes left unhealthy than --max-unhealthy-nodes
 inline constexpr int kExitSignalBase = 128;  // 128 + N: stopped by signal N, workers stopped first
 
 class Agent {
@@ -111,6 +128,13 @@ class Agent {
   // given to its worker at every start and named in its events and its
   // failure report. Call before Start; none by default.
   void SetWorkerBindings(std::vector<WorkerBinding> bindings) { bindings_ = std::move(bindings); }
+  // --health-check: runs `check` before every join and, with
+  // --health-check-interval, while the workers run (borrowed; must outlive
+  // the Agent). Call before Start; none by default.
+  void SetHealthCheck(HealthChecker* check) { health_ = check; }
+  // The file a worker writes to ask for this node's exclusion
+  // (CTRUN_EXCLUDE_NODE_FILE): <run log dir>/exclude_node.
+  std::string ExcludeNodeFile() const;
   // Acts on `sig` as on a handled signal received (see the diagram above).
   // Start routes the real ones here; tests call it directly.
   void HandleSignal(int sig);
@@ -125,9 +149,10 @@ class Agent {
       kRestart,        // re-rendezvous and start a new group (budget permitting)
       kSucceed,        // every worker exited 0: finish with kExitSuccess
       kExitForSignal,  // finish with kExitSignalBase + signal
+      kLeaveUnhealthy, // leave the job as unhealthy: finish with kExitNodeUnhealthy
     };
     Then then = Then::kRestart;
-    std::string cause;          // kRestart: the "restart" event's cause
+    std::string cause;          // kRestart: the "restart" event's cause; kLeaveUnhealthy: the report
     bool charged = true;        // kRestart: counts against --max-restarts
     int signal = 0;             // kExitForSignal: the last signal received
     bool group_closed = false;  // the WorkerGroup's Close has completed
@@ -144,6 +169,12 @@ class Agent {
     static Stop ToSucceed() {
       Stop s;
       s.then = Then::kSucceed;
+      return s;
+    }
+    static Stop ToLeaveUnhealthy(std::string report) {
+      Stop s;
+      s.then = Then::kLeaveUnhealthy;
+      s.cause = std::move(report);
       return s;
     }
     static Stop ToExitForSignal(int sig) {
@@ -199,6 +230,15 @@ class Agent {
   void ReportFailure(std::optional<int> code = std::nullopt);
   void StopAtStartup(const Stop& stop);
   void ReportStuck(const std::vector<StuckProcess>& stuck);
+  // Node health (launcher/health/).
+  void OnPreJoinCheck(const HealthResult& result);
+  void ArmHealthTimer();
+  void OnPeriodicCheck(const HealthResult& result);
+  void OnExclusionRequest(const std::string& reason);
+  void StopHealthWatch();
+  // Says why on stderr, then finishes with kExitNodeUnhealthy, leaving the
+  // rendezvous as unhealthy with `report`.
+  void LeaveUnhealthy(const std::string& report);
 
   boost::asio::io_context& io_;
   const LaunchConfig& config_;
@@ -229,6 +269,9 @@ class Agent {
   int open_tees_ = 0;
   std::unique_ptr<HeartbeatWatcher> heartbeat_;  // null when --heartbeat-timeout is 0
   std::vector<WorkerBinding> bindings_;          // --numa-binding; empty: none
+  HealthChecker* health_ = nullptr;              // --health-check; null: none
+  boost::asio::steady_timer health_timer_;       // --health-check-interval, armed while kRunning
+  std::unique_ptr<ExclusionWatch> exclusion_;    // live while the group runs or stops
 };
 
 }  // namespace ctrun::launcher

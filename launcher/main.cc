@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "launcher/agent.h"
+#include "launcher/health/command_check.h"
 #include "launcher/cli/command.h"
 #include "launcher/logs/event_log.h"
 #include "launcher/cli/config.h"
@@ -155,8 +156,19 @@ int main(int argc, char** argv) {
   Result<RunLogDir> log_dir = RunLogDir::Create(config.log_dir, config.rdzv_id);
   if (!log_dir.ok()) return UsageError(log_dir.status());
   WorkerSet workers(io, reaper, guard->get());
+  // --health-check runs in a process group of its own, never the workers'.
+  WorkerSet health_runner(io, reaper, guard->get());
+  std::unique_ptr<CommandHealthCheck> health;
+  if (config.health_check) {
+    Environment check_env = env;
+    check_env["CTRUN_LOG_DIR"] = log_dir->path();  // scripts/health-check.sh tests that it is writable
+    health = std::make_unique<CommandHealthCheck>(
+        io, health_runner, *config.health_check,
+        std::chrono::duration_cast<Duration>(config.health_check_timeout), ToEnvStrings(check_env));
+  }
   Agent agent(io, config, env, **rdzv, workers, std::move(*log_dir), store.get(), events.get());
   agent.SetWorkerBindings(std::move(*bindings));
+  agent.SetHealthCheck(health.get());
   agent.Start();
   io.run();
   (*guard)->HandOverAtExit();

@@ -106,6 +106,25 @@ Result<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args, const E
   return out;
 }
 
+// The nodes that left as unhealthy, each with its report (the failed
+// check's last output lines, indented); "" when there are none.
+std::string FormatUnhealthy(const rdzv::RunView& view) {
+  if (view.counts.unhealthy == 0) return "";
+  std::string out = fmt::format("unhealthy nodes: {} (the job ends above {}, --max-unhealthy-nodes)\n",
+                                view.counts.unhealthy, view.counts.max_unhealthy);
+  for (const rdzv::UnhealthyNode& u : view.unhealthy) {
+    out += "  " + rdzv::ToString(u.node) + ":\n";
+    std::string::size_type start = 0;
+    while (start < u.report.size()) {
+      std::string::size_type end = u.report.find('\n', start);
+      if (end == std::string::npos) end = u.report.size();
+      out += "    " + u.report.substr(start, end - start) + "\n";
+      start = end + 1;
+    }
+  }
+  return out;
+}
+
 std::string FormatStatus(const std::string& run_id, const std::string& endpoint, const rdzv::RunView& view) {
   const rdzv::Counts& c = view.counts;
   std::string state;
@@ -123,7 +142,7 @@ std::string FormatStatus(const std::string& run_id, const std::string& endpoint,
   }
   std::string out = fmt::format("run '{}' on {}: round {}, {}; nodes {}..{}, {} live\n", run_id, endpoint, c.round,
                                 state, c.min_nodes, c.max_nodes, c.live_nodes);
-  if (view.nodes.empty()) return out + "no nodes\n";
+  if (view.nodes.empty()) return out + "no nodes\n" + FormatUnhealthy(view);
   size_t node_width = 4, addr_width = 4;
   for (const rdzv::NodeView& n : view.nodes) {
     node_width = std::max(node_width, rdzv::ToString(n.node).size());
@@ -137,7 +156,7 @@ std::string FormatStatus(const std::string& run_id, const std::string& endpoint,
                        n.local_world_size > 0 ? std::to_string(n.local_world_size) : "-", n.addr.empty() ? "-" : n.addr,
                        addr_width, SecondsText(n.last_seen_s));
   }
-  return out;
+  return out + FormatUnhealthy(view);
 }
 
 int RunStatusCommand(const std::vector<std::string>& args, const Environment& env) {

@@ -32,7 +32,12 @@ Result<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args, const E
 // The usage text of `ctrun status --help`.
 std::string StatusHelpText();
 
-// The table: a header line (run, server, round, state, size) and one line per node.
+// The nodes that left as unhealthy: their count, the budget and each one's
+// report, indented; "" when none did.
+std::string FormatUnhealthy(const rdzv::RunView& view);
+
+// The table: a header line (run, server, round, state, size) and one line per
+// node, then FormatUnhealthy.
 std::string FormatStatus(const std::string& run_id, const std::string& endpoint, const rdzv::RunView& view);
 
 // Runs `ctrun status ARGS`: prints the table or a one-line error; returns

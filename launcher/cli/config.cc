@@ -233,6 +233,10 @@ Status ReadOtherEnvironment(const Environment& env, LaunchConfig& config) {
   if (auto it = env.find("CTRUN_EVENTS_FILE"); it != env.end() && !it->second.empty() && !config.events_file) {
     config.events_file = it->second;
   }
+  // Like CTRUN_EVENTS_FILE: --health-check and PET_HEALTH_CHECK win over it.
+  if (auto it = env.find("CTRUN_HEALTH_CHECK"); it != env.end() && !it->second.empty() && !config.health_check) {
+    config.health_check = it->second;
+  }
   return Status::Ok();
 }
 

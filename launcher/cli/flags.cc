@@ -207,6 +207,32 @@ std::vector<FlagSpec> BuildTable() {
        CTRUN_APPLY(return ApplyTimeoutOrOff(v, c.hang_stacks_timeout, "10");), "SECONDS",
        "Before killing a hung worker (heartbeat expired, or still running after the shutdown grace), "
        "save its stacks with gdb to attempt_N/<local_rank>/stacks.txt, taking at most SECONDS; 0 = off.",
+      {"--health-check", {"--health-check", "--health_check"}, "PET_HEALTH_CHECK", nullptr, K::kValue,
+       CTRUN_APPLY(if (v.empty()) {
+         return Status::InvalidArgument("must not be empty (give a command, e.g. --health-check "
+                                        "/usr/share/ctrun/health-check.sh)");
+       } c.health_check = std::string(v); return Status::Ok();),
+       "CMD",
+       "Run CMD (/bin/sh -c) before every join; a node whose check fails or times out leaves the job as "
+       "unhealthy (exit code 4) and a spare takes its place (also CTRUN_HEALTH_CHECK).",
+       G::kCtrun},
+      {"--health-check-timeout", {"--health-check-timeout", "--health_check_timeout"},
+       "PET_HEALTH_CHECK_TIMEOUT", "60", K::kValue,
+       CTRUN_APPLY(auto s = PositiveSeconds(v, "60"); if (!s.ok()) return s.status();
+                   c.health_check_timeout = *s; return Status::Ok();),
+       "SECONDS", "A health check still running this long is killed and counts as failed.", G::kCtrun},
+      {"--health-check-interval", {"--health-check-interval", "--health_check_interval"},
+       "PET_HEALTH_CHECK_INTERVAL", "0", K::kValue,
+       CTRUN_APPLY(return ApplyTimeoutOrOff(v, c.health_check_interval, "300");), "SECONDS",
+       "Also run --health-check every SECONDS while the workers run; 0 = only before each join.",
+       G::kCtrun},
+      {"--max-unhealthy-nodes", {"--max-unhealthy-nodes", "--max_unhealthy_nodes"},
+       "PET_MAX_UNHEALTHY_NODES", nullptr, K::kValue,
+       CTRUN_APPLY(int n = 0; CTRUN_RETURN_IF_ERROR(ApplyNonNegativeInt(v, n, "1"));
+                   c.max_unhealthy_nodes = n; return Status::Ok();),
+       "N",
+       "End the job on every node (exit code 5) once more than N nodes left it as unhealthy "
+       "(default: nnodes max - min).",
        G::kCtrun},
       {"--version", {"--version"}, "", nullptr, K::kAction, nullptr, "", "Print the version and exit.",
        G::kCtrun},

@@ -110,6 +110,15 @@ struct LaunchConfig {
   // --hang-stacks-timeout (ctrun only): before a worker is killed for a hang,
   // its stacks are saved with gdb, for at most this long; 0 = off.
   Seconds hang_stacks_timeout{10};
+  // Node health (ctrun only; launcher/health/): --health-check runs CMD
+  // (/bin/sh -c) before every join and, every --health-check-interval
+  // seconds (0 = only before joins), while the workers run; a failure or a
+  // run past --health-check-timeout makes the node leave as unhealthy.
+  std::optional<std::string> health_check;
+  Seconds health_check_timeout{60};
+  Seconds health_check_interval{0};
+  // --max-unhealthy-nodes: job-wide; nullopt = nnodes max - min.
+  std::optional<int> max_unhealthy_nodes;
   // ctrun only: worker rank 0 hosts the c10d store (TORCHELASTIC_USE_AGENT_STORE=False)
   // instead of the agent (rendezvous/store/store_server.h).
   bool no_agent_store = false;

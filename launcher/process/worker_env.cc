@@ -51,6 +51,7 @@ Environment BuildWorkerEnv(const Environment& base, const WorkerRanks& ranks,
   env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = Join(round.signals_to_handle_names, ',');
   env["TORCHELASTIC_ERROR_FILE"] = error_file;
   if (!heartbeat_file.empty()) env["CTRUN_HEARTBEAT_FILE"] = heartbeat_file;
+  if (!round.exclude_node_file.empty()) env["CTRUN_EXCLUDE_NODE_FILE"] = round.exclude_node_file;
   if (round.virtual_local_rank) {
     env["LOCAL_RANK"] = "0";
     if (std::optional<std::string> device = VirtualDevice(base, ranks.local_rank)) {

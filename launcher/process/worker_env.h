@@ -43,6 +43,9 @@ struct RoundEnv {
   // --virtual-local-rank: LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES = the
   // worker's own device (VirtualDevice below).
   bool virtual_local_rank = false;
+  // CTRUN_EXCLUDE_NODE_FILE: where a worker writes to ask for its node's
+  // exclusion (launcher/health/exclusion_request.h); "" = not set.
+  std::string exclude_node_file;
 };
 
 // Returns the worker's whole environment: every variable of `base` (the
@@ -54,6 +57,7 @@ struct RoundEnv {
 //   TORCHELASTIC_USE_AGENT_STORE TORCHELASTIC_SIGNALS_TO_HANDLE
 //   TORCHELASTIC_ERROR_FILE (= error_file, always set)
 //   CTRUN_HEARTBEAT_FILE (= heartbeat_file, only when it is not empty)
+//   CTRUN_EXCLUDE_NODE_FILE (= round.exclude_node_file, when not empty)
 // TORCH_NCCL_ASYNC_ERROR_HANDLING (torch 2.x) and NCCL_ASYNC_ERROR_HANDLING
 // (torch 1.13) keep the value `base` gives each, else "1".
 // With round.virtual_local_rank, LOCAL_RANK is "0" and CUDA_VISIBLE_DEVICES

@@ -196,8 +196,16 @@ void GrpcRendezvous::OnUpdate(const rdzv::Update& update) {
     if (phase_ == Phase::kRunning) Changed("this node was evicted: " + e->message);
     return;
   }
-  if (std::get_if<rdzv::Closed>(&update)) {
+  if (const auto* c = std::get_if<rdzv::Closed>(&update)) {
     closed_ = true;
+    if (c->unhealthy_budget_exceeded) {
+      // The job ends on every node: a joining one fails its join at once;
+      // a running one stops its workers and re-joins, which the closed run
+      // refuses the same way (Rejected{kUnhealthyBudget}).
+      if (phase_ == Phase::kJoining) FinishJoin(Status::ResourceExhausted(c->message));
+      if (phase_ == Phase::kRunning) Changed("the job's unhealthy-node budget is exhausted: " + c->message);
+      return;
+    }
     if (phase_ == Phase::kJoining) {
       FinishJoin(Status::Aborted("rendezvous run '" + options_.client.run_id +
                                  "' was closed while this node was joining"));
@@ -329,9 +337,9 @@ void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
   reconnect_timer_.cancel();
   keep_alive_timer_.cancel();
   status_timer_.cancel();
-  const rdzv::LeaveReason leave = reason == ShutdownReason::kSignal
-                                      ? rdzv::LeaveReason::kSignal
-                                      : rdzv::LeaveReason::kNormalExit;
+  const rdzv::LeaveReason leave = reason == ShutdownReason::kSignal      ? rdzv::LeaveReason::kSignal
+                                  : reason == ShutdownReason::kUnhealthy ? rdzv::LeaveReason::kUnhealthy
+                                                                         : rdzv::LeaveReason::kNormalExit;
   // On a signal, leave promptly: the peers learn of it from the keep-alives
   // anyway. A server that did not answer the last Join (or was lost while
   // the workers ran) will not answer a Leave either: do not wait
@@ -356,7 +364,8 @@ void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
   };
   // A refused node never joined; a Leave would only wait out its timeout.
   if (refused_) return after_leave(Status::Ok());
-  client_->Leave(leave, timeout, after_leave);
+  client_->Leave(leave, timeout, after_leave,
+                 reason == ShutdownReason::kUnhealthy ? unhealthy_report_ : std::string());
 }
 
 // The hosting agent keeps serving until the other nodes are gone.

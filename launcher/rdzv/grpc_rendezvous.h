@@ -72,8 +72,10 @@ class GrpcRendezvous : public RendezvousHandler {
   void NextRound(std::function<void(Result<Round>)> done) override;
   void OnChange(ChangeCallback cb) override { on_change_ = std::move(cb); }
   void Shutdown(ShutdownReason reason, std::function<void()> done) override;
+  void SetUnhealthyReport(const std::string& report) override { unhealthy_report_ = report; }
 
  private:
+  std::string unhealthy_report_;  // Shutdown(kUnhealthy)'s Leave carries it
   enum class Phase { kIdle, kJoining, kRunning, kShutdown };
 
   void OnUpdate(const rdzv::Update& update);

@@ -41,6 +41,10 @@ enum class ShutdownReason {
   kSucceeded,  // the job finished: close the rendezvous
   kFailed,     // the job failed for good: close the rendezvous
   kSignal,     // ctrun was signalled: leave, but do not close (peers may go on)
+  // This node is unhealthy (its health check failed, or a worker asked to
+  // exclude it): leave as unhealthy (SetUnhealthyReport says why), do not
+  // close; the run counts it against --max-unhealthy-nodes.
+  kUnhealthy,
 };
 
 class RendezvousHandler {
@@ -55,6 +59,8 @@ class RendezvousHandler {
   // Joins the next round. `done` runs once with the round, or with
   // DeadlineExceeded (join timeout), Aborted (the run was closed) or
   // Unavailable (the rendezvous cannot be reached).
+  // ResourceExhausted: the run was closed because more nodes left it as
+  // unhealthy than --max-unhealthy-nodes allows (the job ends, exit 5).
   virtual void NextRound(std::function<void(Result<Round>)> done) = 0;
 
   // Registers the membership-change callback (replaces any earlier one).
@@ -62,6 +68,10 @@ class RendezvousHandler {
 
   // Ends this node's part; `done` runs when peers have been told.
   virtual void Shutdown(ShutdownReason reason, std::function<void()> done) = 0;
+
+  // The report a Shutdown(kUnhealthy) leaves with: the failed check and its
+  // last output lines. A rendezvous that keeps no such record ignores it.
+  virtual void SetUnhealthyReport(const std::string& /*report*/) {}
 };
 
 }  // namespace ctrun::launcher

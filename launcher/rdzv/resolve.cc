@@ -42,6 +42,7 @@ Result<rdzv::Params> MachineParams(const LaunchConfig& config) {
   params.close_timeout = ToDuration(config.rdzv_conf.close_timeout);
   params.keep_alive_interval = ToDuration(config.rdzv_conf.keep_alive_interval);
   params.keep_alive_max_attempt = config.rdzv_conf.keep_alive_max_attempt;
+  params.max_unhealthy_nodes = config.max_unhealthy_nodes.value_or(-1);
   if (Status s = rdzv::ValidateParams(params); !s.ok()) return s;
   return params;
 }

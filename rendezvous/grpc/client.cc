@@ -247,7 +247,7 @@ void RendezvousClient::KeepAlive(std::function<void(const Status&)> done) {
 }
 
 void RendezvousClient::Leave(LeaveReason reason, Duration timeout,
-                             std::function<void(const Status&)> done) {
+                             std::function<void(const Status&)> done, const std::string& report) {
   v1::LeaveRequest req;
   req.set_version(v1::PROTOCOL_VERSION_2);
   req.set_run_id(options_.run_id);
@@ -256,7 +256,9 @@ void RendezvousClient::Leave(LeaveReason reason, Duration timeout,
   req.set_token(options_.token);
   req.set_reason(reason == LeaveReason::kNormalExit ? v1::LeaveRequest::NORMAL_EXIT
                  : reason == LeaveReason::kSignal   ? v1::LeaveRequest::SIGNAL
+                 : reason == LeaveReason::kUnhealthy ? v1::LeaveRequest::UNHEALTHY
                                                     : v1::LeaveRequest::FAILURE);
+  req.set_report(report);
   impl_->Unary<v1::LeaveRequest, v1::LeaveReply>(
       [](auto* a, grpc::ClientContext* c, const v1::LeaveRequest* q, v1::LeaveReply* r, auto cb) { a->Leave(c, q, r, std::move(cb)); }, std::move(req), timeout,
       [done](const Status& s, const v1::LeaveReply&) { done(s); });

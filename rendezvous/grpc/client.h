@@ -80,8 +80,10 @@ class RendezvousClient {
   // `done` gets OK, or the rejection as a Status (ToStatus), or Unavailable.
   void KeepAlive(std::function<void(const Status&)> done);
 
-  // `done` gets OK or Unavailable; bounded by `timeout`.
-  void Leave(LeaveReason reason, Duration timeout, std::function<void(const Status&)> done);
+  // `done` gets OK or Unavailable; bounded by `timeout`. `report`: with
+  // kUnhealthy, the failed check and its last output lines.
+  void Leave(LeaveReason reason, Duration timeout, std::function<void(const Status&)> done,
+             const std::string& report = "");
 
   // The run's state in numbers (machine.h's Counts; last_call_deadline on
   // this host's clock); bounded by `timeout`. Unlike the other calls it does

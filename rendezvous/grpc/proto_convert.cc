@@ -68,7 +68,14 @@ struct UpdateWriter {
   }
   void operator()(const TimedOut& d) const { out->mutable_timed_out()->set_message(d.message); }
   void operator()(const Evicted& d) const { out->mutable_evicted()->set_message(d.message); }
-  void operator()(const Closed& d) const { out->mutable_closed()->set_round(d.round); }
+  void operator()(const Closed& d) const {
+    v1::Closed* c = out->mutable_closed();
+    c->set_round(d.round);
+    if (d.unhealthy_budget_exceeded) {
+      c->set_unhealthy_budget_exceeded(true);
+      c->set_message(d.message);
+    }
+  }
 };
 
 void NodesToProto(const std::vector<NodeId>& nodes, google::protobuf::RepeatedPtrField<v1::NodeId>* out) {
@@ -94,6 +101,7 @@ Params ParamsFromProto(const v1::RunParams& params) {
   p.close_timeout = FromSeconds(params.close_timeout_s());
   p.keep_alive_interval = FromSeconds(params.keep_alive_interval_s());
   p.keep_alive_max_attempt = params.keep_alive_max_attempt();
+  if (params.has_max_unhealthy_nodes()) p.max_unhealthy_nodes = params.max_unhealthy_nodes();
   return p;
 }
 
@@ -105,6 +113,10 @@ void ParamsToProto(const Params& params, v1::RunParams* out) {
   out->set_close_timeout_s(ToSeconds(params.close_timeout));
   out->set_keep_alive_interval_s(ToSeconds(params.keep_alive_interval));
   out->set_keep_alive_max_attempt(params.keep_alive_max_attempt);
+  if (params.max_unhealthy_nodes >= 0) {
+    out->set_has_max_unhealthy_nodes(true);
+    out->set_max_unhealthy_nodes(params.max_unhealthy_nodes);
+  }
 }
 
 Join JoinFromProto(const v1::JoinRequest& request, const std::string& peer_ip) {
@@ -123,10 +135,11 @@ Result<LeaveReason> LeaveReasonFromProto(v1::LeaveRequest::Reason reason) {
     case v1::LeaveRequest::NORMAL_EXIT: return LeaveReason::kNormalExit;
     case v1::LeaveRequest::FAILURE: return LeaveReason::kFailure;
     case v1::LeaveRequest::SIGNAL: return LeaveReason::kSignal;
+    case v1::LeaveRequest::UNHEALTHY: return LeaveReason::kUnhealthy;
     default: break;
   }
   return Status::InvalidArgument("LeaveRequest.reason " + std::to_string(static_cast<int>(reason)) +
-                                 ": expected NORMAL_EXIT, FAILURE or SIGNAL (use the same ctrun version on every node)");
+                                 ": expected NORMAL_EXIT, FAILURE, SIGNAL or UNHEALTHY (use the same ctrun version on every node)");
 }
 
 void UpdateFromDecision(const Decision& decision, v1::Update* out) { std::visit(UpdateWriter{out}, decision); }
@@ -137,6 +150,7 @@ v1::Rejected::Code RejectCodeToProto(RejectCode code) {
     case RejectCode::kDuplicateNode: return v1::Rejected::DUPLICATE_NODE;
     case RejectCode::kUnknownNode: return v1::Rejected::UNKNOWN_NODE;
     case RejectCode::kInvalidJoin: return v1::Rejected::INVALID_JOIN;
+    case RejectCode::kUnhealthyBudget: return v1::Rejected::UNHEALTHY_BUDGET;
   }
   return v1::Rejected::CODE_UNSPECIFIED;
 }
@@ -160,6 +174,8 @@ void StateReplyFromCounts(const Counts& counts, TimePoint now, v1::StateReply* o
   if (counts.last_call_deadline) last_call = std::max(0.0, ToSeconds(*counts.last_call_deadline - now));
   out->set_last_call_in_s(last_call);
   out->set_live_nodes(counts.live_nodes);
+  out->set_unhealthy_count(counts.unhealthy);
+  out->set_max_unhealthy(counts.max_unhealthy);
 }
 
 Counts CountsFromStateReply(const v1::StateReply& reply, TimePoint now) {
@@ -174,6 +190,8 @@ Counts CountsFromStateReply(const v1::StateReply& reply, TimePoint now) {
   c.redundant = reply.redundant_count();
   c.members = reply.member_count();
   c.live_nodes = reply.live_nodes();
+  c.unhealthy = reply.unhealthy_count();
+  c.max_unhealthy = reply.max_unhealthy();
   if (reply.last_call_in_s() >= 0) {
     c.last_call_deadline =
         now + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(reply.last_call_in_s()));
@@ -192,6 +210,11 @@ void StateReplyAddView(const RunView& view, v1::StateReply* out) {
     p->set_addr(n.addr);
     p->set_last_seen_s(n.last_seen_s);
   }
+  for (const UnhealthyNode& u : view.unhealthy) {
+    v1::UnhealthyNode* p = out->add_unhealthy();
+    NodeToProto(u.node, p->mutable_node());
+    p->set_report(u.report);
+  }
 }
 
 RunView RunViewFromStateReply(const v1::StateReply& reply, TimePoint now) {
@@ -207,6 +230,9 @@ RunView RunViewFromStateReply(const v1::StateReply& reply, TimePoint now) {
     n.addr = p.addr();
     n.last_seen_s = p.last_seen_s();
     view.nodes.push_back(std::move(n));
+  }
+  for (const v1::UnhealthyNode& p : reply.unhealthy()) {
+    view.unhealthy.push_back(UnhealthyNode{NodeFromProto(p.node()), p.report()});
   }
   return view;
 }
@@ -229,6 +255,13 @@ void StateReplyFromSnapshot(const Snapshot& snapshot, TimePoint now, v1::StateRe
   if (snapshot.last_call_deadline) last_call = std::max(0.0, ToSeconds(*snapshot.last_call_deadline - now));
   out->set_last_call_in_s(last_call);
   out->set_live_nodes(snapshot.live_nodes);
+  out->set_unhealthy_count(snapshot.unhealthy);
+  out->set_max_unhealthy(snapshot.max_unhealthy);
+  for (const UnhealthyNode& u : snapshot.unhealthy_nodes) {
+    v1::UnhealthyNode* p = out->add_unhealthy();
+    NodeToProto(u.node, p->mutable_node());
+    p->set_report(u.report);
+  }
 }
 
 Rejected RejectedFromProto(const NodeId& self, const v1::Rejected& r) {
@@ -239,6 +272,7 @@ Rejected RejectedFromProto(const NodeId& self, const v1::Rejected& r) {
     case v1::Rejected::CLOSED: out.code = RejectCode::kClosed; break;
     case v1::Rejected::DUPLICATE_NODE: out.code = RejectCode::kDuplicateNode; break;
     case v1::Rejected::UNKNOWN_NODE: out.code = RejectCode::kUnknownNode; break;
+    case v1::Rejected::UNHEALTHY_BUDGET: out.code = RejectCode::kUnhealthyBudget; break;
     default: out.code = RejectCode::kInvalidJoin; break;
   }
   return out;
@@ -296,7 +330,7 @@ Decision DecisionFromUpdate(const NodeId& self, const v1::Update& u) {
     case v1::Update::KIND_NOT_SET:
       break;
   }
-  return Closed{u.closed().round(), {self}};
+  return Closed{u.closed().round(), {self}, u.closed().unhealthy_budget_exceeded(), u.closed().message()};
 }
 
 std::string PeerIp(std::string_view peer) {

@@ -145,7 +145,8 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::Leave(grpc::CallbackServerCont
     std::lock_guard<CheckedMutex> lock(mu_);
     Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
     if (machine.ok()) {
-      const rdzv::Leave leave{NodeFromProto(request->node()), request->incarnation(), *reason};
+      const rdzv::Leave leave{NodeFromProto(request->node()), request->incarnation(), *reason,
+                              request->report()};
       out.logs.push_back("rendezvous run '" + request->run_id() + "': node " + ToString(leave.node) + " left (" +
                          std::string(Name(leave.reason)) + ")");
       StepRun(request->run_id(), **machine, RunEvent{.event = leave, .now = Clock::now()}, out);

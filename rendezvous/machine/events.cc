@@ -26,6 +26,7 @@ std::string_view Name(LeaveReason reason) {
     case LeaveReason::kNormalExit: return "normal_exit";
     case LeaveReason::kFailure: return "failure";
     case LeaveReason::kSignal: return "signal";
+    case LeaveReason::kUnhealthy: return "unhealthy";
   }
   return "?";
 }
@@ -54,6 +55,7 @@ std::string_view Name(RejectCode code) {
     case RejectCode::kDuplicateNode: return "duplicate_node";
     case RejectCode::kUnknownNode: return "unknown_node";
     case RejectCode::kInvalidJoin: return "invalid_join";
+    case RejectCode::kUnhealthyBudget: return "unhealthy_budget";
   }
   return "?";
 }
@@ -78,7 +80,10 @@ std::string Describe(const Decision& decision) {
           [](const Evicted& d) { return "Evicted " + ToString(d.node); },
           [](const Rejected& d) { return "Rejected " + ToString(d.node) + " " + std::string(Name(d.code)); },
           [](const TimedOut& d) { return "TimedOut " + ToString(d.node); },
-          [](const Closed& d) { return "Closed r" + std::to_string(d.round) + " " + JoinIds(d.nodes); },
+          [](const Closed& d) {
+            return "Closed r" + std::to_string(d.round) + " " + JoinIds(d.nodes) +
+                   (d.unhealthy_budget_exceeded ? " unhealthy_budget" : "");
+          },
       },
       decision);
 }
@@ -89,6 +94,7 @@ Status ToStatus(const Rejected& rejected) {
     case RejectCode::kDuplicateNode: return Status::FailedPrecondition(rejected.message);
     case RejectCode::kUnknownNode: return Status::NotFound(rejected.message);
     case RejectCode::kInvalidJoin: return Status::InvalidArgument(rejected.message);
+    case RejectCode::kUnhealthyBudget: return Status::ResourceExhausted(rejected.message);
   }
   return Status::Internal(rejected.message);
 }

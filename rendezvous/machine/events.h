@@ -40,12 +40,18 @@ enum class LeaveReason {
   kNormalExit,  // the agent is exiting normally: closes the run, like torchrun's shutdown()
   kFailure,     // its workers failed; it will stop them and Join again
   kSignal,      // the agent got a signal and exits: scale down, the run stays open
+  // Its health check failed (or a worker asked to exclude it): it stopped
+  // its workers and exits. Like kSignal, and it counts against the run's
+  // unhealthy-node budget (Params::max_unhealthy_nodes); over it, the run
+  // closes (Closed::unhealthy_budget_exceeded).
+  kUnhealthy,
 };
 
 struct Leave {
   NodeId node;
   uint64_t incarnation = 0;
   LeaveReason reason = LeaveReason::kFailure;
+  std::string report{};  // kUnhealthy: why, with the check's last output lines
 };
 
 // The job is over (an agent exits with success or error, not on a signal).
@@ -124,6 +130,7 @@ enum class RejectCode {
   kDuplicateNode,  // another live incarnation holds this node id; may retry after the keep-alive timeout
   kUnknownNode,    // keep-alive from a node the run does not hold (evicted or never joined): Join again
   kInvalidJoin,    // a malformed Join (local_world_size <= 0, negative hint)
+  kUnhealthyBudget,  // the run was closed: more nodes left unhealthy than --max-unhealthy-nodes
 };
 
 // Reply to a request the machine refused.
@@ -147,6 +154,10 @@ struct TimedOut {
 struct Closed {
   uint64_t round = 0;
   std::vector<NodeId> nodes;
+  // Closed because more nodes left unhealthy than the budget allows: every
+  // node must end the job (exit code 5), running members included.
+  bool unhealthy_budget_exceeded = false;
+  std::string message{};  // with unhealthy_budget_exceeded: the count, the budget, the last report
   bool operator==(const Closed&) const = default;
 };
 
@@ -164,7 +175,8 @@ std::string Describe(const Decision& decision);
 
 // The Status a client returns for a refused Join/KeepAlive:
 // kClosed -> Aborted, kDuplicateNode -> FailedPrecondition,
-// kUnknownNode -> NotFound, kInvalidJoin -> InvalidArgument; message kept.
+// kUnknownNode -> NotFound, kInvalidJoin -> InvalidArgument,
+// kUnhealthyBudget -> ResourceExhausted; message kept.
 Status ToStatus(const Rejected& rejected);
 
 // DeadlineExceeded with the TimedOut message.

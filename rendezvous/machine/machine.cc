@@ -36,7 +36,9 @@ std::vector<Decision> RendezvousMachine::Step(const Event& event, TimePoint now)
   latest_now_ = now;
   std::vector<Decision> out;
   if (closed_) {
-    if (const Join* join = std::get_if<Join>(&event)) {
+    if (const Join* join = std::get_if<Join>(&event); join && !budget_closed_.empty()) {
+      out.push_back(Rejected{join->node, RejectCode::kUnhealthyBudget, budget_closed_});
+    } else if (join) {
       out.push_back(Rejected{join->node, RejectCode::kClosed,
                              "run is closed (the job finished or an agent closed it): node " +
                                  ToString(join->node) + " cannot join; start a new job with a new --rdzv-id"});
@@ -152,7 +154,15 @@ void RendezvousMachine::OnKeepAlive(const KeepAlive& keep_alive, TimePoint now, 
 
 void RendezvousMachine::OnLeave(const Leave& leave, TimePoint now, std::vector<Decision>& out) {
   auto it = nodes_.find(leave.node);
-  if (it == nodes_.end() || it->second.incarnation != leave.incarnation) return;
+  const bool held = it != nodes_.end() && it->second.incarnation == leave.incarnation;
+  if (leave.reason == LeaveReason::kUnhealthy) {
+    // Removed first, so the survivors' RestartRequested (or a spare's
+    // promotion) comes before a Closed for the budget.
+    if (held) RemoveNode(it, RestartReason::kNodeLeft, now, out);
+    RecordUnhealthy(leave, out);
+    return;
+  }
+  if (!held) return;
   NodeRecord& rec = it->second;
   switch (leave.reason) {
     case LeaveReason::kNormalExit:
@@ -171,6 +181,26 @@ void RendezvousMachine::OnLeave(const Leave& leave, TimePoint now, std::vector<D
     case LeaveReason::kSignal:
       RemoveNode(it, RestartReason::kNodeLeft, now, out);
       return;
+    case LeaveReason::kUnhealthy:
+      return;  // handled above
+  }
+}
+
+void RendezvousMachine::RecordUnhealthy(const Leave& leave, std::vector<Decision>& out) {
+  ++unhealthy_;
+  unhealthy_nodes_.push_back(UnhealthyNode{leave.node, leave.report});
+  if (unhealthy_nodes_.size() > kUnhealthyKept) unhealthy_nodes_.erase(unhealthy_nodes_.begin());
+  const int budget = MaxUnhealthy(params_);
+  if (unhealthy_ <= budget) return;
+  budget_closed_ = std::to_string(unhealthy_) + " node" + (unhealthy_ == 1 ? "" : "s") +
+                   " left the job as unhealthy, more than --max-unhealthy-nodes " + std::to_string(budget) +
+                   " allows (last: node " + ToString(leave.node) +
+                   (leave.report.empty() ? std::string() : ": " + leave.report) +
+                   "); the job ends: repair or replace the nodes, then start it again";
+  DoClose(out);
+  if (Closed* closed = out.empty() ? nullptr : std::get_if<Closed>(&out.back())) {
+    closed->unhealthy_budget_exceeded = true;
+    closed->message = budget_closed_;
   }
 }
 
@@ -379,6 +409,8 @@ Counts RendezvousMachine::Tally() const {
   c.members = static_cast<int>(members_.size());
   c.live_nodes = static_cast<int>(nodes_.size() + finishing_.size());
   c.last_call_deadline = last_call_;
+  c.unhealthy = unhealthy_;
+  c.max_unhealthy = MaxUnhealthy(params_);
   return c;
 }
 
@@ -392,6 +424,9 @@ Snapshot RendezvousMachine::State() const {
   s.max_nodes = c.max_nodes;
   s.live_nodes = c.live_nodes;
   s.last_call_deadline = c.last_call_deadline;
+  s.unhealthy = c.unhealthy;
+  s.max_unhealthy = c.max_unhealthy;
+  s.unhealthy_nodes = unhealthy_nodes_;
   s.participants = NodesWith(NodeStatus::kParticipant);
   s.rejoining = NodesWith(NodeStatus::kRejoining);
   std::vector<std::pair<uint64_t, NodeId>> spares;

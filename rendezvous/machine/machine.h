@@ -66,6 +66,18 @@ enum class NodeStatus {
 
 std::string_view Name(NodeStatus status);
 
+// A node that left the run as unhealthy (Leave{kUnhealthy}): who, and its
+// report (the failed check and its last output lines).
+struct UnhealthyNode {
+  NodeId node;
+  std::string report;
+  bool operator==(const UnhealthyNode&) const = default;
+};
+
+// How many UnhealthyNode records a run keeps (the most recent ones); the
+// count (Counts::unhealthy) covers every one.
+inline constexpr size_t kUnhealthyKept = 16;
+
 // Plain data for the status RPC and displays. "waiting for nodes: 3/4
 // (min 2), last call in 12 s" is participants.size()/max_nodes (min_nodes),
 // *last_call_deadline - now. torchrun's wait list has no lasting form here:
@@ -84,6 +96,9 @@ struct Snapshot {
   int live_nodes = 0;                // nodes the run holds, plus (once closed) members of the
                                      // last round that have not left or fallen silent yet
   std::optional<TimePoint> last_call_deadline;  // set while forming with >= min_nodes participants
+  int unhealthy = 0;                  // nodes that left as unhealthy, ever
+  int max_unhealthy = 0;              // the budget: the run closes once unhealthy exceeds it
+  std::vector<UnhealthyNode> unhealthy_nodes;  // the most recent ones (kUnhealthyKept), oldest first
 
   bool operator==(const Snapshot&) const = default;
 };
@@ -102,6 +117,8 @@ struct Counts {
   int members = 0;
   int live_nodes = 0;
   std::optional<TimePoint> last_call_deadline;
+  int unhealthy = 0;      // nodes that left as unhealthy, ever
+  int max_unhealthy = 0;  // MaxUnhealthy(params)
 };
 
 // Everything a machine holds, as plain data, so that a copy can be kept
@@ -150,6 +167,9 @@ struct MachineState {
   std::vector<FinishingNode> finishing;
   uint64_t next_arrival = 0;
   TimePoint latest_now;
+  int unhealthy = 0;                         // nodes that left as unhealthy, ever
+  std::vector<UnhealthyNode> unhealthy_nodes;  // the most recent kUnhealthyKept
+  std::string budget_closed;                 // non-empty: closed for the unhealthy budget (why)
 
   bool operator==(const MachineState&) const = default;
 };
@@ -175,7 +195,12 @@ class RendezvousMachine {
   //    hold, {kDuplicateNode} for another incarnation; nothing after close.
   //  Leave: removes the node (kFailure from a member: it stays as rejoining);
   //    a member's leave breaks the round; kNormalExit also closes. Unknown
-  //    nodes and other incarnations are ignored.
+  //    nodes and other incarnations are ignored, except for kUnhealthy: that
+  //    is counted (with its report) whoever sends it, even a node that never
+  //    joined (its check failed before its first Join). Once the count
+  //    exceeds MaxUnhealthy(params) the run closes with
+  //    Closed{unhealthy_budget_exceeded}, and later Joins get
+  //    Rejected{kUnhealthyBudget} instead of {kClosed}.
   //  Close: Closed{} once; later Closes do nothing.
   //  Tick: only deadline decisions.
   std::vector<Decision> Step(const Event& event, TimePoint now);
@@ -217,6 +242,7 @@ class RendezvousMachine {
   void OnKeepAlive(const KeepAlive& keep_alive, TimePoint now, std::vector<Decision>& out);
   void OnLeave(const Leave& leave, TimePoint now, std::vector<Decision>& out);
   void DoClose(std::vector<Decision>& out);
+  void RecordUnhealthy(const Leave& leave, std::vector<Decision>& out);
   void StepFinishing(const Event& event, TimePoint now, std::vector<Decision>& out);
 
   void ApplyDeadlinesUntil(TimePoint now, std::vector<Decision>& out);
@@ -243,6 +269,9 @@ class RendezvousMachine {
   std::map<NodeId, Finishing, NodeIdLess> finishing_;
   uint64_t next_arrival_ = 0;
   TimePoint latest_now_{};
+  int unhealthy_ = 0;
+  std::vector<UnhealthyNode> unhealthy_nodes_;  // the most recent kUnhealthyKept
+  std::string budget_closed_;                   // non-empty: closed for the unhealthy budget
 };
 
 }  // namespace ctrun::rdzv

@@ -26,6 +26,9 @@ MachineState RendezvousMachine::Export() const {
   for (const auto& [id, f] : finishing_) s.finishing.push_back(MachineState::FinishingNode{f, id});
   s.next_arrival = next_arrival_;
   s.latest_now = latest_now_;
+  s.unhealthy = unhealthy_;
+  s.unhealthy_nodes = unhealthy_nodes_;
+  s.budget_closed = budget_closed_;
   return s;
 }
 
@@ -72,6 +75,9 @@ Result<RendezvousMachine> RendezvousMachine::Import(const MachineState& s) {
   m.members_ = s.members;
   m.next_arrival_ = s.next_arrival;
   m.latest_now_ = s.latest_now;
+  m.unhealthy_ = s.unhealthy;
+  m.unhealthy_nodes_ = s.unhealthy_nodes;
+  m.budget_closed_ = s.budget_closed;
   return m;
 }
 

@@ -27,6 +27,10 @@ Duration KeepAliveTimeout(const Params& params) {
   return params.keep_alive_interval * params.keep_alive_max_attempt;
 }
 
+int MaxUnhealthy(const Params& params) {
+  return params.max_unhealthy_nodes >= 0 ? params.max_unhealthy_nodes : params.max_nodes - params.min_nodes;
+}
+
 Status ValidateParams(const Params& p) {
   std::string nnodes = "--nnodes '" + std::to_string(p.min_nodes) + ":" + std::to_string(p.max_nodes) + "'";
   if (p.min_nodes <= 0) {
@@ -43,6 +47,10 @@ Status ValidateParams(const Params& p) {
     return Status::InvalidArgument("--rdzv-conf keep_alive_max_attempt=" +
                                    std::to_string(p.keep_alive_max_attempt) +
                                    ": must be at least 1 (missed keep-alives before a node is evicted)");
+  }
+  if (p.max_unhealthy_nodes < -1) {
+    return Status::InvalidArgument("--max-unhealthy-nodes " + std::to_string(p.max_unhealthy_nodes) +
+                                   ": must not be negative (give a number of nodes >= 0)");
   }
   return Status::Ok();
 }

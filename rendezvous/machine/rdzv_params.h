@@ -21,6 +21,9 @@ struct Params {
   Duration close_timeout = std::chrono::seconds(30);       // the client's deadline for Close; unused by the machine
   Duration keep_alive_interval = std::chrono::seconds(5);  // how often each node sends KeepAlive
   int keep_alive_max_attempt = 3;                          // missed keep-alives before eviction
+  // --max-unhealthy-nodes: the run closes once more nodes than this left it
+  // as unhealthy; -1 = max_nodes - min_nodes (MaxUnhealthy).
+  int max_unhealthy_nodes = -1;
 
   bool operator==(const Params&) const = default;
 };
@@ -30,6 +33,10 @@ struct Params {
 // value in the order of the struct, e.g.
 // "--nnodes '3:2': MIN must not exceed MAX (use MIN:MAX with 0 < MIN <= MAX)".
 Status ValidateParams(const Params& params);
+
+// The unhealthy-node budget in effect: max_unhealthy_nodes, or
+// max_nodes - min_nodes when it is -1.
+int MaxUnhealthy(const Params& params);
 
 // keep_alive_interval * keep_alive_max_attempt: a node silent this long is dead.
 Duration KeepAliveTimeout(const Params& params);

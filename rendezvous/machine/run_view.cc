@@ -49,6 +49,7 @@ RunView ViewOf(const MachineState& state, const Counts& counts, TimePoint now) {
   }
   view.nodes = std::move(members);
   for (NodeView& v : others) view.nodes.push_back(std::move(v));
+  view.unhealthy = state.unhealthy_nodes;
   return view;
 }
 

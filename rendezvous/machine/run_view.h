@@ -34,6 +34,7 @@ struct RunView {
   Counts counts;
   int world_size = 0;            // workers in the running round; 0 while forming
   std::vector<NodeView> nodes;   // members in group-rank order, then the others in NodeLess order
+  std::vector<UnhealthyNode> unhealthy;  // nodes that left as unhealthy, the most recent ones
 };
 
 // The view of `state` at `now` (the machine's clock).

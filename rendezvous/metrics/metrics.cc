@@ -122,6 +122,13 @@ void RenderGauges(const std::map<std::string, const Metrics::RunNow*>& now_of, s
     for (const auto& [id, r] : now_of) f.Sample("", RunLabel(id), r->counts.closed ? 1 : 0);
   }
   {
+    // Counted by the machine itself (it closes the run on it), so it is
+    // read with the gauges.
+    Family f(out, "ctrun_unhealthy_nodes_total", "counter",
+             "Nodes that left the run as unhealthy (failed health check or exclusion request).");
+    for (const auto& [id, r] : now_of) f.Sample("", RunLabel(id), r->counts.unhealthy);
+  }
+  {
     Family f(out, "ctrun_world_size", "gauge", "Workers in the running round; 0 while a round forms.");
     for (const auto& [id, r] : now_of) f.Sample("", RunLabel(id), r->world_size);
   }

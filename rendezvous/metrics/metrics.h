@@ -17,6 +17,8 @@
 //   ctrun_round                   gauge    the round being formed or run
 //   ctrun_nodes{state}            gauge    participant, member, rejoining, spare
 //   ctrun_live_nodes              gauge    nodes the run holds
+//   ctrun_unhealthy_nodes_total   counter  nodes that left the run as unhealthy
+//                                          (the machine's count, Counts::unhealthy)
 //   ctrun_closed                  gauge    1 once the run is closed
 //   ctrun_world_size              gauge    workers in the running round (0 while forming)
 // and, unlabelled, ctrun_runs (runs served).

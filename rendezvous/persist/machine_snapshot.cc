@@ -59,6 +59,8 @@ std::string EncodeRunState(const StoredRun& run, ClockPair now) {
   p->set_close_timeout_ns(Ns(s.params.close_timeout));
   p->set_keep_alive_interval_ns(Ns(s.params.keep_alive_interval));
   p->set_keep_alive_max_attempt(s.params.keep_alive_max_attempt);
+  p->set_has_max_unhealthy_nodes(true);
+  p->set_max_unhealthy_nodes(s.params.max_unhealthy_nodes);
   out.set_round(s.round);
   out.set_complete(s.complete);
   out.set_reforming(s.reforming);
@@ -94,6 +96,13 @@ std::string EncodeRunState(const StoredRun& run, ClockPair now) {
   }
   out.set_next_arrival(s.next_arrival);
   out.set_latest_now_unix_ns(ToUnixNs(s.latest_now, now));
+  out.set_unhealthy(s.unhealthy);
+  for (const UnhealthyNode& u : s.unhealthy_nodes) {
+    pb::UnhealthyNode* pu = out.add_unhealthy_nodes();
+    KeyToProto(u.node, pu->mutable_node());
+    pu->set_report(u.report);
+  }
+  out.set_budget_closed(s.budget_closed);
   return out.SerializeAsString();
 }
 
@@ -118,6 +127,7 @@ Result<StoredRun> DecodeRunState(std::string_view bytes, ClockPair now) {
   s.params.close_timeout = FromNs(p.close_timeout_ns());
   s.params.keep_alive_interval = FromNs(p.keep_alive_interval_ns());
   s.params.keep_alive_max_attempt = p.keep_alive_max_attempt();
+  s.params.max_unhealthy_nodes = p.has_max_unhealthy_nodes() ? p.max_unhealthy_nodes() : -1;
   s.round = in.round();
   s.complete = in.complete();
   s.reforming = in.reforming();
@@ -156,6 +166,11 @@ Result<StoredRun> DecodeRunState(std::string_view bytes, ClockPair now) {
   }
   s.next_arrival = in.next_arrival();
   s.latest_now = FromUnixNs(in.latest_now_unix_ns(), now);
+  s.unhealthy = in.unhealthy();
+  for (const pb::UnhealthyNode& pu : in.unhealthy_nodes()) {
+    s.unhealthy_nodes.push_back(UnhealthyNode{KeyFromProto(pu.node()), pu.report()});
+  }
+  s.budget_closed = in.budget_closed();
   return run;
 }
 

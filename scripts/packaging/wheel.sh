@@ -54,6 +54,9 @@ for b in "${bins[@]}"; do
   chmod 755 "$data/$(basename "$b")"
 done
 cp "$src/LICENSE" "$info/LICENSE"
+# The default node health check (docs/reliability.md): <venv>/share/ctrun/.
+mkdir -p "$root/ctrun-$version.data/data/share/ctrun"
+install -m 755 "$src/scripts/health-check.sh" "$root/ctrun-$version.data/data/share/ctrun/health-check.sh"
 cat > "$info/METADATA" <<EOF
 Metadata-Version: 2.1
 Name: ctrun

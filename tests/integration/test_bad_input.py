@@ -101,6 +101,14 @@ CTRUN_ROWS = [
      "--hang-stacks-timeout '-1'"),
     ("PET_HANG_STACKS_TIMEOUT word", [TRUE], {"PET_HANG_STACKS_TIMEOUT": "long"}, 2,
      "PET_HANG_STACKS_TIMEOUT 'long'"),
+    # --- node health (issue 19)
+    ("health check empty", ["--health-check=", TRUE], {}, 2, "--health-check '': must not be empty"),
+    ("health check timeout zero", ["--health-check-timeout", "0", TRUE], {}, 2, "--health-check-timeout '0'"),
+    ("health check interval negative", ["--health-check-interval", "-5", TRUE], {}, 2,
+     "--health-check-interval '-5'"),
+    ("max unhealthy nodes negative", ["--max-unhealthy-nodes", "-1", TRUE], {}, 2, "--max-unhealthy-nodes '-1'"),
+    ("PET_MAX_UNHEALTHY_NODES word", [TRUE], {"PET_MAX_UNHEALTHY_NODES": "few"}, 2,
+     "PET_MAX_UNHEALTHY_NODES 'few'"),
     # --- torchrun 2.x's newer flags (issue 18)
     ("shutdown timeout fraction", ["--shutdown-timeout", "1.5", TRUE], {}, 2,
      "--shutdown-timeout '1.5': must be a whole number of seconds >= 0"),

@@ -60,6 +60,10 @@ class EnvironmentTest(unittest.TestCase):
             err = e["TORCHELASTIC_ERROR_FILE"]
             self.assertTrue(re.fullmatch(
                 re.escape(d) + r"/job7_[^/]+/attempt_0/" + str(lr) + r"/error\.json", err), err)
+            # ctrun's one addition to torchrun's set, on purpose: where a
+            # worker asks for its node's exclusion (docs/reliability.md).
+            self.assertEqual(e.get("CTRUN_EXCLUDE_NODE_FILE"),
+                             os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(err))), "exclude_node"))
             self.assertEqual(dump["argv"][1:], ["--lr", str(lr), "-m"])
             self.assertEqual(dump["executable"], h.PYTHON)
 

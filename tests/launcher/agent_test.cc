@@ -90,6 +90,41 @@ class FakeWorkers : public WorkerGroup {
   pid_t next_pid_ = 1000;
 };
 
+// The health check as the agent sees it: runs are recorded, results come
+// when the test says so.
+class FakeHealth : public HealthChecker {
+ public:
+  void Run(Done done) override {
+    REQUIRE(!done_);
+    ++runs;
+    done_ = std::move(done);
+  }
+  void Cancel() override {
+    if (done_) ++cancels;
+    done_ = nullptr;
+  }
+  const std::string& command() const override { return command_; }
+
+  void Answer(bool healthy, std::vector<std::string> lines = {}) {
+    REQUIRE(done_);
+    HealthResult r;
+    r.healthy = healthy;
+    if (!healthy) r.failure = "exited with 1";
+    r.last_lines = std::move(lines);
+    auto done = std::move(done_);
+    done_ = nullptr;
+    done(r);
+  }
+  bool pending() const { return done_ != nullptr; }
+
+  int runs = 0;
+  int cancels = 0;
+
+ private:
+  Done done_;
+  std::string command_ = "check.sh";
+};
+
 // A one-node rendezvous whose rounds complete, and whose membership changes,
 // when the test says so.
 class FakeRendezvous : public RendezvousHandler {
@@ -122,9 +157,11 @@ class FakeRendezvous : public RendezvousHandler {
   }
   void ChangeMembership(bool charged, const std::string& why) { change_(charged, why); }
   bool waiting() const { return next_ != nullptr; }
+  void SetUnhealthyReport(const std::string& report) override { unhealthy_report = report; }
 
   int rounds_asked = 0;
   std::optional<ShutdownReason> shutdown;
+  std::string unhealthy_report;
 
  private:
   std::function<void(Result<Round>)> next_;
@@ -158,6 +195,7 @@ class AgentFixture {
     agent_ = std::make_unique<Agent>(io, config, Environment{}, rdzv, workers,
                                      std::move(*log_dir), nullptr, events_.get());
     agent_->SetWorkerBindings(bindings);
+    agent_->SetHealthCheck(health);
     agent_->Start();
     Poll();
   }
@@ -215,6 +253,7 @@ class AgentFixture {
   FakeRendezvous rdzv;
   FakeWorkers workers;
   std::vector<WorkerBinding> bindings;  // --numa-binding, per local rank
+  HealthChecker* health = nullptr;      // --health-check; set before Start
 
  private:
   std::string dir_;
@@ -619,7 +658,7 @@ TEST_CASE_METHOD(AgentFixture, "agent: a close that gives up on stuck processes 
   CHECK(workers.last_kill_timeout == std::chrono::seconds(7));
   workers.GiveUpClose({StuckProcess{1, 1001, true, "python3", "D (uninterruptible sleep)"}});
   Poll();
-  CheckFinished(Agent::State::kFailed, kExitWorkersStuck, ShutdownReason::kFailed);
+  CheckFinished(Agent::State::kFailed, kExitWorkersStuck, ShutdownReason::kUnhealthy);
   CHECK(EventsNamed("restart").empty());
   const std::vector<Json> stuck = EventsNamed("workers_stuck");
   REQUIRE(stuck.size() == 1);
@@ -634,7 +673,147 @@ TEST_CASE_METHOD(AgentFixture, "agent: stuck processes win over the signal that 
   agent().HandleSignal(SIGTERM);
   workers.GiveUpClose({StuckProcess{0, 1000, true, "", "unknown"}});
   Poll();
-  CheckFinished(Agent::State::kFailed, kExitWorkersStuck, ShutdownReason::kFailed);
+  CheckFinished(Agent::State::kFailed, kExitWorkersStuck, ShutdownReason::kUnhealthy);
+}
+
+
+// ---- Node health (--health-check, CTRUN_EXCLUDE_NODE_FILE) ----------------
+
+// Runs `io` until `done` holds; fails after a bound (the inotify event or a
+// 1 ms timer are the only things awaited).
+template <class F>
+void RunUntil(boost::asio::io_context& io, F done) {
+  for (int i = 0; i < 5000 && !done() && !io.stopped(); ++i) io.run_one_for(std::chrono::milliseconds(1));
+  REQUIRE(done());
+}
+
+std::string EnvValue(const WorkerSpec& spec, const std::string& key) {
+  for (const std::string& kv : spec.env) {
+    if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
+  }
+  return "";
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: the health check runs before every join; a pass joins") {
+  FakeHealth check;
+  health = &check;
+  Start();
+  CHECK(check.runs == 1);
+  CHECK(rdzv.rounds_asked == 0);  // no join before the check passed
+  check.Answer(true);
+  Poll();
+  CHECK(rdzv.rounds_asked == 1);
+  rdzv.CompleteRound(2);
+  Poll();
+  REQUIRE(agent().state() == Agent::State::kRunning);
+  rdzv.ChangeMembership(/*charged=*/false, "node joined");
+  workers.FinishClose();
+  Poll();
+  CHECK(check.runs == 2);  // again before the next round's join
+  CHECK(rdzv.rounds_asked == 1);
+  check.Answer(true);
+  Poll();
+  CHECK(rdzv.rounds_asked == 2);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a failed health check before the join leaves as unhealthy with exit 4") {
+  FakeHealth check;
+  health = &check;
+  Start();
+  check.Answer(false, {"GPU 3: uncorrectable ECC error"});
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitNodeUnhealthy, ShutdownReason::kUnhealthy);
+  CHECK(rdzv.rounds_asked == 0);
+  CHECK(rdzv.unhealthy_report == "health check 'check.sh' exited with 1\n  GPU 3: uncorrectable ECC error");
+  const std::vector<Json> ev = EventsNamed("node_unhealthy");
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0]["source"] == "health_check");
+  CHECK(ev[0]["during"] == "rendezvous");
+  CHECK(ev[0]["last_lines"] == Json::array({"GPU 3: uncorrectable ECC error"}));
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a signal during the pre-join check cancels it") {
+  FakeHealth check;
+  health = &check;
+  Start();
+  agent().HandleSignal(SIGTERM);
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitSignalBase + SIGTERM, ShutdownReason::kSignal);
+  CHECK(check.cancels == 1);
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: with an interval the check runs while the workers run; a failure stops them and leaves") {
+  FakeHealth check;
+  health = &check;
+  config.health_check_interval = Seconds(0.001);
+  Start();
+  check.Answer(true);
+  Poll();
+  rdzv.CompleteRound(2);
+  Poll();
+  REQUIRE(agent().state() == Agent::State::kRunning);
+  RunUntil(io, [&] { return check.pending(); });
+  check.Answer(true);  // healthy: armed again
+  RunUntil(io, [&] { return check.pending(); });
+  CHECK(check.runs == 3);
+  check.Answer(false, {"disk full"});
+  Poll();
+  CHECK(agent().state() == Agent::State::kStopping);
+  CHECK(workers.close_signals == std::vector<int>{SIGTERM});
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitNodeUnhealthy, ShutdownReason::kUnhealthy);
+  CHECK(rdzv.unhealthy_report == "health check 'check.sh' exited with 1\n  disk full");
+  const std::vector<Json> ev = EventsNamed("node_unhealthy");
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0]["during"] == "running");
+  CHECK(EventsNamed("restart").empty());  // the node leaves; it does not restart
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a worker's exclusion request stops the group and leaves as unhealthy") {
+  StartRunning();
+  const std::string file = agent().ExcludeNodeFile();
+  CHECK(EnvValue(workers.last_specs.at(0), "CTRUN_EXCLUDE_NODE_FILE") == file);
+  std::ofstream(file) << "NIC eth1 flapping\n";
+  RunUntil(io, [&] { return agent().state() == Agent::State::kStopping; });
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitNodeUnhealthy, ShutdownReason::kUnhealthy);
+  CHECK(rdzv.unhealthy_report ==
+        "a worker asked to exclude this node (CTRUN_EXCLUDE_NODE_FILE): NIC eth1 flapping");
+  const std::vector<Json> ev = EventsNamed("node_unhealthy");
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0]["source"] == "exclusion_request");
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a worker that writes its request and exits 1 excludes the node, not a restart") {
+  config.max_restarts = 3;
+  StartRunning();
+  std::ofstream(agent().ExcludeNodeFile()) << "GPU lost\n";
+  workers.Exit(0, 1);  // seen before the inotify event: the exit checks the file
+  CHECK(agent().state() == Agent::State::kStopping);
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitNodeUnhealthy, ShutdownReason::kUnhealthy);
+  CHECK(EventsNamed("restart").empty());
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a stale exclusion request does not survive into a new group") {
+  Start();
+  std::filesystem::create_directories(std::filesystem::path(agent().ExcludeNodeFile()).parent_path());
+  std::ofstream(agent().ExcludeNodeFile()) << "old\n";
+  rdzv.CompleteRound(2);
+  Poll();
+  CHECK(agent().state() == Agent::State::kRunning);
+  CHECK_FALSE(std::filesystem::exists(agent().ExcludeNodeFile()));
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a run closed for the unhealthy budget exits 5") {
+  Start();
+  rdzv.Answer(Status::ResourceExhausted("2 nodes left the job as unhealthy"));
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitUnhealthyBudget, ShutdownReason::kFailed);
+  CHECK(EventsNamed("unhealthy_budget_exceeded").size() == 1);
 }
 
 }  // namespace

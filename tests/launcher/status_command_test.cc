@@ -79,5 +79,25 @@ TEST_CASE("The status table: one header line, then a line per node") {
         "no nodes\n");
 }
 
+TEST_CASE("The status table ends with the unhealthy nodes, the budget and each report") {
+  rdzv::RunView v;
+  v.counts.closed = true;
+  v.counts.min_nodes = 2;
+  v.counts.max_nodes = 3;
+  v.counts.unhealthy = 2;
+  v.counts.max_unhealthy = 1;
+  v.unhealthy = {{rdzv::NodeId{"node-b", 22, 0}, "health check 'c.sh' exited with 1\n  disk full"},
+                 {rdzv::NodeId{"node-c", 33, 0}, "a worker asked to exclude this node"}};
+  CHECK(FormatStatus("job", "head:29400", v) ==
+        "run 'job' on head:29400: round 0, closed; nodes 2..3, 0 live\n"
+        "no nodes\n"
+        "unhealthy nodes: 2 (the job ends above 1, --max-unhealthy-nodes)\n"
+        "  node-b#22:\n"
+        "    health check 'c.sh' exited with 1\n"
+        "      disk full\n"
+        "  node-c#33:\n"
+        "    a worker asked to exclude this node\n");
+}
+
 }  // namespace
 }  // namespace ctrun::launcher

@@ -82,6 +82,9 @@ std::string Dump(const LaunchConfig& c) {
                      "hang_stacks_timeout={}\n",
                      c.restart_backoff.count(), c.min_healthy_uptime.count(), c.fail_fast_on_startup,
                      c.kill_timeout.count(), c.hang_stacks_timeout.count()) +
+         fmt::format("health_check={}\nhealth_check_timeout={}\nhealth_check_interval={}\nmax_unhealthy={}\n",
+                     Opt(c.health_check), c.health_check_timeout.count(), c.health_check_interval.count(),
+                     c.max_unhealthy_nodes ? *c.max_unhealthy_nodes : -1) +
          fmt::format("virtual_local_rank={}\nshutdown_timeout_given={}\nduplicate_stdout_filters=[{}]\n"
                      "duplicate_stderr_filters=[{}]\n",
                      c.virtual_local_rank, c.shutdown_timeout_given, Quoted(c.duplicate_stdout_filters),
@@ -404,6 +407,8 @@ const std::map<std::string_view, std::string> kSample = {
     {"--duplicate-stdout-filters", "a,b"}, {"--duplicate-stderr-filters", "c"},
     {"--restart-backoff", "5"}, {"--min-healthy-uptime", "120"}, {"--kill-timeout", "10"},
     {"--hang-stacks-timeout", "5"},
+    {"--health-check", "/c.sh"}, {"--health-check-timeout", "7"}, {"--health-check-interval", "30"},
+    {"--max-unhealthy-nodes", "2"},
 };
 
 TEST_CASE("every spelling of every flag in the table works as --f v and --f=v and PET_", "[config][flags]") {
@@ -561,6 +566,20 @@ TEST_CASE("ClosestSpelling", "[flags]") {
   CHECK(ClosestSpelling("--max_restart") == "--max_restarts");
   CHECK(ClosestSpelling("--rdzv-endpont") == "--rdzv-endpoint");
   CHECK(ClosestSpelling("--qqqqqqqqqqqqqqqqqqqq") == "");
+}
+
+TEST_CASE("--health-check: CTRUN_HEALTH_CHECK like PET_HEALTH_CHECK, the flag wins; the health defaults",
+          "[config]") {
+  LaunchConfig d = Good({"/abs/t.py"});
+  CHECK_FALSE(d.health_check.has_value());
+  CHECK(d.health_check_timeout.count() == 60);
+  CHECK(d.health_check_interval.count() == 0);
+  CHECK_FALSE(d.max_unhealthy_nodes.has_value());
+  CHECK(Good({"/abs/t.py"}, {{"CTRUN_HEALTH_CHECK", "/a.sh"}}).health_check == std::optional<std::string>("/a.sh"));
+  CHECK(Good({"/abs/t.py"}, {{"CTRUN_HEALTH_CHECK", "/a.sh"}, {"PET_HEALTH_CHECK", "/b.sh"}}).health_check ==
+        std::optional<std::string>("/b.sh"));
+  CHECK(Good({"--health-check", "/c.sh", "/abs/t.py"}, {{"CTRUN_HEALTH_CHECK", "/a.sh"}}).health_check ==
+        std::optional<std::string>("/c.sh"));
 }
 
 TEST_CASE("CurrentEnvironment snapshots environ", "[config]") {

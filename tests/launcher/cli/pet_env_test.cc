@@ -57,6 +57,10 @@ const std::map<std::string_view, Sample>& Samples() {
       {"--fail-fast-on-startup", {"", {}}},
       {"--kill-timeout", {"10", {}}},
       {"--hang-stacks-timeout", {"5", {}}},
+      {"--health-check", {"/usr/share/ctrun/health-check.sh", {}}},
+      {"--health-check-timeout", {"7", {}}},
+      {"--health-check-interval", {"30", {}}},
+      {"--max-unhealthy-nodes", {"2", {}}},
       {"--heartbeat-initial-timeout", {"600", {}}},
       {"--no-agent-store", {"", {}}},
       {"--events-file", {"/var/log/ctrun/events.jsonl", {}}},
@@ -119,6 +123,9 @@ std::string Dump(const LaunchConfig& c) {
   out += fmt::format("backoff={} healthy={} fail_fast={} kill_timeout={} hang_stacks={}\n",
                      c.restart_backoff.count(), c.min_healthy_uptime.count(), c.fail_fast_on_startup,
                      c.kill_timeout.count(), c.hang_stacks_timeout.count());
+  out += fmt::format("health_check={} timeout={} interval={} max_unhealthy={}\n", Opt(c.health_check),
+                     c.health_check_timeout.count(), c.health_check_interval.count(),
+                     c.max_unhealthy_nodes ? *c.max_unhealthy_nodes : -1);
   out += fmt::format("virtual_local_rank={} shutdown_given={} dup_out=[{}] dup_err=[{}]\n", c.virtual_local_rank,
                      c.shutdown_timeout_given, fmt::join(c.duplicate_stdout_filters, "|"),
                      fmt::join(c.duplicate_stderr_filters, "|"));

@@ -45,6 +45,11 @@ class Script {
     alive_.erase(name);
     return Send(rdzv::Leave{N(name), 0, reason});
   }
+  // The node's health check failed: it leaves as unhealthy with `report`.
+  Lines LeaveUnhealthy(const std::string& name, const std::string& report = "check failed") {
+    alive_.erase(name);
+    return Send(rdzv::Leave{N(name), 0, LeaveReason::kUnhealthy, report});
+  }
   Lines Close() { return Send(rdzv::Close{}); }
   Lines Tick() { return Send(rdzv::Tick{}); }
 

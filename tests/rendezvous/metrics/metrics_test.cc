@@ -89,6 +89,21 @@ TEST_CASE("Metrics: a repeated Join keeps the first time; a timed-out node is no
   CHECK(text.find("ctrun_round{") == std::string::npos);  // no gauges for a run not served now
 }
 
+TEST_CASE("Metrics: ctrun_unhealthy_nodes_total is the run's count of unhealthy leaves") {
+  Params p = Nodes(1, 2);
+  p.max_unhealthy_nodes = 3;
+  Script s(p);
+  Metrics metrics;
+  s.Join("a");
+  s.Join("b");
+  CHECK(Has(Render(metrics, s), "ctrun_unhealthy_nodes_total{run_id=\"job\"} 0"));
+  s.LeaveUnhealthy("b", "disk full");
+  metrics.OnDecisions("job", s.last(), s.At(s.Elapsed()));
+  const std::string text = Render(metrics, s);
+  CHECK(Has(text, "# TYPE ctrun_unhealthy_nodes_total counter"));
+  CHECK(Has(text, "ctrun_unhealthy_nodes_total{run_id=\"job\"} 1"));
+}
+
 TEST_CASE("Label values are escaped") {
   CHECK(EscapeLabelValue("a\"b\\c\nd") == "a\\\"b\\\\c\\nd");
   Metrics metrics;

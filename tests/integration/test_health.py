@@ -1,0 +1,186 @@
+"""Node health (issue 19, items 1 and 2) with real agents on loopback: a node
+whose --health-check fails leaves the job and a hot spare takes its group
+rank; more unhealthy nodes than --max-unhealthy-nodes end the job (exit 5);
+a worker's CTRUN_EXCLUDE_NODE_FILE request removes its node. The workers are
+a few lines of shell (--no-python); each waits on a condition, never a time."""
+import json
+import os
+import socket
+import stat
+import subprocess
+import unittest
+
+import harness as h
+
+FAST = "last_call_timeout=1,keep_alive_interval=0.5,keep_alive_max_attempt=2,join_timeout=30"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def script(d, name, body):
+    path = os.path.join(d, name)
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + body)
+    os.chmod(path, stat.S_IRWXU)
+    return path
+
+
+class HealthTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = h.tempdir(self)
+        self.port = free_port()
+        self.fifo = h.Fifo(self.dir)
+        self.addCleanup(self.fifo.close)
+        self.agents = []
+
+    def start(self, index, node, nnodes, worker, *extra, conf=FAST):
+        """Agent `index` (index 0 hosts the rendezvous), its workers see NODE."""
+        conf += ",is_host=1" if index == 0 else ",is_host=0"
+        env = h.base_env(NODE=node, DIR=self.dir, FIFO=self.fifo.path)
+        args = ["--nnodes", nnodes, "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", f"127.0.0.1:{self.port}", "--rdzv-id", "job",
+                "--local-addr", f"127.0.0.{index + 1}", "--rdzv-conf", conf,
+                "--events-file", os.path.join(self.dir, f"events_{node}.jsonl"),
+                *extra, "--no-python", worker]
+        p = h.start(args, env=env)
+        self.agents.append(p)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        return p
+
+    def events(self, node, name):
+        with open(os.path.join(self.dir, f"events_{node}.jsonl")) as f:
+            return [e for e in map(json.loads, f) if e["event"] == name]
+
+    def test_a_node_failing_its_check_is_replaced_by_the_spare_at_its_rank(self):
+        # Each worker announces "NODE GROUP_RANK"; A's first worker and B's
+        # run until stopped, A's second and the spare C's finish at once.
+        worker = script(self.dir, "worker.sh", """
+echo "$NODE $GROUP_RANK" > "$FIFO"
+n=$(cat "$DIR/runs.$NODE" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "$DIR/runs.$NODE"
+if [ "$NODE" = C ] || [ $n -ge 2 ]; then exit 0; fi
+exec sleep 60
+""")
+        fail = os.path.join(self.dir, "fail")
+        check = ["--health-check", f"echo checking; test ! -e {fail} || {{ echo 'GPU 1: XID 79'; exit 1; }}",
+                 "--health-check-interval", "0.2"]
+        budget = ["--max-unhealthy-nodes", "1"]  # the default for 2:2 is 0
+        a = self.start(0, "A", "2", worker, "--health-check", "true", *budget)
+        b = self.start(1, "B", "2", worker, *check, *budget)
+        first = dict(line.split() for line in h.fifo_lines(self, self.fifo, 2, 30, self.agents))
+        c = self.start(2, "C", "2", worker, "--health-check", "true", *budget)
+        try:
+            h.read_until(c.stderr, "hot spare", 30)
+        except TimeoutError as e:
+            h.fail_with_tails(self, self.agents, f"C is not a spare: {e}")
+        open(fail, "w").close()  # B's next periodic check fails
+        second = dict(line.split() for line in h.fifo_lines(self, self.fifo, 2, 30, self.agents))
+        outs = h.finish(self, self.agents, 30)
+        self.assertEqual(a.returncode, 0, outs[0][1])
+        self.assertEqual(b.returncode, 4, outs[1][1])
+        self.assertEqual(c.returncode, 0, outs[2][1])
+        self.assertEqual(second, {"A": first["A"], "C": first["B"]})  # C took B's group rank
+        self.assertIn("node unhealthy", outs[1][1])
+        self.assertIn("GPU 1: XID 79", outs[1][1])  # the check's last lines in B's report
+        [ev] = self.events("B", "node_unhealthy")
+        self.assertEqual((ev["source"], ev["during"]), ("health_check", "running"))
+        self.assertEqual(ev["last_lines"], ["checking", "GPU 1: XID 79"])
+        # Not a failure of A's: its restart was a membership change.
+        self.assertTrue(all(not r["charged"] for r in self.events("A", "restart")))
+
+    def test_exceeding_the_unhealthy_budget_ends_the_job_with_exit_5(self):
+        # nnodes 2:2: the default budget is 0. B's worker marks B broken;
+        # B's next periodic check fails.
+        worker = script(self.dir, "worker.sh", """
+echo "$NODE" > "$FIFO"
+[ "$NODE" = B ] && touch "$DIR/fail"
+exec sleep 60
+""")
+        fail = os.path.join(self.dir, "fail")
+        a = self.start(0, "A", "2", worker, "--health-check", "true")
+        b = self.start(1, "B", "2", worker, "--health-check", f"test ! -e {fail}",
+                       "--health-check-interval", "0.2")
+        outs = h.finish(self, self.agents, 30)
+        self.assertEqual(b.returncode, 4, outs[1][1])
+        self.assertEqual(a.returncode, 5, outs[0][1])
+        self.assertIn("more than --max-unhealthy-nodes 0 allows", outs[0][1])
+        self.assertEqual(len(self.events("A", "unhealthy_budget_exceeded")), 1)
+
+    def test_a_workers_exclusion_request_removes_its_node(self):
+        # nnodes 1:2 (budget 1): B's worker asks to exclude B; A's workers
+        # run until the job has shrunk to A alone, then finish.
+        worker = script(self.dir, "worker.sh", """
+if [ "$NODE" = B ]; then echo "NIC eth1 down" > "$CTRUN_EXCLUDE_NODE_FILE"; exec sleep 60; fi
+[ "$WORLD_SIZE" = 1 ] && exit 0
+exec sleep 60
+""")
+        conf = FAST.replace("last_call_timeout=1", "last_call_timeout=30")  # both nodes in round 0
+        a = self.start(0, "A", "1:2", worker, conf=conf)
+        b = self.start(1, "B", "1:2", worker, conf=conf)
+        outs = h.finish(self, self.agents, 30)
+        self.assertEqual(b.returncode, 4, outs[1][1])
+        self.assertEqual(a.returncode, 0, outs[0][1])
+        self.assertIn("a worker asked to exclude this node (CTRUN_EXCLUDE_NODE_FILE): NIC eth1 down", outs[1][1])
+        [ev] = self.events("B", "node_unhealthy")
+        self.assertEqual(ev["source"], "exclusion_request")
+
+
+SMI_OUTPUT = """==============NVSMI LOG==============
+
+GPU 00000000:07:00.0
+    ECC Errors
+        Volatile
+            SRAM Correctable              : 4
+            DRAM Uncorrectable            : 0
+        Aggregate
+            DRAM Uncorrectable            : 7
+    Retired Pages
+        Pending Page Blacklist            : No
+
+GPU 00000000:08:00.0
+    ECC Errors
+        Volatile
+            DRAM Uncorrectable            : {ecc}
+    Remapped Rows
+        Pending                           : {pending}
+"""
+
+
+class DefaultCheckScriptTest(unittest.TestCase):
+    """scripts/health-check.sh, with a fake nvidia-smi first on PATH."""
+
+    def run_check(self, ecc=0, pending="No", **env):
+        d = h.tempdir(self)
+        script(d, "nvidia-smi", "cat <<'EOF'\n" + SMI_OUTPUT.format(ecc=ecc, pending=pending) + "EOF\n")
+        path = os.path.join(os.environ.get("CTRUN_SOURCE_DIR", os.path.join(h.HERE, "..", "..")),
+                            "scripts", "health-check.sh")
+        full = dict(os.environ, PATH=d + ":" + os.environ["PATH"], CTRUN_LOG_DIR=d)
+        full.update(env)
+        return subprocess.run(["/bin/sh", path], env=full, capture_output=True, text=True, timeout=30)
+
+    def test_a_healthy_node_passes(self):
+        r = self.run_check()
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("healthy", r.stdout)
+
+    def test_volatile_uncorrectable_ecc_and_pending_remaps_fail_naming_the_gpu(self):
+        r = self.run_check(ecc=2, pending="Yes")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("00000000:08:00.0: uncorrectable ECC errors since boot: DRAM Uncorrectable : 2", r.stdout)
+        self.assertIn("00000000:08:00.0: Pending : Yes", r.stdout)
+        self.assertNotIn("00000000:07:00.0", r.stdout)  # aggregate counts are history, not a fault
+
+    def test_the_free_space_floor_and_the_log_dir(self):
+        r = self.run_check(CTRUN_HEALTH_MIN_FREE_MB="999999999999")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("below CTRUN_HEALTH_MIN_FREE_MB=999999999999", r.stdout)
+        r = self.run_check(CTRUN_LOG_DIR="/nonexistent/ctrun")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("the log directory /nonexistent/ctrun is not writable", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
