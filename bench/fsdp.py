@@ -38,8 +38,8 @@ FSDP vs DDP, at 2 and 4 ranks).
 
 Env: CTRUN_BUILD_DIR (./build), WORLDS ("2 4"), MODELS ("cnn gpt");
 SmallCnn: STEPS (150), WARMUP (20), MIN_UNIT (1000: 3 FSDP units);
-GPT: LAYERS (8), WIDTH (256), HEADS (8), SEQ_LEN (16), BATCH (2 per rank),
-GPT_STEPS (6, the first not timed), REPS (3).
+GPT: LAYERS (16), WIDTH (256), HEADS (8), SEQ_LEN (16), BATCH (2 per rank),
+GPT_STEPS (4, the first not timed), REPS (3).
 """
 import os
 import re
@@ -59,12 +59,12 @@ MODELS = os.environ.get("MODELS", "cnn gpt").split()
 STEPS = int(os.environ.get("STEPS", "150"))
 WARMUP = int(os.environ.get("WARMUP", "20"))
 MIN_UNIT = os.environ.get("MIN_UNIT", "1000")
-LAYERS = os.environ.get("LAYERS", "8")
+LAYERS = os.environ.get("LAYERS", "16")
 WIDTH = os.environ.get("WIDTH", "256")
 HEADS = os.environ.get("HEADS", "8")
 SEQ_LEN = os.environ.get("SEQ_LEN", "16")
 BATCH = int(os.environ.get("BATCH", "2"))
-GPT_STEPS = int(os.environ.get("GPT_STEPS", "6"))
+GPT_STEPS = int(os.environ.get("GPT_STEPS", "4"))
 REPS = int(os.environ.get("REPS", "3"))
 
 
