@@ -44,6 +44,11 @@ RUN_TIMEOUT (240 s per run), PP_REPS (3: runs of the bubble's 1F1B
 source, median taken), PP2_SPLIT ("", layers per stage for pp=2),
 PP8_SPLIT (""), BUBBLE_FROM (auto | pp2 | pp8), CONFIGS (all: comma list of
 dp,tp,pp8,pp2), RAW (set: print every rank's STATS line).
+
+Writes $CTRUN_BUILD_DIR/bench/parallel-<time>.json (bench/benchjson.py): every
+run's STATS lines, the RESULTs, and the plot of the bubble per pipeline run,
+1F1B and GPipe measured beside the formula (1F1B: median and min-max over its
+runs).
 """
 import os
 import re
@@ -51,6 +56,8 @@ import signal
 import subprocess
 import sys
 import time
+
+import benchjson
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("CTRUN_BUILD_DIR", os.path.join(ROOT, "build"))
@@ -267,10 +274,41 @@ def main():
               f"full/{tp_n} = {full / tp_n:.0f} B (the excess is what TP replicates: layer norms, "
               f"row-parallel biases, position embedding)")
         results["tp"] = f"RESULT tp_param_mem_ratio {tp_max / (full / tp_n):.3f}"
+    path = write_json(plan, results)
+    print(f"\nmachine-readable results: {path}")
     print()
     for key in ("act", "bubble", "tp"):
         if key in results:
             print(results[key])
+
+
+def write_json(plan, results):
+    """The run's JSON: every run's STATS, the RESULT values, the bubble plot."""
+    series = {"1F1B (measured)": [], "GPipe (measured)": [], "formula (p-1)/(m+p-1)": []}
+    for tag in ("pp2", "pp8"):
+        a = [r for r in plan if r.name.startswith(f"{tag}-1f1b")]
+        g = [r for r in plan if r.name.startswith(f"{tag}-gpipe")]
+        if not a:
+            continue
+        p, m = a[0].pp(), a[0].micro
+        x = f"{tag} (p={p}, m={m}, {a[0].world} ranks)"
+        series["1F1B (measured)"].append(benchjson.point(x, [measured_bubble(r) for r in a]))
+        if g:
+            series["GPipe (measured)"].append(benchjson.point(x, [measured_bubble(r) for r in g]))
+        series["formula (p-1)/(m+p-1)"].append(benchjson.point(x, [formula(p, m)]))
+    doc = {
+        "config": {"layers": LAYERS, "width": WIDTH, "heads": HEADS, "seq_len": SEQ_LEN, "batch": BATCH,
+                   "micro_batches": M, "steps": STEPS, "pp_reps": PP_REPS},
+        "runs": [{"name": r.name, "world": r.world, "mesh": r.mesh, "schedule": r.schedule, "micro": r.micro,
+                  "seconds": r.seconds, "stats": r.stats} for r in plan],
+        "results": {line.split()[1]: float(line.split()[2]) for line in results.values()},
+        "plots": [] if not series["1F1B (measured)"] else [{
+            "file": "pipeline-bubble.png",
+            "title": "Pipeline bubble (idle share of a step): 1F1B vs GPipe",
+            "x": "pipeline run", "y": "bubble (mean over stages of 1 - compute/step)",
+            "log_x": False, "log_y": False, "series": {k: v for k, v in series.items() if v}}],
+    }
+    return benchjson.write("parallel", doc, ROOT)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ layout, ends with every parameter and every step's loss within 2e-5 of the
 single-process model (float32; layouts differ only in the order of sums).
 
 Layouts: tp 2 and 4; pp 2 and 4, each with 1F1B and GPipe; TP x DP; PP x DP;
-the 3-D pp=2,dp=2,tp=2 on 8 ranks; tp 2 with sequence parallel. Also: the
+the 3-D pp=2,dp=2,tp=2 on 8 ranks; tp 2 with sequence parallel; FSDP
+(--strategy fsdp) at 2 and 4 ranks. Also: the
 comparison can fail (another seed differs), each stage executes the
 textbook 1F1B order, and a mesh that does not fit is a one-line usage
 error (exit 2). Under ASan + UBSan, three of the layouts (see LAYOUTS)."""
@@ -29,6 +30,10 @@ LAYOUTS = [
     ("pp2_dp2", 4, ["--mesh", "pp=2,dp=2", "--pp-split", "3,1"]),
     ("pp2_dp2_tp2", 8, ["--mesh", "pp=2,dp=2,tp=2"]),
     ("tp2_sequence_parallel", 2, ["--mesh", "tp=2", "--sequence-parallel"]),
+    # FSDP full-shard over all ranks: one unit per block (the default), and
+    # one unit per stage (embedding, each block, head) at 4 ranks.
+    ("fsdp2", 2, ["--strategy", "fsdp"]),
+    ("fsdp4_per_stage", 4, ["--strategy", "fsdp", "--min-unit-params", "1"]),
 ]
 # Under ASan + UBSan (CTRUN_SANITIZED=1): the 3-D layout (TP, 1F1B PP and DP
 # at once), GPipe and sequence parallel cover every code path of the ten.
@@ -98,9 +103,12 @@ class ParallelEquivalenceTest(unittest.TestCase):
              "--mesh pp=1,dp=1,tp=3: tp=3 does not divide the model's attention heads (4); pick a tp that divides it"),
             (2, ["--mesh", "tp=two"],
              "--mesh 'tp=two': tp must be a positive integer (use e.g. --mesh pp=2,dp=2,tp=2)"),
+            (2, ["--strategy", "fsdp", "--mesh", "tp=2"],
+             "--strategy fsdp with --mesh tp=2: fsdp shards over all ranks; drop pp and tp from --mesh or "
+             "use --strategy ddp"),
         ]
         for world, extra, message in cases:
-            with self.subTest(mesh=extra[1]):
+            with self.subTest(mesh=extra):
                 for code, _, err in run_gpt(self.tool, world, [*MODEL, *extra], timeout=60):
                     self.assertEqual(code, 2, err)
                     self.assertEqual(err, f"ctrun-gpt: {message}\n")

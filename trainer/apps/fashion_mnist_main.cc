@@ -10,7 +10,6 @@
 #include <ctime>
 #include <fstream>
 #include <map>
-#include <set>
 
 #if defined(CTRUN_HAVE_GLOG)
 #include <glog/logging.h>
@@ -22,6 +21,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/optimizer_state.h"
 #include "trainer/checkpoint/sharded_checkpoint.h"
+#include "trainer/parallel/storage_bytes.h"
 
 namespace ctrun::trainer {
 namespace {
@@ -49,15 +49,6 @@ Result<std::pair<double, double>> Evaluate(SmallCnn& model, const ForwardFn& for
   }
   model->train();
   return std::make_pair(loss, correct);
-}
-
-int64_t StorageBytes(const std::vector<at::Tensor>& tensors) {
-  std::set<const void*> seen;
-  int64_t total = 0;
-  for (const auto& t : tensors) {
-    if (t.defined() && seen.insert(t.storage().data()).second) total += static_cast<int64_t>(t.storage().nbytes());
-  }
-  return total;
 }
 
 // Sums over the epoch's steps on this rank.
@@ -186,19 +177,23 @@ void LogBench(Worker& w, const BenchWindow& bench) {
   const double steps = static_cast<double>(w.position.step - w.flags.bench_warmup);
   // Parameter + gradient + optimizer-state bytes this rank holds between
   // steps (tensor storage, each once), and at the peak of a step: DDP's
-  // buckets hold one more copy of the gradients; FSDP's gathered units and
-  // gradient buffers are measured by the core.
+  // gradients are views of its buckets (the buckets count once); FSDP's
+  // gathered units and gradient buffers are measured by the core.
   int64_t state_bytes = 0, peak_bytes = 0;
   const int64_t optim_bytes = OptimizerStateBytes(w.opt());
   if (w.fsdp) {
     const FsdpMemory m = w.fsdp->Memory();
     state_bytes = m.shard_param_bytes + m.shard_grad_bytes + optim_bytes;
-    peak_bytes = state_bytes + m.peak_gathered_bytes + m.peak_grad_buffer_bytes;
+    peak_bytes = state_bytes + m.peak_held_bytes;
   } else {
     std::vector<at::Tensor> params = w.model->parameters(), grads;
     for (const auto& p : params) grads.push_back(p.grad());
     state_bytes = StorageBytes(params) + StorageBytes(grads) + optim_bytes;
-    peak_bytes = state_bytes + StorageBytes(params);
+    std::vector<at::Tensor> held = grads;
+    if (w.ddp) {
+      for (const auto& flat : w.ddp->Buckets()) held.push_back(flat);
+    }
+    peak_bytes = StorageBytes(params) + StorageBytes(held) + optim_bytes;
   }
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);

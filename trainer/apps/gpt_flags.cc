@@ -21,6 +21,11 @@ Run under a launcher, e.g.
                           tensor-parallel regions (needs --seq-len divisible by tp)
   --layers N --width N --heads N --seq-len N   the model (default 4, 64, 4, 32)
   --global-batch N        sequences per step over all replicas (default 16)
+  --strategy S            ddp (the mesh; DDP over dp) or fsdp (full-shard FSDP
+                          over all ranks; pure data parallelism only: no pp or
+                          tp in --mesh, no --checkpoint-dir)
+  --min-unit-params N     fsdp: parameters per FSDP unit at least (default: one
+                          block's, so each block is a unit)
   --optimizer O           adam or sgd (default adam)
   --lr X                  learning rate (default 0.003)
   --momentum X            sgd momentum (default 0.9)
@@ -41,6 +46,29 @@ Run under a launcher, e.g.
 )";
 }
 
+namespace {
+
+// --strategy: fsdp shards over every rank, so the mesh must be pure dp; the
+// mesh checkpoints (per mesh slice) do not apply to it.
+Status CheckStrategy(const GptFlags& flags) {
+  if (flags.strategy == "ddp") return Status::Ok();
+  if (flags.strategy != "fsdp") {
+    return Status::InvalidArgument("--strategy '" + flags.strategy + "': unknown (use ddp or fsdp)");
+  }
+  if (flags.mesh_shape.pp != 1 || flags.mesh_shape.tp != 1) {
+    return Status::InvalidArgument("--strategy fsdp with --mesh " + flags.mesh +
+                                   ": fsdp shards over all ranks; drop pp and tp from --mesh or use "
+                                   "--strategy ddp");
+  }
+  if (!flags.checkpoint_dir.empty()) {
+    return Status::InvalidArgument("--strategy fsdp with --checkpoint-dir: not supported by ctrun-gpt yet; "
+                                   "use --strategy ddp, or drop --checkpoint-dir");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<GptFlags> ParseGptFlags(const std::vector<std::string>& args) {
   GptFlags flags;
   std::string schedule = "1f1b";
@@ -54,6 +82,8 @@ Result<GptFlags> ParseGptFlags(const std::vector<std::string>& args) {
       {"--heads", IntFlag(&flags.heads, 1)},
       {"--seq-len", IntFlag(&flags.seq_len, 1)},
       {"--global-batch", IntFlag(&flags.global_batch, 1)},
+      {"--strategy", TextFlag(&flags.strategy)},
+      {"--min-unit-params", IntFlag(&flags.min_unit_params, 1)},
       {"--optimizer", TextFlag(&flags.optimizer)},
       {"--lr", RealFlag(&flags.lr, true)},
       {"--momentum", RealFlag(&flags.momentum, false)},
@@ -89,6 +119,7 @@ Result<GptFlags> ParseGptFlags(const std::vector<std::string>& args) {
   if (flags.optimizer != "adam" && flags.optimizer != "sgd") {
     return Status::InvalidArgument("--optimizer '" + flags.optimizer + "': unknown (use adam or sgd)");
   }
+  CTRUN_RETURN_IF_ERROR(CheckStrategy(flags));
   if (flags.backend != "gloo" && flags.backend != "nccl") {
     return Status::InvalidArgument("--backend '" + flags.backend + "': unknown (use gloo or nccl)");
   }

@@ -28,6 +28,10 @@ struct GptFlags {
   int64_t heads = 4;
   int64_t seq_len = 32;
   int64_t global_batch = 16;        // sequences per step, all dp replicas
+  // "ddp" (the mesh, DDP over dp) or "fsdp" (full-shard FSDP over all
+  // ranks: pure data parallelism only, one unit per block; no checkpoints).
+  std::string strategy = "ddp";
+  int64_t min_unit_params = 0;      // fsdp wrap threshold; 0 = one block's size
   std::string optimizer = "adam";   // adam or sgd
   double lr = 3e-3;
   double momentum = 0.9;            // sgd

@@ -8,10 +8,13 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <utility>
 
 #if defined(CTRUN_HAVE_GLOG)
 #include <glog/logging.h>
@@ -23,6 +26,10 @@
 #include "trainer/comm/device_mesh.h"
 #include "trainer/comm/dist_env.h"
 #include "trainer/models/gpt.h"
+#include "trainer/models/gpt_stages.h"
+#include "trainer/parallel/fsdp.h"
+#include "trainer/parallel/storage_bytes.h"
+#include "trainer/checkpoint/optimizer_state.h"
 #include "trainer/parallel/memory_meter.h"
 #include "trainer/checkpoint/mesh_checkpoint.h"
 #include "trainer/parallel/pipeline.h"
@@ -39,6 +46,10 @@ struct Failure {
   Status status;
   int code = 1;
 };
+
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 int64_t PeakRssKb() {
   rusage usage{};
@@ -59,20 +70,23 @@ std::string LayoutTable(const MeshShape& shape, int layers, const std::vector<in
   return out;
 }
 
-Status DumpParams(const std::string& prefix, const MeshCoord& coord, torch::nn::Module& stage,
+// (name, tensor) of each parameter to dump, in the module's order.
+using NamedParams = std::vector<std::pair<std::string, at::Tensor>>;
+
+Status DumpParams(const std::string& prefix, const MeshCoord& coord, const NamedParams& params,
                   const ShardRegistry& registry) {
   const std::string base = prefix + ".pp" + std::to_string(coord.pp) + ".tp" + std::to_string(coord.tp);
   std::ofstream bin(base + ".bin", std::ios::binary | std::ios::trunc);
   std::ofstream index(base + ".json", std::ios::trunc);
   index << "[";
   bool first = true;
-  for (const auto& item : stage.named_parameters(true)) {
-    const ShardSpec& spec = registry.at(item.key());
-    at::Tensor flat = item.value().detach().contiguous().reshape({-1});
+  for (const auto& [name, value] : params) {
+    const ShardSpec& spec = registry.at(name);
+    at::Tensor flat = value.detach().contiguous().reshape({-1});
     bin.write(reinterpret_cast<const char*>(flat.data_ptr<float>()), static_cast<std::streamsize>(flat.numel() * 4));
     std::string shape;
     for (int64_t d : spec.full_shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
-    index << (first ? "" : ",") << "\n {\"name\": \"" << item.key() << "\", \"full_shape\": [" << shape
+    index << (first ? "" : ",") << "\n {\"name\": \"" << name << "\", \"full_shape\": [" << shape
           << "], \"dim\": " << spec.dim << ", \"index\": " << spec.index << ", \"parts\": " << spec.parts
           << ", \"numel\": " << flat.numel() << "}";
     first = false;
@@ -80,6 +94,23 @@ Status DumpParams(const std::string& prefix, const MeshCoord& coord, torch::nn::
   index << "\n]\n";
   if (!bin || !index) return Status::IOError("--dump-params: cannot write " + base + ".bin/.json");
   return Status::Ok();
+}
+
+// The stage's parameters by name; under FSDP gathered from the shards
+// (every rank must call it: it all-gathers each unit).
+Result<NamedParams> FullParams(torch::nn::Module& stage, FullyShardedDataParallel* fsdp) {
+  NamedParams out;
+  std::map<std::string, at::Tensor> gathered;
+  for (size_t u = 0; fsdp != nullptr && u < fsdp->unit_count(); ++u) {
+    at::Tensor send = fsdp->shard(u).detach();
+    at::Tensor full = at::empty({send.numel() * fsdp->comm().size()}, send.options());
+    CTRUN_RETURN_IF_ERROR(WaitWork(fsdp->comm().AllGather(send, full), "all-gather of parameters"));
+    for (const auto& e : fsdp->layout(u).entries) gathered[e.name] = full.narrow(0, e.offset, e.numel).view(e.shape);
+  }
+  for (const auto& item : stage.named_parameters(true)) {
+    out.emplace_back(item.key(), fsdp != nullptr ? gathered.at(item.key()) : item.value());
+  }
+  return out;
 }
 
 // Everything one rank trains with. Members are made in declaration order
@@ -102,8 +133,10 @@ struct GptWorker {
   ShardRegistry registry;        // the stage's layers point here
   GptStage stage{nullptr};
   std::unique_ptr<DistributedDataParallel> ddp;
+  std::unique_ptr<FullyShardedDataParallel> fsdp;  // --strategy fsdp
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   int64_t start_step = 0;
+  int64_t base_bytes = 0;        // tensor bytes alive before the model was made
 };
 
 // What the STATS line reports, over the steps run.
@@ -111,6 +144,8 @@ struct RunStats {
   double step_sum = 0, compute_sum = 0;
   int measured = 0, peak_in_flight = 0;
   int64_t peak_step_bytes = 0, peak_tensor_high = 0;
+  double iter_sum = 0;           // whole iterations (optimizer step included)
+  int64_t step_high = 0;         // most tensor bytes alive in a step, less base_bytes
 };
 
 // The mesh shape (dp from the world size when 0), checked against the model.
@@ -166,16 +201,29 @@ Status MakeStage(GptWorker& w) {
                    .registry = &w.registry, .sequence_parallel = flags.sequence_parallel};
   const auto layers = StageLayers(static_cast<int>(flags.layers), w.shape.pp, w.coord.pp, w.split);
   w.stage = GptStage(w.config, ctx, w.coord.pp, w.shape.pp, layers[0], layers[1]);
-  if (Communicator* dp = w.mesh->group(MeshDim::kDp)) {
+  if (flags.strategy == "fsdp") {
+    auto stages = GptFsdpStages(*w.stage);
+    if (!stages.ok()) return stages.status();
+    FsdpOptions options;
+    options.strategy = ShardingStrategy::kFullShard;
+    options.min_unit_params = flags.min_unit_params;
+    if (options.min_unit_params == 0) {  // one block per unit
+      for (const auto& p : (*stages)[1].module->parameters()) options.min_unit_params += p.numel();
+    }
+    auto made = FullyShardedDataParallel::Create(*w.stage, std::move(*stages), *w.world, options);
+    if (!made.ok()) return made.status();
+    w.fsdp = std::move(*made);
+  } else if (Communicator* dp = w.mesh->group(MeshDim::kDp)) {
     auto made = DistributedDataParallel::Create(*w.stage, *dp);
     if (!made.ok()) return made.status();
     w.ddp = std::move(*made);
   }
+  // Under FSDP the optimizer steps this rank's shards (its state is 1/N).
+  std::vector<at::Tensor> params = w.fsdp ? w.fsdp->parameters() : w.stage->parameters();
   if (flags.optimizer == "sgd") {
-    w.optimizer = std::make_unique<torch::optim::SGD>(w.stage->parameters(),
-                                                      torch::optim::SGDOptions(flags.lr).momentum(flags.momentum));
+    w.optimizer = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(flags.lr).momentum(flags.momentum));
   } else {
-    w.optimizer = std::make_unique<torch::optim::Adam>(w.stage->parameters(), torch::optim::AdamOptions(flags.lr));
+    w.optimizer = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(flags.lr));
   }
   return Status::Ok();
 }
@@ -208,6 +256,7 @@ Failure SetUp(GptWorker& w) {
   w.corpus = std::move(*corpus);
   Failure joined = JoinMesh(w);
   if (!joined.status.ok()) return joined;
+  w.base_bytes = TensorMemoryMeter::CurrentBytes();
   Status made = MakeStage(w);
   if (!made.ok()) return {made};
   return {Resume(w)};
@@ -215,7 +264,7 @@ Failure SetUp(GptWorker& w) {
 
 // The step's loss: the last stage's, averaged over the dp replicas.
 Result<double> ReplicaMeanLoss(GptWorker& w, double loss) {
-  if (!w.stage->last() || !w.ddp) return loss;
+  if (!w.stage->last() || w.shape.dp <= 1) return loss;
   at::Tensor t = at::scalar_tensor(loss, at::kDouble).reshape({1});
   CTRUN_RETURN_IF_ERROR(WaitWork(w.mesh->group(MeshDim::kDp)->AllReduceSum(t), "all-reduce of the loss"));
   return t.item<double>() / w.shape.dp;
@@ -232,8 +281,29 @@ void NoteStats(GptWorker& w, int64_t step, const PipelineStepStats& stats, RunSt
   // place): it counts only when it is the only step.
   if (step > w.start_step || step + 1 == w.flags.steps) {
     run.peak_step_bytes = std::max(run.peak_step_bytes, stats.peak_step_bytes);
+    run.step_high = std::max(run.step_high, TensorMemoryMeter::PeakBytes() - w.base_bytes);
   }
   run.peak_tensor_high = std::max(run.peak_tensor_high, TensorMemoryMeter::PeakBytes());
+}
+
+// One FSDP step (--strategy fsdp): forward through the units, the loss,
+// backward with the gradients reduce-scattered; the same stats as a
+// Pipeline step (all of it is compute: there are no pipeline waits).
+Result<PipelineStepStats> FsdpStep(GptWorker& w, const at::Tensor& tokens, const at::Tensor& targets) {
+  const double start = NowSeconds();
+  const int64_t bytes_at_start = TensorMemoryMeter::CurrentBytes();
+  TensorMemoryMeter::ResetPeak();
+  auto logits = w.fsdp->Forward(tokens);
+  if (!logits.ok()) return logits.status();
+  at::Tensor loss = w.stage->Loss(*logits, targets);
+  CTRUN_RETURN_IF_ERROR(w.fsdp->Backward(loss));
+  PipelineStepStats stats;
+  stats.loss = loss.item<double>();
+  stats.step_seconds = NowSeconds() - start;
+  stats.compute_seconds = stats.step_seconds;
+  stats.peak_in_flight = 1;
+  stats.peak_step_bytes = TensorMemoryMeter::PeakBytes() - bytes_at_start;
+  return stats;
 }
 
 // Step `step`: fault injection, the pipeline step, the tp gradient sums,
@@ -250,11 +320,13 @@ Status TrainStep(GptWorker& w, Pipeline& pipeline, int64_t step, RunStats& run) 
   TokenBatch batch = SampleBatch(w.corpus, step, flags.seed, flags.global_batch, flags.seq_len);
   at::Tensor tokens = batch.tokens.narrow(0, coord.dp * rows, rows);
   at::Tensor targets = batch.targets.narrow(0, coord.dp * rows, rows);
+  const double iter_start = NowSeconds();
   w.optimizer->zero_grad();
-  auto stats = pipeline.Step(tokens, targets);
+  auto stats = w.fsdp ? FsdpStep(w, tokens, targets) : pipeline.Step(tokens, targets);
   if (!stats.ok()) return stats.status();
-  CTRUN_RETURN_IF_ERROR(SumPartialGrads(*w.stage, w.registry, w.mesh->group(MeshDim::kTp)));
+  if (!w.fsdp) CTRUN_RETURN_IF_ERROR(SumPartialGrads(*w.stage, w.registry, w.mesh->group(MeshDim::kTp)));
   w.optimizer->step();
+  if (step > w.start_step) run.iter_sum += NowSeconds() - iter_start;
   NoteStats(w, step, *stats, run);
   if (flags.show_schedule && step == w.start_step && coord.dp == 0 && coord.tp == 0) {
     std::printf("schedule stage=%d: %s\n", coord.pp, stats->order.c_str());
@@ -279,18 +351,56 @@ Status TrainStep(GptWorker& w, Pipeline& pipeline, int64_t step, RunStats& run) 
   return Status::Ok();
 }
 
+// Parameter + gradient + optimizer-state bytes held between steps, and
+// that plus the most the data-parallel wrapper holds within a step (the
+// method of bench/fsdp.sh: tensor storage, each once; activations are not
+// in it): DDP's buckets (the gradients are views of them); FSDP's gathered
+// units and gradient/reduce buffers. And FSDP's largest unit, full size.
+struct StateBytes {
+  int64_t state = 0, peak = 0, max_unit = 0;
+  int64_t peak_sum = 0;  // FSDP: state + the two kinds' separate peaks (an upper bound of peak)
+};
+StateBytes CountStateBytes(GptWorker& w) {
+  StateBytes out;
+  const int64_t optim = OptimizerStateBytes(*w.optimizer);
+  if (w.fsdp) {
+    const FsdpMemory m = w.fsdp->Memory();
+    out.state = m.shard_param_bytes + m.shard_grad_bytes + optim;
+    out.peak = out.state + m.peak_held_bytes;
+    out.peak_sum = out.state + m.peak_gathered_bytes + m.peak_grad_buffer_bytes;
+    out.max_unit = m.max_unit_bytes;
+    return out;
+  }
+  std::vector<at::Tensor> params = w.stage->parameters(), grads;
+  for (const auto& p : params) grads.push_back(p.grad());
+  out.state = StorageBytes(params) + StorageBytes(grads) + optim;
+  if (w.ddp) {
+    for (const auto& flat : w.ddp->Buckets()) grads.push_back(flat);
+  }
+  out.peak = StorageBytes(params) + StorageBytes(grads) + optim;
+  out.peak_sum = out.peak;
+  return out;
+}
+
 void PrintStats(GptWorker& w, const RunStats& run) {
   int64_t param_bytes = 0;
   for (const auto& p : w.stage->parameters()) param_bytes += p.numel() * p.element_size();
+  if (w.fsdp) param_bytes = w.fsdp->Memory().shard_param_bytes;
+  const StateBytes bytes = CountStateBytes(w);
   const int measured = run.measured;
   std::fprintf(stderr,
                "STATS rank=%d stage=%d dp=%d tp=%d steps=%d step_s=%.6f compute_s=%.6f bubble=%.4f peak_in_flight=%d "
-               "param_bytes=%lld peak_step_bytes=%lld peak_tensor_bytes=%lld peak_rss_kb=%lld\n",
+               "param_bytes=%lld peak_step_bytes=%lld peak_tensor_bytes=%lld peak_rss_kb=%lld iter_s=%.6f "
+               "state_bytes=%lld peak_bytes=%lld peak_sum_bytes=%lld max_unit_bytes=%lld step_high_bytes=%lld\n",
                w.env.rank, w.coord.pp, w.coord.dp, w.coord.tp, measured, measured ? run.step_sum / measured : 0.0,
                measured ? run.compute_sum / measured : 0.0,
                run.step_sum > 0 ? 1.0 - run.compute_sum / run.step_sum : 0.0, run.peak_in_flight,
                static_cast<long long>(param_bytes), static_cast<long long>(run.peak_step_bytes),
-               static_cast<long long>(run.peak_tensor_high), static_cast<long long>(PeakRssKb()));
+               static_cast<long long>(run.peak_tensor_high), static_cast<long long>(PeakRssKb()),
+               measured ? run.iter_sum / measured : 0.0, static_cast<long long>(bytes.state),
+               static_cast<long long>(bytes.peak), static_cast<long long>(bytes.peak_sum),
+               static_cast<long long>(bytes.max_unit),
+               static_cast<long long>(run.step_high));
 }
 
 Failure Run(const GptFlags& flags) {
@@ -305,9 +415,13 @@ Failure Run(const GptFlags& flags) {
     if (!stepped.ok()) return {stepped};
   }
   PrintStats(w, run);
-  if (!flags.dump_params.empty() && w.coord.dp == 0) {
-    Status dumped = DumpParams(flags.dump_params, w.coord, *w.stage, w.registry);
-    if (!dumped.ok()) return {dumped};
+  if (!flags.dump_params.empty() && (w.coord.dp == 0 || w.fsdp)) {
+    auto params = FullParams(*w.stage, w.fsdp.get());
+    if (!params.ok()) return {params.status()};
+    if (w.coord.dp == 0) {
+      Status dumped = DumpParams(flags.dump_params, w.coord, *params, w.registry);
+      if (!dumped.ok()) return {dumped};
+    }
   }
   Status done = WaitWork(w.world->Barrier(), "final barrier");
   return {done, done.ok() ? 0 : 1};

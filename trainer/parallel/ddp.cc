@@ -44,11 +44,30 @@ Status BroadcastFromRoot(Communicator& comm, const std::vector<at::Tensor>& tens
   return Status::Ok();
 }
 
+// A contiguous tensor shaped like `param` over flat[offset, offset + numel):
+// storage shared with `flat`, but not an autograd view of it, so optimizers
+// may detach_() and zero_() it as any .grad.
+at::Tensor GradView(const at::Tensor& flat, int64_t offset, const at::Tensor& param) {
+  std::vector<int64_t> strides(static_cast<size_t>(param.dim()), 1);
+  for (int64_t d = param.dim() - 1; d > 0; --d) strides[d - 1] = strides[d] * param.size(d);
+  at::Tensor view = at::empty({0}, flat.options());
+  view.set_(flat.storage(), flat.storage_offset() + offset, param.sizes(), strides);
+  return view;
+}
+
+// Whether `grad` is `view`'s memory (the .grad DDP installed, or an alias of
+// it an optimizer made by detaching it).
+bool IsSlot(const at::Tensor& grad, const at::Tensor& view) {
+  return grad.defined() && grad.data_ptr() == view.data_ptr() && grad.sizes() == view.sizes() &&
+         grad.strides() == view.strides() && grad.scalar_type() == view.scalar_type();
+}
+
 }  // namespace
 
 struct DistributedDataParallel::Bucket {
   std::vector<size_t> params;     // indices into params_, in slot order
   std::vector<int64_t> offsets;   // slot -> offset in flat
+  std::vector<at::Tensor> views;  // slot -> its gradient, aliasing flat
   std::vector<bool> ready;        // slot got its gradient this backward
   size_t pending = 0;             // slots still without a gradient
   at::Tensor flat;                // gradients, param dtype
@@ -134,6 +153,9 @@ Status DistributedDataParallel::Init() {
       numel += params_[k].numel();
     }
     bucket->flat = at::zeros({numel}, params_[bucket->params.front()].options().requires_grad(false));
+    for (size_t slot = 0; slot < bucket->params.size(); ++slot) {
+      bucket->views.push_back(GradView(bucket->flat, bucket->offsets[slot], params_[bucket->params[slot]]));
+    }
     bucket->ready.assign(bucket->params.size(), false);
     bucket->pending = bucket->params.size();
   }
@@ -162,6 +184,12 @@ std::vector<std::vector<size_t>> DistributedDataParallel::BucketLayout() const {
   return layout;
 }
 
+std::vector<at::Tensor> DistributedDataParallel::Buckets() const {
+  std::vector<at::Tensor> flats;
+  for (const auto& bucket : buckets_) flats.push_back(bucket->flat);
+  return flats;
+}
+
 void DistributedDataParallel::OnGradReady(size_t param_index) {
   if (!sync_) return;
   Bucket& bucket = *buckets_[bucket_of_[param_index]];
@@ -172,9 +200,11 @@ void DistributedDataParallel::OnGradReady(size_t param_index) {
     second_grad_ = true;
     return;
   }
-  at::NoGradGuard no_grad;
   const at::Tensor& grad = params_[param_index].grad();
-  bucket.flat.narrow(0, bucket.offsets[slot], grad.numel()).copy_(grad.reshape({-1}));
+  if (!IsSlot(grad, bucket.views[slot])) {  // a new .grad (the first step, or a user's)
+    at::NoGradGuard no_grad;
+    bucket.flat.narrow(0, bucket.offsets[slot], grad.numel()).copy_(grad.reshape({-1}));
+  }
   bucket.ready[slot] = true;
   --bucket.pending;
   if (bucket.pending == 0) LaunchReadyBuckets();
@@ -227,10 +257,10 @@ Status DistributedDataParallel::FinishGradSync() {
         if (bucket.ready[slot]) continue;
         const at::Tensor& param = params_[bucket.params[slot]];
         at::Tensor dest = bucket.flat.narrow(0, bucket.offsets[slot], param.numel());
-        if (param.grad().defined()) {
-          dest.copy_(param.grad().reshape({-1}));
-        } else {
+        if (!param.grad().defined()) {
           dest.zero_();
+        } else if (!IsSlot(param.grad(), bucket.views[slot])) {
+          dest.copy_(param.grad().reshape({-1}));
         }
       }
       bucket.pending = 0;
@@ -253,14 +283,11 @@ Status DistributedDataParallel::FinishGradSync() {
     at::NoGradGuard no_grad;
     for (auto& bucket : buckets_) {
       if (bucket->wire.data_ptr() != bucket->flat.data_ptr()) bucket->flat.copy_(bucket->wire);
+      // The averages are in flat already: each .grad becomes (stays) its
+      // slot's view, so nothing is copied back, now or in later steps.
       for (size_t slot = 0; slot < bucket->params.size(); ++slot) {
         at::Tensor& param = params_[bucket->params[slot]];
-        at::Tensor averaged = bucket->flat.narrow(0, bucket->offsets[slot], param.numel()).view_as(param);
-        if (param.grad().defined()) {
-          param.mutable_grad().copy_(averaged);
-        } else {
-          param.mutable_grad() = averaged.clone();
-        }
+        if (!IsSlot(param.grad(), bucket->views[slot])) param.mutable_grad() = bucket->views[slot];
       }
     }
     ++stats_.synced_steps;

@@ -12,8 +12,13 @@
 //   in, that bucket's all-reduce starts at once (asynchronously), so
 //   communication overlaps the rest of backward. Buckets start strictly in
 //   index order on every rank, which keeps c10d's collective order equal.
-// - FinishGradSync() (or Backward()) waits for every bucket and writes the
-//   average over ranks back into each parameter's .grad.
+// - FinishGradSync() (or Backward()) waits for every bucket; the averages
+//   are left in the buckets, and each parameter's .grad becomes a tensor over
+//   its slot of its bucket (PyTorch's gradient_as_bucket_view=True). From
+//   the second step on, backward accumulates straight into the bucket (the
+//   optimizer's zero_grad() zeroes it in place): no gradient is copied in
+//   or out. A .grad the caller replaces is copied in, then swapped back for
+//   the slot's tensor.
 // - Unused parameters (no gradient this backward): their slot is all-reduced
 //   as zeros (or as the .grad already accumulated under NoSync), so a
 //   parameter used on some ranks only gets sum/world_size, as in PyTorch's
@@ -115,6 +120,9 @@ class DistributedDataParallel {
 
   // Parameter indices (registration order) per bucket, bucket 0 first.
   std::vector<std::vector<size_t>> BucketLayout() const;
+  // Each bucket's flat gradient buffer (after the first synced step, the
+  // parameters' .grad are views of these), for memory accounting.
+  std::vector<at::Tensor> Buckets() const;
   const DdpStats& stats() const { return stats_; }
 
  private:

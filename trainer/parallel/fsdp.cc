@@ -21,7 +21,8 @@ struct FullyShardedDataParallel::Unit {
   UnitSpan stages;
   at::Tensor shard;                    // float32 master, requires grad
   at::Tensor full;                     // gathered compute-dtype buffer, or undefined
-  at::Tensor incoming;                 // all-gather target while in flight
+  at::Tensor buffer;                   // the gather buffer (sharded): 0 bytes while freed
+  at::Tensor incoming;                 // all-gather target while in flight (= buffer)
   at::Tensor send;                     // all-gather source while in flight
   c10::intrusive_ptr<c10d::Work> gather_work;
   HeldBytes::Lease gathered;           // `incoming` or `full`, while either is held
@@ -38,6 +39,30 @@ struct FullyShardedDataParallel::Unit {
     return layout.padded_numel * static_cast<int64_t>(c10::elementSize(dtype));
   }
 };
+
+namespace {
+
+// Frees `t`'s memory in place: its StorageImpl stays (0 bytes), so every
+// tensor over it, the views autograd saved in forward included, lets go of
+// the memory too (PyTorch FSDP's _free_storage).
+void FreeStorage(const at::Tensor& t) {
+  if (!t.defined()) return;
+  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  if (storage->nbytes() == 0) return;
+  storage->set_data_ptr_noswap(at::DataPtr(nullptr, storage->device()));
+  storage->set_nbytes(0);
+}
+
+// Gives `t`'s storage `bytes` of fresh memory (PyTorch FSDP's
+// _alloc_storage); the tensors over it see it again.
+void AllocStorage(const at::Tensor& t, size_t bytes) {
+  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  if (storage->nbytes() == bytes) return;
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+  storage->set_nbytes(bytes);
+}
+
+}  // namespace
 
 Result<ShardingStrategy> ParseShardingStrategy(const std::string& name) {
   if (name == "full_shard" || name == "fsdp") return ShardingStrategy::kFullShard;
@@ -196,6 +221,7 @@ Result<std::unique_ptr<FullyShardedDataParallel::Unit>> FullyShardedDataParallel
   unit->shard.set_requires_grad(true);
   at::Tensor full = compute_dtype_ == at::kFloat ? (sharded() ? flat : unit->shard.detach())
                                                  : flat.to(compute_dtype_);
+  if (sharded()) unit->buffer = full;
   Install(*unit, full);
   unit->got.assign(unit->params.size(), false);
   unit->pending = unit->params.size();
@@ -263,6 +289,7 @@ void FullyShardedDataParallel::Free(Unit& unit) {
   if (!sharded() || !unit.full.defined()) return;
   for (auto& param : unit.params) param.set_data(placeholder_);
   unit.full = at::Tensor();
+  FreeStorage(unit.buffer);
   unit.gathered.Release();
 }
 
@@ -270,6 +297,7 @@ void FullyShardedDataParallel::DropGather(Unit& unit) {
   unit.gather_work.reset();
   unit.send = at::Tensor();
   unit.incoming = at::Tensor();
+  if (!unit.full.defined()) FreeStorage(unit.buffer);
   unit.gathered.Release();
 }
 
@@ -278,7 +306,8 @@ void FullyShardedDataParallel::StartGather(size_t u) {
   if (!sharded() || unit.full.defined() || unit.gather_work) return;
   at::NoGradGuard no_grad;
   unit.send = compute_dtype_ == at::kFloat ? unit.shard.detach() : unit.shard.detach().to(compute_dtype_);
-  unit.incoming = at::empty({unit.layout.padded_numel}, Options(compute_dtype_));
+  AllocStorage(unit.buffer, static_cast<size_t>(unit.FullBytes(compute_dtype_)));
+  unit.incoming = unit.buffer;
   unit.gathered = gathered_bytes_.Hold(unit.FullBytes(compute_dtype_));
   try {
     unit.gather_work = comm_.AllGather(unit.send, unit.incoming);
@@ -382,6 +411,10 @@ void FullyShardedDataParallel::LaunchReduction(size_t u) {
     in_flight_.pop_front();
     if (hook_error_.ok() && !finished.ok()) hook_error_ = finished;
   }
+  // Every gradient of the unit exists: its parameters are not needed any
+  // more in this backward; their memory goes before the gradient buffers
+  // come.
+  Free(unit);
   const at::ScalarType wire = reduce_in_fp32_ ? at::kFloat : compute_dtype_;
   unit.grad_full = at::zeros({unit.layout.padded_numel}, Options(wire));
   for (size_t i = 0; i < unit.params.size(); ++i) {
@@ -391,7 +424,6 @@ void FullyShardedDataParallel::LaunchReduction(size_t u) {
     unit.grad_full.narrow(0, entry.offset, entry.numel).copy_(param.grad().reshape({-1}));
     param.mutable_grad() = at::Tensor();
   }
-  Free(unit);
   const int world = comm_.size();
   if (world > 1) unit.grad_full.div_(world);
   const int64_t full_bytes = unit.grad_full.numel() * static_cast<int64_t>(unit.grad_full.element_size());
@@ -495,12 +527,14 @@ FsdpMemory FullyShardedDataParallel::Memory() const {
   memory.gathered_bytes = gathered_bytes_.current();
   memory.peak_gathered_bytes = gathered_bytes_.peak();
   memory.peak_grad_buffer_bytes = grad_buffer_bytes_.peak();
+  memory.peak_held_bytes = held_bytes_.peak();
   return memory;
 }
 
 void FullyShardedDataParallel::ResetPeaks() {
   gathered_bytes_.ResetPeak();
   grad_buffer_bytes_.ResetPeak();
+  held_bytes_.ResetPeak();
 }
 
 }  // namespace ctrun::trainer

@@ -32,6 +32,12 @@
 //
 // After Create, the root module's parameters are views into gathered buffers
 // or empty placeholders: give the optimizer parameters(), not the root's.
+// Each unit gathers into one buffer whose memory is freed in place when the
+// unit is freed (the storage is kept at 0 bytes and given memory again for
+// the next gather, as PyTorch's FSDP does), so the views of the parameters
+// autograd saves in forward do not keep a freed unit's memory alive until
+// backward. A unit's memory is freed as soon as its gradients exist, before
+// its gradient buffers are allocated.
 // Gradient accumulation over several backward passes is not supported (each
 // FinishGradSync overwrites the shards' .grad).
 //
@@ -90,6 +96,7 @@ struct FsdpMemory {
   int64_t peak_gathered_bytes = 0;     // most held at once since ResetPeaks
   int64_t peak_grad_buffer_bytes = 0;  // most full-size unit gradient and
                                        // reduce buffers held at once
+  int64_t peak_held_bytes = 0;         // most of both held at once
   int64_t max_unit_bytes = 0;          // the largest unit's full parameters
 };
 
@@ -182,8 +189,9 @@ class FullyShardedDataParallel {
   bool reduce_in_fp32_ = false;        // kNoShard + bf16 on a group without bf16 sums
   // Declared before units_: the units' leases give their bytes back here
   // when the units are destroyed.
-  HeldBytes gathered_bytes_;           // full unit parameters held or in flight
-  HeldBytes grad_buffer_bytes_;        // full-size unit gradient and reduce buffers
+  HeldBytes held_bytes_;               // the two below together
+  HeldBytes gathered_bytes_{&held_bytes_};     // full unit parameters held or in flight
+  HeldBytes grad_buffer_bytes_{&held_bytes_};  // full-size unit gradient and reduce buffers
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators_;
   at::Tensor placeholder_;             // what freed parameters point to

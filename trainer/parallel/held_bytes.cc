@@ -20,16 +20,21 @@ HeldBytes::Lease& HeldBytes::Lease::operator=(Lease&& other) noexcept {
 
 void HeldBytes::Lease::Release() {
   if (owner_ == nullptr) return;
-  owner_->current_ -= bytes_;
+  owner_->Add(-bytes_);
   owner_ = nullptr;
   bytes_ = 0;
 }
 
 HeldBytes::Lease HeldBytes::Hold(int64_t bytes) {
   assert(bytes >= 0);
+  Add(bytes);
+  return Lease(this, bytes);
+}
+
+void HeldBytes::Add(int64_t bytes) {
   current_ += bytes;
   peak_ = std::max(peak_, current_);
-  return Lease(this, bytes);
+  if (total_ != nullptr) total_->Add(bytes);
 }
 
 }  // namespace ctrun::trainer

@@ -6,8 +6,13 @@
 // allocation's bytes are therefore added and taken back in one place, and
 // cannot be taken back twice or forgotten.
 //
-// Lifetimes: a HeldBytes must outlive every Lease it made. Neither is
-// copyable; a Lease moves. Thread model: one thread.
+// A HeldBytes may have a total: another HeldBytes that every Hold and
+// release also counts, so the total's peak is the most held at once over
+// all its parts (not the sum of their separate peaks).
+//
+// Lifetimes: a HeldBytes must outlive every Lease it made, and its total
+// must outlive it. Neither is copyable; a Lease moves. Thread model: one
+// thread.
 #pragma once
 
 #include <cstdint>
@@ -40,11 +45,13 @@ class HeldBytes {
   };
 
   HeldBytes() = default;
+  // Counts every hold in `total` too (nullptr: no total).
+  explicit HeldBytes(HeldBytes* total) : total_(total) {}
   HeldBytes(const HeldBytes&) = delete;
   HeldBytes& operator=(const HeldBytes&) = delete;
 
-  // Adds `bytes` (>= 0) to current(), raises peak() to it, and returns the
-  // lease that takes them back.
+  // Adds `bytes` (>= 0) to current() (and the total's), raises peak() to it,
+  // and returns the lease that takes them back.
   [[nodiscard]] Lease Hold(int64_t bytes);
 
   int64_t current() const { return current_; }
@@ -53,6 +60,9 @@ class HeldBytes {
   void ResetPeak() { peak_ = current_; }
 
  private:
+  void Add(int64_t bytes);
+
+  HeldBytes* total_ = nullptr;
   int64_t current_ = 0;
   int64_t peak_ = 0;
 };

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/module.h>
+#include <torch/optim/sgd.h>
 // torch pulls in glog, whose CHECK would replace Catch's.
 #undef CHECK
 #include <catch2/catch.hpp>
@@ -132,6 +133,56 @@ TEST_CASE("DDP launches each bucket during backward, in order, and averages") {
     CHECK(at::allclose(net->parameters()[i].grad(), plain->parameters()[i].grad()));
   }
   CHECK((*ddp)->stats().synced_steps == 1);
+}
+
+// Whether `grad`'s memory lies inside one of `buckets`.
+static bool InBucket(const at::Tensor& grad, const std::vector<at::Tensor>& buckets) {
+  const auto* p = static_cast<const char*>(grad.data_ptr());
+  for (const auto& b : buckets) {
+    const auto* begin = static_cast<const char*>(b.data_ptr());
+    if (p >= begin && p + grad.nbytes() <= begin + b.nbytes()) return true;
+  }
+  return false;
+}
+
+TEST_CASE("DDP keeps gradients in its buckets: no copy in or out after the first step") {
+  at::manual_seed(0);
+  Chain net;
+  Chain plain;
+  {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < net->parameters().size(); ++i) plain->parameters()[i].copy_(net->parameters()[i]);
+  }
+  FakeComm comm(4);
+  auto ddp = ct::DistributedDataParallel::Create(*net, comm, PerLayer());
+  REQUIRE(ddp.ok());
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::optim::SGD plain_opt(plain->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  const std::vector<at::Tensor> buckets = (*ddp)->Buckets();
+  for (int step = 0; step < 3; ++step) {
+    opt.zero_grad();
+    plain_opt.zero_grad();
+    Loss(net).backward();
+    if (step > 0) {
+      // zero_grad zeroed the bucket views in place and backward added into them.
+      for (const auto& p : net->parameters()) CHECK(InBucket(p.grad(), buckets));
+    }
+    REQUIRE((*ddp)->FinishGradSync().ok());
+    for (const auto& p : net->parameters()) CHECK(InBucket(p.grad(), buckets));
+    Loss(plain).backward();
+    for (size_t i = 0; i < plain->parameters().size(); ++i) {
+      CHECK(at::allclose(net->parameters()[i].grad(), plain->parameters()[i].grad()));
+    }
+    opt.step();
+    plain_opt.step();
+  }
+  for (size_t i = 0; i < plain->parameters().size(); ++i) {
+    CHECK(at::allclose(net->parameters()[i], plain->parameters()[i]));
+  }
+  // A .grad the caller replaces is copied in, then swapped for the bucket's.
+  net->a->weight.mutable_grad() = at::Tensor();
+  REQUIRE((*ddp)->Backward(Loss(net)).ok());
+  CHECK(InBucket(net->a->weight.grad(), buckets));
 }
 
 TEST_CASE("DDP NoSync accumulates locally and syncs the sum next time") {

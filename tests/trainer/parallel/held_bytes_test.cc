@@ -52,3 +52,20 @@ TEST_CASE("the peak is the most held at once since ResetPeak") {
   ct::HeldBytes::Lease c = held.Hold(0);
   CHECK(held.peak() == 30);
 }
+
+TEST_CASE("HeldBytes with a total: the total's peak is the most held at once over its parts") {
+  ct::HeldBytes total;
+  ct::HeldBytes a(&total), b(&total);
+  {
+    ct::HeldBytes::Lease x = a.Hold(100);
+    ct::HeldBytes::Lease y = b.Hold(30);
+    CHECK(total.current() == 130);
+  }
+  ct::HeldBytes::Lease z = b.Hold(60);  // a's 100 is gone: parts peak 100 + 60, together 130
+  CHECK(a.peak() + b.peak() == 160);
+  CHECK(total.peak() == 130);
+  z.Release();
+  CHECK(total.current() == 0);
+  total.ResetPeak();
+  CHECK(total.peak() == 0);
+}
