@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <grpcpp/grpcpp.h>
 
-#include "rendezvous.pb.h"
+#include "rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/proto_convert.h"
 
 namespace ctrun::rdzv {
