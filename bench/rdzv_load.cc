@@ -225,6 +225,7 @@ void JoinCall::Start(const v1::JoinRequest& request) {
 void JoinCall::OnReadDone(bool ok) {
   if (!ok) return;  // OnDone follows
   load_->OnUpdate(*agent_, update_);
+  update_ = v1::Update();  // frees the round's 40 KB (at 10k) instead of keeping it per agent
   StartRead(&update_);
 }
 
@@ -380,7 +381,11 @@ void Load::KeepAliveLoop() {
         v1::KeepAliveReply rep;
       };
       auto* call = new Call;
-      call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      // As the real client: each keep-alive is bounded by the interval.
+      call->ctx.set_deadline(std::chrono::system_clock::now() +
+                             std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                 std::chrono::duration<double>(o_.keep_alive_s)));
+      call->ctx.set_wait_for_ready(true);
       call->req.set_version(v1::PROTOCOL_VERSION_2);
       call->req.set_run_id(o_.run_id);
       *call->req.mutable_node() = a.node;
