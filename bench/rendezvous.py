@@ -1,18 +1,21 @@
-"""Rendezvous at scale and node-loss recovery: ctrun vs torchrun (torch 1.13,
-patched in-process), side by side in one run. See bench/rendezvous.sh."""
+"""Rendezvous at scale: N simulated agents (bench/rdzv_load.cc) against a
+real ctrund, N = 1k..10k; and, end to end, real ctrun agents against
+torchrun (torch 1.13, patched in-process) for 4 agents and a node loss.
+See bench/rendezvous.sh."""
 import argparse
+import json
 import os
+import platform
+import random
+import resource
 import select
-import selectors
 import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from datetime import datetime
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -118,98 +121,6 @@ def time_to_started(start_fn, n, timeout):
         return elapsed if ok else float("nan")
 
 
-def process_floor(argv, n):
-    """Seconds to start n processes of `argv` that do nothing and exit: the
-    floor (`ctrund --help`, linked against Debian's shared gRPC) and our own
-    (`ctrun --version`)."""
-    t0 = time.perf_counter()
-    procs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL) for _ in range(n)]
-    for p in procs:
-        p.wait()
-    return time.perf_counter() - t0
-
-
-def last_join_to_started(ctrun, ctrund, n, timeout, pin=False):
-    """n agents against a standalone ctrund at debug level. Returns seconds
-    from the server logging the last Join (its own millisecond timestamp) to
-    (a) the server having sent round 0 to every member (the last "round 0
-    sent to" line: the write of that node's RoundComplete completed on its
-    stream), (b) the last agent having the round: its "round 0 complete" log
-    line (agents at LOGLEVEL=INFO, each stderr a pipe this process reads and
-    timestamps: an upper bound, the reading competes for the same cores), and
-    (c) the last worker having started (its line on the FIFO). NaNs if the
-    run fails. With `pin`, ctrund runs on CPU 0 and the agents on the other
-    CPUs: the daemon on its own host, as a job that keeps the rendezvous off
-    the training nodes runs it (on one shared host the server's pushes
-    otherwise wait behind the hundreds of agents each push wakes)."""
-    cpus = sorted(os.sched_getaffinity(0))
-    pin = pin and len(cpus) > 1
-    daemon_cpus, agent_cpus = ({cpus[0]}, set(cpus[1:])) if pin else (set(cpus), set(cpus))
-    port = free_port()
-    daemon = subprocess.Popen([ctrund, "--listen", f"127.0.0.1:{port}", "--log-level", "debug"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                              preexec_fn=lambda: os.sched_setaffinity(0, daemon_cpus))
-    joins, sent = [], []
-
-    def drain():
-        for line in daemon.stderr:
-            if not line.startswith("["):
-                continue
-            if "join from" in line:
-                joins.append(datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S.%f").timestamp())
-            elif "round 0 sent to" in line:
-                sent.append(datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S.%f").timestamp())
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
-    nan = (float("nan"),) * 3
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            fifo = Fifo(d)
-            sel = selectors.DefaultSelector()
-            sel.register(fifo.rfd, selectors.EVENT_READ, None)
-            procs = []
-            for i in range(n):
-                p = subprocess.Popen(
-                    [ctrun, "--nnodes", str(n), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-                     "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "bench",
-                     "--local-addr", f"127.0.{i // 250}.{i % 250 + 1}", "--rdzv-conf", "is_host=0",
-                     "--no-python"] + STARTED, env=env(FIFO=fifo.path, LOGLEVEL="INFO"),
-                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                    preexec_fn=lambda: os.sched_setaffinity(0, agent_cpus))
-                os.set_blocking(p.stderr.fileno(), False)
-                sel.register(p.stderr, selectors.EVENT_READ, p)
-                procs.append(p)
-            received, started, open_pipes = [], [], n
-            deadline = time.monotonic() + timeout
-            while (len(received) < n or len(started) < n) and open_pipes and time.monotonic() < deadline:
-                for key, _ in sel.select(max(0.1, deadline - time.monotonic())):
-                    if key.data is None:
-                        data, now = os.read(fifo.rfd, 65536), time.time()
-                        started += [now] * data.count(b"\n")
-                        continue
-                    data, now = key.fileobj.read(), time.time()
-                    if data is None:
-                        continue
-                    if not data:
-                        sel.unregister(key.fileobj)
-                        open_pipes -= 1
-                    elif b"round 0 complete" in data:
-                        received.append(now)
-            ok = wait_all(procs, timeout)
-            for p in procs:
-                p.stderr.close()
-            sel.close()
-            fifo.close()
-    finally:
-        daemon.terminate()
-        daemon.wait()
-        reader.join(5)
-    if not ok or len(received) < n or len(started) < n or len(joins) < n or len(sent) < n:
-        return nan
-    return max(sent) - max(joins), max(received) - max(joins), max(started) - max(joins)
-
-
 # A worker that announces "<world size>" on $FIFO, then waits to be stopped.
 ANNOUNCE = ["/bin/sh", "-c", 'echo "$WORLD_SIZE" > "$FIFO"; exec sleep 1000']
 
@@ -241,42 +152,172 @@ def node_loss(start_fn, timeout):
                 p.wait()
 
 
+
+def raise_fd_limit():
+    """Soft RLIMIT_NOFILE up to the hard limit (inherited by ctrund and
+    rdzv_load: each simulated agent's channel is one socket on both sides).
+    Returns (soft, hard) after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def proc_status(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return -1
+
+
+def proc_cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_ctrund(ctrund):
+    """A standalone ctrund on a free loopback port, at its default log level;
+    returns (process, port) once it accepts connections."""
+    port = free_port()
+    daemon = subprocess.Popen([ctrund, "--listen", f"127.0.0.1:{port}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return daemon, port
+        except OSError:
+            if daemon.poll() is not None:
+                break
+            time.sleep(0.02)
+    daemon.kill()
+    daemon.wait()
+    sys.exit(f"ctrund did not start listening on 127.0.0.1:{port}")
+
+
+def load_once(ctrund, load, n, channels, timeout):
+    """One generator run of n agents against a fresh ctrund. Returns the
+    generator's JSON plus the idle daemon's RSS and CPU before it started."""
+    daemon, port = start_ctrund(ctrund)
+    try:
+        time.sleep(0.2)  # let it settle: the idle baseline
+        idle_rss, idle_cpu = proc_status(daemon.pid, "VmRSS"), proc_cpu_s(daemon.pid)
+        cmd = [load, "--endpoint", f"127.0.0.1:{port}", "--agents", str(n), "--server-pid",
+               str(daemon.pid), "--timeout-s", str(timeout)]
+        if channels:
+            cmd += ["--channels", str(channels)]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=timeout + 60)
+        try:
+            r = json.loads(p.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            sys.exit(f"rdzv_load --agents {n} printed no result (exit {p.returncode}): {p.stderr.strip()}")
+        if not r.get("ok"):
+            # Recorded, not fatal: the phases it finished keep their figures.
+            print(f"rdzv_load --agents {n} failed: {r.get('error') or p.stderr.strip()}", file=sys.stderr)
+        r["idle_rss_kib"], r["idle_cpu_s"] = idle_rss, idle_cpu
+        return r
+    finally:
+        daemon.terminate()
+        daemon.wait()
+
+
+def derived(r):
+    """The per-N figures of one run."""
+    nan = float("nan")
+    s = {k: r["server"].get(k, {"cpu_s": nan, "hwm_kib": nan})
+         for k in ("connected", "storm", "round", "drop")}
+    if not r.get("ok"):  # a phase that did not finish has no figure
+        s["drop"] = {"cpu_s": nan, "hwm_kib": max(v["hwm_kib"] for v in r["server"].values())}
+        r.setdefault("drop_round_s", nan)
+        r["drop_round_s"] = nan
+    n = r["agents"]
+    join_cpu = s["round"]["cpu_s"] - s["connected"]["cpu_s"]
+    return {
+        "ok": r.get("ok", False),
+        "error": r.get("error", ""),
+        "round_s": r.get("round_s", nan),
+        "storm_s": r.get("storm_s", nan),
+        "drop_round_s": r["drop_round_s"],
+        "connect_s": r["connect_s"],
+        "server_cpu_s": s["drop"]["cpu_s"] - r["idle_cpu_s"],
+        "connect_cpu_us_per_agent": (s["connected"]["cpu_s"] - r["idle_cpu_s"]) / n * 1e6,
+        "join_cpu_us_per_agent": join_cpu / n * 1e6,
+        "drop_cpu_us_per_agent": (s["drop"]["cpu_s"] - s["round"]["cpu_s"]) / n * 1e6,
+        "rss_mib": s["drop"]["hwm_kib"] / 1024,
+        "kib_per_agent": (s["drop"]["hwm_kib"] - r["idle_rss_kib"]) / n,
+        "keep_alives": r["keep_alives"],
+    }
+
+
+def spread(ts):
+    return {"median": statistics.median(ts), "min": min(ts), "max": max(ts), "n": len(ts)}
+
+
+def fmt(ts, scale=1.0, digits=3):
+    s = spread(ts)
+    return f"{s['median'] * scale:.{digits}f} ({s['min'] * scale:.{digits}f}–{s['max'] * scale:.{digits}f})"
+
+
+def machine():
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
+            "cpu_model": cpu, "load_avg_1m": os.getloadavg()[0]}
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default="4,64,256,1024")
-    ap.add_argument("--torchrun-sizes", default="4,16")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--sizes", default="1000,2000,5000,10000",
+                    help="simulated agents per run (bench/rdzv_load)")
+    ap.add_argument("--reps", type=int, default=3, help="runs per size, interleaved across sizes")
+    ap.add_argument("--channels", type=int, default=100,
+                    help="gRPC channels (TCP connections) the simulated agents share, round-robin "
+                    "(default 100); 0: one per agent, as N real agents open (see docs/benchmarks.md)")
+    ap.add_argument("--timeout", type=float, default=300, help="bound on one generator run, seconds")
+    ap.add_argument("--e2e-reps", type=int, default=3,
+                    help="runs of the 4 real agents (ctrun and torchrun); 0 skips the end-to-end part")
     ap.add_argument("--loss-timeout", type=float, default=60)
+    ap.add_argument("--json", help="where to write the machine-readable results "
+                    "(default $CTRUN_BUILD_DIR/bench/rendezvous-<time>.json)")
     args = ap.parse_args()
     build = os.environ.get("CTRUN_BUILD_DIR", os.path.join(ROOT, "build"))
     ctrun = os.path.join(build, "launcher", "ctrun")
-    if not os.access(ctrun, os.X_OK):
-        sys.exit(f"{ctrun} not found: build first (scripts/build.sh) or set CTRUN_BUILD_DIR")
-
     ctrund = os.path.join(build, "rendezvous", "ctrund")
-    rows = []
-    results = {}
-    round_after = {}
-    round_pinned = {}
-    for n in [int(x) for x in args.sizes.split(",") if x]:
-        reps = args.reps if n <= 64 else 1
-        times = [time_to_started(lambda fifo: ctrun_agents(ctrun, n, STARTED, free_port(),
-                                                           {"FIFO": fifo}), n, 600)
-                 for _ in range(reps)]
-        floor = process_floor([ctrund, "--help"], n)
-        own = process_floor([ctrun, "--version"], n)
-        med = statistics.median(times)
-        rows.append((f"ctrun    {n:5} agents", min(times), med, floor, own))
-        results[n] = (med, floor, own)
-        if n >= 64:
-            round_after[n] = last_join_to_started(ctrun, ctrund, n, 600)
-            round_pinned[n] = last_join_to_started(ctrun, ctrund, n, 600, pin=True)
-    for n in [int(x) for x in args.torchrun_sizes.split(",") if x]:
-        times = [time_to_started(lambda fifo: torchrun_agents(n, STARTED, free_port(),
-                                                              extra_env={"FIFO": fifo}), n, 600)
-                 for _ in range(args.reps)]
-        rows.append((f"torchrun {n:5} agents", min(times), statistics.median(times), float("nan"),
-                     float("nan")))
+    load = os.path.join(build, "bench", "rdzv_load")
+    for path in (ctrun, ctrund, load) if args.e2e_reps else (ctrund, load):
+        if not os.access(path, os.X_OK):
+            sys.exit(f"{path} not found: build first (scripts/build.sh) or set CTRUN_BUILD_DIR")
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    soft, hard = raise_fd_limit()
+    need = max(sizes) if not args.channels else args.channels
+    if need + 256 > soft:
+        sys.exit(f"the fd limit ({soft}, hard {hard}) is too low for {need} connections: "
+                 f"raise it (ulimit -Hn) or pass --channels below {soft - 256}")
+
+    # Interleaved: every rep runs every size, in a shuffled order.
+    rng = random.Random(20)
+    runs = {n: [] for n in sizes}
+    for _ in range(args.reps):
+        order = list(sizes)
+        rng.shuffle(order)
+        for n in order:
+            runs[n].append(derived(load_once(ctrund, load, n, args.channels, args.timeout)))
+
+    # End to end, real processes: 4 ctrun agents vs 4 torchrun agents, and
+    # survivors of a kill -9 (one run of each after the others).
+    e2e = {"ctrun": [], "torchrun": []}
+    for _ in range(args.e2e_reps):
+        e2e["ctrun"].append(time_to_started(
+            lambda fifo: ctrun_agents(ctrun, 4, STARTED, free_port(), {"FIFO": fifo}), 4, 120))
+        e2e["torchrun"].append(time_to_started(
+            lambda fifo: torchrun_agents(4, STARTED, free_port(), extra_env={"FIFO": fifo}), 4, 120))
 
     def ctrun_agents_elastic(ctrun, fifo):
         port = free_port()
@@ -290,42 +331,89 @@ def main():
                 env=env(FIFO=fifo), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         return procs
 
-    c_loss = node_loss(lambda fifo: ctrun_agents_elastic(ctrun, fifo), args.loss_timeout)
-    t_loss = node_loss(lambda fifo: torchrun_agents(3, ANNOUNCE, free_port(), nnodes="2:3",
-                                                    extra_env={"FIFO": fifo}), args.loss_timeout)
+    c_loss = t_loss = float("nan")
+    if args.e2e_reps:
+        c_loss = node_loss(lambda fifo: ctrun_agents_elastic(ctrun, fifo), args.loss_timeout)
+        t_loss = node_loss(lambda fifo: torchrun_agents(3, ANNOUNCE, free_port(), nnodes="2:3",
+                                                        extra_env={"FIFO": fifo}), args.loss_timeout)
 
-    print("agents from launch until every worker has started; floor = launching as many")
-    print("gRPC-linked processes that do nothing (ctrund --help, Debian's shared gRPC);")
-    print("own = launching as many ctrun --version (ctrun links gRPC statically)")
-    print(f"{'case':24} {'min s':>9} {'median s':>9} {'floor s':>9} {'own s':>9}")
-    for name, lo, med, floor, own in rows:
-        print(f"{name:24} {lo:9.3f} {med:9.3f} {floor:9.3f} {own:9.3f}")
+    col = lambda n, k: [r[k] for r in runs[n]]
+    nums = lambda n, k: [v for v in col(n, k) if v == v] or [float("nan")]
+    print(f"rdzv_load: N simulated agents against one ctrund on this host, "
+          f"{'one channel (TCP connection) per agent' if not args.channels else f'{args.channels} channels'};"
+          f" fd limit raised to {soft} (hard {hard}); {args.reps} runs per N, interleaved; median (min–max)")
+    print("round: the last agent's Join to every agent having the round (max_nodes = N);"
+          " storm: N-1 Joins at once until all are admitted;")
+    print("drop: 1 % of the agents' streams cancelled and keep-alives stopped at once,"
+          " until every survivor has the next round")
+    print(f"{'N':>6}  {'round s':>22}  {'storm s':>22}  {'drop → next round s':>22}  "
+          f"{'ctrund peak RSS MiB':>22}")
+    for n in sizes:
+        print(f"{n:>6}  {fmt(nums(n, 'round_s')):>22}  {fmt(nums(n, 'storm_s')):>22}  "
+              f"{fmt(nums(n, 'drop_round_s')):>22}  {fmt(nums(n, 'rss_mib'), digits=1):>22}")
     print()
-    for n, (med, floor, own) in results.items():
-        print(f"ctrun {n:5} agents: {med / floor:.2f} x the floor, {med / own:.2f} x starting as many ctrun")
-    print("N agents on a standalone ctrund, from the server's last Join: round sent to every member /")
-    print("every agent has the round / last worker started; shared = all on every CPU, own core =")
-    print("ctrund on CPU 0 and the agents on the others (the daemon on its own host)")
-    print(f"{'case':24} {'sent s':>9} {'has it s':>9} {'started s':>9}")
-    for n in round_after:
-        for name, runs in (("shared", round_after), ("own core", round_pinned)):
-            sent, got, s = runs[n]
-            print(f"{n:5} agents, {name:12} {sent:9.3f} {got:9.3f} {s:9.3f}")
-    fmt = lambda v: "no restart" if v == float("inf") else f"{v:.2f} s"
-    print(f"survivors restarted after kill -9 of one agent: ctrun {fmt(c_loss)}, "
-          f"torchrun {fmt(t_loss)} (limit {args.loss_timeout:.0f} s)")
-    if 4 in results:
-        print(f"RESULT rdzv_4_agents_s {results[4][0]:.3f}")
-    if results:
-        big = max(results)
-        print(f"RESULT rdzv_{big}_agents_floor_ratio {results[big][0] / results[big][1]:.2f}")
-    if round_after:
-        big = max(round_after)
-        print(f"RESULT rdzv_{big}_round_complete_s {round_pinned[big][0]:.3f}")
-        print(f"RESULT rdzv_{big}_last_join_to_round_sent_shared_s {round_after[big][0]:.3f}")
-        print(f"RESULT rdzv_{big}_last_join_to_round_s {round_after[big][1]:.3f}")
-        print(f"RESULT rdzv_{big}_last_join_to_started_s {round_after[big][2]:.3f}")
-    print(f"RESULT node_loss_restart_s {c_loss:.3f}")
+    print("ctrund's cost per agent (flat from 1k to 10k = linear): CPU µs per agent to connect, "
+          "to join and get the round, for the drop; KiB of peak RSS over idle per agent")
+    print(f"{'N':>6}  {'connect µs':>20}  {'join+round µs':>20}  {'drop µs':>20}  {'KiB':>20}  "
+          f"{'ctrund CPU s':>20}")
+    for n in sizes:
+        print(f"{n:>6}  {fmt(nums(n, 'connect_cpu_us_per_agent'), digits=0):>20}  "
+              f"{fmt(nums(n, 'join_cpu_us_per_agent'), digits=0):>20}  "
+              f"{fmt(nums(n, 'drop_cpu_us_per_agent'), digits=0):>20}  "
+              f"{fmt(nums(n, 'kib_per_agent'), digits=1):>20}  {fmt(nums(n, 'server_cpu_s'), digits=2):>20}")
+    if args.e2e_reps:
+        print()
+        print(f"end to end, real processes: 4 agents from launch until every worker has started, "
+              f"{args.e2e_reps} runs each; median (min–max)")
+        print(f"  ctrun    {fmt(e2e['ctrun'])} s")
+        print(f"  torchrun {fmt(e2e['torchrun'])} s")
+        fmt_loss = lambda v: "no restart" if v == float("inf") else f"{v:.3f} s"
+        print(f"survivors restarted after kill -9 of one of 3 agents: ctrun {fmt_loss(c_loss)}, "
+              f"torchrun {fmt_loss(t_loss)} (limit {args.loss_timeout:.0f} s)")
+
+    med = lambda n, k: statistics.median(nums(n, k))
+    point = lambda n, k, scale=1.0: {"x": n, "median": med(n, k) * scale,
+                                     "min": min(nums(n, k)) * scale, "max": max(nums(n, k)) * scale}
+    plots = [
+        {"file": "rendezvous-time-vs-n.png", "title": "Rendezvous with N simulated agents (one ctrund)",
+         "x": "agents", "y": "seconds", "log_x": True, "log_y": False,
+         "series": {"last join → all have the round": [point(n, "round_s") for n in sizes],
+                    "1 % dropped → survivors have the next round": [point(n, "drop_round_s")
+                                                                    for n in sizes]}},
+        {"file": "rendezvous-rss-vs-n.png", "title": "ctrund peak RSS with N agents connected",
+         "x": "agents", "y": "MiB", "log_x": True, "log_y": False,
+         "series": {"ctrund VmHWM": [point(n, "rss_mib") for n in sizes]}},
+    ]
+    results = {}
+    big = max(sizes)
+    tag = f"{big // 1000}k" if big % 1000 == 0 else str(big)
+    results[f"rdzv_{tag}_round_s"] = med(big, "round_s")
+    results[f"rdzv_{tag}_rss_mib"] = med(big, "rss_mib")
+    if args.e2e_reps:
+        results["rdzv_4_agents_s"] = statistics.median(e2e["ctrun"])
+        results["node_loss_restart_s"] = c_loss
+    out = args.json or os.path.join(build, "bench", time.strftime("rendezvous-%Y%m%d-%H%M%S.json"))
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    doc = {
+        "bench": "rendezvous",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": machine(),
+        "fd_limit": {"soft": soft, "hard": hard},
+        "channels": args.channels or "one per agent",
+        "runs": {str(n): runs[n] for n in sizes},
+        "summary": {str(n): {k: spread(nums(n, k)) for k in runs[n][0] if k not in ("ok", "error")}
+                    for n in sizes},
+        "e2e_4_agents_s": {k: {"times": v, **spread(v)} for k, v in e2e.items() if v},
+        "node_loss_restart_s": {"ctrun": c_loss, "torchrun": t_loss},
+        "plots": plots,
+        "results": results,
+    }
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+    print()
+    print(f"JSON: {out}")
+    for k, v in results.items():
+        print(f"RESULT {k} {v:.3f}")
 
 
 if __name__ == "__main__":

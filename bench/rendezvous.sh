@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# Rendezvous at scale and node-loss recovery, ctrun vs torchrun in one run:
-#   N ctrun agents (one tiny worker each), N = 4, 64, 256, 1024, from launch
-#   until every worker has started, beside the time to merely start N
-#   gRPC-linked processes, and
-#   torchrun c10d for N = 4 and 16; then 3 agents (2:3) with one killed by
-#   SIGKILL: seconds until the survivors' new workers run.
-# Ends with `RESULT rdzv_4_agents_s <s>` and `RESULT node_loss_restart_s <s>`.
-# Uses $CTRUN_BUILD_DIR (default ./build). Options: --sizes 4,64 --reps 3
+# Rendezvous at scale:
+#   N simulated agents (build/bench/rdzv_load: one process, one gRPC channel,
+#   Join stream and keep-alive per agent) against a real ctrund, for
+#   N = 1000, 2000, 5000, 10000, runs interleaved: the last join to every
+#   agent having the round, ctrund's CPU and peak RSS per agent, and the
+#   survivors' next round after 1 % of the agents drop at once;
+#   then, end to end with real processes: 4 ctrun agents vs 4 torchrun
+#   agents until every worker started, and 3 agents (2:3) with one killed
+#   by SIGKILL: seconds until the survivors' new workers run.
+# Raises the soft fd limit to the hard one (each agent is a connection).
+# Ends with `RESULT rdzv_10k_round_s`, `RESULT rdzv_10k_rss_mib`,
+# `RESULT rdzv_4_agents_s` and `RESULT node_loss_restart_s`; writes a JSON
+# file (with "plots") under $CTRUN_BUILD_DIR/bench/.
+# Uses $CTRUN_BUILD_DIR (default ./build). Options: --sizes 1000,2000 --reps 3
+# --channels C --e2e-reps 3 --json PATH
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec /usr/bin/python3 bench/rendezvous.py "$@"

@@ -11,10 +11,17 @@ bool JoinStream::client_gone() const {
   return client_gone_;
 }
 
-bool JoinStream::Enqueue(v1::Update update, bool finish_after) {
+bool JoinStream::Enqueue(const v1::Update& update, bool finish_after) {
+  std::optional<uint64_t> round;
+  if (update.has_round_complete()) round = update.round_complete().round();
+  const grpc::Slice bytes(update.SerializeAsString());
+  return EnqueueBytes(grpc::ByteBuffer(&bytes, 1), round, finish_after);
+}
+
+bool JoinStream::EnqueueBytes(grpc::ByteBuffer update, std::optional<uint64_t> round, bool finish_after) {
   std::lock_guard<std::mutex> lock(mu_);
   if (finish_) return false;
-  queue_.push_back(std::move(update));
+  queue_.push_back(Queued{std::move(update), round});
   if (finish_after) finish_ = grpc::Status::OK;
   ++holds_;
   return true;
@@ -47,7 +54,7 @@ void JoinStream::OnWriteDone(bool ok) {
   std::optional<uint64_t> round_sent;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (ok && queue_.front().has_round_complete()) round_sent = queue_.front().round_complete().round();
+    if (ok) round_sent = queue_.front().round;
     queue_.pop_front();
     writing_ = false;
     if (!ok) {
@@ -84,7 +91,7 @@ JoinStream::Action JoinStream::NextLocked() {
   if (finished_ || writing_) return {};
   if (!queue_.empty()) {
     writing_ = true;
-    return {Action::kWrite, &queue_.front(), {}};
+    return {Action::kWrite, &queue_.front().bytes, {}};
   }
   if (finish_ && holds_ == 0) {
     finished_ = true;

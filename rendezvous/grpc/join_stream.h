@@ -3,7 +3,10 @@
 // does after releasing it.
 //
 // Updates are queued under the server's lock (Enqueue, RequestFinish) and
-// written one at a time with no lock held (Kick and gRPC's callbacks).
+// written one at a time with no lock held (Kick and gRPC's callbacks). The
+// stream carries serialized Updates (the service's Join is a raw method), so
+// a round's RoundComplete is queued as bytes shared by every member's stream
+// (round_push.h) instead of one copy per member.
 //
 // Lifetime: gRPC calls OnDone only after Finish, and Finish waits until no
 // holder is left, so a stream that was held under the server's lock (a true
@@ -14,6 +17,7 @@
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/byte_buffer.h>
 
 #include <cstdint>
 #include <deque>
@@ -41,7 +45,7 @@ class StreamOwner {
   ~StreamOwner() = default;
 };
 
-class JoinStream final : public grpc::ServerWriteReactor<v1::Update> {
+class JoinStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // `owner` must outlive the stream.
   // `peer_ip`: the address the call came from (PeerIp; "" if unknown).
@@ -64,7 +68,10 @@ class JoinStream final : public grpc::ServerWriteReactor<v1::Update> {
   // Queues `update` (then ends the stream OK when `finish_after`). False,
   // and nothing queued, when the stream is already ending; true means the
   // caller holds the stream and must call Kick() once, with no lock held.
-  bool Enqueue(v1::Update update, bool finish_after);
+  bool Enqueue(const v1::Update& update, bool finish_after);
+  // The same for an Update already serialized; `round`: the round of the
+  // RoundComplete it holds, if it holds one (logged once written).
+  bool EnqueueBytes(grpc::ByteBuffer update, std::optional<uint64_t> round, bool finish_after);
 
   // Ends the stream with `status` once the queue is written. Same contract
   // as Enqueue.
@@ -84,8 +91,12 @@ class JoinStream final : public grpc::ServerWriteReactor<v1::Update> {
  private:
   struct Action {
     enum Kind { kNone, kWrite, kFinish } kind = kNone;
-    const v1::Update* update = nullptr;
+    const grpc::ByteBuffer* update = nullptr;
     grpc::Status status;
+  };
+  struct Queued {
+    grpc::ByteBuffer bytes;
+    std::optional<uint64_t> round;  // of the RoundComplete it holds
   };
 
   Action NextLocked();
@@ -99,7 +110,7 @@ class JoinStream final : public grpc::ServerWriteReactor<v1::Update> {
 
   mutable std::mutex mu_;
   bool client_gone_ = false;
-  std::deque<v1::Update> queue_;  // front is being written while writing_; deque keeps it in place
+  std::deque<Queued> queue_;  // front is being written while writing_; deque keeps it in place
   bool writing_ = false;
   std::optional<grpc::Status> finish_;  // wanted after the queue drains
   bool finished_ = false;               // Finish called: OnDone may come at any time

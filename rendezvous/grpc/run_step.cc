@@ -8,10 +8,14 @@
 #include <variant>
 
 #include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/grpc/round_push.h"
 #include "rendezvous/grpc/server_impl.h"
 
 namespace ctrun::rdzv {
 namespace {
+
+// Node ids a logged decision names at most (a round of 10,000 is one line).
+constexpr size_t kLoggedNodes = 8;
 
 bool AnswersJoin(const Decision& d, const NodeId& joiner) {
   if (const auto* a = std::get_if<Admitted>(&d)) return a->node == joiner;
@@ -67,29 +71,31 @@ bool RendezvousServer::Impl::Route(const std::string& run_id, const std::vector<
       answered = true;
       rejected = std::holds_alternative<Rejected>(d);
     }
-    v1::Update update;
-    if (!std::holds_alternative<RoundComplete>(d)) UpdateFromDecision(d, &update);
-    auto send = [&](const NodeId& node, bool finish_after, v1::Update message) {
+    // Serialized once per decision; every addressee's stream shares the bytes.
+    grpc::ByteBuffer update;
+    if (!std::holds_alternative<RoundComplete>(d)) {
+      v1::Update message;
+      UpdateFromDecision(d, &message);
+      const grpc::Slice bytes(message.SerializeAsString());
+      update = grpc::ByteBuffer(&bytes, 1);
+    }
+    auto send = [&](const NodeId& node, bool finish_after, grpc::ByteBuffer message,
+                    std::optional<uint64_t> round = std::nullopt) {
       JoinStream* stream = (joiner && answered && node == *joiner) ? joiner_stream : Find(run_id, node);
-      if (stream && stream->Enqueue(std::move(message), finish_after)) out.kicks.push_back(stream);
+      if (stream && stream->EnqueueBytes(std::move(message), round, finish_after)) out.kicks.push_back(stream);
     };
     std::visit(
         [&](const auto& x) {
           using T = std::decay_t<decltype(x)>;
           if constexpr (std::is_same_v<T, RoundComplete>) {
-            RoundCompleteForPush(x, update.mutable_round_complete());
             const bool store_here = GrantStore(
                 run_id, x.members,
                 [&](const NodeId& node) {
                   return (joiner && answered && node == *joiner) ? joiner_stream : Find(run_id, node);
                 },
                 out);
-            update.mutable_round_complete()->set_store_on_rendezvous_port(store_here);
-            for (size_t i = 0; i < x.members.size(); ++i) {
-              v1::Update mine = update;
-              if (i > 0) AddWholeMember(x, i, mine.mutable_round_complete());
-              send(x.members[i].node, false, std::move(mine));
-            }
+            const RoundPush push(x, store_here);
+            for (size_t i = 0; i < x.members.size(); ++i) send(x.members[i].node, false, push.For(i), x.round);
           } else if constexpr (std::is_same_v<T, RestartRequested> || std::is_same_v<T, Closed>) {
             ReleaseStore(run_id, false);
             for (const NodeId& n : x.nodes) send(n, std::is_same_v<T, Closed>, update);
@@ -101,7 +107,7 @@ bool RendezvousServer::Impl::Route(const std::string& run_id, const std::vector<
         },
         d);
     if (!std::holds_alternative<Admitted>(d) && !std::holds_alternative<Rejected>(d)) {
-      out.logs.push_back("rendezvous run '" + run_id + "': " + Describe(d));
+      out.logs.push_back("rendezvous run '" + run_id + "': " + Describe(d, kLoggedNodes));
     }
   }
   CollectDrained(run_id, out);

@@ -40,7 +40,10 @@
 
 namespace ctrun::rdzv {
 
-class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, public StreamOwner {
+// Join is a raw method (serialized bytes both ways): the request is parsed
+// here, and the stream carries serialized Updates (join_stream.h).
+class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMethod_Join<v1::Rendezvous::CallbackService>,
+                                     public StreamOwner {
  public:
   explicit Impl(const ServerOptions& options);
   ~Impl() override;
@@ -69,8 +72,8 @@ class RendezvousServer::Impl final : public v1::Rendezvous::CallbackService, pub
   void StreamDone(JoinStream* stream) override;
 
   // v1::Rendezvous (service_calls.cc).
-  grpc::ServerWriteReactor<v1::Update>* Join(grpc::CallbackServerContext* context,
-                                             const v1::JoinRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Join(grpc::CallbackServerContext* context,
+                                                   const grpc::ByteBuffer* raw_request) override;
   grpc::ServerUnaryReactor* KeepAlive(grpc::CallbackServerContext* context, const v1::KeepAliveRequest* request,
                                       v1::KeepAliveReply* reply) override;
   grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* context, const v1::LeaveRequest* request,

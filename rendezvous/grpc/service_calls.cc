@@ -52,10 +52,18 @@ void RendezvousServer::Impl::StreamDone(JoinStream* stream) {
   out.Flush();
 }
 
-grpc::ServerWriteReactor<v1::Update>* RendezvousServer::Impl::Join(grpc::CallbackServerContext* context,
-                                                                   const v1::JoinRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* RendezvousServer::Impl::Join(grpc::CallbackServerContext* context,
+                                                                         const grpc::ByteBuffer* raw_request) {
+  v1::JoinRequest parsed;
+  grpc::ByteBuffer bytes(*raw_request);  // shares the slices
+  const bool well_formed = grpc::SerializationTraits<v1::JoinRequest>::Deserialize(&bytes, &parsed).ok();
+  const v1::JoinRequest* request = &parsed;
   auto* stream = new JoinStream(this, request->run_id(), NodeFromProto(request->node()), request->incarnation(),
                                 PeerIp(context->peer()));
+  if (!well_formed) {
+    stream->FinishNow(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed JoinRequest"));
+    return stream;
+  }
   if (grpc::Status bad = call_check_.Check(*context, request->version(), request->token(), request->run_id());
       !bad.ok()) {
     stream->FinishNow(bad);

@@ -3,13 +3,21 @@
 namespace ctrun::rdzv {
 namespace {
 
-std::string JoinIds(const std::vector<NodeId>& nodes) {
+// The ids of `shown`, the first of a list of `total` (the rest as a count).
+std::string ShownIds(const std::vector<NodeId>& shown, size_t total) {
   std::string out = "[";
-  for (size_t i = 0; i < nodes.size(); ++i) {
+  for (size_t i = 0; i < shown.size(); ++i) {
     if (i) out += " ";
-    out += ToString(nodes[i]);
+    out += ToString(shown[i]);
   }
+  if (total > shown.size()) out += " ... +" + std::to_string(total - shown.size()) + " more";
   return out + "]";
+}
+
+std::string JoinIds(const std::vector<NodeId>& nodes, size_t max_nodes) {
+  if (nodes.size() <= max_nodes) return ShownIds(nodes, nodes.size());
+  return ShownIds(std::vector<NodeId>(nodes.begin(), nodes.begin() + static_cast<std::ptrdiff_t>(max_nodes)),
+                  nodes.size());
 }
 
 template <class... F>
@@ -60,28 +68,29 @@ std::string_view Name(RejectCode code) {
   return "?";
 }
 
-std::string Describe(const Decision& decision) {
+std::string Describe(const Decision& decision, size_t max_nodes) {
   return std::visit(
       Overloaded{
           [](const Admitted& d) {
             return "Admitted " + ToString(d.node) + " " + std::string(Name(d.state)) + " r" +
                    std::to_string(d.round);
           },
-          [](const RoundComplete& d) {
+          [max_nodes](const RoundComplete& d) {
             std::vector<NodeId> nodes;
-            for (const Member& m : d.members) nodes.push_back(m.node);
-            return "RoundComplete r" + std::to_string(d.round) + " " + JoinIds(nodes) +
+            for (size_t i = 0; i < d.members.size() && i < max_nodes; ++i) nodes.push_back(d.members[i].node);
+            const std::string ids = ShownIds(nodes, d.members.size());
+            return "RoundComplete r" + std::to_string(d.round) + " " + ids +
                    " ws=" + std::to_string(d.world_size) + (d.hints_honoured ? " hints" : "");
           },
-          [](const RestartRequested& d) {
+          [max_nodes](const RestartRequested& d) {
             return "RestartRequested r" + std::to_string(d.round) + " " + std::string(Name(d.reason)) +
-                   " cause=" + ToString(d.cause) + " " + JoinIds(d.nodes);
+                   " cause=" + ToString(d.cause) + " " + JoinIds(d.nodes, max_nodes);
           },
           [](const Evicted& d) { return "Evicted " + ToString(d.node); },
           [](const Rejected& d) { return "Rejected " + ToString(d.node) + " " + std::string(Name(d.code)); },
           [](const TimedOut& d) { return "TimedOut " + ToString(d.node); },
-          [](const Closed& d) {
-            return "Closed r" + std::to_string(d.round) + " " + JoinIds(d.nodes) +
+          [max_nodes](const Closed& d) {
+            return "Closed r" + std::to_string(d.round) + " " + JoinIds(d.nodes, max_nodes) +
                    (d.unhealthy_budget_exceeded ? " unhealthy_budget" : "");
           },
       },

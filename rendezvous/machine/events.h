@@ -171,7 +171,10 @@ std::string_view Name(RejectCode code);
 
 // One line for logs and tests, e.g. "RoundComplete r1 [a b] ws=4",
 // "RestartRequested r1 node_lost cause=c [a b]", "Admitted a participant r0".
-std::string Describe(const Decision& decision);
+// A node list longer than `max_nodes` shows its first max_nodes ids and the
+// count of the rest: "[a b ... +9998 more]" (the server's log: one line per
+// round, not one id per member).
+std::string Describe(const Decision& decision, size_t max_nodes = SIZE_MAX);
 
 // The Status a client returns for a refused Join/KeepAlive:
 // kClosed -> Aborted, kDuplicateNode -> FailedPrecondition,

@@ -81,30 +81,33 @@ void RendezvousMachine::OnJoin(const Join& join, TimePoint now, std::vector<Deci
 
   if (it != nodes_.end()) {
     NodeRecord& rec = it->second;
+    Unindex(it->first, rec);
     rec.hint_rank = join.hint_rank;
     rec.local_world_size = join.local_world_size;
     rec.addr = join.addr;
     rec.master_port = join.master_port;
     rec.last_seen = now;
+    AdmitState state = AdmitState::kParticipant;
     switch (rec.status) {
       case NodeStatus::kParticipant:
-        out.push_back(Admitted{join.node, AdmitState::kParticipant, round_});
-        return;
+        break;
       case NodeStatus::kRedundant:
-        out.push_back(Admitted{join.node, AdmitState::kRedundant, round_});
-        return;
+        state = AdmitState::kRedundant;
+        break;
       case NodeStatus::kRejoining:
         MakeParticipant(rec, now);
-        out.push_back(Admitted{join.node, AdmitState::kParticipant, round_});
-        return;
+        break;
       case NodeStatus::kMember:
         // It restarted its workers without a Leave: same as Leave{kFailure} + Join.
+        // (BreakRound leaves this node alone: it is no member any more.)
         rec.status = NodeStatus::kRejoining;
         BreakRound(RestartReason::kNodeLeft, join.node, now, out);
         MakeParticipant(rec, now);
-        out.push_back(Admitted{join.node, AdmitState::kParticipant, round_});
-        return;
+        break;
     }
+    Index(it->first, rec);
+    out.push_back(Admitted{join.node, state, round_});
+    return;
   }
 
   NodeRecord rec;
@@ -131,7 +134,8 @@ void RendezvousMachine::OnJoin(const Join& join, TimePoint now, std::vector<Deci
   } else {
     MakeParticipant(rec, now);
   }
-  nodes_.emplace(join.node, std::move(rec));
+  auto inserted = nodes_.emplace(join.node, std::move(rec)).first;
+  Index(inserted->first, inserted->second);
   out.push_back(Admitted{join.node, state, round_});
 }
 
@@ -149,7 +153,9 @@ void RendezvousMachine::OnKeepAlive(const KeepAlive& keep_alive, TimePoint now, 
                                " is held by another agent incarnation: this agent was replaced; exit"});
     return;
   }
+  Unindex(it->first, it->second);
   it->second.last_seen = now;
+  Index(it->first, it->second);
 }
 
 void RendezvousMachine::OnLeave(const Leave& leave, TimePoint now, std::vector<Decision>& out) {
@@ -166,15 +172,19 @@ void RendezvousMachine::OnLeave(const Leave& leave, TimePoint now, std::vector<D
   NodeRecord& rec = it->second;
   switch (leave.reason) {
     case LeaveReason::kNormalExit:
+      Unindex(it->first, rec);
       nodes_.erase(it);
       DoClose(out);
       return;
     case LeaveReason::kFailure:
       if (rec.status == NodeStatus::kMember) {
+        Unindex(it->first, rec);
         rec.status = NodeStatus::kRejoining;
         rec.join_deadline = now + params_.join_timeout;
         BreakRound(RestartReason::kNodeLeft, leave.node, now, out);
+        Index(it->first, rec);
       } else if (rec.status != NodeStatus::kRejoining) {
+        Unindex(it->first, rec);
         nodes_.erase(it);
       }
       return;
@@ -212,7 +222,7 @@ void RendezvousMachine::DoClose(std::vector<Decision>& out) {
     closed.nodes.push_back(id);
     if (rec.status == NodeStatus::kMember) finishing_[id] = Finishing{rec.incarnation, rec.last_seen};
   }
-  nodes_.clear();
+  ClearNodes();
   last_call_.reset();
   out.push_back(std::move(closed));
 }
@@ -224,30 +234,25 @@ void RendezvousMachine::ApplyDeadlinesUntil(TimePoint now, std::vector<Decision>
     // All nodes that expire together go at once, so survivors get one
     // RestartRequested that names none of the dead.
     std::optional<NodeId> lost_member;
-    for (auto it = nodes_.begin(); it != nodes_.end();) {
-      auto next = std::next(it);
-      if (it->second.last_seen + keep_alive_timeout <= *t) {
-        out.push_back(Evicted{it->first, "node " + ToString(it->first) + " sent no keep-alive for " +
-                                             FormatSeconds(keep_alive_timeout) +
-                                             ": evicted (check that its agent runs and reaches the endpoint)"});
-        if (it->second.status == NodeStatus::kMember && !lost_member) lost_member = it->first;
-        nodes_.erase(it);
-      }
-      it = next;
+    for (const NodeId& id : DueBy(by_last_seen_, *t - keep_alive_timeout)) {
+      auto it = nodes_.find(id);
+      out.push_back(Evicted{it->first, "node " + ToString(it->first) + " sent no keep-alive for " +
+                                           FormatSeconds(keep_alive_timeout) +
+                                           ": evicted (check that its agent runs and reaches the endpoint)"});
+      if (it->second.status == NodeStatus::kMember && !lost_member) lost_member = it->first;
+      Unindex(it->first, it->second);
+      nodes_.erase(it);
     }
     if (lost_member) BreakRound(RestartReason::kNodeLost, *lost_member, *t, out);
-    for (auto it = nodes_.begin(); it != nodes_.end();) {
-      auto next = std::next(it);
-      if (it->second.join_deadline && *it->second.join_deadline <= *t) {
-        out.push_back(TimedOut{it->first, "node " + ToString(it->first) + " got no complete round within join_timeout " +
-                                              FormatSeconds(params_.join_timeout) + " (round " +
-                                              std::to_string(round_) + " has " +
-                                              std::to_string(Count(NodeStatus::kParticipant)) + " of min " +
-                                              std::to_string(params_.min_nodes) +
-                                              " nodes): start more nodes or raise --rdzv-conf join_timeout"});
-        nodes_.erase(it);
-      }
-      it = next;
+    for (const NodeId& id : DueBy(by_join_deadline_, *t)) {
+      out.push_back(TimedOut{id, "node " + ToString(id) + " got no complete round within join_timeout " +
+                                     FormatSeconds(params_.join_timeout) + " (round " + std::to_string(round_) +
+                                     " has " + std::to_string(Count(NodeStatus::kParticipant)) + " of min " +
+                                     std::to_string(params_.min_nodes) +
+                                     " nodes): start more nodes or raise --rdzv-conf join_timeout"});
+      auto it = nodes_.find(id);
+      Unindex(it->first, it->second);
+      nodes_.erase(it);
     }
     Reconcile(*t, out);
   }
@@ -257,6 +262,7 @@ void RendezvousMachine::RemoveNode(NodeMap::iterator it, RestartReason reason, T
                                    std::vector<Decision>& out) {
   bool was_member = it->second.status == NodeStatus::kMember;
   NodeId id = it->first;
+  Unindex(it->first, it->second);
   nodes_.erase(it);
   if (was_member) BreakRound(reason, id, now, out);
 }
@@ -267,8 +273,10 @@ void RendezvousMachine::BreakRound(RestartReason reason, const NodeId& cause, Ti
   for (auto& [id, rec] : nodes_) {
     if (rec.status != NodeStatus::kMember) continue;
     restart.nodes.push_back(id);
+    Unindex(id, rec);
     rec.status = NodeStatus::kRejoining;
     rec.join_deadline = now + params_.join_timeout;
+    Index(id, rec);
   }
   if (!restart.nodes.empty()) out.push_back(std::move(restart));
   ++round_;
@@ -286,15 +294,11 @@ void RendezvousMachine::MakeParticipant(NodeRecord& record, TimePoint now) {
 void RendezvousMachine::Reconcile(TimePoint now, std::vector<Decision>& out) {
   if (closed_ || complete_) return;
   while (Count(NodeStatus::kParticipant) + Count(NodeStatus::kRejoining) < params_.max_nodes) {
-    NodeMap::iterator spare = nodes_.end();
-    for (auto it = nodes_.begin(); it != nodes_.end(); ++it) {
-      if (it->second.status == NodeStatus::kRedundant &&
-          (spare == nodes_.end() || it->second.arrival < spare->second.arrival)) {
-        spare = it;
-      }
-    }
-    if (spare == nodes_.end()) break;
+    if (spares_.empty()) break;
+    NodeMap::iterator spare = nodes_.find(spares_.begin()->second);  // the earliest arrival
+    Unindex(spare->first, spare->second);
     MakeParticipant(spare->second, now);
+    Index(spare->first, spare->second);
     out.push_back(Admitted{spare->first, AdmitState::kParticipant, round_});
   }
   int participants = Count(NodeStatus::kParticipant);
@@ -321,9 +325,11 @@ void RendezvousMachine::CompleteRound(std::vector<Decision>& out) {
   RoundComplete done{round_, {}, 0, ranks.hints_honoured, ranks.hint_note};
   for (int rank = 0; rank < static_cast<int>(ranks.by_rank.size()); ++rank) {
     NodeRecord& rec = nodes_.at(ranks.by_rank[rank]);
+    Unindex(ranks.by_rank[rank], rec);
     rec.status = NodeStatus::kMember;
     rec.previous_rank = rank;
     rec.join_deadline.reset();
+    Index(ranks.by_rank[rank], rec);
     done.members.push_back(Member{ranks.by_rank[rank], rank, rec.local_world_size, rec.addr,
                                           rec.master_port});
     done.world_size += rec.local_world_size;
@@ -335,10 +341,35 @@ void RendezvousMachine::CompleteRound(std::vector<Decision>& out) {
   out.push_back(std::move(done));
 }
 
-int RendezvousMachine::Count(NodeStatus status) const {
-  int n = 0;
-  for (const auto& [id, rec] : nodes_) n += rec.status == status ? 1 : 0;
-  return n;
+int RendezvousMachine::Count(NodeStatus status) const { return count_[static_cast<size_t>(status)]; }
+
+void RendezvousMachine::Index(const NodeId& id, const NodeRecord& rec) {
+  ++count_[static_cast<size_t>(rec.status)];
+  by_last_seen_.emplace(rec.last_seen, id);
+  if (rec.join_deadline) by_join_deadline_.emplace(*rec.join_deadline, id);
+  if (rec.status == NodeStatus::kRedundant) spares_.emplace(rec.arrival, id);
+}
+
+void RendezvousMachine::Unindex(const NodeId& id, const NodeRecord& rec) {
+  --count_[static_cast<size_t>(rec.status)];
+  by_last_seen_.erase({rec.last_seen, id});
+  if (rec.join_deadline) by_join_deadline_.erase({*rec.join_deadline, id});
+  if (rec.status == NodeStatus::kRedundant) spares_.erase({rec.arrival, id});
+}
+
+void RendezvousMachine::ClearNodes() {
+  nodes_.clear();
+  count_ = {};
+  by_last_seen_.clear();
+  by_join_deadline_.clear();
+  spares_.clear();
+}
+
+std::vector<NodeId> RendezvousMachine::DueBy(const TimeIndex& index, TimePoint t) {
+  std::vector<NodeId> due;
+  for (auto it = index.begin(); it != index.end() && it->first <= t; ++it) due.push_back(it->second);
+  std::sort(due.begin(), due.end(), NodeIdLess{});
+  return due;
 }
 
 bool RendezvousMachine::LastCallArmed() const {
@@ -386,10 +417,8 @@ std::optional<TimePoint> RendezvousMachine::NextDeadline() const {
     for (const auto& [id, f] : finishing_) consider(f.last_seen + keep_alive_timeout);
     return next;
   }
-  for (const auto& [id, rec] : nodes_) {
-    consider(rec.last_seen + keep_alive_timeout);
-    if (rec.join_deadline) consider(*rec.join_deadline);
-  }
+  if (!by_last_seen_.empty()) consider(by_last_seen_.begin()->first + keep_alive_timeout);
+  if (!by_join_deadline_.empty()) consider(by_join_deadline_.begin()->first);
   if (LastCallArmed()) consider(*last_call_);
   return next;
 }
@@ -401,11 +430,9 @@ Counts RendezvousMachine::Tally() const {
   c.closed = closed_;
   c.min_nodes = params_.min_nodes;
   c.max_nodes = params_.max_nodes;
-  for (const auto& [id, rec] : nodes_) {
-    if (rec.status == NodeStatus::kParticipant) ++c.participants;
-    if (rec.status == NodeStatus::kRejoining) ++c.rejoining;
-    if (rec.status == NodeStatus::kRedundant) ++c.redundant;
-  }
+  c.participants = Count(NodeStatus::kParticipant);
+  c.rejoining = Count(NodeStatus::kRejoining);
+  c.redundant = Count(NodeStatus::kRedundant);
   c.members = static_cast<int>(members_.size());
   c.live_nodes = static_cast<int>(nodes_.size() + finishing_.size());
   c.last_call_deadline = last_call_;
@@ -429,12 +456,7 @@ Snapshot RendezvousMachine::State() const {
   s.unhealthy_nodes = unhealthy_nodes_;
   s.participants = NodesWith(NodeStatus::kParticipant);
   s.rejoining = NodesWith(NodeStatus::kRejoining);
-  std::vector<std::pair<uint64_t, NodeId>> spares;
-  for (const auto& [id, rec] : nodes_) {
-    if (rec.status == NodeStatus::kRedundant) spares.emplace_back(rec.arrival, id);
-  }
-  std::sort(spares.begin(), spares.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (auto& [arrival, id] : spares) s.redundant.push_back(id);
+  for (const auto& [arrival, id] : spares_) s.redundant.push_back(id);
   s.members = members_;
   return s;
 }

@@ -43,10 +43,13 @@
 //    would have), then the event.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/clock.h"
@@ -174,6 +177,15 @@ struct MachineState {
   bool operator==(const MachineState&) const = default;
 };
 
+// Orders (key, node) pairs by key, then NodeIdLess (the machine's indexes).
+template <class Key>
+struct KeyThenNodeLess {
+  bool operator()(const std::pair<Key, NodeId>& a, const std::pair<Key, NodeId>& b) const {
+    if (a.first != b.first) return a.first < b.first;
+    return NodeLess(a.second, b.second);
+  }
+};
+
 class RendezvousMachine {
  public:
   // A machine in round 0, forming, empty. InvalidArgument from
@@ -207,10 +219,10 @@ class RendezvousMachine {
 
   // The earliest instant at which a Tick would change something (a
   // keep-alive expiry, a join deadline, or an armed last call); nullopt when
-  // nothing is pending or the run is closed.
+  // nothing is pending or the run is closed. O(1) while the run is open.
   std::optional<TimePoint> NextDeadline() const;
 
-  // The run's facts in numbers (the sizes of State()'s lists), in O(nodes)
+  // The run's facts in numbers (the sizes of State()'s lists), in O(1)
   // with no allocation.
   Counts Tally() const;
   // Tally()'s facts with the lists themselves: a copy of the state for display.
@@ -256,6 +268,19 @@ class RendezvousMachine {
   bool LastCallArmed() const;
   std::vector<NodeId> NodesWith(NodeStatus status) const;
 
+  // The indexes below (counts by status, keep-alive and join deadlines in
+  // time order, spares in arrival order) make every Step O(log nodes) but
+  // for the decisions it emits: no step scans the run. Every change to a
+  // node's status, last_seen, join_deadline or arrival, and every insertion
+  // or erasure, goes Unindex -> change -> Index.
+  void Index(const NodeId& id, const NodeRecord& rec);
+  void Unindex(const NodeId& id, const NodeRecord& rec);
+  void ClearNodes();
+  // Nodes whose time in `index` is <= t, in NodeIdLess order (the order the
+  // decisions about them are emitted in).
+  using TimeIndex = std::set<std::pair<TimePoint, NodeId>, KeyThenNodeLess<TimePoint>>;
+  static std::vector<NodeId> DueBy(const TimeIndex& index, TimePoint t);
+
   Params params_;
   uint64_t round_ = 0;
   bool complete_ = false;
@@ -272,6 +297,11 @@ class RendezvousMachine {
   int unhealthy_ = 0;
   std::vector<UnhealthyNode> unhealthy_nodes_;  // the most recent kUnhealthyKept
   std::string budget_closed_;                   // non-empty: closed for the unhealthy budget
+
+  std::array<int, 4> count_{};           // nodes_ by NodeStatus
+  TimeIndex by_last_seen_;               // (last_seen, id) of every node
+  TimeIndex by_join_deadline_;           // (join_deadline, id) of the nodes that have one
+  std::set<std::pair<uint64_t, NodeId>, KeyThenNodeLess<uint64_t>> spares_;  // (arrival, id) of the spares
 };
 
 }  // namespace ctrun::rdzv

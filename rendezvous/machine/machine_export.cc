@@ -43,7 +43,9 @@ Result<RendezvousMachine> RendezvousMachine::Import(const MachineState& s) {
     if (n.status != NodeStatus::kMember && n.status != NodeStatus::kRedundant && s.complete) {
       return Broken("node " + ToString(n.id) + " is " + std::string(Name(n.status)) + " in a complete round");
     }
-    if (!m.nodes_.emplace(n.id, static_cast<const NodeRecord&>(n)).second) return Broken("node " + ToString(n.id) + " appears twice");
+    auto [it, added] = m.nodes_.emplace(n.id, static_cast<const NodeRecord&>(n));
+    if (!added) return Broken("node " + ToString(n.id) + " appears twice");
+    m.Index(it->first, it->second);
   }
   if (s.closed && !m.nodes_.empty()) return Broken("a closed run holds nodes");
   if (!s.complete && !s.members.empty()) return Broken("a rank table, but no round is complete");

@@ -1,0 +1,78 @@
+"""bench/rdzv_load against a real ctrund: the simulated agents speak the
+rendezvous protocol correctly (every agent gets the round with distinct
+ranks 0..N-1, the survivors of a drop the next one with 0..N-2), and a
+refused protocol is reported as a failure, not a result.
+
+Run by CTest (CTRUN_BUILD_DIR set); waits on pipes with deadlines, never
+sleeps, reads no timings.
+"""
+import json
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+BUILD_DIR = os.environ.get("CTRUN_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+CTRUND = os.path.join(BUILD_DIR, "rendezvous", "ctrund")
+LOAD = os.path.join(BUILD_DIR, "bench", "rdzv_load")
+DEADLINE_S = 30
+
+
+class RdzvLoadTest(unittest.TestCase):
+    def start_ctrund(self, *args):
+        proc = subprocess.Popen([CTRUND, "--listen", "127.0.0.1:0", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        self.addCleanup(lambda: (proc.poll() is None and proc.kill(), proc.wait()))
+        self.addCleanup(proc.stdout.close)
+        line = proc.stdout.readline()
+        m = re.search(r"serving rendezvous on (\S+:\d+)$", line.strip())
+        self.assertIsNotNone(m, f"ctrund's start line: {line!r}")
+        return proc, m.group(1)
+
+    def run_load(self, endpoint, *args):
+        return subprocess.run([LOAD, "--endpoint", endpoint, "--timeout-s", str(DEADLINE_S), *args],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              timeout=DEADLINE_S + 10)
+
+    def test_16_agents_get_the_round_and_survive_a_drop(self):
+        proc, endpoint = self.start_ctrund()
+        p = self.run_load(endpoint, "--agents", "16", "--drop", "1", "--channels", "4",
+                          "--server-pid", str(proc.pid))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = json.loads(p.stdout)
+        self.assertTrue(r["ok"])
+        self.assertEqual((r["agents"], r["channels"], r["dropped"]), (16, 4, 1))
+        self.assertEqual(r["error"], "")
+        self.assertEqual(r["keep_alive_errors"], 0)
+        # The server's figures were read from its /proc entry.
+        self.assertEqual(set(r["server"]), {"connected", "storm", "round", "drop"})
+        for phase in r["server"].values():
+            self.assertGreaterEqual(phase["cpu_s"], 0)
+            self.assertGreater(phase["hwm_kib"], 0)
+        # The run it drove is closed: a late agent is refused.
+        p = self.run_load(endpoint, "--agents", "16", "--drop", "1")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("closed", p.stderr)
+
+    def test_a_refused_join_is_a_failure(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".token") as token:
+            token.write("secret\n")
+            token.flush()
+            os.chmod(token.name, 0o600)
+            _, endpoint = self.start_ctrund("--token-file", token.name)
+            p = self.run_load(endpoint, "--agents", "3", "--drop", "1")
+        self.assertEqual(p.returncode, 1)
+        r = json.loads(p.stdout)
+        self.assertFalse(r["ok"])
+        self.assertIn("token", r["error"].lower())
+
+    def test_bad_flags_exit_2_naming_the_flag(self):
+        p = subprocess.run([LOAD, "--endpoint", "127.0.0.1:1", "--agents", "5", "--drop", "5"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=DEADLINE_S)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--drop 5 must be below --agents", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
