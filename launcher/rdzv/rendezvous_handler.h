@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "rendezvous/machine/straggler.h"
 
 namespace ctrun::launcher {
 
@@ -62,6 +63,15 @@ class RendezvousHandler {
 
   // Ends this node's part; `done` runs when peers have been told.
   virtual void Shutdown(ShutdownReason reason, std::function<void()> done) = 0;
+
+  // Straggler detection (rendezvous/machine/straggler.h). `source` is asked
+  // at every keep-alive for this node's step report (nullopt: none now);
+  // `on_change` gets each flag or recovery of this node's ranks that the
+  // rendezvous sends back. Replaces earlier ones. Rendezvous backends with
+  // no server that sees every node (local, etcd) ignore it.
+  using StepSource = std::function<std::optional<rdzv::StepReport>()>;
+  using StragglerCallback = std::function<void(const rdzv::StragglerChange&)>;
+  virtual void TrackSteps(StepSource /*source*/, StragglerCallback /*on_change*/) {}
 };
 
 }  // namespace ctrun::launcher

@@ -97,6 +97,12 @@ CTRUN_ROWS = [
     ("PET_FAIL_FAST_ON_STARTUP not a switch", [TRUE], {"PET_FAIL_FAST_ON_STARTUP": "maybe"}, 2,
      "PET_FAIL_FAST_ON_STARTUP 'maybe'"),
     ("PET_KILL_TIMEOUT negative", [TRUE], {"PET_KILL_TIMEOUT": "-5"}, 2, "PET_KILL_TIMEOUT '-5'"),
+    # --- straggler detection (issue 19, item 6)
+    ("straggler factor not above 1", ["--straggler-factor", "0.5", TRUE], {}, 2,
+     "--straggler-factor '0.5': must be a number > 1, or 0 to never flag (e.g. 1.5)"),
+    ("straggler intervals zero", ["--straggler-intervals", "0", TRUE], {}, 2,
+     "--straggler-intervals '0': must be a whole number of reports >= 1 (e.g. 5)"),
+    ("PET_STRAGGLER_FACTOR word", [TRUE], {"PET_STRAGGLER_FACTOR": "big"}, 2, "PET_STRAGGLER_FACTOR 'big'"),
     # --- torchrun 2.x's newer flags (issue 18)
     ("shutdown timeout fraction", ["--shutdown-timeout", "1.5", TRUE], {}, 2,
      "--shutdown-timeout '1.5': must be a whole number of seconds >= 0"),
