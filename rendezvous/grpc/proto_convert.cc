@@ -341,13 +341,6 @@ void AddWholeMember(const RoundComplete& d, size_t index, v1::RoundComplete* out
   MemberToProto(d.members[index], out->add_members());
 }
 
-namespace {
-double ToSeconds(Duration d) { return std::chrono::duration<double>(d).count(); }
-Duration FromSeconds(double s) {
-  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(std::max(0.0, s)));
-}
-}  // namespace
-
 void StepReportToProto(const StepReport& report, v1::StepReport* out) {
   out->set_round(report.round);
   out->set_straggler_factor(report.params.factor);
@@ -357,7 +350,7 @@ void StepReportToProto(const StepReport& report, v1::StepReport* out) {
     p->set_rank(r.rank);
     p->set_local_rank(r.local_rank);
     p->set_step_s(ToSeconds(r.step));
-    p->set_steps(r.steps);
+    p->set_step_count(r.steps);
   }
 }
 
@@ -368,7 +361,7 @@ StepReport StepReportFromProto(const v1::StepReport& report) {
   out.params.intervals = std::max(1, report.straggler_intervals());
   out.ranks.reserve(report.ranks_size());
   for (const v1::RankStep& p : report.ranks()) {
-    out.ranks.push_back(RankStep{p.rank(), p.local_rank(), FromSeconds(p.step_s()), p.steps()});
+    out.ranks.push_back(RankStep{p.rank(), p.local_rank(), FromSeconds(p.step_s()), p.step_count()});
   }
   return out;
 }
