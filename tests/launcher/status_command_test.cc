@@ -92,10 +92,10 @@ TEST_CASE("The status table shows each node's median step and the stragglers") {
              {rdzv::NodeId{"c", 3, 0}, "member", 2, 1, "10.0.0.3", 0.25, std::nullopt, {}}};
   CHECK(FormatStatus("job", "head:29400", v) ==
         "run 'job' on head:29400: round 1, running, world size 3; nodes 3..3, 3 live\n"
-        "RANK  STATE       NODE  WORKERS  ADDR      STEP      LAST KEEP-ALIVE\n"
-        "0     member      a#1         1  10.0.0.1  0.100 s   0.2 s ago\n"
-        "1     member      b#2         1  10.0.0.2  0.200 s   0.2 s ago\n"
-        "2     member      c#3         1  10.0.0.3  -         0.2 s ago\n"
+        "RANK  STATE       NODE WORKERS  ADDR      STEP      LAST KEEP-ALIVE\n"
+        "0     member      a#1        1  10.0.0.1  0.100 s   0.2 s ago\n"
+        "1     member      b#2        1  10.0.0.2  0.200 s   0.2 s ago\n"
+        "2     member      c#3        1  10.0.0.3  -         0.2 s ago\n"
         "stragglers: rank 1 on b#2\n");
 }
 

@@ -81,6 +81,7 @@ std::string Dump(const LaunchConfig& c) {
          fmt::format("restart_backoff={}\nmin_healthy_uptime={}\nfail_fast_on_startup={}\nkill_timeout={}\n",
                      c.restart_backoff.count(), c.min_healthy_uptime.count(), c.fail_fast_on_startup,
                      c.kill_timeout.count()) +
+         fmt::format("straggler_factor={}\nstraggler_intervals={}\n", c.straggler_factor, c.straggler_intervals) +
          fmt::format("virtual_local_rank={}\nshutdown_timeout_given={}\nduplicate_stdout_filters=[{}]\n"
                      "duplicate_stderr_filters=[{}]\n",
                      c.virtual_local_rank, c.shutdown_timeout_given, Quoted(c.duplicate_stdout_filters),
@@ -402,6 +403,7 @@ const std::map<std::string_view, std::string> kSample = {
     {"--events-file", "/e.jsonl"},  {"--shutdown-timeout", "45"},
     {"--duplicate-stdout-filters", "a,b"}, {"--duplicate-stderr-filters", "c"},
     {"--restart-backoff", "5"}, {"--min-healthy-uptime", "120"}, {"--kill-timeout", "10"},
+    {"--straggler-factor", "2.5"}, {"--straggler-intervals", "7"},
 };
 
 TEST_CASE("every spelling of every flag in the table works as --f v and --f=v and PET_", "[config][flags]") {

@@ -56,6 +56,8 @@ const std::map<std::string_view, Sample>& Samples() {
       {"--min-healthy-uptime", {"120", {}}},
       {"--fail-fast-on-startup", {"", {}}},
       {"--kill-timeout", {"10", {}}},
+      {"--straggler-factor", {"2.5", {}}},
+      {"--straggler-intervals", {"7", {}}},
       {"--heartbeat-initial-timeout", {"600", {}}},
       {"--no-agent-store", {"", {}}},
       {"--events-file", {"/var/log/ctrun/events.jsonl", {}}},
@@ -117,6 +119,7 @@ std::string Dump(const LaunchConfig& c) {
       c.no_agent_store, Opt(c.events_file));
   out += fmt::format("backoff={} healthy={} fail_fast={} kill_timeout={}\n", c.restart_backoff.count(),
                      c.min_healthy_uptime.count(), c.fail_fast_on_startup, c.kill_timeout.count());
+  out += fmt::format("straggler_factor={} straggler_intervals={}\n", c.straggler_factor, c.straggler_intervals);
   out += fmt::format("virtual_local_rank={} shutdown_given={} dup_out=[{}] dup_err=[{}]\n", c.virtual_local_rank,
                      c.shutdown_timeout_given, fmt::join(c.duplicate_stdout_filters, "|"),
                      fmt::join(c.duplicate_stderr_filters, "|"));
