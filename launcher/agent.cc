@@ -92,6 +92,8 @@ void Agent::Start() {
   ArmSignals();
   rdzv_.OnChange(
       [this](bool charged, const std::string& why) { OnMembershipChange(charged, why); });
+  rdzv_.TrackSteps([this] { return StepReportNow(); },
+                   [this](const rdzv::StragglerChange& change) { OnStraggler(change); });
   BeginRendezvous();
 }
 
@@ -333,6 +335,7 @@ void Agent::StartHeartbeat() {
   if (config_.heartbeat_timeout <= Seconds(0)) return;
   std::vector<std::string> files;
   for (const WorkerRanks& r : ranks_) files.push_back(HeartbeatFile(r.local_rank));
+  steps_ = std::make_unique<StepWatcher>(io_, files);
   heartbeat_ = std::make_unique<HeartbeatWatcher>(
       io_,
       HeartbeatTimeouts{
@@ -648,6 +651,7 @@ void Agent::StopGroup(int sig, Stop stop) {
   }
   heartbeat_.reset();
   StopHealthWatch();
+  steps_.reset();
   state_ = State::kStopping;
   stop_ = std::move(stop);
   workers_.Close(sig, ToDuration(config_.shutdown_grace), ToDuration(config_.kill_timeout),

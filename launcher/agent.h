@@ -86,6 +86,7 @@
 #include "launcher/logs/event_log.h"
 #include "launcher/logs/filtered_log.h"
 #include "launcher/process/heartbeat.h"
+#include "launcher/process/step_watcher.h"
 #include "launcher/logs/log_dir.h"
 #include "launcher/rdzv/rendezvous_handler.h"
 #include "launcher/logs/report.h"
@@ -208,6 +209,11 @@ class Agent {
   void RecordFailure(const WorkerExit& exit);
   void OnMembershipChange(bool charged, const std::string& why);
   void OnHeartbeatMiss(const HeartbeatMiss& miss);
+  // agent_steps.cc: straggler detection. The step report for this keep-alive
+  // (nullopt unless workers run with a heartbeat), and a flag or recovery of
+  // one of this node's ranks from the rendezvous (a `straggler` event).
+  std::optional<rdzv::StepReport> StepReportNow();
+  void OnStraggler(const rdzv::StragglerChange& change);
   // This attempt's heartbeat file of `local_rank` (in its log directory).
   std::string HeartbeatFile(int local_rank) const;
   void ArmSignals();
@@ -268,6 +274,7 @@ class Agent {
   std::vector<std::unique_ptr<StreamTee>> tees_;
   int open_tees_ = 0;
   std::unique_ptr<HeartbeatWatcher> heartbeat_;  // null when --heartbeat-timeout is 0
+  std::unique_ptr<StepWatcher> steps_;           // exactly while heartbeat_ is set
   std::vector<WorkerBinding> bindings_;          // --numa-binding; empty: none
   HealthChecker* health_ = nullptr;              // --health-check; null: none
   boost::asio::steady_timer health_timer_;       // --health-check-interval, armed while kRunning

@@ -5,6 +5,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -148,14 +149,25 @@ std::string FormatStatus(const std::string& run_id, const std::string& endpoint,
     node_width = std::max(node_width, rdzv::ToString(n.node).size());
     addr_width = std::max(addr_width, n.addr.size());
   }
-  out += fmt::format("{:<5} {:<11} {:<{}} {:>7}  {:<{}}  {}\n", "RANK", "STATE", "NODE", node_width, "WORKERS",
-                     "ADDR", addr_width, "LAST KEEP-ALIVE");
+  // The STEP column (each node's median step time) only once some agent
+  // reports step times (workers with a heartbeat file).
+  const bool steps = std::any_of(view.nodes.begin(), view.nodes.end(),
+                                 [](const rdzv::NodeView& n) { return n.median_step_s.has_value(); });
+  out += fmt::format("{:<5} {:<11} {:<{}} {:>7}  {:<{}}  {}{}\n", "RANK", "STATE", "NODE", node_width, "WORKERS",
+                     "ADDR", addr_width, steps ? "STEP      " : "", "LAST KEEP-ALIVE");
+  std::string stragglers;
   for (const rdzv::NodeView& n : view.nodes) {
-    out += fmt::format("{:<5} {:<11} {:<{}} {:>7}  {:<{}}  {} ago\n",
+    std::string step;
+    if (steps) step = fmt::format("{:<10}", n.median_step_s ? fmt::format("{:.3f} s", *n.median_step_s) : "-");
+    out += fmt::format("{:<5} {:<11} {:<{}} {:>7}  {:<{}}  {}{} ago\n",
                        n.group_rank ? std::to_string(*n.group_rank) : "-", n.state, rdzv::ToString(n.node), node_width,
                        n.local_world_size > 0 ? std::to_string(n.local_world_size) : "-", n.addr.empty() ? "-" : n.addr,
-                       addr_width, SecondsText(n.last_seen_s));
+                       addr_width, step, SecondsText(n.last_seen_s));
+    for (int r : n.straggler_ranks) {
+      stragglers += fmt::format("{}rank {} on {}", stragglers.empty() ? "" : ", ", r, rdzv::ToString(n.node));
+    }
   }
+  if (!stragglers.empty()) out += "stragglers: " + stragglers + "\n";
   return out + FormatUnhealthy(view);
 }
 

@@ -254,6 +254,20 @@ Status ApplyEndpoint(std::string_view v, LaunchConfig& c) {
   return Status::Ok();
 }
 
+Status ApplyStragglerFactor(std::string_view v, double& out) {
+  auto n = ParseNumber(Trim(v));
+  if (!n || (*n != 0 && *n <= 1)) return Bad("must be a number > 1, or 0 to never flag (e.g. 1.5)");
+  out = *n;
+  return Status::Ok();
+}
+
+Status ApplyStragglerIntervals(std::string_view v, int& out) {
+  auto n = ParseInt(Trim(v));
+  if (!n || *n < 1 || *n > 1'000'000) return Bad("must be a whole number of reports >= 1 (e.g. 5)");
+  out = static_cast<int>(*n);
+  return Status::Ok();
+}
+
 Status ApplyNonNegativeInt(std::string_view v, int& out, std::string_view example) {
   auto n = ParseInt(v);
   if (!n || *n < 0 || *n > 1'000'000'000) return Bad(fmt::format("must be an integer >= 0 (e.g. {})", example));

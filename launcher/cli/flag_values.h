@@ -54,6 +54,11 @@ Status ApplyShutdownTimeout(std::string_view v, Seconds& out);
 // line contains (torch's [""]).
 std::vector<std::string> ParseFilterList(std::string_view v);
 
+// --straggler-factor: a finite number > 1, or 0 (never flag).
+Status ApplyStragglerFactor(std::string_view v, double& out);
+// --straggler-intervals: an integer from 1 to 1e6.
+Status ApplyStragglerIntervals(std::string_view v, int& out);
+
 // 0 turns the feature off; otherwise a finite number of seconds > 0.
 Status ApplyTimeoutOrOff(std::string_view v, Seconds& out, std::string_view example);
 

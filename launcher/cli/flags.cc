@@ -176,6 +176,15 @@ std::vector<FlagSpec> BuildTable() {
                    c.heartbeat_initial_timeout = *s; return Status::Ok();),
        "SECONDS", "How long a worker may take to its first heartbeat (default: --heartbeat-timeout).",
        G::kCtrun},
+      {"--straggler-factor", {"--straggler-factor", "--straggler_factor"}, "PET_STRAGGLER_FACTOR", "1.5",
+       K::kValue, CTRUN_APPLY(return ApplyStragglerFactor(v, c.straggler_factor);), "K",
+       "With --heartbeat-timeout: flag a rank whose step time is above K x the job median as a straggler "
+       "(event, metric, ctrun status); K > 1, or 0 = never.",
+       G::kCtrun},
+      {"--straggler-intervals", {"--straggler-intervals", "--straggler_intervals"}, "PET_STRAGGLER_INTERVALS",
+       "5", K::kValue, CTRUN_APPLY(return ApplyStragglerIntervals(v, c.straggler_intervals);), "M",
+       "How many keep-alive reports in a row a rank must be slow before it is flagged a straggler.",
+       G::kCtrun},
       {"--restart-backoff", {"--restart-backoff", "--restart_backoff"}, "PET_RESTART_BACKOFF", "0", K::kValue,
        CTRUN_APPLY(return ApplyTimeoutOrOff(v, c.restart_backoff, "10");), "SECONDS",
        "Crash-loop backoff: wait SECONDS before the first restart after a worker failure, twice as long "

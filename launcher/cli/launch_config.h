@@ -96,6 +96,11 @@ struct LaunchConfig {
   // worker's start to its first touch; nullopt = the same as heartbeat_timeout.
   Seconds heartbeat_timeout{0};
   std::optional<Seconds> heartbeat_initial_timeout;
+  // Straggler detection (ctrun only; rendezvous/machine/straggler.h): a rank
+  // whose step time is above straggler_factor x the job median for
+  // straggler_intervals keep-alive reports in a row is flagged; 0 = never.
+  double straggler_factor = 1.5;
+  int straggler_intervals = 5;
   // Crash-loop policy and bounded kill (ctrun only; launcher/restart_policy.h).
   // --restart-backoff: the delay before a restart after a crash, doubled per
   // crash up to 32x, reset by a run of --min-healthy-uptime; 0 = none.

@@ -273,7 +273,11 @@ void GrpcRendezvous::ArmKeepAlive() {
   keep_alive_timer_.expires_after(ToDuration(options_.client.params.keep_alive_interval));
   keep_alive_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || phase_ == Phase::kShutdown) return;
-    client_->KeepAlive([this](const Status& s) {
+    std::optional<rdzv::StepReport> steps = step_source_ ? step_source_() : std::nullopt;
+    client_->KeepAlive(steps, [this](const Status& s, const std::vector<rdzv::StragglerChange>& stragglers) {
+      if (on_straggler_) {
+        for (const rdzv::StragglerChange& c : stragglers) on_straggler_(c);
+      }
       if (s.IsNotFound() && phase_ == Phase::kRunning) {
         Changed("the rendezvous no longer knows this node (" + s.message() + ")");
       } else if (!s.ok() && !s.IsAborted()) {

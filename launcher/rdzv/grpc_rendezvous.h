@@ -73,6 +73,10 @@ class GrpcRendezvous : public RendezvousHandler {
   void OnChange(ChangeCallback cb) override { on_change_ = std::move(cb); }
   void Shutdown(ShutdownReason reason, std::function<void()> done) override;
   void SetUnhealthyReport(const std::string& report) override { unhealthy_report_ = report; }
+  void TrackSteps(StepSource source, StragglerCallback on_change) override {
+    step_source_ = std::move(source);
+    on_straggler_ = std::move(on_change);
+  }
 
  private:
   std::string unhealthy_report_;  // Shutdown(kUnhealthy)'s Leave carries it
@@ -111,6 +115,8 @@ class GrpcRendezvous : public RendezvousHandler {
   Phase phase_ = Phase::kIdle;
   std::function<void(Result<Round>)> pending_;
   ChangeCallback on_change_;
+  StepSource step_source_;
+  StragglerCallback on_straggler_;
   bool keep_alive_started_ = false;
   bool closed_ = false;
   uint64_t round_ = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "rendezvous/machine/straggler.h"
 
 namespace ctrun::launcher {
 
@@ -72,6 +73,14 @@ class RendezvousHandler {
   // The report a Shutdown(kUnhealthy) leaves with: the failed check and its
   // last output lines. A rendezvous that keeps no such record ignores it.
   virtual void SetUnhealthyReport(const std::string& /*report*/) {}
+  // Straggler detection (rendezvous/machine/straggler.h). `source` is asked
+  // at every keep-alive for this node's step report (nullopt: none now);
+  // `on_change` gets each flag or recovery of this node's ranks that the
+  // rendezvous sends back. Replaces earlier ones. Rendezvous backends with
+  // no server that sees every node (local, etcd) ignore it.
+  using StepSource = std::function<std::optional<rdzv::StepReport>()>;
+  using StragglerCallback = std::function<void(const rdzv::StragglerChange&)>;
+  virtual void TrackSteps(StepSource /*source*/, StragglerCallback /*on_change*/) {}
 };
 
 }  // namespace ctrun::launcher

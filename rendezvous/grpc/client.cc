@@ -229,20 +229,27 @@ void RendezvousClient::Join(const JoinArgs& args, std::function<void(const Updat
 void RendezvousClient::CancelJoin() { impl_->CancelJoin(); }
 
 void RendezvousClient::KeepAlive(std::function<void(const Status&)> done) {
+  KeepAlive(std::nullopt, [done](const Status& s, const std::vector<StragglerChange>&) { done(s); });
+}
+
+void RendezvousClient::KeepAlive(const std::optional<StepReport>& steps, KeepAliveDone done) {
   v1::KeepAliveRequest req;
   req.set_version(v1::PROTOCOL_VERSION_2);
   req.set_run_id(options_.run_id);
   NodeToProto(options_.node, req.mutable_node());
   req.set_incarnation(options_.incarnation);
   req.set_token(options_.token);
+  if (steps) StepReportToProto(*steps, req.mutable_steps());
   const NodeId self = options_.node;
   impl_->Unary<v1::KeepAliveRequest, v1::KeepAliveReply>(
       [](auto* a, grpc::ClientContext* c, const v1::KeepAliveRequest* q, v1::KeepAliveReply* r, auto cb) { a->KeepAlive(c, q, r, std::move(cb)); }, std::move(req),
       options_.params.keep_alive_interval,
       [done, self](const Status& s, const v1::KeepAliveReply& rep) {
-        if (!s.ok()) return done(s);
-        if (rep.has_rejected()) return done(ToStatus(RejectedFromProto(self, rep.rejected())));
-        done(Status::Ok());
+        if (!s.ok()) return done(s, {});
+        if (rep.has_rejected()) return done(ToStatus(RejectedFromProto(self, rep.rejected())), {});
+        std::vector<StragglerChange> changes;
+        for (const v1::StragglerChange& c : rep.stragglers()) changes.push_back(StragglerChangeFromProto(self, c));
+        done(Status::Ok(), changes);
       });
 }
 

@@ -19,7 +19,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 #include "rendezvous/grpc/credentials.h"
@@ -28,6 +30,7 @@
 #include "rendezvous/machine/rdzv_params.h"
 #include "rendezvous/grpc/reconnect.h"
 #include "rendezvous/machine/run_view.h"
+#include "rendezvous/machine/straggler.h"
 
 namespace ctrun::rdzv {
 
@@ -79,6 +82,11 @@ class RendezvousClient {
 
   // `done` gets OK, or the rejection as a Status (ToStatus), or Unavailable.
   void KeepAlive(std::function<void(const Status&)> done);
+  // The same, carrying this node's step report (straggler.h; nullopt: none);
+  // `done` also gets the straggler changes the server queued for this node
+  // (empty unless the status is OK).
+  using KeepAliveDone = std::function<void(const Status&, const std::vector<StragglerChange>&)>;
+  void KeepAlive(const std::optional<StepReport>& steps, KeepAliveDone done);
 
   // `done` gets OK or Unavailable; bounded by `timeout`. `report`: with
   // kUnhealthy, the failed check and its last output lines.

@@ -1,5 +1,6 @@
 #include "rendezvous/grpc/proto_convert.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <utility>
@@ -209,6 +210,8 @@ void StateReplyAddView(const RunView& view, v1::StateReply* out) {
     p->set_local_world_size(n.local_world_size);
     p->set_addr(n.addr);
     p->set_last_seen_s(n.last_seen_s);
+    p->set_median_step_s(n.median_step_s.value_or(0));
+    for (int r : n.straggler_ranks) p->add_straggler_ranks(r);
   }
   for (const UnhealthyNode& u : view.unhealthy) {
     v1::UnhealthyNode* p = out->add_unhealthy();
@@ -229,6 +232,8 @@ RunView RunViewFromStateReply(const v1::StateReply& reply, TimePoint now) {
     n.local_world_size = p.local_world_size();
     n.addr = p.addr();
     n.last_seen_s = p.last_seen_s();
+    if (p.median_step_s() > 0) n.median_step_s = p.median_step_s();
+    n.straggler_ranks.assign(p.straggler_ranks().begin(), p.straggler_ranks().end());
     view.nodes.push_back(std::move(n));
   }
   for (const v1::UnhealthyNode& p : reply.unhealthy()) {
@@ -368,6 +373,51 @@ void RoundCompleteForPush(const RoundComplete& d, v1::RoundComplete* out) {
 
 void AddWholeMember(const RoundComplete& d, size_t index, v1::RoundComplete* out) {
   MemberToProto(d.members[index], out->add_members());
+}
+
+void StepReportToProto(const StepReport& report, v1::StepReport* out) {
+  out->set_round(report.round);
+  out->set_straggler_factor(report.params.factor);
+  out->set_straggler_intervals(report.params.intervals);
+  for (const RankStep& r : report.ranks) {
+    v1::RankStep* p = out->add_ranks();
+    p->set_rank(r.rank);
+    p->set_local_rank(r.local_rank);
+    p->set_step_s(ToSeconds(r.step));
+    p->set_step_count(r.steps);
+  }
+}
+
+StepReport StepReportFromProto(const v1::StepReport& report) {
+  StepReport out;
+  out.round = report.round();
+  out.params.factor = std::max(0.0, report.straggler_factor());
+  out.params.intervals = std::max(1, report.straggler_intervals());
+  out.ranks.reserve(report.ranks_size());
+  for (const v1::RankStep& p : report.ranks()) {
+    out.ranks.push_back(RankStep{p.rank(), p.local_rank(), FromSeconds(p.step_s()), p.step_count()});
+  }
+  return out;
+}
+
+void StragglerChangeToProto(const StragglerChange& change, v1::StragglerChange* out) {
+  out->set_rank(change.rank);
+  out->set_local_rank(change.local_rank);
+  out->set_slow(change.slow);
+  out->set_step_s(ToSeconds(change.step));
+  out->set_job_median_s(ToSeconds(change.job_median));
+  out->set_straggler_factor(change.params.factor);
+  out->set_straggler_intervals(change.params.intervals);
+}
+
+StragglerChange StragglerChangeFromProto(const NodeId& self, const v1::StragglerChange& change) {
+  return StragglerChange{self,
+                         change.rank(),
+                         change.local_rank(),
+                         change.slow(),
+                         FromSeconds(change.step_s()),
+                         FromSeconds(change.job_median_s()),
+                         StragglerParams{change.straggler_factor(), change.straggler_intervals()}};
 }
 
 }  // namespace ctrun::rdzv

@@ -72,6 +72,13 @@ Counts CountsFromStateReply(const v1::StateReply& reply, TimePoint now);
 void StateReplyAddView(const RunView& view, v1::StateReply* out);
 RunView RunViewFromStateReply(const v1::StateReply& reply, TimePoint now);
 
+// Straggler detection's messages (straggler.h), both ways.
+void StepReportToProto(const StepReport& report, v1::StepReport* out);
+StepReport StepReportFromProto(const v1::StepReport& report);
+void StragglerChangeToProto(const StragglerChange& change, v1::StragglerChange* out);
+// `self`: the node the change is about (the keep-alive's sender).
+StragglerChange StragglerChangeFromProto(const NodeId& self, const v1::StragglerChange& change);
+
 // The client's side of UpdateFromDecision: the decision an Update carries,
 // addressed to `self` (RestartRequested/Closed name only `self`). Rejected
 // codes the machine does not have (UNKNOWN_RUN, BAD_PARAMS) become

@@ -115,10 +115,11 @@ std::string RendezvousServer::Impl::MetricsText() {
   std::vector<Metrics::RunNow> runs;
   for (const std::string& run_id : registry_.RunIds()) {
     const RendezvousMachine& machine = **registry_.Find(run_id);
-    Metrics::RunNow r{run_id, machine.Tally(), 0};
+    Metrics::RunNow r{run_id, machine.Tally(), 0, {}};
     if (r.counts.complete) {
       for (const Member& m : machine.State().members) r.world_size += m.local_world_size;
     }
+    if (auto steps = steps_.find(run_id); steps != steps_.end()) r.steps = steps->second.Ranks();
     runs.push_back(std::move(r));
   }
   return metrics_.Render(runs);

@@ -6,6 +6,7 @@
 //   run_step.cc        StepRun: one event through a run's machine to the wire
 //   resume.cc          a Join that re-opens a broken stream
 //   run_stores.cc      the workers' c10d stores on the listen port
+//   run_steps.cc       keep-alives' step reports: straggler detection
 // and the pieces it uses have files of their own: join_stream (a Join's
 // stream and the Outbox), call_check (token and version), listen_address,
 // grpc_logs, port_mux (the listen port, shared with the stores),
@@ -34,6 +35,7 @@
 #include "rendezvous/grpc/store_routing.h"
 #include "rendezvous/grpc/reconnect.h"
 #include "rendezvous/grpc/server.h"
+#include "rendezvous/machine/straggler.h"
 #include "rendezvous/metrics/metrics.h"
 #include "rendezvous/persist/state_store.h"
 #include "rendezvous/store/store_server.h"
@@ -164,6 +166,11 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   // kAutoCreate, created from the request's params) and `stream` becomes the
   // node's stream unless the Join is rejected.
   void StepJoin(const v1::JoinRequest& request, const rdzv::Join& join, JoinStream* stream, Outbox& out);
+  // run_steps.cc; requires mu_. Feeds the step report of `request` (if
+  // any) from `node` to the run's StragglerDetector, logs its flags and
+  // recoveries, and puts the changes queued for `node` into `reply`.
+  void ReportSteps(const std::string& run_id, const NodeId& node, const v1::KeepAliveRequest& request,
+                   v1::KeepAliveReply* reply, Outbox& out);
   // The machine for a unary call, or the error in `status` (UNAVAILABLE
   // while stopping, NOT_FOUND for an unknown run).
   Result<RendezvousMachine*> Usable(const std::string& run_id, grpc::Status& status);
@@ -196,6 +203,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   std::optional<TimePoint> timer_target_;  // guarded by mu_
   RunRegistry registry_;                   // guarded by mu_
   Metrics metrics_;                        // guarded by mu_
+  std::map<std::string, StragglerDetector> steps_;  // by run id; guarded by mu_
   std::map<std::string, std::map<NodeId, JoinStream*, NodeIdLess>> streams_;  // guarded by mu_
   std::map<std::string, std::vector<std::function<void()>>> drained_waiters_;  // guarded by mu_
   std::optional<StateStore> store_;  // set with --state-dir; written under mu_

@@ -131,6 +131,8 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::KeepAlive(grpc::CallbackServer
       if (outcome.own_rejection) {
         reply->mutable_rejected()->set_code(RejectCodeToProto(outcome.own_rejection->code));
         reply->mutable_rejected()->set_message(outcome.own_rejection->message);
+      } else {
+        ReportSteps(request->run_id(), node, *request, reply, out);
       }
     } else if (machine.status().IsNotFound()) {
       RejectedFromRegistryError(machine.status(), reply->mutable_rejected());
@@ -177,7 +179,9 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::GetState(grpc::CallbackServerC
       StateReplyFromCounts((*machine)->Tally(), now, reply);
     } else if (machine.ok()) {
       StateReplyFromSnapshot((*machine)->State(), now, reply);
-      StateReplyAddView(ViewOf((*machine)->Export(), (*machine)->Tally(), now), reply);
+      RunView view = ViewOf((*machine)->Export(), (*machine)->Tally(), now);
+      if (auto steps = steps_.find(request->run_id()); steps != steps_.end()) AddStepTimes(steps->second, view);
+      StateReplyAddView(view, reply);
     }
   }
   reactor->Finish(status);

@@ -31,13 +31,13 @@ RunView ViewOf(const MachineState& state, const Counts& counts, TimePoint now) {
   }
   std::vector<NodeView> members, others;
   for (const MachineState::Node& n : state.nodes) {
-    NodeView v{n.id, StateName(n.status), n.previous_rank, n.local_world_size, n.addr, SecondsSince(n.last_seen, now)};
+    NodeView v{n.id, StateName(n.status), n.previous_rank, n.local_world_size, n.addr, SecondsSince(n.last_seen, now), {}, {}};
     (n.status == NodeStatus::kMember ? members : others).push_back(std::move(v));
   }
   std::stable_sort(members.begin(), members.end(),
                    [](const NodeView& a, const NodeView& b) { return a.group_rank < b.group_rank; });
   for (const MachineState::FinishingNode& f : state.finishing) {
-    NodeView v{f.id, "finishing", std::nullopt, 0, "", SecondsSince(f.last_seen, now)};
+    NodeView v{f.id, "finishing", std::nullopt, 0, "", SecondsSince(f.last_seen, now), {}, {}};
     for (const Member& m : state.members) {
       if (m.node == f.id) {
         v.group_rank = m.group_rank;
@@ -51,6 +51,18 @@ RunView ViewOf(const MachineState& state, const Counts& counts, TimePoint now) {
   for (NodeView& v : others) view.nodes.push_back(std::move(v));
   view.unhealthy = state.unhealthy_nodes;
   return view;
+}
+
+void AddStepTimes(const StragglerDetector& steps, RunView& view) {
+  const std::vector<RankStepView> ranks = steps.Ranks();
+  for (NodeView& v : view.nodes) {
+    if (std::optional<Duration> median = steps.NodeMedian(v.node)) {
+      v.median_step_s = std::chrono::duration<double>(*median).count();
+    }
+    for (const RankStepView& r : ranks) {
+      if (r.straggler && r.node == v.node) v.straggler_ranks.push_back(r.rank);
+    }
+  }
 }
 
 }  // namespace ctrun::rdzv

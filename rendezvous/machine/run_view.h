@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "rendezvous/machine/machine.h"
 #include "rendezvous/machine/node_order.h"
+#include "rendezvous/machine/straggler.h"
 
 namespace ctrun::rdzv {
 
@@ -26,6 +27,10 @@ struct NodeView {
   int local_world_size = 0;       // 0 when unknown (finishing nodes)
   std::string addr;               // the MASTER_ADDR it would publish; "" when unknown
   double last_seen_s = 0;         // seconds since its last Join or keep-alive
+  // Straggler detection (straggler.h): the median of its ranks' latest step
+  // times (nullopt: none reported), and its ranks flagged now.
+  std::optional<double> median_step_s;
+  std::vector<int> straggler_ranks;
 
   bool operator==(const NodeView&) const = default;
 };
@@ -39,5 +44,8 @@ struct RunView {
 
 // The view of `state` at `now` (the machine's clock).
 RunView ViewOf(const MachineState& state, const Counts& counts, TimePoint now);
+
+// Fills each node's median step time and straggler ranks from `steps`.
+void AddStepTimes(const StragglerDetector& steps, RunView& view);
 
 }  // namespace ctrun::rdzv

@@ -56,6 +56,12 @@ void Metrics::OnDecisions(const std::string& run_id, const std::vector<Decision>
   }
 }
 
+void Metrics::OnStragglerChanges(const std::string& run_id, const std::vector<StragglerChange>& changes) {
+  for (const StragglerChange& c : changes) {
+    if (c.slow) ++runs_[run_id].stragglers;
+  }
+}
+
 const RunHistory* Metrics::History(const std::string& run_id) const {
   auto it = runs_.find(run_id);
   return it == runs_.end() ? nullptr : &it->second.history;
@@ -132,6 +138,23 @@ void RenderGauges(const std::map<std::string, const Metrics::RunNow*>& now_of, s
     Family f(out, "ctrun_world_size", "gauge", "Workers in the running round; 0 while a round forms.");
     for (const auto& [id, r] : now_of) f.Sample("", RunLabel(id), r->world_size);
   }
+  {
+    Family f(out, "ctrun_rank_step_seconds", "gauge",
+             "A rank's latest step time: the median interval between touches of its heartbeat file.");
+    for (const auto& [id, r] : now_of) {
+      for (const RankStepView& s : r->steps) {
+        f.Sample("", fmt::format("{},node=\"{}\",rank=\"{}\"", RunLabel(id), EscapeLabelValue(ToString(s.node)), s.rank),
+                 std::chrono::duration<double>(s.step).count());
+      }
+    }
+  }
+  {
+    Family f(out, "ctrun_stragglers", "gauge", "Ranks flagged as stragglers now (see ctrun_stragglers_total).");
+    for (const auto& [id, r] : now_of) {
+      f.Sample("", RunLabel(id), std::count_if(r->steps.begin(), r->steps.end(),
+                                               [](const RankStepView& s) { return s.straggler; }));
+    }
+  }
 }
 
 }  // namespace
@@ -173,6 +196,11 @@ std::string Metrics::Render(const std::vector<RunNow>& runs) const {
   {
     Family f(out, "ctrun_join_timeouts_total", "counter", "Nodes whose join timed out before a round took them in.");
     for (const std::string& id : ids) f.Sample("", RunLabel(id), counters(id).join_timeouts);
+  }
+  {
+    Family f(out, "ctrun_stragglers_total", "counter",
+             "Times a rank was flagged a straggler (slower than --straggler-factor x the job median).");
+    for (const std::string& id : ids) f.Sample("", RunLabel(id), counters(id).stragglers);
   }
   {
     Family f(out, "ctrun_join_latency_seconds", "histogram",

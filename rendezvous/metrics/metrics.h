@@ -21,6 +21,10 @@
 //                                          (the machine's count, Counts::unhealthy)
 //   ctrun_closed                  gauge    1 once the run is closed
 //   ctrun_world_size              gauge    workers in the running round (0 while forming)
+//   ctrun_rank_step_seconds{node,rank}  gauge  a rank's latest step time (straggler.h);
+//                                          only ranks whose agents report one
+//   ctrun_stragglers              gauge    ranks flagged as stragglers now
+//   ctrun_stragglers_total        counter  times a rank was flagged a straggler
 // and, unlabelled, ctrun_runs (runs served).
 //
 // Thread model: not thread-safe; the server calls it under its lock.
@@ -36,6 +40,7 @@
 #include "rendezvous/machine/events.h"
 #include "rendezvous/machine/machine.h"
 #include "rendezvous/machine/node_order.h"
+#include "rendezvous/machine/straggler.h"
 #include "rendezvous/metrics/run_history.h"
 
 namespace ctrun::rdzv {
@@ -53,11 +58,15 @@ class Metrics {
   // The decisions one Step of `run_id` returned at `now`.
   void OnDecisions(const std::string& run_id, const std::vector<Decision>& decisions, TimePoint now);
 
+  // The straggler flags and recoveries a step report of `run_id` caused.
+  void OnStragglerChanges(const std::string& run_id, const std::vector<StragglerChange>& changes);
+
   // What a run looks like now, for the gauges.
   struct RunNow {
     std::string run_id;
     Counts counts;
     int world_size = 0;
+    std::vector<RankStepView> steps;  // the run's StragglerDetector::Ranks()
   };
 
   // The exposition text (format 0.0.4): every series of every run in
@@ -74,6 +83,7 @@ class Metrics {
     uint64_t rounds = 0;
     uint64_t restarts_joined = 0, restarts_lost = 0, restarts_left = 0;
     uint64_t evictions = 0, join_timeouts = 0;
+    uint64_t stragglers = 0;
     std::array<uint64_t, kJoinLatencyBuckets.size()> buckets{};  // non-cumulative
     uint64_t latency_count = 0;
     double latency_sum = 0;

@@ -109,6 +109,12 @@ CTRUN_ROWS = [
     ("max unhealthy nodes negative", ["--max-unhealthy-nodes", "-1", TRUE], {}, 2, "--max-unhealthy-nodes '-1'"),
     ("PET_MAX_UNHEALTHY_NODES word", [TRUE], {"PET_MAX_UNHEALTHY_NODES": "few"}, 2,
      "PET_MAX_UNHEALTHY_NODES 'few'"),
+    # --- straggler detection (issue 19, item 6)
+    ("straggler factor not above 1", ["--straggler-factor", "0.5", TRUE], {}, 2,
+     "--straggler-factor '0.5': must be a number > 1, or 0 to never flag (e.g. 1.5)"),
+    ("straggler intervals zero", ["--straggler-intervals", "0", TRUE], {}, 2,
+     "--straggler-intervals '0': must be a whole number of reports >= 1 (e.g. 5)"),
+    ("PET_STRAGGLER_FACTOR word", [TRUE], {"PET_STRAGGLER_FACTOR": "big"}, 2, "PET_STRAGGLER_FACTOR 'big'"),
     # --- torchrun 2.x's newer flags (issue 18)
     ("shutdown timeout fraction", ["--shutdown-timeout", "1.5", TRUE], {}, 2,
      "--shutdown-timeout '1.5': must be a whole number of seconds >= 0"),

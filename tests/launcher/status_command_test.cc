@@ -61,9 +61,9 @@ TEST_CASE("The status table: one header line, then a line per node") {
   v.counts.max_nodes = 4;
   v.counts.live_nodes = 3;
   v.world_size = 4;
-  v.nodes = {{rdzv::NodeId{"node-a", 11, 0}, "member", 0, 2, "10.0.0.1", 0.25},
-             {rdzv::NodeId{"node-b", 22, 0}, "member", 1, 2, "10.0.0.2", 1.5},
-             {rdzv::NodeId{"node-c", 33, 0}, "spare", std::nullopt, 2, "10.0.0.3", 12.4}};
+  v.nodes = {{rdzv::NodeId{"node-a", 11, 0}, "member", 0, 2, "10.0.0.1", 0.25, {}, {}},
+             {rdzv::NodeId{"node-b", 22, 0}, "member", 1, 2, "10.0.0.2", 1.5, {}, {}},
+             {rdzv::NodeId{"node-c", 33, 0}, "spare", std::nullopt, 2, "10.0.0.3", 12.4, {}, {}}};
   CHECK(FormatStatus("job", "head:29400", v) ==
         "run 'job' on head:29400: round 3, running, world size 4; nodes 2..4, 3 live\n"
         "RANK  STATE       NODE      WORKERS  ADDR      LAST KEEP-ALIVE\n"
@@ -97,6 +97,26 @@ TEST_CASE("The status table ends with the unhealthy nodes, the budget and each r
         "      disk full\n"
         "  node-c#33:\n"
         "    a worker asked to exclude this node\n");
+}
+
+TEST_CASE("The status table shows each node's median step and the stragglers") {
+  rdzv::RunView v;
+  v.counts.round = 1;
+  v.counts.complete = true;
+  v.counts.min_nodes = 3;
+  v.counts.max_nodes = 3;
+  v.counts.live_nodes = 3;
+  v.world_size = 3;
+  v.nodes = {{rdzv::NodeId{"a", 1, 0}, "member", 0, 1, "10.0.0.1", 0.25, 0.1, {}},
+             {rdzv::NodeId{"b", 2, 0}, "member", 1, 1, "10.0.0.2", 0.25, 0.2, {1}},
+             {rdzv::NodeId{"c", 3, 0}, "member", 2, 1, "10.0.0.3", 0.25, std::nullopt, {}}};
+  CHECK(FormatStatus("job", "head:29400", v) ==
+        "run 'job' on head:29400: round 1, running, world size 3; nodes 3..3, 3 live\n"
+        "RANK  STATE       NODE WORKERS  ADDR      STEP      LAST KEEP-ALIVE\n"
+        "0     member      a#1        1  10.0.0.1  0.100 s   0.2 s ago\n"
+        "1     member      b#2        1  10.0.0.2  0.200 s   0.2 s ago\n"
+        "2     member      c#3        1  10.0.0.3  -         0.2 s ago\n"
+        "stragglers: rank 1 on b#2\n");
 }
 
 }  // namespace

@@ -85,6 +85,7 @@ std::string Dump(const LaunchConfig& c) {
          fmt::format("health_check={}\nhealth_check_timeout={}\nhealth_check_interval={}\nmax_unhealthy={}\n",
                      Opt(c.health_check), c.health_check_timeout.count(), c.health_check_interval.count(),
                      c.max_unhealthy_nodes ? *c.max_unhealthy_nodes : -1) +
+         fmt::format("straggler_factor={}\nstraggler_intervals={}\n", c.straggler_factor, c.straggler_intervals) +
          fmt::format("virtual_local_rank={}\nshutdown_timeout_given={}\nduplicate_stdout_filters=[{}]\n"
                      "duplicate_stderr_filters=[{}]\n",
                      c.virtual_local_rank, c.shutdown_timeout_given, Quoted(c.duplicate_stdout_filters),
@@ -409,6 +410,7 @@ const std::map<std::string_view, std::string> kSample = {
     {"--hang-stacks-timeout", "5"},
     {"--health-check", "/c.sh"}, {"--health-check-timeout", "7"}, {"--health-check-interval", "30"},
     {"--max-unhealthy-nodes", "2"},
+    {"--straggler-factor", "2.5"}, {"--straggler-intervals", "7"},
 };
 
 TEST_CASE("every spelling of every flag in the table works as --f v and --f=v and PET_", "[config][flags]") {

@@ -61,6 +61,8 @@ const std::map<std::string_view, Sample>& Samples() {
       {"--health-check-timeout", {"7", {}}},
       {"--health-check-interval", {"30", {}}},
       {"--max-unhealthy-nodes", {"2", {}}},
+      {"--straggler-factor", {"2.5", {}}},
+      {"--straggler-intervals", {"7", {}}},
       {"--heartbeat-initial-timeout", {"600", {}}},
       {"--no-agent-store", {"", {}}},
       {"--events-file", {"/var/log/ctrun/events.jsonl", {}}},
@@ -126,6 +128,7 @@ std::string Dump(const LaunchConfig& c) {
   out += fmt::format("health_check={} timeout={} interval={} max_unhealthy={}\n", Opt(c.health_check),
                      c.health_check_timeout.count(), c.health_check_interval.count(),
                      c.max_unhealthy_nodes ? *c.max_unhealthy_nodes : -1);
+  out += fmt::format("straggler_factor={} straggler_intervals={}\n", c.straggler_factor, c.straggler_intervals);
   out += fmt::format("virtual_local_rank={} shutdown_given={} dup_out=[{}] dup_err=[{}]\n", c.virtual_local_rank,
                      c.shutdown_timeout_given, fmt::join(c.duplicate_stdout_filters, "|"),
                      fmt::join(c.duplicate_stderr_filters, "|"));

@@ -58,6 +58,24 @@ TEST_CASE("ParamsFromProto round-trips and turns bad seconds into invalid params
   CHECK(ValidateParams(ParamsFromProto(wire)).ok());
 }
 
+TEST_CASE("step reports and straggler changes round-trip; bad params are clamped") {
+  using std::chrono::milliseconds;
+  StepReport report{3, {2.0, 4}, {RankStep{5, 1, milliseconds(250), 7}}};
+  v1::StepReport p;
+  StepReportToProto(report, &p);
+  CHECK(StepReportFromProto(p) == report);
+  p.set_straggler_factor(-1);
+  p.set_straggler_intervals(0);
+  StepReport clamped = StepReportFromProto(p);
+  CHECK(clamped.params == StragglerParams{0, 1});
+
+  const NodeId self{"host-b", 9, 0};
+  StragglerChange change{self, 5, 1, true, milliseconds(250), milliseconds(100), {2.0, 4}};
+  v1::StragglerChange q;
+  StragglerChangeToProto(change, &q);
+  CHECK(StragglerChangeFromProto(self, q) == change);
+}
+
 TEST_CASE("LeaveReasonFromProto refuses an unspecified reason") {
   CHECK(*LeaveReasonFromProto(v1::LeaveRequest::NORMAL_EXIT) == LeaveReason::kNormalExit);
   CHECK(*LeaveReasonFromProto(v1::LeaveRequest::SIGNAL) == LeaveReason::kSignal);

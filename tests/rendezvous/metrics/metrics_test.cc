@@ -22,7 +22,25 @@ void Join(Script& s, Metrics& metrics, const std::string& name) {
 }
 
 std::string Render(const Metrics& metrics, Script& s) {
-  return metrics.Render({Metrics::RunNow{"job", s.machine().Tally(), 2}});
+  return metrics.Render({Metrics::RunNow{"job", s.machine().Tally(), 2, {}}});
+}
+
+TEST_CASE("Metrics show each rank's step time and count stragglers") {
+  Script s(Nodes(2, 2));
+  Metrics metrics;
+  StragglerDetector d;
+  const StragglerParams p{1.5, 1};
+  d.Report(N("a"), StepReport{1, p, {RankStep{0, 0, std::chrono::milliseconds(100), 1}}});
+  d.Report(N("b"), StepReport{1, p, {RankStep{1, 0, std::chrono::milliseconds(100), 1}}});
+  std::vector<StragglerChange> flagged =
+      d.Report(N("c"), StepReport{1, p, {RankStep{2, 0, std::chrono::milliseconds(250), 1}}});
+  REQUIRE(flagged.size() == 1);
+  metrics.OnStragglerChanges("job", flagged);
+  std::string text = metrics.Render({Metrics::RunNow{"job", s.machine().Tally(), 0, d.Ranks()}});
+  CHECK(Has(text, "ctrun_rank_step_seconds{run_id=\"job\",node=\"a\",rank=\"0\"} 0.1"));
+  CHECK(Has(text, "ctrun_rank_step_seconds{run_id=\"job\",node=\"c\",rank=\"2\"} 0.25"));
+  CHECK(Has(text, "ctrun_stragglers{run_id=\"job\"} 1"));
+  CHECK(Has(text, "ctrun_stragglers_total{run_id=\"job\"} 1"));
 }
 
 TEST_CASE("Metrics count rounds, restarts by cause and each node's join latency") {
