@@ -11,7 +11,8 @@ top-level "plots" list, one entry per chart:
      "series": {"ctrun": [{"x": 8, "median": 0.007, "min": 0.006,
                            "max": 0.009}, ...], "torchrun": [...]}}
 
-A number as x gives a line per series with min–max error bars; a string gives
+A point whose median, min and max are all null (or NaN) is a run that
+failed: it is not drawn. A number as x gives a line per series with min–max error bars; a string gives
 grouped bars with the same error bars. Where several files name the same
 chart, the newest "date" wins, so `bench/plot.py build/bench/*.json` redraws
 every chart from the latest runs. The PNGs carry no timestamps: the same
@@ -44,13 +45,36 @@ def load(path):
         raise BadInput(f"{path}: no \"plots\" list at the top level; this file was not written by a "
                        "bench in bench/ (or by one older than the charts)")
     date = str(doc.get("date", ""))
-    machine = str(doc.get("machine", ""))
+    machine = describe_machine(doc.get("machine", ""))
     out = []
     for i, plot in enumerate(doc["plots"]):
         where = f"{path}: plots[{i}]"
         check_plot(where, plot)
         out.append((date, machine, plot))
     return out
+
+
+def describe_machine(m):
+    """The footnote's machine: a bench's string as it is, or the main fields
+    of its machine object."""
+    if isinstance(m, dict):
+        parts = [str(m[k]) for k in ("cpu_model",) if m.get(k)]
+        if m.get("cpus"):
+            parts.append(f"{m['cpus']} CPUs")
+        if m.get("kernel"):
+            parts.append(f"Linux {m['kernel']}")
+        return ", ".join(parts)
+    return str(m)[:100]
+
+
+def missing(v):
+    """null or NaN: the bench recorded a failed run, which has no figure."""
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def drawn(points):
+    """The points that have a figure."""
+    return [p for p in points if not missing(p["median"])]
 
 
 def check_plot(where, plot):
@@ -76,11 +100,14 @@ def check_plot(where, plot):
             for key in ("x", "median", "min", "max"):
                 if key not in p:
                     raise BadInput(f"{at} has no \"{key}\" (each point needs x, median, min and max)")
+            if all(missing(p[key]) for key in ("median", "min", "max")):
+                continue  # a run that failed: no figure, not drawn
             for key in ("median", "min", "max"):
                 v = p[key]
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                    raise BadInput(f"{at}.{key} is {v!r}: give a finite number")
-            if not p["min"] <= p["median"] <= p["max"]:
+                    raise BadInput(f"{at}.{key} is {v!r}: give a finite number (or null, or NaN, "
+                                   "for all three of median, min and max where the run failed)")
+            if not missing(p["median"]) and not p["min"] <= p["median"] <= p["max"]:
                 raise BadInput(f"{at}: min ≤ median ≤ max does not hold "
                                f"({p['min']}, {p['median']}, {p['max']})")
             x = p["x"]
@@ -100,6 +127,8 @@ def check_plot(where, plot):
     if plot.get("log_y") or plot.get("log_x"):
         for label, points in series.items():
             for j, p in enumerate(points):
+                if missing(p["median"]):
+                    continue
                 if (plot.get("log_y") and p["min"] <= 0) or (plot.get("log_x") and p["x"] <= 0):
                     raise BadInput(f"{where}.series.{label}[{j}]: a log axis needs values above 0")
 
@@ -120,16 +149,20 @@ def draw(plt, date, machine, plot, out_dir):
     numeric = not isinstance(next(iter(series.values()))[0]["x"], str)
     if numeric:
         for label, points in series.items():
-            points = sorted(points, key=lambda p: p["x"])
+            points = sorted(drawn(points), key=lambda p: p["x"])
+            if not points:
+                continue
             xs = [p["x"] for p in points]
             med = [p["median"] for p in points]
             err = [[p["median"] - p["min"] for p in points], [p["max"] - p["median"] for p in points]]
             ax.errorbar(xs, med, yerr=err, marker="o", capsize=3, label=label)
+        ticks = sorted({p["x"] for points in series.values() for p in drawn(points)})
         if plot.get("log_x"):
             ax.set_xscale("log")
-            ticks = sorted({p["x"] for points in series.values() for p in points})
+        if plot.get("log_x") or (len(ticks) <= 12 and all(float(t).is_integer() for t in ticks)):
             ax.set_xticks(ticks)
             ax.set_xticklabels([f"{t:g}" for t in ticks])
+            ax.xaxis.set_minor_locator(plt.NullLocator())  # only the measured x
     else:
         categories = []
         for points in series.values():
@@ -138,7 +171,7 @@ def draw(plt, date, machine, plot, out_dir):
                     categories.append(p["x"])
         width = 0.8 / len(series)
         for k, (label, points) in enumerate(series.items()):
-            by_x = {p["x"]: p for p in points}
+            by_x = {p["x"]: p for p in drawn(points)}
             xs, med, lo, hi = [], [], [], []
             for i, c in enumerate(categories):
                 if c in by_x:
