@@ -18,6 +18,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -88,6 +89,10 @@ class StoreServer {
 
   boost::asio::io_context& io_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  // After a failed accept (out of file descriptors: EMFILE, ENFILE), the
+  // next one waits a little instead of spinning on the pending connection.
+  boost::asio::steady_timer accept_retry_;
+  bool accept_failing_ = false;
   int port_ = 0;
   StoreState state_;
   std::unordered_map<StoreClientId, std::shared_ptr<Session>> sessions_;
