@@ -4,7 +4,6 @@ bench/torchrun_compat.py), interleaved in one run. See bench/launch.sh."""
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
 import socket
@@ -13,6 +12,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from benchjson import machine, spread  # bench/benchjson.py: shared by every bench
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -109,24 +110,9 @@ def interleave(cases, reps, rng):
     return times
 
 
-def spread(ts):
-    return {"median": statistics.median(ts), "min": min(ts), "max": max(ts), "n": len(ts)}
-
-
 def fmt(ts, scale=1e3, unit="ms"):
     s = spread(ts)
     return f"{s['median'] * scale:.2f} {unit} ({s['min'] * scale:.2f}–{s['max'] * scale:.2f})"
-
-
-def machine():
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
-            "cpu_model": cpu, "load_avg_1m": os.getloadavg()[0]}
 
 
 def main():

@@ -5,7 +5,6 @@ See bench/rendezvous.sh."""
 import argparse
 import json
 import os
-import platform
 import random
 import resource
 import select
@@ -16,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from benchjson import machine, spread  # bench/benchjson.py: shared by every bench
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -252,24 +253,9 @@ def derived(r):
     }
 
 
-def spread(ts):
-    return {"median": statistics.median(ts), "min": min(ts), "max": max(ts), "n": len(ts)}
-
-
 def fmt(ts, scale=1.0, digits=3):
     s = spread(ts)
     return f"{s['median'] * scale:.{digits}f} ({s['min'] * scale:.{digits}f}–{s['max'] * scale:.{digits}f})"
-
-
-def machine():
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
-            "cpu_model": cpu, "load_avg_1m": os.getloadavg()[0]}
 
 
 def main():
