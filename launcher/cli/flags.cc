@@ -216,6 +216,7 @@ std::vector<FlagSpec> BuildTable() {
        CTRUN_APPLY(return ApplyTimeoutOrOff(v, c.hang_stacks_timeout, "10");), "SECONDS",
        "Before killing a hung worker (heartbeat expired, or still running after the shutdown grace), "
        "save its stacks with gdb to attempt_N/<local_rank>/stacks.txt, taking at most SECONDS; 0 = off.",
+       G::kCtrun},
       {"--health-check", {"--health-check", "--health_check"}, "PET_HEALTH_CHECK", nullptr, K::kValue,
        CTRUN_APPLY(if (v.empty()) {
          return Status::InvalidArgument("must not be empty (give a command, e.g. --health-check "
