@@ -54,9 +54,10 @@ for b in "${bins[@]}"; do
   chmod 755 "$data/$(basename "$b")"
 done
 cp "$src/LICENSE" "$info/LICENSE"
-# The default node health check (docs/reliability.md): <venv>/share/ctrun/.
-mkdir -p "$root/ctrun-$version.data/data/share/ctrun"
-install -m 755 "$src/scripts/health-check.sh" "$root/ctrun-$version.data/data/share/ctrun/health-check.sh"
+# The default node health check (docs/reliability.md) as <venv>/bin/ctrun-health-check:
+# a script in bin/, which pip uninstall removes cleanly (data files under
+# share/ would leave their empty directories behind).
+install -m 755 "$src/scripts/health-check.sh" "$data/ctrun-health-check"
 cat > "$info/METADATA" <<EOF
 Metadata-Version: 2.1
 Name: ctrun

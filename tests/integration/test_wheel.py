@@ -52,8 +52,13 @@ class WheelTest(unittest.TestCase):
             names = z.namelist()
             z.extractall(extract)
         scripts = sorted(n for n in names if ".data/scripts/" in n)
-        self.assertEqual([os.path.basename(n) for n in scripts], ["ctrun", "ctrund"])
-        for n in scripts:
+        self.assertEqual([os.path.basename(n) for n in scripts], ["ctrun", "ctrun-health-check", "ctrund"])
+        # The default health check ships as scripts/health-check.sh, byte for byte.
+        check = next(n for n in scripts if n.endswith("/ctrun-health-check"))
+        with open(os.path.join(extract, check), "rb") as f, \
+                open(os.path.join(SOURCE, "scripts", "health-check.sh"), "rb") as g:
+            self.assertEqual(f.read(), g.read())
+        for n in (s for s in scripts if s != check):
             path = os.path.join(extract, n)
             needed = re.findall(r"\(NEEDED\).*\[(.*)\]",
                                 subprocess.run(["readelf", "-d", path], capture_output=True,
@@ -76,7 +81,7 @@ class WheelTest(unittest.TestCase):
         r = subprocess.run(pip + ["install", "--no-index", self.wheel],
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
-        for prog in ("ctrun", "ctrund"):
+        for prog in ("ctrun", "ctrund", "ctrun-health-check"):
             self.assertTrue(os.access(os.path.join(venv, "bin", prog), os.X_OK), prog)
 
         # As a user would: the venv activated (its bin first on PATH), no
