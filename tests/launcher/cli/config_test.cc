@@ -570,7 +570,7 @@ TEST_CASE("ClosestSpelling", "[flags]") {
   CHECK(ClosestSpelling("--qqqqqqqqqqqqqqqqqqqq") == "");
 }
 
-TEST_CASE("--health-check: CTRUN_HEALTH_CHECK like PET_HEALTH_CHECK, the flag wins; the health defaults",
+TEST_CASE("CTRUN_HEALTH_CHECK reads like PET_HEALTH_CHECK and the flag wins, and the health defaults",
           "[config]") {
   LaunchConfig d = Good({"/abs/t.py"});
   CHECK_FALSE(d.health_check.has_value());
