@@ -48,7 +48,7 @@ TEST_CASE("After the first touch the steady timeout runs from the touch") {
   CHECK(miss->ever_touched);
 }
 
-TEST_CASE("A later touch moves the deadline; an older one does not") {
+TEST_CASE("A later touch moves the deadline, an older one does not") {
   HeartbeatDeadlines d = TwoWorkers();
   d.Observe(0, seconds(0), kStart + seconds(5));
   d.Observe(1, seconds(0), kStart + seconds(20));

@@ -63,7 +63,7 @@ TEST_CASE("gdb's command line: batch, quiet, the Python dump into the file, then
   CHECK(argv.back() == "thread apply all bt");
 }
 
-TEST_CASE("gdb saves a running process's native stacks; no Python section for a C program") {
+TEST_CASE("gdb saves a running process's native stacks, no Python section for a C program") {
   Sleeper s;
   const std::string path = TempPath("stacks.txt");
   const std::vector<Status> r = SaveStacksWithGdb({{3, s.pid, path, "a test"}}, seconds(60));

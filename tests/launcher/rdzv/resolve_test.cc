@@ -82,7 +82,7 @@ TEST_CASE("metrics_port reaches the hosting plan only") {
   CHECK_FALSE(joining->host.has_value());
 }
 
-TEST_CASE("The static backend: node rank 0 hosts at master port + 1; workers get the master exactly") {
+TEST_CASE("The static backend: node rank 0 hosts at master port + 1, workers get the master exactly") {
   Result<RendezvousPlan> plan = Resolve({"--nnodes", "2", "--rdzv-backend", "static", "--master-addr", "127.0.0.1",
                                          "--master-port", "29600", "--node-rank", "0"});
   REQUIRE(plan.ok());

@@ -90,7 +90,7 @@ TEST_CASE("TLS file errors name the flag, the path and the fix") {
   CHECK(LoadError(Files("", "", "server.key")).find("tls_ca '" + Fixture("server.key") + "': no PEM certificate") == 0);
 }
 
-TEST_CASE("a token file loses trailing whitespace; empty, binary or unreadable ones are refused") {
+TEST_CASE("a token file loses trailing whitespace, empty, binary or unreadable ones are refused") {
   TempFile good("s3cret-token \n\n");
   Result<std::string> token = ReadTokenFile(good.path(), "--token-file");
   REQUIRE(token.ok());

@@ -131,7 +131,7 @@ TEST_CASE("a round is told its store is on the rendezvous port, and TCPStore cli
   CHECK(client.GetState(testing::MakeState("job"), &state).ok());
 }
 
-TEST_CASE("each round starts with an empty store; the last round's store connections are closed") {
+TEST_CASE("each round starts with an empty store, the last round's store connections are closed") {
   auto server = FixedServer(1, 2);
   TestClient client(server->port());
   const v1::JoinRequest join_a = MakeJoin("job", "node1", 11, 1, 2);
@@ -189,7 +189,7 @@ TEST_CASE("with serve_stores off, no round is offered the port and store connect
   CHECK(conn.ClosedByServer());
 }
 
-TEST_CASE("a connection that speaks neither gRPC nor the store protocol is closed; the port goes on serving") {
+TEST_CASE("a connection that speaks neither gRPC nor the store protocol is closed, the port goes on serving") {
   auto server = FixedServer(1, 1);
   {
     StoreConn http(server->port());

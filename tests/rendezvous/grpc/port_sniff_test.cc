@@ -28,7 +28,7 @@ TEST_CASE("a 'P' that does not go on as the preface is refused (HTTP/1 POST, PUT
   CHECK(SniffPortProtocol("PRI * HTTP/1.1") == PortProtocol::kUnknown);
 }
 
-TEST_CASE("a TLS handshake record is gRPC over TLS; another version byte is refused") {
+TEST_CASE("a TLS handshake record is gRPC over TLS, another version byte is refused") {
   CHECK(SniffPortProtocol(Bytes({0x16})) == PortProtocol::kGrpc);
   CHECK(SniffPortProtocol(Bytes({0x16, 0x03, 0x01, 0x02, 0x00})) == PortProtocol::kGrpc);
   CHECK(SniffPortProtocol(Bytes({0x16, 0x02})) == PortProtocol::kUnknown);
@@ -42,7 +42,7 @@ TEST_CASE("torch 2.x's first request, VALIDATE with its magic, is the store") {
   CHECK(SniffPortProtocol(validate.substr(0, 1)) == PortProtocol::kStore);
 }
 
-TEST_CASE("every torch 1.13 and 2.x request type opens a store connection; the next byte up does not") {
+TEST_CASE("every torch 1.13 and 2.x request type opens a store connection, the next byte up does not") {
   for (unsigned type = 0; type <= kMaxStoreFirstByte; ++type) {
     INFO(type);
     CHECK(SniffPortProtocol(Bytes({static_cast<uint8_t>(type), 0x05, 0x00})) == PortProtocol::kStore);

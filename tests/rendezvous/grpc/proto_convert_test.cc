@@ -58,7 +58,7 @@ TEST_CASE("ParamsFromProto round-trips and turns bad seconds into invalid params
   CHECK(ValidateParams(ParamsFromProto(wire)).ok());
 }
 
-TEST_CASE("step reports and straggler changes round-trip; bad params are clamped") {
+TEST_CASE("step reports and straggler changes round-trip, bad params are clamped") {
   using std::chrono::milliseconds;
   StepReport report{3, {2.0, 4}, {RankStep{5, 1, milliseconds(250), 7}}};
   v1::StepReport p;
@@ -112,7 +112,7 @@ TEST_CASE("a pushed RoundComplete carries every size packed, the master and the 
   CHECK(std::get<RoundComplete>(DecisionFromUpdate(members[1].node, full)) == round);
 }
 
-TEST_CASE("a RoundComplete says whether its store is on the rendezvous port; unset means not") {
+TEST_CASE("a RoundComplete says whether its store is on the rendezvous port, unset means not") {
   RoundComplete round{1, {Member{{"m0", 1, 0}, 0, 2, "10.0.0.1", 29500}}, 2, false, ""};
   for (bool on_port : {true, false}) {
     round.store_on_rendezvous_port = on_port;

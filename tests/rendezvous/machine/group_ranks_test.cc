@@ -20,7 +20,7 @@ TEST_CASE("First round: same host orders by pid then local id") {
   CHECK(r.by_rank == Ids{{"h", 3, 0}, {"h", 3, 1}, {"h", 20, 0}});
 }
 
-TEST_CASE("Returning members keep their ranks; newcomers fill the free ones") {
+TEST_CASE("Returning members keep their ranks, newcomers fill the free ones") {
   RankAssignment r = AssignGroupRanks({{N("a"), 2, {}}, {N("z"), 0, {}}, {N("new2"), {}, {}}, {N("new1"), {}, {}}});
   CHECK(r.by_rank == Ids{N("z"), N("new1"), N("a"), N("new2")});
 }

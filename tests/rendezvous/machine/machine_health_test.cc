@@ -52,7 +52,7 @@ TEST_CASE("The default budget is max_nodes - min_nodes") {
   CHECK_FALSE(ValidateParams(WithBudget(1, 1, -2)).ok());
 }
 
-TEST_CASE("Exceeding the unhealthy budget closes the run for every node; later joins are told why") {
+TEST_CASE("Exceeding the unhealthy budget closes the run for every node, later joins are told why") {
   Script s(WithBudget(1, 3, 1));
   s.Join("a");
   s.Join("b");
@@ -108,7 +108,7 @@ TEST_CASE("The unhealthy count and records survive export and import") {
   CHECK(copy.State().unhealthy_nodes.at(0).report == "nic down");
 }
 
-TEST_CASE("Only the most recent unhealthy records are kept; the count covers all") {
+TEST_CASE("Only the most recent unhealthy records are kept, the count covers all") {
   Script s(WithBudget(1, 1, 100));
   for (size_t i = 0; i < kUnhealthyKept + 3; ++i) s.LeaveUnhealthy("n" + std::to_string(i));
   CHECK(s.machine().Tally().unhealthy == static_cast<int>(kUnhealthyKept + 3));

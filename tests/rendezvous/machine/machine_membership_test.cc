@@ -104,7 +104,7 @@ TEST_CASE("Nodes expiring together give one restart naming none of the dead") {
   CHECK(s.Run(seconds(15)) == Lines{"Evicted a", "Evicted b", "RestartRequested r0 node_lost cause=a [c]"});
 }
 
-TEST_CASE("An evicted node's keep-alive is refused; it must join again") {
+TEST_CASE("An evicted node's keep-alive is refused, it must join again") {
   Script s = Running3();
   s.Kill("c");
   s.Run(seconds(15));
@@ -161,7 +161,7 @@ TEST_CASE("A forming round that is full turns newcomers into spares") {
   CHECK(s.Join("c") == Lines{"Admitted c redundant r1"});
 }
 
-TEST_CASE("Leave(failure) from a member breaks the round; the node stays expected") {
+TEST_CASE("Leave(failure) from a member breaks the round, the node stays expected") {
   Script s = Running3();
   CHECK(s.Leave("b", LeaveReason::kFailure) == Lines{"RestartRequested r0 node_left cause=b [a c]"});
   CHECK(s.machine().StatusOf(N("b")) == NodeStatus::kRejoining);

@@ -73,7 +73,7 @@ TEST_CASE("2:4 with two nodes completes at the last-call deadline, not before") 
   CHECK(s.Elapsed() == seconds(30));
 }
 
-TEST_CASE("2:4 last call counts from when MIN was reached; a third node rides along") {
+TEST_CASE("2:4 last call counts from when MIN was reached, a third node rides along") {
   Script s(Nodes(2, 4));
   s.Join("a");
   s.Run(seconds(10));
@@ -93,7 +93,7 @@ TEST_CASE("2:4 completes at once when the fourth node joins") {
   CHECK_FALSE(s.State().last_call_deadline);
 }
 
-TEST_CASE("Dropping below MIN cancels the last call; reaching it again restarts it") {
+TEST_CASE("Dropping below MIN cancels the last call, reaching it again restarts it") {
   Script s(Nodes(2, 4));
   s.Join("a");
   s.Join("b");

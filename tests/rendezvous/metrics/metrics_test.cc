@@ -90,7 +90,7 @@ TEST_CASE("Metrics count rounds, restarts by cause and each node's join latency"
   CHECK(Has(text, "ctrun_restarts_total{run_id=\"job\",cause=\"node_lost\"} 1"));
 }
 
-TEST_CASE("Metrics: a repeated Join keeps the first time; a timed-out node is not counted") {
+TEST_CASE("Metrics: a repeated Join keeps the first time, a timed-out node is not counted") {
   Metrics metrics;
   const TimePoint t0{};
   metrics.OnJoin("r", N("a"), t0);

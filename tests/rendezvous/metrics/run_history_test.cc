@@ -59,7 +59,7 @@ TEST_CASE("RunHistory records each round, the restart that broke it and its caus
   CHECK(CauseName(RestartReason::kNodeLeft) == "node_left");
 }
 
-TEST_CASE("RunHistory: a Close while a round forms ends nothing; a node lost is its own cause") {
+TEST_CASE("RunHistory: a Close while a round forms ends nothing, a node lost is its own cause") {
   RunHistory h;
   const TimePoint t0{};
   const Member a{N("a"), 0, 1, "", 0}, b{N("b"), 1, 1, "", 0};

@@ -9,7 +9,7 @@
 namespace ctrun::rdzv::testing {
 namespace {
 
-TEST_CASE("JsonString escapes quotes, backslashes, controls and HTML brackets; keeps valid UTF-8") {
+TEST_CASE("JsonString escapes quotes, backslashes, controls and HTML brackets, keeps valid UTF-8") {
   CHECK(JsonString("plain") == "\"plain\"");
   CHECK(JsonString("a\"b\\c") == "\"a\\\"b\\\\c\"");
   CHECK(JsonString("l1\nl2\r\t") == "\"l1\\nl2\\r\\t\"");
