@@ -22,6 +22,9 @@ for _ in range(3):
     loss.backward()
     opt.step()
 checksum = sum(float(p.detach().double().sum()) for p in model.parameters())
-print(f"ddp rank {rank} local_rank {os.environ['LOCAL_RANK']} python {sys.executable} "
-      f"checksum {checksum:.6f}", flush=True)
+# One write of the whole line: under python -u, print() writes the text and
+# its newline apart, and the two ranks' lines could interleave on one pipe.
+sys.stdout.write(f"ddp rank {rank} local_rank {os.environ['LOCAL_RANK']} python {sys.executable} "
+                 f"checksum {checksum:.6f}\n")
+sys.stdout.flush()
 dist.destroy_process_group()
