@@ -130,17 +130,20 @@ void Agent::BeginRendezvous() {
 void Agent::OnPreJoinCheck(const HealthResult& result) {
   if (state_ != State::kRendezvous) return;  // a signal ended the wait
   if (!result.healthy) {
-    const std::string report = FormatHealthReport(health_->command(), result);
-    spdlog::error("health check '{}' {}; this node does not join: it leaves the job", health_->command(),
-                  result.failure);
-    if (events_) {
-      events_->Emit("node_unhealthy", Json{{"source", "health_check"}, {"during", "rendezvous"},
-                                           {"report", report}, {"last_lines", result.last_lines}});
-    }
-    LeaveUnhealthy(report);
+    LeaveUnhealthy(ReportFailedCheck(result, "rendezvous", "this node does not join: it leaves the job"));
     return;
   }
   rdzv_.NextRound([this](const Result<Round>& round) { OnRound(round); });
+}
+
+std::string Agent::ReportFailedCheck(const HealthResult& result, const char* during, const char* next) {
+  const std::string report = FormatHealthReport(health_->command(), result);
+  spdlog::error("health check '{}' {}; {}", health_->command(), result.failure, next);
+  if (events_) {
+    events_->Emit("node_unhealthy", Json{{"source", "health_check"}, {"during", during},
+                                         {"report", report}, {"last_lines", result.last_lines}});
+  }
+  return report;
 }
 
 void Agent::ArmHealthTimer() {
@@ -158,13 +161,8 @@ void Agent::OnPeriodicCheck(const HealthResult& result) {
     ArmHealthTimer();
     return;
   }
-  const std::string report = FormatHealthReport(health_->command(), result);
-  spdlog::error("health check '{}' {}; stopping the workers: this node leaves the job", health_->command(),
-                result.failure);
-  if (events_) {
-    events_->Emit("node_unhealthy", Json{{"source", "health_check"}, {"during", "running"},
-                                         {"report", report}, {"last_lines", result.last_lines}});
-  }
+  const std::string report =
+      ReportFailedCheck(result, "running", "stopping the workers: this node leaves the job");
   StopGroup(SIGTERM, Stop::ToLeaveUnhealthy(report));
 }
 

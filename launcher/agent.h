@@ -240,6 +240,9 @@ class Agent {
   void OnPreJoinCheck(const HealthResult& result);
   void ArmHealthTimer();
   void OnPeriodicCheck(const HealthResult& result);
+  // A failed check's one error line ("...; `next`") and node_unhealthy event
+  // (`during`: rendezvous or running); returns the report the node leaves with.
+  std::string ReportFailedCheck(const HealthResult& result, const char* during, const char* next);
   void OnExclusionRequest(const std::string& reason);
   void StopHealthWatch();
   // Says why on stderr, then finishes with kExitNodeUnhealthy, leaving the
