@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tests/rendezvous/store/store_request.h"
+
 namespace ctrun::rdzv {
 namespace {
 
@@ -175,15 +177,7 @@ TEST_CASE("the per-node attempt number is dropped from torch's worker keys") {
                                              "///worker/attempt_1/x"});
 }
 
-StoreRequest Make(StoreOp op, std::vector<std::string> keys = {}, std::vector<std::string> values = {},
-                  int64_t number = 0) {
-  StoreRequest r;
-  r.op = op;
-  r.keys = std::move(keys);
-  r.values = std::move(values);
-  r.number = number;
-  return r;
-}
+using testing::Req;
 
 void CheckSame(const StoreRequest& a, const StoreRequest& b) {
   CHECK(a.op == b.op);
@@ -195,24 +189,24 @@ void CheckSame(const StoreRequest& a, const StoreRequest& b) {
 TEST_CASE("the client's encoder writes what torch 1.13's client sends") {
   // Byte for byte the wire of the first test case above.
   std::string out;
-  REQUIRE(AppendStoreRequest(out, StoreDialect::kV1, Make(StoreOp::kSet, {"/k"}, {"v"})).ok());
-  REQUIRE(AppendStoreRequest(out, StoreDialect::kV1, Make(StoreOp::kWait, {"/k"})).ok());
-  REQUIRE(AppendStoreRequest(out, StoreDialect::kV1, Make(StoreOp::kAdd, {"/n"}, {}, 5)).ok());
-  REQUIRE(AppendStoreRequest(out, StoreDialect::kV1, Make(StoreOp::kCompareSet, {"/k"}, {"v", "w"})).ok());
-  REQUIRE(AppendStoreRequest(out, StoreDialect::kV1, Make(StoreOp::kDeleteKey, {"/k"})).ok());
+  REQUIRE(AppendStoreRequest(out, StoreDialect::kV1, Req(StoreOp::kSet, {"/k"}, {"v"})).ok());
+  REQUIRE(AppendStoreRequest(out, StoreDialect::kV1, Req(StoreOp::kWait, {"/k"})).ok());
+  REQUIRE(AppendStoreRequest(out, StoreDialect::kV1, Req(StoreOp::kAdd, {"/n"}, {}, 5)).ok());
+  REQUIRE(AppendStoreRequest(out, StoreDialect::kV1, Req(StoreOp::kCompareSet, {"/k"}, {"v", "w"})).ok());
+  REQUIRE(AppendStoreRequest(out, StoreDialect::kV1, Req(StoreOp::kDeleteKey, {"/k"})).ok());
   CHECK(out == U8(0) + Str("/k") + Str("v") + U8(5) + Le<uint64_t>(1) + Str("/k") + U8(3) + Str("/n") +
                    Le<int64_t>(5) + U8(1) + Str("/k") + Str("v") + Str("w") + U8(8) + Str("/k"));
 }
 
 TEST_CASE("every request the encoder writes, the parser reads back the same") {
   const std::vector<StoreRequest> v1 = {
-      Make(StoreOp::kSet, {"k"}, {std::string(70000, 'x')}), Make(StoreOp::kCompareSet, {"k"}, {"", "b"}),
-      Make(StoreOp::kGet, {"k"}), Make(StoreOp::kAdd, {"n"}, {}, -3), Make(StoreOp::kCheck, {"a", "b"}),
-      Make(StoreOp::kWait, {"a"}), Make(StoreOp::kNumKeys), Make(StoreOp::kDeleteKey, {"k"})};
+      Req(StoreOp::kSet, {"k"}, {std::string(70000, 'x')}), Req(StoreOp::kCompareSet, {"k"}, {"", "b"}),
+      Req(StoreOp::kGet, {"k"}), Req(StoreOp::kAdd, {"n"}, {}, -3), Req(StoreOp::kCheck, {"a", "b"}),
+      Req(StoreOp::kWait, {"a"}), Req(StoreOp::kNumKeys), Req(StoreOp::kDeleteKey, {"k"})};
   const std::vector<StoreRequest> v2 = {
-      Make(StoreOp::kValidate), Make(StoreOp::kSet, {"k"}, {"v"}), Make(StoreOp::kAppend, {"k"}, {"w"}),
-      Make(StoreOp::kMultiGet, {"a", "b"}), Make(StoreOp::kMultiSet, {"a", "b"}, {"1", "2"}),
-      Make(StoreOp::kCancelWait), Make(StoreOp::kPing, {}, {}, 77), Make(StoreOp::kAdd, {"n"}, {}, 1)};
+      Req(StoreOp::kValidate), Req(StoreOp::kSet, {"k"}, {"v"}), Req(StoreOp::kAppend, {"k"}, {"w"}),
+      Req(StoreOp::kMultiGet, {"a", "b"}), Req(StoreOp::kMultiSet, {"a", "b"}, {"1", "2"}),
+      Req(StoreOp::kCancelWait), Req(StoreOp::kPing, {}, {}, 77), Req(StoreOp::kAdd, {"n"}, {}, 1)};
   for (auto [dialect, reqs] : {std::pair{StoreDialect::kV1, v1}, std::pair{StoreDialect::kV2, v2}}) {
     std::string wire;
     for (const StoreRequest& r : reqs) REQUIRE(AppendStoreRequest(wire, dialect, r).ok());
@@ -228,9 +222,9 @@ TEST_CASE("the encoder refuses a request the dialect does not have") {
   std::string out = "keep";
   for (StoreOp op : {StoreOp::kValidate, StoreOp::kAppend, StoreOp::kMultiGet, StoreOp::kMultiSet,
                      StoreOp::kCancelWait, StoreOp::kPing}) {
-    CHECK(AppendStoreRequest(out, StoreDialect::kV1, Make(op, {"k"}, {"v"})).IsInvalidArgument());
+    CHECK(AppendStoreRequest(out, StoreDialect::kV1, Req(op, {"k"}, {"v"})).IsInvalidArgument());
   }
-  CHECK(AppendStoreRequest(out, StoreDialect::kUnknown, Make(StoreOp::kGet, {"k"})).IsInvalidArgument());
+  CHECK(AppendStoreRequest(out, StoreDialect::kUnknown, Req(StoreOp::kGet, {"k"})).IsInvalidArgument());
   CHECK(out == "keep");
 }
 
@@ -242,9 +236,9 @@ TEST_CASE("replies decode as the server encodes them, and wait for all their byt
   AppendStoreBytes(wire, "a");          // MULTI_GET a b
   AppendStoreBytes(wire, "");
   AppendStoreUint32(wire, 9);           // PING
-  const std::vector<StoreRequest> reqs = {Make(StoreOp::kGet, {"k"}), Make(StoreOp::kSet, {"k"}, {"v"}),
-                                          Make(StoreOp::kAdd, {"n"}, {}, 1), Make(StoreOp::kWait, {"k"}),
-                                          Make(StoreOp::kMultiGet, {"a", "b"}), Make(StoreOp::kPing, {}, {}, 9)};
+  const std::vector<StoreRequest> reqs = {Req(StoreOp::kGet, {"k"}), Req(StoreOp::kSet, {"k"}, {"v"}),
+                                          Req(StoreOp::kAdd, {"n"}, {}, 1), Req(StoreOp::kWait, {"k"}),
+                                          Req(StoreOp::kMultiGet, {"a", "b"}), Req(StoreOp::kPing, {}, {}, 9)};
   std::string_view rest = wire;
   std::vector<StoreReply> got;
   for (const StoreRequest& req : reqs) {
@@ -275,13 +269,13 @@ TEST_CASE("replies decode as the server encodes them, and wait for all their byt
   StoreLimits small;
   small.max_value_bytes = 4;
   StoreReply reply;
-  CHECK(!ParseStoreReply(Str("toolong"), Make(StoreOp::kGet, {"k"}), reply, small).ok());
+  CHECK(!ParseStoreReply(Str("toolong"), Req(StoreOp::kGet, {"k"}), reply, small).ok());
 }
 
 TEST_CASE("bytes received into Space and committed parse as fed ones") {
   std::string wire;
-  REQUIRE(AppendStoreRequest(wire, StoreDialect::kV1, Make(StoreOp::kSet, {"k"}, {std::string(300000, 'v')})).ok());
-  REQUIRE(AppendStoreRequest(wire, StoreDialect::kV1, Make(StoreOp::kGet, {"k"})).ok());
+  REQUIRE(AppendStoreRequest(wire, StoreDialect::kV1, Req(StoreOp::kSet, {"k"}, {std::string(300000, 'v')})).ok());
+  REQUIRE(AppendStoreRequest(wire, StoreDialect::kV1, Req(StoreOp::kGet, {"k"})).ok());
   StoreParser p;
   std::vector<StoreRequest> got;
   size_t at = 0;

@@ -5,18 +5,12 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
+#include "tests/rendezvous/store/store_request.h"
+
 namespace ctrun::rdzv {
 namespace {
 
-StoreRequest Req(StoreOp op, std::vector<std::string> keys = {}, std::vector<std::string> values = {},
-                 int64_t number = 0) {
-  StoreRequest r;
-  r.op = op;
-  r.keys = std::move(keys);
-  r.values = std::move(values);
-  r.number = number;
-  return r;
-}
+using testing::Req;
 
 std::string Bytes(const std::string& s) {
   std::string out;
