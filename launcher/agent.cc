@@ -130,7 +130,7 @@ void Agent::BeginRendezvous() {
 void Agent::OnPreJoinCheck(const HealthResult& result) {
   if (state_ != State::kRendezvous) return;  // a signal ended the wait
   if (!result.healthy) {
-    LeaveUnhealthy(ReportFailedCheck(result, "rendezvous", "this node does not join: it leaves the job"));
+    LeaveUnhealthy(ReportFailedCheck(result, "rendezvous", "; this node does not join: it leaves the job"));
     return;
   }
   rdzv_.NextRound([this](const Result<Round>& round) { OnRound(round); });
@@ -138,7 +138,7 @@ void Agent::OnPreJoinCheck(const HealthResult& result) {
 
 std::string Agent::ReportFailedCheck(const HealthResult& result, const char* during, const char* next) {
   const std::string report = FormatHealthReport(health_->command(), result);
-  spdlog::error("health check '{}' {}; {}", health_->command(), result.failure, next);
+  spdlog::error("health check '{}' {}{}", health_->command(), result.failure, next);
   if (events_) {
     events_->Emit("node_unhealthy", Json{{"source", "health_check"}, {"during", during},
                                          {"report", report}, {"last_lines", result.last_lines}});
@@ -162,7 +162,7 @@ void Agent::OnPeriodicCheck(const HealthResult& result) {
     return;
   }
   const std::string report =
-      ReportFailedCheck(result, "running", "stopping the workers: this node leaves the job");
+      ReportFailedCheck(result, "running", "; stopping the workers: this node leaves the job");
   StopGroup(SIGTERM, Stop::ToLeaveUnhealthy(report));
 }
 

@@ -240,7 +240,8 @@ class Agent {
   void OnPreJoinCheck(const HealthResult& result);
   void ArmHealthTimer();
   void OnPeriodicCheck(const HealthResult& result);
-  // A failed check's one error line ("...; `next`") and node_unhealthy event
+  // A failed check's one error line ("health check ... `next`", next starting
+  // with "; ") and node_unhealthy event
   // (`during`: rendezvous or running); returns the report the node leaves with.
   std::string ReportFailedCheck(const HealthResult& result, const char* during, const char* next);
   void OnExclusionRequest(const std::string& reason);
