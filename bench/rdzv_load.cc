@@ -35,6 +35,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -242,7 +243,7 @@ void Load::Fail(const std::string& what) {
 
 void Load::Join(Agent& a) {
   v1::JoinRequest req;
-  req.set_version(v1::PROTOCOL_VERSION_2);
+  req.set_version(v1::PROTOCOL_VERSION_3);
   req.set_run_id(o_.run_id);
   *req.mutable_node() = a.node;
   req.set_incarnation(a.incarnation);
@@ -307,11 +308,16 @@ void Load::OnUpdate(Agent& a, const v1::Update& u) {
           rank = m.group_rank();
         }
       }
-      if (rank < 0 || rc.local_world_sizes_size() != rc.world_size() || rc.members_size() < 1 ||
+      int64_t nodes = 0, workers = 0;
+      for (int i = 0; i < rc.local_world_size_values_size() && i < rc.local_world_size_counts_size(); ++i) {
+        nodes += rc.local_world_size_counts(i);
+        workers += int64_t{rc.local_world_size_values(i)} * rc.local_world_size_counts(i);
+      }
+      if (rank < 0 || rank >= nodes || workers != rc.world_size() || rc.members_size() < 1 ||
           rc.members(0).group_rank() != 0) {
         Fail("agent " + std::to_string(a.index) + ": round " + std::to_string(rc.round()) +
              " is malformed (no own member, no rank 0, or world_size " + std::to_string(rc.world_size()) +
-             " != " + std::to_string(rc.local_world_sizes_size()) + " local_world_sizes)");
+             " != " + std::to_string(workers) + " workers in the size list)");
         return;
       }
       a.round = rc.round();
@@ -386,7 +392,7 @@ void Load::KeepAliveLoop() {
                              std::chrono::duration_cast<std::chrono::system_clock::duration>(
                                  std::chrono::duration<double>(o_.keep_alive_s)));
       call->ctx.set_wait_for_ready(true);
-      call->req.set_version(v1::PROTOCOL_VERSION_2);
+      call->req.set_version(v1::PROTOCOL_VERSION_3);
       call->req.set_run_id(o_.run_id);
       *call->req.mutable_node() = a.node;
       call->req.set_incarnation(a.incarnation);
@@ -537,7 +543,7 @@ int Load::Run() {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     v1::LeaveRequest req;
-    req.set_version(v1::PROTOCOL_VERSION_2);
+    req.set_version(v1::PROTOCOL_VERSION_3);
     req.set_run_id(o_.run_id);
     *req.mutable_node() = a.node;
     req.set_incarnation(a.incarnation);

@@ -134,11 +134,16 @@ void GrpcRendezvous::OnUpdate(const rdzv::Update& update) {
     round.run_id = options_.client.run_id;
     round.use_agent_store = options_.store.agent_store;
     round.group_rank = -1;
+    if (rc->members.empty()) {
+      FinishJoin(Status::Internal("the rendezvous sent a round whose size list is malformed "
+                                  "(use the same ctrun version on every node and for ctrund)"));
+      return;
+    }
     for (const rdzv::Member& m : rc->members) {
       round.local_world_sizes.push_back(m.local_world_size);
       if (m.node == options_.client.node) round.group_rank = m.group_rank;
     }
-    if (round.group_rank < 0 || rc->members.empty()) {
+    if (round.group_rank < 0) {
       FinishJoin(Status::Internal("the rendezvous completed a round without this node"));
       return;
     }

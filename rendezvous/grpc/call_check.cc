@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "rendezvous/grpc/proto_convert.h"
+
 namespace ctrun::rdzv {
 namespace {
 
@@ -43,10 +45,11 @@ grpc::Status CallCheck::Check(const grpc::CallbackServerContext& context, v1::Pr
     NoteRefusal(context.peer(), run_id, token.empty() ? "no token" : "a wrong token");
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, kTokenMismatch);
   }
-  if (version != v1::PROTOCOL_VERSION_2) {
+  if (version != kProtocolVersion) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "rendezvous protocol version " + std::to_string(static_cast<int>(version)) +
-                            ", this server speaks 2: use the same ctrun version on every node");
+                            ", this server speaks " + std::to_string(static_cast<int>(kProtocolVersion)) +
+                            ": use the same ctrun version on every node");
   }
   return grpc::Status::OK;
 }

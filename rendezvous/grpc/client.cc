@@ -145,7 +145,7 @@ class RendezvousClient::Impl {
             std::function<void(const Status&)> on_end) {
     if (join_stale_) *join_stale_ = true;
     v1::JoinRequest req;
-    req.set_version(v1::PROTOCOL_VERSION_2);
+    req.set_version(kProtocolVersion);
     req.set_run_id(options_.run_id);
     NodeToProto(options_.node, req.mutable_node());
     req.set_incarnation(options_.incarnation);
@@ -234,7 +234,7 @@ void RendezvousClient::KeepAlive(std::function<void(const Status&)> done) {
 
 void RendezvousClient::KeepAlive(const std::optional<StepReport>& steps, KeepAliveDone done) {
   v1::KeepAliveRequest req;
-  req.set_version(v1::PROTOCOL_VERSION_2);
+  req.set_version(kProtocolVersion);
   req.set_run_id(options_.run_id);
   NodeToProto(options_.node, req.mutable_node());
   req.set_incarnation(options_.incarnation);
@@ -256,7 +256,7 @@ void RendezvousClient::KeepAlive(const std::optional<StepReport>& steps, KeepAli
 void RendezvousClient::Leave(LeaveReason reason, Duration timeout,
                              std::function<void(const Status&)> done, const std::string& report) {
   v1::LeaveRequest req;
-  req.set_version(v1::PROTOCOL_VERSION_2);
+  req.set_version(kProtocolVersion);
   req.set_run_id(options_.run_id);
   NodeToProto(options_.node, req.mutable_node());
   req.set_incarnation(options_.incarnation);
@@ -274,7 +274,7 @@ void RendezvousClient::Leave(LeaveReason reason, Duration timeout,
 void RendezvousClient::GetState(Duration timeout,
                                 std::function<void(const Result<Counts>&)> done) {
   v1::StateRequest req;
-  req.set_version(v1::PROTOCOL_VERSION_2);
+  req.set_version(kProtocolVersion);
   req.set_run_id(options_.run_id);
   req.set_token(options_.token);
   req.set_counts_only(true);
@@ -289,7 +289,7 @@ void RendezvousClient::GetState(Duration timeout,
 
 void RendezvousClient::GetStatus(Duration timeout, std::function<void(const Result<RunView>&)> done) {
   v1::StateRequest req;
-  req.set_version(v1::PROTOCOL_VERSION_2);
+  req.set_version(kProtocolVersion);
   req.set_run_id(options_.run_id);
   req.set_token(options_.token);
   impl_->Unary<v1::StateRequest, v1::StateReply>(

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <utility>
 
 namespace ctrun::rdzv {
@@ -298,15 +299,33 @@ Decision DecisionFromUpdate(const NodeId& self, const v1::Update& u) {
       out.world_size = rc.world_size();
       out.hint_note = rc.hint_note();
       out.store_on_rendezvous_port = rc.store_on_rendezvous_port();
-      out.members.resize(static_cast<size_t>(rc.local_world_sizes_size()));
-      for (int i = 0; i < rc.local_world_sizes_size(); ++i) {
-        out.members[i].group_rank = i;
-        out.members[i].local_world_size = rc.local_world_sizes(i);
+      // A malformed size list (pairs that do not pair up, a count or size
+      // that is not positive, more than kMaxRoundNodes nodes, sizes that do
+      // not sum to world_size) leaves the round without members: the agent
+      // then says it is not in it.
+      bool valid = rc.local_world_size_values_size() == rc.local_world_size_counts_size();
+      int64_t nodes_listed = 0, workers = 0;
+      for (int i = 0; valid && i < rc.local_world_size_values_size(); ++i) {
+        const int64_t value = rc.local_world_size_values(i), count = rc.local_world_size_counts(i);
+        valid = value > 0 && count > 0 && nodes_listed + count <= kMaxRoundNodes;
+        nodes_listed += count;
+        workers += value * count;
       }
+      if (valid && workers == rc.world_size()) {
+        out.members.reserve(static_cast<size_t>(nodes_listed));
+        for (int i = 0; i < rc.local_world_size_values_size(); ++i) {
+          for (int k = 0; k < rc.local_world_size_counts(i); ++k) {
+            Member& m = out.members.emplace_back();
+            m.group_rank = static_cast<int>(out.members.size()) - 1;
+            m.local_world_size = rc.local_world_size_values(i);
+          }
+        }
+      }
+      const int nodes = static_cast<int>(out.members.size());
       // A whole member outside the size list is dropped: the agent then
       // finds itself missing from the round and says so.
       for (const v1::Member& m : rc.members()) {
-        if (m.group_rank() < 0 || m.group_rank() >= rc.local_world_sizes_size()) continue;
+        if (m.group_rank() < 0 || m.group_rank() >= nodes) continue;
         Member& member = out.members[m.group_rank()];
         member.node = NodeFromProto(m.node());
         member.addr = m.addr();
@@ -366,8 +385,16 @@ void RoundCompleteForPush(const RoundComplete& d, v1::RoundComplete* out) {
   out->set_world_size(d.world_size);
   out->set_hint_note(d.hint_note);
   out->set_store_on_rendezvous_port(d.store_on_rendezvous_port);
-  out->mutable_local_world_sizes()->Reserve(static_cast<int>(d.members.size()));
-  for (const Member& m : d.members) out->add_local_world_sizes(m.local_world_size);
+  for (size_t i = 0; i < d.members.size(); ++i) {
+    const int value = d.members[i].local_world_size;
+    const int last = out->local_world_size_values_size() - 1;
+    if (last >= 0 && out->local_world_size_values(last) == value) {
+      out->set_local_world_size_counts(last, out->local_world_size_counts(last) + 1);
+    } else {
+      out->add_local_world_size_values(value);
+      out->add_local_world_size_counts(1);
+    }
+  }
   if (!d.members.empty()) MemberToProto(d.members[0], out->add_members());
 }
 

@@ -41,11 +41,19 @@ Result<LeaveReason> LeaveReasonFromProto(v1::LeaveRequest::Reason reason);
 // Update kind; the addressees in RestartRequested/Closed are not sent).
 void UpdateFromDecision(const Decision& decision, v1::Update* out);
 
+// The protocol version this side speaks (proto/rendezvous.proto's
+// ProtocolVersion); requests of any other are refused.
+inline constexpr v1::ProtocolVersion kProtocolVersion = v1::PROTOCOL_VERSION_3;
+
+// The most nodes a RoundComplete may describe: a size list of more is
+// malformed (the client would allocate a member for each).
+inline constexpr int kMaxRoundNodes = 1 << 20;
+
 // The part of a RoundComplete push every member gets: round, world size,
-// hint note, every member's local_world_size (packed) and group rank 0 (the
-// master: address and port) whole. The server copies it per recipient and
-// adds the recipient itself (AddWholeMember, unless it is the master), so a
-// round of N nodes pushes O(N) bytes to each node, in one allocation.
+// hint note, every member's local_world_size (run-length coded: a job of
+// equal nodes is one pair) and group rank 0 (the master: address and port)
+// whole. The server shares it between recipients and adds each recipient
+// itself (AddWholeMember, unless it is the master).
 void RoundCompleteForPush(const RoundComplete& d, v1::RoundComplete* out);
 // Appends d.members[index] whole to out->members.
 void AddWholeMember(const RoundComplete& d, size_t index, v1::RoundComplete* out);
@@ -82,7 +90,8 @@ StragglerChange StragglerChangeFromProto(const NodeId& self, const v1::Straggler
 // The client's side of UpdateFromDecision: the decision an Update carries,
 // addressed to `self` (RestartRequested/Closed name only `self`). Rejected
 // codes the machine does not have (UNKNOWN_RUN, BAD_PARAMS) become
-// kInvalidJoin with the server's message.
+// kInvalidJoin with the server's message. A RoundComplete whose size list is
+// malformed comes back with no members.
 Decision DecisionFromUpdate(const NodeId& self, const v1::Update& update);
 Rejected RejectedFromProto(const NodeId& self, const v1::Rejected& rejected);
 

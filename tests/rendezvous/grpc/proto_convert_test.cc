@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 #include <limits>
+#include <string>
+#include <vector>
 
 namespace ctrun::rdzv {
 namespace {
@@ -82,7 +84,7 @@ TEST_CASE("LeaveReasonFromProto refuses an unspecified reason") {
   CHECK(LeaveReasonFromProto(v1::LeaveRequest::REASON_UNSPECIFIED).status().IsInvalidArgument());
 }
 
-TEST_CASE("a pushed RoundComplete carries every size packed, the master and the recipient whole") {
+TEST_CASE("a pushed RoundComplete carries every size run-length coded, the master and the recipient whole") {
   const std::vector<Member> members = {Member{{"m0", 1, 0}, 0, 2, "10.0.0.1", 29500},
                                        Member{{"m1", 2, 0}, 1, 4, "10.0.0.2", 29501},
                                        Member{{"m2", 3, 0}, 2, 8, "10.0.0.3", 29502}};
@@ -93,7 +95,10 @@ TEST_CASE("a pushed RoundComplete carries every size packed, the master and the 
   RoundCompleteForPush(round, push.mutable_round_complete());
   AddWholeMember(round, 2, push.mutable_round_complete());
   CHECK(push.ByteSizeLong() < full.ByteSizeLong());
-  REQUIRE(push.round_complete().local_world_sizes_size() == 3);
+  CHECK(std::vector<int>(push.round_complete().local_world_size_values().begin(),
+                         push.round_complete().local_world_size_values().end()) == std::vector<int>{2, 4, 8});
+  CHECK(std::vector<int>(push.round_complete().local_world_size_counts().begin(),
+                         push.round_complete().local_world_size_counts().end()) == std::vector<int>{1, 1, 1});
   REQUIRE(push.round_complete().members_size() == 2);
 
   const Decision decoded = DecisionFromUpdate(members[2].node, push);
@@ -112,6 +117,53 @@ TEST_CASE("a pushed RoundComplete carries every size packed, the master and the 
   CHECK(std::get<RoundComplete>(DecisionFromUpdate(members[1].node, full)) == round);
 }
 
+TEST_CASE("a round of equal nodes is one size pair, whatever its node count") {
+  for (int nodes : {1, 10, 10000}) {
+    RoundComplete round{3, {}, 8 * nodes, false, ""};
+    for (int i = 0; i < nodes; ++i) round.members.push_back(Member{{"n" + std::to_string(i), 1, 0}, i, 8, "", 0});
+    v1::Update push;
+    RoundCompleteForPush(round, push.mutable_round_complete());
+    AddWholeMember(round, static_cast<size_t>(nodes - 1), push.mutable_round_complete());
+    INFO(nodes << " nodes");
+    CHECK(push.round_complete().local_world_size_values_size() == 1);
+    CHECK(push.ByteSizeLong() < 64);
+    const auto got = std::get<RoundComplete>(DecisionFromUpdate(round.members.back().node, push));
+    REQUIRE(got.members.size() == static_cast<size_t>(nodes));
+    CHECK(got.members.back() == round.members.back());
+    CHECK(got.members.back().group_rank == nodes - 1);
+  }
+}
+
+TEST_CASE("a RoundComplete with a malformed size list has no members") {
+  struct Case {
+    const char* what;
+    std::vector<int> values, counts;
+    int world_size;
+  };
+  const Case cases[] = {
+      {"unpaired", {2, 2}, {1}, 4},
+      {"a zero count", {2, 2}, {1, 0}, 2},
+      {"a negative count", {2}, {-1}, 2},
+      {"a zero size", {0}, {1}, 0},
+      {"a negative size", {-2, 4}, {1, 1}, 2},
+      {"sizes that do not sum to world_size", {2}, {3}, 5},
+      {"more nodes than kMaxRoundNodes", {1}, {kMaxRoundNodes + 1}, kMaxRoundNodes + 1},
+      {"no sizes", {}, {}, 0},
+  };
+  for (const Case& c : cases) {
+    v1::Update u;
+    v1::RoundComplete* rc = u.mutable_round_complete();
+    rc->set_world_size(c.world_size);
+    for (int v : c.values) rc->add_local_world_size_values(v);
+    for (int n : c.counts) rc->add_local_world_size_counts(n);
+    v1::Member* self = rc->add_members();
+    self->set_group_rank(0);
+    self->mutable_node()->set_addr("a");
+    INFO(c.what);
+    CHECK(std::get<RoundComplete>(DecisionFromUpdate(NodeId{"a", 0, 0}, u)).members.empty());
+  }
+}
+
 TEST_CASE("a RoundComplete says whether its store is on the rendezvous port, unset means not") {
   RoundComplete round{1, {Member{{"m0", 1, 0}, 0, 2, "10.0.0.1", 29500}}, 2, false, ""};
   for (bool on_port : {true, false}) {
@@ -121,15 +173,21 @@ TEST_CASE("a RoundComplete says whether its store is on the rendezvous port, uns
     CHECK(push.round_complete().store_on_rendezvous_port() == on_port);
     CHECK(std::get<RoundComplete>(DecisionFromUpdate(round.members[0].node, push)).store_on_rendezvous_port == on_port);
   }
-  v1::Update old_server;  // a server from before the field: false, the agents host the store
-  old_server.mutable_round_complete()->add_local_world_sizes(2);
-  CHECK_FALSE(std::get<RoundComplete>(DecisionFromUpdate(NodeId{"m0", 1, 0}, old_server)).store_on_rendezvous_port);
+  v1::Update unset;  // the field left out: false, the agents host the store
+  unset.mutable_round_complete()->set_world_size(2);
+  unset.mutable_round_complete()->add_local_world_size_values(2);
+  unset.mutable_round_complete()->add_local_world_size_counts(1);
+  const auto decoded = std::get<RoundComplete>(DecisionFromUpdate(NodeId{"m0", 1, 0}, unset));
+  CHECK(decoded.members.size() == 1);
+  CHECK_FALSE(decoded.store_on_rendezvous_port);
 }
 
 TEST_CASE("a RoundComplete whole member outside its size list is dropped") {
   v1::Update u;
   v1::RoundComplete* rc = u.mutable_round_complete();
-  rc->add_local_world_sizes(2);
+  rc->set_world_size(2);
+  rc->add_local_world_size_values(2);
+  rc->add_local_world_size_counts(1);
   v1::Member* stray = rc->add_members();
   stray->set_group_rank(7);
   stray->set_addr("10.0.0.9");

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "rendezvous/grpc/proto_convert.h"
+
 namespace ctrun::rdzv::testing {
 namespace {
 
@@ -82,7 +84,7 @@ v1::RunParams TestParams(int min_nodes, int max_nodes) {
 v1::JoinRequest MakeJoin(const std::string& run_id, const std::string& host, int64_t pid, int min_nodes,
                          int max_nodes, const std::string& addr, int master_port) {
   v1::JoinRequest j;
-  j.set_version(v1::PROTOCOL_VERSION_2);
+  j.set_version(kProtocolVersion);
   j.set_run_id(run_id);
   j.mutable_node()->set_addr(host);
   j.mutable_node()->set_pid(pid);
@@ -96,7 +98,7 @@ v1::JoinRequest MakeJoin(const std::string& run_id, const std::string& host, int
 
 v1::KeepAliveRequest MakeKeepAlive(const v1::JoinRequest& join) {
   v1::KeepAliveRequest k;
-  k.set_version(v1::PROTOCOL_VERSION_2);
+  k.set_version(kProtocolVersion);
   k.set_run_id(join.run_id());
   *k.mutable_node() = join.node();
   k.set_incarnation(join.incarnation());
@@ -106,7 +108,7 @@ v1::KeepAliveRequest MakeKeepAlive(const v1::JoinRequest& join) {
 
 v1::LeaveRequest MakeLeave(const v1::JoinRequest& join, v1::LeaveRequest::Reason reason) {
   v1::LeaveRequest l;
-  l.set_version(v1::PROTOCOL_VERSION_2);
+  l.set_version(kProtocolVersion);
   l.set_run_id(join.run_id());
   *l.mutable_node() = join.node();
   l.set_incarnation(join.incarnation());
@@ -117,7 +119,7 @@ v1::LeaveRequest MakeLeave(const v1::JoinRequest& join, v1::LeaveRequest::Reason
 
 v1::StateRequest MakeState(const std::string& run_id) {
   v1::StateRequest s;
-  s.set_version(v1::PROTOCOL_VERSION_2);
+  s.set_version(kProtocolVersion);
   s.set_run_id(run_id);
   return s;
 }

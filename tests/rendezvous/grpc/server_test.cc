@@ -67,13 +67,20 @@ void ExpectEnd(JoinStreamReader& stream, grpc::StatusCode code = grpc::StatusCod
 }
 
 // What every member of one round must agree on: round, world size, and the
-// group ranks with their local world sizes, in order.
+// local world sizes in group-rank order (run-length coded: size x count).
 std::string Shape(const v1::RoundComplete& rc) {
   std::string out = std::to_string(rc.round()) + "/" + std::to_string(rc.world_size());
-  for (int i = 0; i < rc.local_world_sizes_size(); ++i) {
-    out += " " + std::to_string(i) + ":" + std::to_string(rc.local_world_sizes(i));
+  for (int i = 0; i < rc.local_world_size_values_size(); ++i) {
+    out += " " + std::to_string(rc.local_world_size_values(i)) + "x" + std::to_string(rc.local_world_size_counts(i));
   }
   return out;
+}
+
+// How many nodes a round has: the sum of its size list's counts.
+int Nodes(const v1::RoundComplete& rc) {
+  int nodes = 0;
+  for (int count : rc.local_world_size_counts()) nodes += count;
+  return nodes;
 }
 
 TEST_CASE("two nodes of a 2:2 run both get Admitted, then one round: the master and themselves whole") {
@@ -87,7 +94,7 @@ TEST_CASE("two nodes of a 2:2 run both get Admitted, then one round: the master 
   v1::RoundComplete ra = Expect(*a, v1::Update::kRoundComplete).round_complete();
   v1::RoundComplete rb = Expect(*b, v1::Update::kRoundComplete).round_complete();
   CHECK(Shape(ra) == Shape(rb));
-  CHECK(Shape(ra) == "0/4 0:2 1:2");
+  CHECK(Shape(ra) == "0/4 2x2");
   REQUIRE(ra.members_size() == 1);             // node1 is the master: told node2's size only
   CHECK(ra.members(0).node().addr() == "node1");
   CHECK(ra.members(0).group_rank() == 0);
@@ -189,9 +196,9 @@ TEST_CASE("auto-create mode serves two run ids at once and refuses another --nno
   auto a = client.Join(MakeJoin("run-a", "node1", 11, 1, 1));
   auto b = client.Join(MakeJoin("run-b", "node1", 11, 2, 2));
   auto b2 = client.Join(MakeJoin("run-b", "node2", 22, 2, 2));
-  CHECK(a->NextOf(v1::Update::kRoundComplete)->round_complete().local_world_sizes_size() == 1);
-  CHECK(b->NextOf(v1::Update::kRoundComplete)->round_complete().local_world_sizes_size() == 2);
-  CHECK(b2->NextOf(v1::Update::kRoundComplete)->round_complete().local_world_sizes_size() == 2);
+  CHECK(Nodes(a->NextOf(v1::Update::kRoundComplete)->round_complete()) == 1);
+  CHECK(Nodes(b->NextOf(v1::Update::kRoundComplete)->round_complete()) == 2);
+  CHECK(Nodes(b2->NextOf(v1::Update::kRoundComplete)->round_complete()) == 2);
 
   v1::StateReply state;
   REQUIRE(client.GetState(MakeState("run-b"), &state).ok());
@@ -251,13 +258,13 @@ TEST_CASE("a request of another protocol version is FAILED_PRECONDITION") {
   auto server = FixedServer("job", 1, 1);
   TestClient client(server->port());
   v1::JoinRequest join = MakeJoin("job", "node1", 11, 1, 1);
-  join.set_version(static_cast<v1::ProtocolVersion>(1));
+  join.set_version(static_cast<v1::ProtocolVersion>(2));
   auto s = client.Join(join);
   CHECK_FALSE(s->Next().has_value());
   grpc::Status status = s->Finish();
   CHECK(status.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
   CHECK(status.error_message() ==
-        "rendezvous protocol version 1, this server speaks 2: use the same ctrun version on every node");
+        "rendezvous protocol version 2, this server speaks 3: use the same ctrun version on every node");
 
   v1::LeaveRequest leave = MakeLeave(join, v1::LeaveRequest::FAILURE);
   leave.set_version(v1::PROTOCOL_VERSION_UNSPECIFIED);
@@ -336,7 +343,7 @@ TEST_CASE("eight nodes joining at once from eight threads all get the same round
     });
   }
   for (std::thread& t : threads) t.join();
-  CHECK(rounds[0] == "0/16 0:2 1:2 2:2 3:2 4:2 5:2 6:2 7:2");
+  CHECK(rounds[0] == "0/16 2x8");
   for (int i = 1; i < kNodes; ++i) CHECK(rounds[i] == rounds[0]);
 }
 

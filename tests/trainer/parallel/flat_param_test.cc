@@ -2,10 +2,21 @@
 // (torch-free parts of FSDP).
 #include <catch2/catch.hpp>
 
+#include <ostream>
+
 #include "trainer/parallel/flat_param.h"
 #include "trainer/parallel/wrap_policy.h"
 
 namespace ct = ctrun::trainer;
+
+// How a failed check prints a unit. Also needed to compile: this target
+// reuses the trainer's precompiled <torch/torch.h>, whose glog makes every
+// std::vector look printable to Catch, element by element.
+namespace ctrun::trainer {
+std::ostream& operator<<(std::ostream& out, const UnitSpan& unit) {
+  return out << "[" << unit.begin << ", " << unit.end << ")";
+}
+}  // namespace ctrun::trainer
 
 namespace {
 
