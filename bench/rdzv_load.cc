@@ -252,12 +252,20 @@ void Load::Join(Agent& a) {
   *req.mutable_params() = params_;
   auto* call = new JoinCall(this, &a);
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++calls_;
+    // Checked where the drop cancels a.call: an agent dropped while it was
+    // answering a RestartRequested must not open a stream nobody cancels
+    // (the server would wait for its keep-alives to run out). A call
+    // cancelled between here and Start starts cancelled (ClientContext).
+    std::lock_guard<std::mutex> lock(a.mu);
+    if (a.dropped) {
+      delete call;
+      return;
+    }
+    a.call = call;
   }
   {
-    std::lock_guard<std::mutex> lock(a.mu);
-    a.call = call;
+    std::lock_guard<std::mutex> lock(mu_);
+    ++calls_;
   }
   call->Start(req);
 }
