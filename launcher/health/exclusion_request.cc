@@ -37,8 +37,22 @@ std::optional<std::string> ReadExclusionRequest(const std::string& path) {
 }
 
 ExclusionWatch::ExclusionWatch(boost::asio::io_context& io, std::string path, OnRequest on_request)
-    : path_(std::move(path)), on_request_(std::move(on_request)), alive_(std::make_shared<bool>(true)) {
+    : path_(std::move(path)),
+      on_request_(std::move(on_request)),
+      io_(io),
+      start_timer_(io),
+      alive_(std::make_shared<bool>(true)) {
   ::unlink(path_.c_str());
+  start_timer_.expires_after(kWatchAfter);
+  std::weak_ptr<bool> alive = alive_;
+  start_timer_.async_wait([this, alive](const boost::system::error_code& ec) {
+    if (ec || !alive.lock()) return;
+    StartWatch();
+    Check();  // a request made before the watch; may destroy this watch
+  });
+}
+
+void ExclusionWatch::StartWatch() {
   const size_t slash = path_.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash);
   name_ = slash == std::string::npos ? path_ : path_.substr(slash + 1);
@@ -50,12 +64,13 @@ ExclusionWatch::ExclusionWatch(boost::asio::io_context& io, std::string path, On
     if (fd >= 0) ::close(fd);
     return;
   }
-  inotify_ = std::make_unique<boost::asio::posix::stream_descriptor>(io, fd);
+  inotify_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, fd);
   Arm();
 }
 
 ExclusionWatch::~ExclusionWatch() {
   *alive_ = false;
+  start_timer_.cancel();
   if (inotify_) {
     boost::system::error_code ignored;
     inotify_->close(ignored);

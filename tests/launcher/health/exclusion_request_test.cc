@@ -43,11 +43,30 @@ TEST_CASE("ExclusionWatch removes a stale request, then reports a new one once")
   CHECK_FALSE(std::filesystem::exists(file));
   watch.Check();
   CHECK(seen.empty());
+  CHECK_FALSE(watch.watching());  // no inotify instance for the first kWatchAfter
+  while (!watch.watching() && io.run_one() > 0) {
+  }
+  REQUIRE(watch.watching());
+  CHECK(seen.empty());
   std::ofstream(file) << "NIC down\n";  // closed after writing: the inotify event
-  for (int i = 0; i < 5000 && seen.empty(); ++i) io.run_one_for(std::chrono::milliseconds(1));
+  while (seen.empty() && io.run_one() > 0) {
+  }
   CHECK(seen == std::vector<std::string>{"NIC down"});
   watch.Check();
   CHECK(seen.size() == 1);
+}
+
+TEST_CASE("ExclusionWatch: a request made before the watch starts is reported when it starts") {
+  TempDir d;
+  const std::string file = d.path + "/exclude_node";
+  boost::asio::io_context io;
+  std::vector<std::string> seen;
+  ExclusionWatch watch(io, file, [&](const std::string& reason) { seen.push_back(reason); });
+  std::ofstream(file) << "GPU 1 fell off the bus\n";
+  while (seen.empty() && io.run_one() > 0) {
+  }
+  CHECK(seen == std::vector<std::string>{"GPU 1 fell off the bus"});
+  CHECK(watch.watching());
 }
 
 }  // namespace
