@@ -148,7 +148,11 @@ struct Agent {
   uint64_t incarnation = 0;
   v1::Rendezvous::Stub* stub = nullptr;
   std::mutex mu;
-  class JoinCall* call = nullptr;  // the newest Join stream, until it ends
+  // Its Join streams that have not ended: the newest, and older ones the
+  // server has not ended yet (a new Join replaces the old stream on the
+  // server's side). Dropping the agent cancels them all, as a killed
+  // agent's closed connection would.
+  std::vector<class JoinCall*> calls;
   bool dropped = false;
   bool admitted = false;
   // Keep-alives (the keep-alive thread only, after `keep_alive_on`).
@@ -252,7 +256,7 @@ void Load::Join(Agent& a) {
   *req.mutable_params() = params_;
   auto* call = new JoinCall(this, &a);
   {
-    // Checked where the drop cancels a.call: an agent dropped while it was
+    // Checked where the drop cancels a.calls: an agent dropped while it was
     // answering a RestartRequested must not open a stream nobody cancels
     // (the server would wait for its keep-alives to run out). A call
     // cancelled between here and Start starts cancelled (ClientContext).
@@ -261,7 +265,7 @@ void Load::Join(Agent& a) {
       delete call;
       return;
     }
-    a.call = call;
+    a.calls.push_back(call);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -274,7 +278,7 @@ void Load::CallEnded(Agent& a, JoinCall* call, const grpc::Status& status) {
   bool dropped;
   {
     std::lock_guard<std::mutex> lock(a.mu);
-    if (a.call == call) a.call = nullptr;
+    a.calls.erase(std::remove(a.calls.begin(), a.calls.end(), call), a.calls.end());
     dropped = a.dropped;
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -522,7 +526,7 @@ int Load::Run() {
       a.keep_alive_on = false;
       std::lock_guard<std::mutex> lock(a.mu);
       a.dropped = true;
-      if (a.call) a.call->Cancel();
+      for (JoinCall* call : a.calls) call->Cancel();
     }
     const int survivors = n - o_.drop;
     const uint64_t next = first_round + 1;
@@ -562,7 +566,7 @@ int Load::Run() {
   }
   for (auto& a : agents_) {
     std::lock_guard<std::mutex> lock(a->mu);
-    if (a->call) a->call->Cancel();
+    for (JoinCall* call : a->calls) call->Cancel();
   }
   {
     std::unique_lock<std::mutex> lock(mu_);

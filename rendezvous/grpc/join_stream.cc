@@ -59,8 +59,7 @@ void JoinStream::OnWriteDone(bool ok) {
     writing_ = false;
     if (!ok) {
       queue_.clear();
-      client_gone_ = !finish_;
-      if (!finish_) finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+      MarkClientGoneLocked();
     }
     action = NextLocked();
   }
@@ -75,8 +74,7 @@ void JoinStream::OnCancel() {
   Action action;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    client_gone_ = !finish_;
-    if (!finish_) finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+    MarkClientGoneLocked();
     action = NextLocked();
   }
   Perform(action);
@@ -85,6 +83,17 @@ void JoinStream::OnCancel() {
 void JoinStream::OnDone() {
   owner_->StreamDone(this);
   delete this;
+}
+
+// A client that cancels while a write is in flight is seen twice (OnCancel,
+// then that write failing): the first sets finish_, and the second must not
+// take the stream for one the server ended. (It did: a node killed while a
+// RestartRequested was being written to it was then not taken as gone, and
+// the others waited for its keep-alives to run out.)
+void JoinStream::MarkClientGoneLocked() {
+  if (finish_) return;
+  client_gone_ = true;
+  finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
 }
 
 JoinStream::Action JoinStream::NextLocked() {

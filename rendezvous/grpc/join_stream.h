@@ -100,6 +100,9 @@ class JoinStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   };
 
   Action NextLocked();
+  // The client cancelled, or a write to it failed: finish CANCELLED and
+  // remember it went away, unless the server had already chosen the end.
+  void MarkClientGoneLocked();
   void Perform(const Action& action);
 
   StreamOwner* const owner_;

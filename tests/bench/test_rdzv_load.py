@@ -20,9 +20,9 @@ DEADLINE_S = 30
 
 
 class RdzvLoadTest(unittest.TestCase):
-    def start_ctrund(self, *args):
+    def start_ctrund(self, *args, log=None):
         proc = subprocess.Popen([CTRUND, "--listen", "127.0.0.1:0", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
+                                stderr=log or subprocess.DEVNULL, text=True)
         self.addCleanup(lambda: (proc.poll() is None and proc.kill(), proc.wait()))
         self.addCleanup(proc.stdout.close)
         line = proc.stdout.readline()
@@ -54,6 +54,24 @@ class RdzvLoadTest(unittest.TestCase):
         p = self.run_load(endpoint, "--agents", "16", "--drop", "1")
         self.assertEqual(p.returncode, 1)
         self.assertIn("closed", p.stderr)
+
+    def test_every_dropped_agent_is_taken_as_gone_from_its_stream(self):
+        # 20 agents vanish at once; the first one's drop sends every other
+        # member a RestartRequested, so most of the others cancel while that
+        # write to them is in flight. Each must still be taken as gone when
+        # its stream ends, not evicted when its keep-alives run out (the
+        # server once forgot a cancel that a failed write reported again).
+        with tempfile.TemporaryFile("w+") as log:
+            proc, endpoint = self.start_ctrund(log=log)
+            p = self.run_load(endpoint, "--agents", "400", "--drop", "20", "--channels", "4")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertTrue(json.loads(p.stdout)["ok"])
+            proc.terminate()
+            proc.wait(timeout=DEADLINE_S)
+            log.seek(0)
+            text = log.read()
+        self.assertEqual(text.count("dropped its connection; taken as gone"), 20, text)
+        self.assertNotIn("Evicted", text)
 
     def test_a_refused_join_is_a_failure(self):
         with tempfile.NamedTemporaryFile("w", suffix=".token") as token:
