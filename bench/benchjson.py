@@ -1,5 +1,5 @@
-"""The machine-readable side of a bench run, shared by ddp.py, fsdp.py and
-parallel.py: one JSON file per run at $CTRUN_BUILD_DIR/bench/<name>-<time>.json
+"""The machine-readable side of a bench run, shared by every bench
+(ddp, fsdp, parallel, launch, rendezvous, store): one JSON file per run at $CTRUN_BUILD_DIR/bench/<name>-<time>.json
 with the figures, the machine and a top-level "plots" list that bench/plot.py
 draws generically:
   {"file": "x.png", "title": ..., "x": "x label", "y": "y label",
@@ -42,11 +42,13 @@ def fmt(values, scale=1.0, digits=1):
     return f"{s['median'] * scale:.{digits}f} ({s['min'] * scale:.{digits}f}–{s['max'] * scale:.{digits}f})"
 
 
-def write(name, doc, root):
+def write(name, doc, root, path=None, build=None):
     """Writes `doc` (with bench, date and machine added) to the run's JSON file
-    under $CTRUN_BUILD_DIR (default <root>/build)/bench; returns its path."""
-    build = os.environ.get("CTRUN_BUILD_DIR", os.path.join(root, "build"))
-    out = os.path.join(build, "bench", time.strftime(f"{name}-%Y%m%d-%H%M%S.json"))
+    and returns its path: `path` when given (a bench's --json), else
+    <build>/bench/<name>-<time>.json, build defaulting to $CTRUN_BUILD_DIR
+    (else <root>/build)."""
+    build = build or os.environ.get("CTRUN_BUILD_DIR", os.path.join(root, "build"))
+    out = path or os.path.join(build, "bench", time.strftime(f"{name}-%Y%m%d-%H%M%S.json"))
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     full = {"bench": name, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine()}
     full.update(doc)

@@ -2,7 +2,6 @@
 and reap N /bin/true) and against torchrun (torch 1.13, patched in-process by
 bench/torchrun_compat.py), interleaved in one run. See bench/launch.sh."""
 import argparse
-import json
 import os
 import random
 import shutil
@@ -13,7 +12,7 @@ import sys
 import tempfile
 import time
 
-from benchjson import machine, spread  # bench/benchjson.py: shared by every bench
+from benchjson import spread, write  # bench/benchjson.py: shared by every bench
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -206,12 +205,7 @@ def measure(args, ctrun, sizes, rng, realtime):
     for n, t in allreduce.items():
         results[f"allreduce_{n}_ctrun_vs_hand"] = med(t["ctrun"]) / med(t["by_hand"])
 
-    out = args.json or os.path.join(build, "bench", time.strftime("launch-%Y%m%d-%H%M%S.json"))
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     doc = {
-        "bench": "launch",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": machine(),
         "ctrun": os.path.abspath(ctrun),
         "unit": "seconds",
         "priority": "realtime (chrt -f 10)" if realtime else "normal",
@@ -230,8 +224,7 @@ def measure(args, ctrun, sizes, rng, realtime):
                        for name in ("ctrun", "torchrun", "floor")},
         }],
     }
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1)
+    out = write("launch", doc, ROOT, path=args.json, build=build)
     print()
     print(f"machine-readable results: {out}")
     for name, value in results.items():

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from benchjson import machine, spread  # bench/benchjson.py: shared by every bench
+from benchjson import spread, write  # bench/benchjson.py: shared by every bench
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -378,12 +378,7 @@ def main():
     if args.e2e_reps:
         results["rdzv_4_agents_s"] = statistics.median(e2e["ctrun"])
         results["node_loss_restart_s"] = c_loss
-    out = args.json or os.path.join(build, "bench", time.strftime("rendezvous-%Y%m%d-%H%M%S.json"))
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     doc = {
-        "bench": "rendezvous",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": machine(),
         "fd_limit": {"soft": soft, "hard": hard},
         "channels": args.channels or "one per agent",
         "runs": {str(n): runs[n] for n in sizes},
@@ -394,8 +389,7 @@ def main():
         "plots": plots,
         "results": results,
     }
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1)
+    out = write("rendezvous", doc, ROOT, path=args.json, build=build)
     print()
     print(f"JSON: {out}")
     for k, v in results.items():

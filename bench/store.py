@@ -25,13 +25,13 @@ import argparse
 import json
 import math
 import os
-import platform
 import re
 import resource
 import statistics
 import subprocess
 import sys
-import time
+
+from benchjson import write  # bench/benchjson.py: shared by every bench
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -318,12 +318,7 @@ def main():
                 "x": "client connections", "y": "latency (ms)", "log_x": True, "log_y": True,
                 "series": series}
 
-    out = args.json or os.path.join(build, "bench", time.strftime("store-%Y%m%d-%H%M%S.json"))
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     doc = {
-        "bench": "store",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, {platform.release()}",
         "fd_limit": fd_limit, "somaxconn": somaxconn, "tcp_max_syn_backlog": syn_backlog,
         "listen_backlog": {k: s.backlog for k, s in servers.items()},
         "load": [{"conns": c, "value_bytes": v, **{k: runs[(c, v)][k] for k in SERVERS},
@@ -333,8 +328,7 @@ def main():
         "results": results,
         "plots": [latency_plot(v) for v in values] if args.reps > 0 else [],
     }
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1)
+    out = write("store", doc, ROOT, path=args.json, build=build)
     print()
     print(f"machine-readable results: {out}")
     for name, value in results.items():
