@@ -90,6 +90,15 @@ at::Tensor Loss(Chain& net) {
   return net->forward(at::randn({5, 4})).pow(2).mean();
 }
 
+// A fresh Chain with `net`'s weights: the single-process reference a DDP
+// run is checked against.
+Chain CopyOf(Chain& net) {
+  Chain copy;
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < net->parameters().size(); ++i) copy->parameters()[i].copy_(net->parameters()[i]);
+  return copy;
+}
+
 }  // namespace
 
 TEST_CASE("DDP buckets parameters in reverse registration order") {
@@ -111,11 +120,7 @@ TEST_CASE("DDP buckets parameters in reverse registration order") {
 TEST_CASE("DDP launches each bucket during backward, in order, and averages") {
   at::manual_seed(0);
   Chain net;
-  Chain plain;
-  {
-    at::NoGradGuard no_grad;
-    for (size_t i = 0; i < net->parameters().size(); ++i) plain->parameters()[i].copy_(net->parameters()[i]);
-  }
+  Chain plain = CopyOf(net);
   FakeComm comm(4);
   auto ddp = ct::DistributedDataParallel::Create(*net, comm, PerLayer());
   REQUIRE(ddp.ok());
@@ -148,11 +153,7 @@ static bool InBucket(const at::Tensor& grad, const std::vector<at::Tensor>& buck
 TEST_CASE("DDP keeps gradients in its buckets: no copy in or out after the first step") {
   at::manual_seed(0);
   Chain net;
-  Chain plain;
-  {
-    at::NoGradGuard no_grad;
-    for (size_t i = 0; i < net->parameters().size(); ++i) plain->parameters()[i].copy_(net->parameters()[i]);
-  }
+  Chain plain = CopyOf(net);
   FakeComm comm(4);
   auto ddp = ct::DistributedDataParallel::Create(*net, comm, PerLayer());
   REQUIRE(ddp.ok());
