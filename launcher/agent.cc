@@ -289,9 +289,9 @@ WorkerSpec Agent::MakeSpec(const WorkerRanks& r, const RoundEnv& round_env) cons
   WorkerSpec spec;
   spec.local_rank = lr;
   spec.argv = BuildWorkerArgv(config_, lr);
-  spec.env = ToEnvStrings(BuildWorkerEnv(
-      env_, r, round_env, log_dir_.ErrorFile(restart_count_, lr),
-      config_.heartbeat_timeout > Seconds(0) ? HeartbeatFile(lr) : std::string()));
+  spec.env = ToEnvStrings(
+      env_, WorkerEnvOverrides(env_, r, round_env, log_dir_.ErrorFile(restart_count_, lr),
+                               config_.heartbeat_timeout > Seconds(0) ? HeartbeatFile(lr) : std::string()));
   // A stream with --duplicate-*-filters is read from a pipe, tee'd or not.
   spec.out = ChooseTarget(config_.tee.Stdout(lr) || !config_.duplicate_stdout_filters.empty(),
                           config_.redirects.Stdout(lr), OnConsole(lr), log_dir_.StdoutFile(restart_count_, lr));

@@ -26,7 +26,15 @@ std::string Join(const std::vector<std::string>& parts, char sep) {
 Environment BuildWorkerEnv(const Environment& base, const WorkerRanks& ranks,
                            const RoundEnv& round, const std::string& error_file,
                            const std::string& heartbeat_file) {
-  Environment env = base;
+  Environment env = WorkerEnvOverrides(base, ranks, round, error_file, heartbeat_file);
+  env.insert(base.begin(), base.end());  // keeps the overrides where both name a variable
+  return env;
+}
+
+Environment WorkerEnvOverrides(const Environment& base, const WorkerRanks& ranks,
+                               const RoundEnv& round, const std::string& error_file,
+                               const std::string& heartbeat_file) {
+  Environment env;
   env["LOCAL_RANK"] = std::to_string(ranks.local_rank);
   env["RANK"] = std::to_string(ranks.rank);
   env["GROUP_RANK"] = std::to_string(ranks.group_rank);
@@ -134,6 +142,24 @@ std::vector<std::string> ToEnvStrings(const Environment& env) {
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [name, value] : env) out.push_back(name + "=" + value);
+  return out;
+}
+
+std::vector<std::string> ToEnvStrings(const Environment& base, const Environment& overrides) {
+  std::vector<std::string> out;
+  out.reserve(base.size() + overrides.size());
+  auto add = [&out](const std::string& name, const std::string& value) {
+    std::string& line = out.emplace_back();
+    line.reserve(name.size() + 1 + value.size());
+    line.append(name).append(1, '=').append(value);
+  };
+  auto b = base.begin();
+  for (const auto& [name, value] : overrides) {
+    for (; b != base.end() && b->first < name; ++b) add(b->first, b->second);
+    if (b != base.end() && b->first == name) ++b;  // overridden
+    add(name, value);
+  }
+  for (; b != base.end(); ++b) add(b->first, b->second);
   return out;
 }
 

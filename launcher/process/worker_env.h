@@ -71,6 +71,13 @@ Environment BuildWorkerEnv(const Environment& base, const WorkerRanks& ranks,
                            const RoundEnv& round, const std::string& error_file,
                            const std::string& heartbeat_file = "");
 
+// Only the variables BuildWorkerEnv sets or changes (the same rules): what a
+// launch merges into `base` with ToEnvStrings(base, overrides) without
+// copying `base` once per worker.
+Environment WorkerEnvOverrides(const Environment& base, const WorkerRanks& ranks,
+                               const RoundEnv& round, const std::string& error_file,
+                               const std::string& heartbeat_file = "");
+
 // torch's virtual local rank device of `local_rank`: the local_rank-th
 // comma-separated entry of base's CUDA_VISIBLE_DEVICES, spaces trimmed
 // (indices, UUIDs or MIG ids alike); without CUDA_VISIBLE_DEVICES, the local
@@ -101,5 +108,8 @@ std::optional<std::string> OmpNumThreadsWarning(const Environment& env,
 
 // Returns "NAME=value" strings in name order, ready for an envp array.
 std::vector<std::string> ToEnvStrings(const Environment& env);
+// The same for `base` with `overrides` over it: ToEnvStrings of the union,
+// where a name in both takes its value from `overrides`.
+std::vector<std::string> ToEnvStrings(const Environment& base, const Environment& overrides);
 
 }  // namespace ctrun::launcher

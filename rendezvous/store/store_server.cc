@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/write.hpp>
 
@@ -23,6 +24,14 @@ constexpr int kMaxRefusalsLogged = 20;
 void SetCloexec(int fd) {
   const int flags = ::fcntl(fd, F_GETFD);
   if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
+// An IPv4 or IPv6 address as written, or nullopt for a host name.
+std::optional<boost::asio::ip::address> NumericAddress(const std::string& host) {
+  boost::system::error_code ec;
+  boost::asio::ip::address a = boost::asio::ip::make_address(host, ec);
+  if (ec) return std::nullopt;
+  return a;
 }
 
 }  // namespace
@@ -77,6 +86,11 @@ Status StoreServer::Listen(const std::string& host, int port) {
       acceptor_.open(tcp::v4(), ec);
       ep = tcp::endpoint(tcp::v4(), static_cast<unsigned short>(port));
     }
+  } else if (const std::optional<boost::asio::ip::address> numeric = NumericAddress(host)) {
+    // An address needs no resolver (getaddrinfo asks the kernel for the
+    // host's interfaces first: a netlink round trip in every launch).
+    ep = tcp::endpoint(*numeric, static_cast<unsigned short>(port));
+    acceptor_.open(ep.protocol(), ec);
   } else {
     tcp::resolver resolver(io_);
     const tcp::resolver::results_type found = resolver.resolve(host, std::to_string(port), ec);

@@ -173,6 +173,29 @@ class ShutdownTest(unittest.TestCase):
         proc.communicate(timeout=10)
         self.assertEqual(h.wait_gone(pids, timeout=20), [])
 
+    def test_kill9_of_ctrun_kills_a_worker_s_leftover_in_another_group(self):
+        # Only the orphan guard can reach the `sleep`: it left the worker's
+        # process group (killpg misses it) and has no PDEATHSIG. The guard,
+        # which shares ctrun's memory, must outlive ctrun's SIGKILL and scan
+        # the worker's session.
+        d = h.tempdir(self)
+        fifo = h.Fifo(d)
+        self.addCleanup(fifo.close)
+        script = ("import os, subprocess, time\n"
+                  "p = subprocess.Popen(['sleep', '300'], process_group=0)\n"
+                  "with open(os.environ['ANNOUNCE'], 'w') as f:\n"
+                  "    f.write(f'leftover {os.getpid()} {p.pid}\\n')\n"
+                  "time.sleep(300)\n")
+        proc = h.start(["--nproc-per-node", "1", "--no-python", h.PYTHON, "-c", script],
+                       env=h.base_env(ANNOUNCE=fifo.path))
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        line = fifo.lines(1, timeout=60)[0]
+        pids = [int(p) for p in line.split()[1:]]
+        self.addCleanup(h.kill_all, pids)
+        proc.kill()
+        proc.communicate(timeout=10)
+        self.assertEqual(h.wait_gone(pids, timeout=20), [])
+
     def test_a_worker_s_leftover_in_another_group_dies_with_ctrun_after_success(self):
         # The worker exits 0 leaving a `sleep` in its session but in a process
         # group of its own: neither the worker's group nor PDEATHSIG reaches

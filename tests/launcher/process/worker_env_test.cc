@@ -181,6 +181,28 @@ TEST_CASE("ToEnvStrings gives NAME=value in name order") {
   CHECK(ToEnvStrings({}).empty());
 }
 
+TEST_CASE("ToEnvStrings of a base and overrides: the union in name order, overrides winning") {
+  const Environment base{{"A", "1"}, {"C", "base"}, {"E", "5"}};
+  CHECK(ToEnvStrings(base, {{"B", "2"}, {"C", "over"}, {"F", "6"}}) ==
+        std::vector<std::string>{"A=1", "B=2", "C=over", "E=5", "F=6"});
+  CHECK(ToEnvStrings(base, {}) == ToEnvStrings(base));
+  CHECK(ToEnvStrings({}, base) == ToEnvStrings(base));
+  CHECK(ToEnvStrings({{"Z", "z"}}, {{"A", "a"}}) == std::vector<std::string>{"A=a", "Z=z"});
+}
+
+TEST_CASE("A worker's strings from the overrides equal those of BuildWorkerEnv") {
+  const Environment base{{"PATH", "/bin"}, {"RANK", "stale"}, {"CUDA_VISIBLE_DEVICES", "4,5"},
+                         {"NCCL_ASYNC_ERROR_HANDLING", "0"}, {"ZZ", "last"}};
+  RoundEnv round = SomeRound();
+  for (bool virtual_local_rank : {false, true}) {
+    round.virtual_local_rank = virtual_local_rank;
+    for (const WorkerRanks& r : AssignRanks(1, {2, 2})) {
+      CHECK(ToEnvStrings(base, WorkerEnvOverrides(base, r, round, "/e", "/hb")) ==
+            ToEnvStrings(BuildWorkerEnv(base, r, round, "/e", "/hb")));
+    }
+  }
+}
+
 }  // namespace
 TEST_CASE("Virtual local rank: LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES narrowed as torch narrows it") {
   RoundEnv round = SomeRound();
