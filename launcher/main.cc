@@ -1,4 +1,6 @@
-// ctrun: launches and supervises one node's PyTorch workers, as torchrun does.
+// ctrun and ctrun-full: launch and supervise one node's PyTorch workers, as torchrun
+// does. Built twice (launcher/CMakeLists.txt): with CTRUN_ONE_NODE_ONLY, the
+// one-node `ctrun`, which hands the rest to ctrun-full (launcher/handoff.h).
 #include <signal.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "launcher/agent.h"
+#include "launcher/handoff.h"
 #include "launcher/health/command_check.h"
 #include "launcher/cli/command.h"
 #include "launcher/logs/event_log.h"
@@ -20,7 +23,9 @@
 #include "launcher/process/orphan_guard.h"
 #include "launcher/rdzv/resolve.h"
 #include "launcher/rdzv/setup.h"
+#if !CTRUN_ONE_NODE_ONLY
 #include "launcher/status_command.h"
+#endif
 #include "rendezvous/store/store_server.h"
 #include "launcher/process/worker_env.h"
 #include "launcher/process/workers.h"
@@ -69,13 +74,31 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> args(argv + 1, argv + argc);
   // `ctrun status ...`: a query, not a launch (a script named "status" runs as ./status).
-  if (!args.empty() && args[0] == "status") return RunStatusCommand({args.begin() + 1, args.end()}, env);
+  if (!args.empty() && args[0] == "status") {
+#if CTRUN_ONE_NODE_ONLY
+    HandOffToFull(argv, "ctrun status");
+    return kExitFailure;
+#else
+    return RunStatusCommand({args.begin() + 1, args.end()}, env);
+#endif
+  }
   Result<ParsedArgs> parsed = ParseCommandLine(args, env);
   if (!parsed.ok()) return UsageError(parsed.status());
   if (parsed->action != ParseAction::kRun) {
     std::fputs(parsed->text.c_str(), stdout);
     return kExitSuccess;
   }
+#if CTRUN_ONE_NODE_ONLY
+  // Before the warnings: ctrun-full parses the same line again and says them.
+  if (!parsed->config.is_single_node()) {
+    const LaunchConfig& c = parsed->config;
+    const std::string nodes = c.min_nodes == c.max_nodes
+                                  ? std::to_string(c.max_nodes)
+                                  : std::to_string(c.min_nodes) + ":" + std::to_string(c.max_nodes);
+    HandOffToFull(argv, "a launch of several nodes (--nnodes " + nodes + ")");
+    return kExitFailure;
+  }
+#endif
   for (const std::string& w : parsed->warnings) spdlog::warn("{}", w);
   LaunchConfig config = std::move(parsed->config);
 

@@ -270,7 +270,7 @@ Result<std::unique_ptr<OrphanGuard>> OrphanGuard::Start() {
     ::close(fds[0]);
     ::close(fds[1]);
     ::munmap(mapping, kGuardMapping);
-    return Status::IOError(std::string("orphan guard: ") + (kSharedMemoryGuard ? "clone: " : "fork: ") +
+    return Status::IOError(std::string(kSharedMemoryGuard ? "orphan guard: clone: " : "orphan guard: fork: ") +
                            std::strerror(err));
   }
   // The clone'd guard has its own descriptor table, a copy made at clone:

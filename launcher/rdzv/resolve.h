@@ -18,7 +18,10 @@
 //   --rdzv-backend etcd-v3           kEtcd: the etcd cluster at --rdzv-endpoint
 //
 // Includes go one way: setup -> resolve -> credentials, launcher/cli,
-// launcher/net. Thread model: free functions.
+// launcher/net. Thread model: free functions. ResolveLocal, ThisNode and
+// the store's place are in resolve.cc (both binaries); ResolveRendezvous,
+// which reads credentials with gRPC's TLS types, in resolve_remote.cc
+// (ctrun-full only: launcher/rdzv/remote_setup.h).
 #pragma once
 
 #include <cstdint>
@@ -92,6 +95,10 @@ struct RendezvousPlan {
 // unreadable token or TLS file, machine parameters rdzv::ValidateParams
 // refuses (naming the setting).
 Result<RendezvousPlan> ResolveRendezvous(const LaunchConfig& config, const Environment& env);
+
+// The kLocal plan of a one-node `config` (what ResolveRendezvous returns for
+// it); never fails.
+RendezvousPlan ResolveLocal(const LaunchConfig& config);
 
 // This agent's identity in the rendezvous: {--local-addr or the host name,
 // this process's pid, 0}. rdzv::ToString gives "node3#4242": `ctrun

@@ -1,56 +1,11 @@
 #include "launcher/rdzv/setup.h"
 
-#include <spdlog/spdlog.h>
-
-#include "launcher/rdzv/etcd_rendezvous.h"
-#include "launcher/rdzv/grpc_rendezvous.h"
 #include "launcher/rdzv/local_rendezvous.h"
-#include "rendezvous/grpc/grpc_process.h"
-#include "rendezvous/grpc/server.h"
-#include "rendezvous/metrics/metrics_http.h"
+#include "launcher/rdzv/remote_setup.h"
 
 namespace ctrun::launcher {
 
 namespace {
-
-// The hosted server, and its status page when --rdzv-conf metrics_port was
-// given (stopped first: its pages read the server).
-class ServerHandle : public HostedServer {
- public:
-  ServerHandle(std::unique_ptr<rdzv::RendezvousServer> server, std::string run_id)
-      : server_(std::move(server)), run_id_(std::move(run_id)) {}
-  ~ServerHandle() override { metrics_.reset(); }
-  void Stop() override {
-    metrics_.reset();
-    server_->Shutdown();
-  }
-  void WhenDrained(std::function<void()> cb) override { server_->WhenDrained(run_id_, std::move(cb)); }
-
-  // Serves the server's metrics, status page and /api/runs on host:port
-  // (port 0 = a free one) and says where; the error of MetricsHttpServer::Start.
-  Status ServePages(const std::string& host, int port) {
-    rdzv::RendezvousServer* server = server_.get();
-    auto started = rdzv::MetricsHttpServer::Start(
-        host, port, {[server] { return server->MetricsText(); }, [server] { return server->RunsJson(); }});
-    if (!started.ok()) return started.status();
-    metrics_ = std::move(*started);
-    const std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-    spdlog::info("serving the status page on http://{}:{}/", shown, metrics_->port());
-    return Status::Ok();
-  }
-
- private:
-  std::unique_ptr<rdzv::RendezvousServer> server_;
-  std::string run_id_;
-  std::unique_ptr<rdzv::MetricsHttpServer> metrics_;  // declared last: destroyed before server_
-};
-
-// The host part of a "host:port" or "[v6]:port" listen address.
-std::string ListenHost(const std::string& listen) {
-  std::string host = listen.substr(0, listen.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return host;
-}
 
 std::unique_ptr<RendezvousHandler> MakeLocal(boost::asio::io_context& io, const RendezvousPlan& plan,
                                              const StoreHosting& store) {
@@ -60,103 +15,14 @@ std::unique_ptr<RendezvousHandler> MakeLocal(boost::asio::io_context& io, const 
                                            store.agent_store);
 }
 
-// The server of plan.host, or null when another agent hosts it (a hosting
-// that was only inferred and whose address is taken).
-Result<std::unique_ptr<HostedServer>> HostServer(const RendezvousPlan& plan, const HostPlan& host) {
-  rdzv::ServerOptions so;
-  so.listen_address = host.listen_address;
-  so.mode = rdzv::RunRegistry::Mode::kFixed;
-  so.runs = {rdzv::FixedRun{plan.run_id, plan.params}};
-  so.token = plan.token;
-  so.tls = plan.tls;
-  so.tls.ca_pem.clear();  // an agent-hosted server does not ask for client certificates (ctrund can)
-  Result<std::unique_ptr<rdzv::RendezvousServer>> server = rdzv::RendezvousServer::Start(so);
-  if (server.ok()) {
-    spdlog::info("hosting the rendezvous for run '{}' on {}", plan.run_id, so.listen_address);
-    auto handle = std::make_unique<ServerHandle>(std::move(*server), plan.run_id);
-    if (host.metrics_port) {
-      Status pages = handle->ServePages(ListenHost(so.listen_address), *host.metrics_port);
-      if (!pages.ok()) {
-        // The hint names ctrund's flag; here the port comes from --rdzv-conf.
-        std::string why = pages.message();
-        if (size_t at = why.find("--metrics-port"); at != std::string::npos) why.replace(at, 14, "metrics_port");
-        return Status::Unavailable("--rdzv-conf metrics_port=" + std::to_string(*host.metrics_port) + ": " + why);
-      }
-    }
-    return std::unique_ptr<HostedServer>(std::move(handle));
-  }
-  if (host.required) return Status::Unavailable("--rdzv-conf is_host=1: " + server.status().message());
-  spdlog::info("the rendezvous at {} is hosted by another agent ({}); joining it", plan.endpoint,
-               server.status().message());
-  return std::unique_ptr<HostedServer>();
-}
-
-Result<std::unique_ptr<RendezvousHandler>> MakeGrpc(boost::asio::io_context& io, const RendezvousPlan& plan,
-                                                    const StoreHosting& store) {
-  std::unique_ptr<HostedServer> hosted;
-  if (plan.host) {
-    Result<std::unique_ptr<HostedServer>> server = HostServer(plan, *plan.host);
-    if (!server.ok()) return server.status();
-    hosted = std::move(*server);
-  }
-  GrpcRendezvousOptions o;
-  o.client.endpoint = plan.endpoint;
-  o.client.run_id = plan.run_id;
-  o.client.node = plan.node;
-  o.client.incarnation = plan.incarnation;
-  o.client.params = plan.params;
-  o.client.token = plan.token;
-  o.client.tls = plan.tls;
-  o.hint_rank = plan.hint_rank;
-  o.local_world_size = plan.local_world_size;
-  o.advertise_addr = plan.advertise_addr;
-  o.fixed_master = plan.fixed_master;
-  o.store = store;
-  o.join_timeout = plan.join_timeout;
-  o.close_timeout = plan.close_timeout;
-  o.exit_barrier_timeout = plan.exit_barrier_timeout;
-  return std::unique_ptr<RendezvousHandler>(std::make_unique<GrpcRendezvous>(io, std::move(o), std::move(hosted)));
-}
-
-Result<std::unique_ptr<RendezvousHandler>> MakeEtcd(boost::asio::io_context& io, const RendezvousPlan& plan,
-                                                    const StoreHosting& store) {
-  EtcdRendezvousOptions o;
-  o.run_id = plan.run_id;
-  o.store = store;
-  o.node = plan.node;
-  o.incarnation = plan.incarnation;
-  o.params = plan.params;
-  o.hint_rank = plan.hint_rank;
-  o.local_world_size = plan.local_world_size;
-  o.addr = plan.advertise_addr;
-  o.join_timeout = plan.join_timeout;
-  o.close_timeout = plan.close_timeout;
-  return MakeEtcdRendezvous(io, plan.endpoint, std::move(o));
-}
-
 }  // namespace
 
 Result<std::unique_ptr<RendezvousHandler>> MakeRendezvous(boost::asio::io_context& io,
                                                           const LaunchConfig& config,
                                                           const Environment& env,
                                                           const StoreHosting& store) {
-  if (!config.is_single_node()) {
-    rdzv::RouteGrpcLogsToSpdlog();
-    rdzv::ConfigureGrpcProcess();
-    // Said before any other etcd-v3 problem: nothing else can be fixed first.
-    if (config.rdzv_backend == RdzvBackend::kEtcdV3) CTRUN_RETURN_IF_ERROR(EtcdSupport());
-  }
-  Result<RendezvousPlan> plan = ResolveRendezvous(config, env);
-  if (!plan.ok()) return plan.status();
-  switch (plan->kind) {
-    case HandlerKind::kLocal:
-      return MakeLocal(io, *plan, store);
-    case HandlerKind::kGrpc:
-      return MakeGrpc(io, *plan, store);
-    case HandlerKind::kEtcd:
-      return MakeEtcd(io, *plan, store);
-  }
-  return Status::Internal("unknown rendezvous handler kind");
+  if (!config.is_single_node()) return MakeRemoteRendezvous(io, config, env, store);
+  return std::unique_ptr<RendezvousHandler>(MakeLocal(io, ResolveLocal(config), store));
 }
 
 }  // namespace ctrun::launcher

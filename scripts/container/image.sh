@@ -2,7 +2,7 @@
 # Builds ctrun's container image from a build tree: the local base image
 # (base.sh) with the Debian packages the binaries load (found with ldd and
 # dpkg -S), Python torch and the Fashion-MNIST data set, then the Containerfile
-# beside this script (ctrun, ctrund, ctrun-fashion-mnist, examples/;
+# beside this script (ctrun, ctrun-full, ctrund, ctrun-fashion-mnist, examples/;
 # ENTRYPOINT ["ctrun"]). Prints the image's name, localhost/ctrun:<key>.
 #
 #   scripts/container/image.sh [--from debian|host] [BUILD_DIR]   (default build)
@@ -19,7 +19,7 @@ src="$(cd "$here/../.." && pwd)"
 from=debian
 if [ "${1:-}" = "--from" ]; then from="$2"; shift 2; fi
 build="$(cd "${1:-$src/build}" && pwd)"
-bins=("$build/launcher/ctrun" "$build/rendezvous/ctrund" "$build/trainer/apps/ctrun-fashion-mnist")
+bins=("$build/launcher/ctrun" "$build/launcher/ctrun-full" "$build/rendezvous/ctrund" "$build/trainer/apps/ctrun-fashion-mnist")
 for b in "${bins[@]}"; do
   [ -x "$b" ] || { echo "image.sh: $b not found: build first (scripts/build.sh)" >&2; exit 1; }
 done

@@ -40,7 +40,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/ctrun/docs
         FILES_MATCHING PATTERN "*.md")
 
-# The .deb: /usr/bin/ctrun, /usr/bin/ctrund
+# The .deb: /usr/bin/ctrun, /usr/bin/ctrun-full, /usr/bin/ctrund
 # and the files above. Depends is computed by dpkg-shlibdeps from the binaries.
 # hwloc's library is opened with dlopen, only for --numa-binding
 # (launcher/numa/hwloc_loader.h), so dpkg-shlibdeps cannot see it: it is

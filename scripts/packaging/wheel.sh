@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds ctrun's Python wheel from a build tree: `pip install` of it puts
-# `ctrun` and `ctrund` on the PATH of the environment, as the `ninja` and
+# `ctrun` (with `ctrun-full` beside it) and `ctrund` on the PATH of the environment, as the `ninja` and
 # `cmake` wheels do for theirs. Nothing is fetched: the wheel is packed by
 # Debian's python3-wheel (`/usr/bin/python3 -m wheel pack`) from a staged tree.
 #
 #   scripts/packaging/wheel.sh [BUILD_DIR [OUT_DIR]]   (default: build, BUILD_DIR/dist)
 #
 # Prints the wheel's path. The binaries are the build's, stripped of debug
-# info (the .deb strips them the same way). Both link gRPC statically and
-# need only libc, libm and the dynamic loader; the script refuses a binary
+# info (the .deb strips them the same way). ctrun-full and ctrund link gRPC
+# statically, ctrun none of it; all need only libc, libm and the dynamic loader; the script refuses a binary
 # that needs more. The platform tag is computed, not assumed: the highest
 # GLIBC_x.y symbol version the binaries import gives manylinux_x_y_<arch>
 # (PEP 600), so pip refuses the wheel on an older glibc instead of failing
@@ -20,7 +20,7 @@ build="$(cd "${1:-${CTRUN_BUILD_DIR:-$src/build}}" && pwd)"
 out="${2:-$build/dist}"
 
 die() { echo "wheel.sh: $*" >&2; exit 1; }
-bins=("$build/launcher/ctrun" "$build/rendezvous/ctrund")
+bins=("$build/launcher/ctrun" "$build/launcher/ctrun-full" "$build/rendezvous/ctrund")
 for b in "${bins[@]}"; do
   [ -x "$b" ] || die "$b not found: build first (scripts/build.sh)"
 done
@@ -68,8 +68,9 @@ Requires-Python: >=3.8
 
 ctrun reads torchrun's flags, the PET_* variables Kubeflow injects and
 Slurm's SLURM_* variables, runs a gRPC rendezvous among nodes, and starts one
-worker per slot with the environment torchrun gives. The wheel installs two
-programs: ctrun (the launcher) and ctrund (the standalone rendezvous daemon).
+worker per slot with the environment torchrun gives. The wheel installs
+ctrun (the launcher; it runs launches of several nodes and `ctrun status` in
+ctrun-full, installed beside it) and ctrund (the standalone rendezvous daemon).
 EOF
 cat > "$info/WHEEL" <<EOF
 Wheel-Version: 1.0

@@ -1,6 +1,6 @@
 """What users install: `cmake --install` of the build into a fresh prefix (the
-binaries, the multi-node plugin in lib/ctrun, man pages, bash completion,
-docs) and the CPack .deb. The installed `--help` is the source of truth for
+binaries, ctrun-full beside ctrun, man pages, bash completion, docs) and the
+CPack .deb. The installed `--help` is the source of truth for
 the flags the man pages and the completion must cover."""
 import os
 import re
@@ -15,14 +15,8 @@ import harness as h
 
 SOURCE = os.environ.get("CTRUN_SOURCE_DIR", os.path.dirname(os.path.dirname(h.HERE)))
 COMPLETION = "share/bash-completion/completions"
-PLUGIN = "lib/ctrun/libctrun_multinode.so"
-
-
-def build_has_plugin():
-    """Whether this build puts multi-node support in a plugin ctrun loads
-    from ../lib/ctrun (else it is linked into ctrun)."""
-    with open(os.path.join(h.build_dir(), "cmake_install.cmake")) as f:
-        return "libctrun_multinode.so" in f.read()
+# The one-node ctrun hands launches of several nodes to it (launcher/handoff.h).
+FULL = "bin/ctrun-full"
 
 
 def flags_in_help(text):
@@ -96,13 +90,13 @@ class InstallTest(unittest.TestCase):
     def test_installed_tree_has_every_file(self):
         docs = sorted(f for f in os.listdir(os.path.join(SOURCE, "docs")) if f.endswith(".md"))
         self.assertIn("quickstart.md", docs)
-        for rel in ["bin/ctrun", "bin/ctrund", *([PLUGIN] if build_has_plugin() else []),
+        for rel in ["bin/ctrun", FULL, "bin/ctrund",
                     "share/man/man1/ctrun.1", "share/man/man1/ctrund.1",
                     f"{COMPLETION}/ctrun", f"{COMPLETION}/ctrund",
                     "share/doc/ctrun/README.md", "share/doc/ctrun/LICENSE",
                     *[f"share/doc/ctrun/docs/{d}" for d in docs]]:
             self.assertTrue(os.path.isfile(self.path(rel)), f"{rel} is not installed")
-        for exe in ["bin/ctrun", "bin/ctrund"]:
+        for exe in ["bin/ctrun", FULL, "bin/ctrund"]:
             self.assertTrue(os.stat(self.path(exe)).st_mode & stat.S_IXUSR, exe)
 
     def test_installed_programs_answer_help_and_version(self):
@@ -114,7 +108,7 @@ class InstallTest(unittest.TestCase):
         self.assertRegex(r.stdout, r"^ctrun \d+\.\d+\.\d+\n$")
 
     def test_two_nodes_from_the_installed_tree(self):
-        # With the plugin, --nnodes 2 loads lib/ctrun/libctrun_multinode.so relative to bin/ctrun.
+        # --nnodes 2: bin/ctrun hands the launch to bin/ctrun-full beside it.
         d = h.tempdir(self)
         script = os.path.join(d, "worker.sh")
         with open(script, "w") as f:
@@ -137,19 +131,25 @@ class InstallTest(unittest.TestCase):
         self.assertEqual(sorted("".join(o for o, _ in outs).split("\n")[:-1]),
                          ["rank 0 world 2", "rank 1 world 2"])
 
-    def test_without_the_plugin_multi_node_fails_naming_it(self):
-        if not build_has_plugin():
-            self.skipTest("this build links multi-node support into ctrun")
+    def test_without_ctrun_full_multi_node_fails_naming_it(self):
         d = h.tempdir(self)
         os.mkdir(os.path.join(d, "bin"))
         lonely = os.path.join(d, "bin", "ctrun")
         shutil.copy2(self.path("bin/ctrun"), lonely)
+        tmp = os.path.join(d, "tmp")  # where a launch would make its log directory
+        os.mkdir(tmp)
         r = subprocess.run([lonely, "--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
                             f"127.0.0.1:{free_port()}", "--no-python", "/bin/true"],
+                           env=h.base_env(TMPDIR=tmp), capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"{d}/bin/ctrun-full cannot be run (No such file or directory)", r.stderr)
+        self.assertIn("reinstall ctrun", r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertEqual(os.listdir(tmp), [], "nothing may be made before the hand-off")
+        r = subprocess.run([lonely, "status", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"],
                            env=h.base_env(), capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertIn("libctrun_multinode.so", r.stderr)
-        self.assertIn("reinstall ctrun", r.stderr)
+        self.assertIn("ctrun status runs in ctrun-full", r.stderr)
 
     def test_man_pages_name_every_flag(self):
         for prog in ("ctrun", "ctrund"):
@@ -205,7 +205,7 @@ class DebTest(unittest.TestCase):
         deb = os.path.join(d, debs[0])
         listing = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True, check=True).stdout
         paths = {line.split()[-1] for line in listing.splitlines()}
-        for rel in ["./usr/bin/ctrun", "./usr/bin/ctrund", *([f"./usr/{PLUGIN}"] if build_has_plugin() else []),
+        for rel in ["./usr/bin/ctrun", f"./usr/{FULL}", "./usr/bin/ctrund",
                     "./usr/share/man/man1/ctrun.1", "./usr/share/man/man1/ctrund.1",
                     f"./usr/{COMPLETION}/ctrun", "./usr/share/doc/ctrun/README.md",
                     "./usr/share/doc/ctrun/docs/quickstart.md"]:
@@ -220,10 +220,9 @@ class DebTest(unittest.TestCase):
         depends = {d.split()[0] for d in fields.split("Depends:", 1)[1].split(",")}
         root = os.path.join(d, "root")
         subprocess.run(["dpkg-deb", "-x", deb, root], check=True)
-        # Every shared library a packaged program or plugin needs comes from a
-        # package the .deb depends on.
-        elves = [os.path.join(root, "usr/bin", f) for f in ("ctrun", "ctrund")]
-        elves += [os.path.join(root, "usr", PLUGIN)] if build_has_plugin() else []
+        # Every shared library a packaged program needs comes from a package
+        # the .deb depends on.
+        elves = [os.path.join(root, "usr/bin", f) for f in ("ctrun", "ctrun-full", "ctrund")]
         for elf in elves:
             for lib, path in needed_libraries(elf).items():
                 names = package_names(path)

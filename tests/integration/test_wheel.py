@@ -1,6 +1,6 @@
 """The pip wheel (scripts/packaging/wheel.sh): its tag is true to what the
-binaries need, `pip install` of it into a fresh venv puts ctrun and ctrund on
-that venv's PATH, ctrun from there runs a stock DDP script with the venv's
+binaries need, `pip install` of it into a fresh venv puts ctrun (with
+ctrun-full beside it) and ctrund on that venv's PATH, ctrun from there runs a stock DDP script with the venv's
 python, and `pip uninstall` leaves the venv as it was."""
 import os
 import re
@@ -52,7 +52,7 @@ class WheelTest(unittest.TestCase):
             names = z.namelist()
             z.extractall(extract)
         scripts = sorted(n for n in names if ".data/scripts/" in n)
-        self.assertEqual([os.path.basename(n) for n in scripts], ["ctrun", "ctrun-health-check", "ctrund"])
+        self.assertEqual([os.path.basename(n) for n in scripts], ["ctrun", "ctrun-full", "ctrun-health-check", "ctrund"])
         # The default health check ships as scripts/health-check.sh, byte for byte.
         check = next(n for n in scripts if n.endswith("/ctrun-health-check"))
         with open(os.path.join(extract, check), "rb") as f, \
@@ -81,7 +81,7 @@ class WheelTest(unittest.TestCase):
         r = subprocess.run(pip + ["install", "--no-index", self.wheel],
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
-        for prog in ("ctrun", "ctrund", "ctrun-health-check"):
+        for prog in ("ctrun", "ctrun-full", "ctrund", "ctrun-health-check"):
             self.assertTrue(os.access(os.path.join(venv, "bin", prog), os.X_OK), prog)
 
         # As a user would: the venv activated (its bin first on PATH), no
@@ -100,6 +100,10 @@ class WheelTest(unittest.TestCase):
         self.assertEqual(len({l.split(" checksum ")[1] for l in lines}), 1, lines)
         r = subprocess.run(["ctrund", "--help"], env=env, capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
+        # ctrun hands `ctrun status` to the wheel's ctrun-full, beside it.
+        r = subprocess.run(["ctrun", "status", "--help"], env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("--rdzv-endpoint", r.stdout)
 
         r = subprocess.run(pip + ["uninstall", "-y", "ctrun"], capture_output=True, text=True,
                            timeout=120)
