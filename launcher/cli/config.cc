@@ -15,6 +15,7 @@
 #include "launcher/cli/flags.h"
 #include "launcher/cli/help_text.h"
 #include "launcher/cli/slurm_env.h"
+#include "launcher/cli/text.h"
 
 extern char** environ;
 
@@ -213,10 +214,9 @@ Status ResolveShutdownGrace(const Environment& env, LaunchConfig& config) {
     config.shutdown_grace = Seconds(kDefaultShutdownGrace);
     return Status::Ok();
   }
-  double secs = -1;
   const std::string& v = it->second;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), secs);
-  if (v.empty() || ec != std::errc() || end != v.data() + v.size() || !std::isfinite(secs) || secs < 0) {
+  const double secs = ParseDouble(v).value_or(-1);
+  if (!std::isfinite(secs) || secs < 0) {
     return Status::InvalidArgument(fmt::format(
         "TORCH_ELASTIC_SHUTDOWN_TIMEOUT '{}': must be a number of seconds >= 0 (e.g. 30)", v));
   }

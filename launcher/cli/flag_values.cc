@@ -17,11 +17,8 @@ namespace {
 // A finite decimal number ("0.5", "30", "1e2").
 std::optional<double> ParseNumber(std::string_view s) {
   if (!s.empty() && s.front() == '+') s.remove_prefix(1);
-  double v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) {
-    return std::nullopt;
-  }
+  std::optional<double> v = ParseDouble(s);
+  if (!v || !std::isfinite(*v)) return std::nullopt;
   return v;
 }
 

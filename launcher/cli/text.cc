@@ -1,6 +1,9 @@
 #include "launcher/cli/text.h"
 
 #include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 
 namespace ctrun::launcher {
 
@@ -26,6 +29,22 @@ std::string Lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
+}
+
+std::optional<double> ParseDouble(std::string_view s) {
+  if (s.empty() || std::isspace(static_cast<unsigned char>(s.front())) || s.front() == '+' ||
+      s.find_first_of("xX") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  const std::string text(s);  // NUL-terminated; an embedded NUL ends the number short
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size()) return std::nullopt;
+  // Out of range: what overflows or underflows to zero (from_chars keeps a
+  // subnormal, for which strtod sets ERANGE too).
+  if (errno == ERANGE && (v == 0 || std::isinf(v))) return std::nullopt;
+  return v;
 }
 
 }  // namespace ctrun::launcher

@@ -3,6 +3,7 @@
 // into the argument and lives as long as it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,5 +20,14 @@ std::vector<std::string_view> Split(std::string_view s, char sep);
 
 // `s` in ASCII lower case.
 std::string Lower(std::string_view s);
+
+// The whole of `s` as a double, read as std::from_chars reads one: decimal
+// or exponent form, "inf" and "nan" too, but no leading space, no '+' and
+// no hexadecimal; nullopt otherwise and when it overflows or underflows to
+// zero (a subnormal is kept). strtod in the C locale (ctrun sets no other),
+// not from_chars: libstdc++'s from_chars for double was all that made the
+// one-node ctrun load libm, ~0.14 ms of every start (docs/benchmarks.md,
+// Launch).
+std::optional<double> ParseDouble(std::string_view s);
 
 }  // namespace ctrun::launcher
