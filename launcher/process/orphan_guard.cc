@@ -255,25 +255,27 @@ Result<std::unique_ptr<OrphanGuard>> OrphanGuard::Start() {
   auto* start = reinterpret_cast<GuardStart*>(base + kGuardStack - 64);
   start->fd = fds[0];
   start->memory = memory;
-  pid_t pid;
+  pid_t pid = -1;
+  bool forked = !kSharedMemoryGuard;
   if constexpr (kSharedMemoryGuard) {
     pid = ::clone(GuardMain, base + kGuardStack - 128, CLONE_VM | SIGCHLD, start);
-  } else {
+    // A sandbox that refuses a shared-memory child that is not a thread
+    // (a seccomp profile, an emulator): the guard is forked, as elsewhere.
+    forked = pid < 0 && (errno == EINVAL || errno == ENOSYS || errno == EPERM);
+  }
+  if (forked) {
     pid = ::fork();
-    if (pid == 0) {
-      ::close(fds[1]);
-      GuardMain(start);
-    }
+    if (pid == 0) GuardMain(start);  // its copy of the write end: closed there
   }
   if (pid < 0) {
     int err = errno;
     ::close(fds[0]);
     ::close(fds[1]);
     ::munmap(mapping, kGuardMapping);
-    return Status::IOError(std::string(kSharedMemoryGuard ? "orphan guard: clone: " : "orphan guard: fork: ") +
+    return Status::IOError(std::string(forked ? "orphan guard: fork: " : "orphan guard: clone: ") +
                            std::strerror(err));
   }
-  // The clone'd guard has its own descriptor table, a copy made at clone:
+  // The guard has its own descriptor table, a copy made at clone or fork:
   // its copy of the write end is closed there (close_range keeps only fd).
   ::close(fds[0]);
   return std::unique_ptr<OrphanGuard>(new OrphanGuard(pid, fds[1], mapping));

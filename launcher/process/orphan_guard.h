@@ -10,12 +10,14 @@
 // catches their descendants, which PDEATHSIG does not reach.
 //
 // The guard is made with clone(CLONE_VM) on x86-64 and AArch64 (fork
-// elsewhere): it shares ctrun's memory, so starting it copies no page tables
-// and ctrun takes no copy-on-write faults afterwards (a fork cost ~0.4 ms of
-// every launch). It runs on a stack and state of its own and makes its system
-// calls without libc. One consequence of sharing memory: should the OOM
-// killer ever pick ctrun (the smallest process of a job), it kills the guard
-// with it; the workers still die by PDEATHSIG.
+// elsewhere, or where a sandbox refuses that): it shares ctrun's memory, so
+// starting it copies no page tables and ctrun takes no copy-on-write faults
+// afterwards (a fork cost ~0.4 ms of every launch). It runs on a stack and
+// state of its own and makes its system calls without libc. One consequence
+// of sharing memory: should the OOM killer ever pick ctrun (the smallest
+// process of a job), it kills the guard with it; the workers still die by
+// PDEATHSIG. (valgrind refuses such a child: run ctrun's workers under it,
+// not ctrun.)
 //
 // The guard ignores the terminal and job-control signals sent to ctrun's
 // process group. Thread model: Watch/Unwatch from the thread that owns the
