@@ -5,7 +5,9 @@ server, side by side in one run, interleaved.
    drives each server with the same mix (SET+GET, ADD, WAIT, COMPARE_SET;
    64 B and 64 KB values) from 1, 64 and 512 connections. Requests/s, p50
    and p99 latency, and the server's CPU seconds per 100k requests
-   (utime + stime of the server process alone, /proc/PID/stat).
+   (utime + stime of the server process alone, /proc/PID/stat). Then ctrun's
+   kernel time per request (stime) and torch's CPU over it: the ratio a
+   server with no user-space cost at all would reach.
 2. Connect storm: 4,096 clients connect at once, each ADDs to a barrier key
    and WAITs for the last one's release, then disconnects; first connect to
    last client released.
@@ -191,6 +193,24 @@ def print_load(args, cases, runs, cpu100k, ratios):
     cpu_ratio = math.exp(statistics.fmean(math.log(x) for x in ratios.values()))
     print(f"server CPU per request, torch / ctrun: geometric mean {cpu_ratio:.2f}, "
           f"lowest {min(ratios.values()):.2f} ({' '.join(f'{c}x{v}B={x:.2f}' for (c, v), x in ratios.items())})")
+    # How far any server could go: ctrun's kernel time per request (recv,
+    # send, epoll: the loopback TCP path) is a floor for a server that spends
+    # nothing in user space; torch's whole CPU over it bounds the ratio.
+    print()
+    print("where ctrun's server CPU goes, and the most any server could save: kernel (stime) µs per "
+          "request, its share, and torch's CPU / ctrun's kernel time alone")
+    bounds = []
+    for c, v in cases:
+        r = runs[(c, v)]
+        sys_us = med([x["server_sys_s"] / x["requests"] * 1e6 for x in r["ctrun"]])
+        all_us = med([cpu100k(x) * 10 for x in r["ctrun"]])
+        torch_us = med([cpu100k(x) * 10 for x in r["torch"]])
+        bounds.append(torch_us / sys_us)
+        print(f"{c:>5} {v:>6}  ctrun {all_us:6.2f} µs, kernel {sys_us:6.2f} µs ({sys_us / all_us:4.0%});"
+              f"  torch {torch_us:6.2f} µs;  bound {torch_us / sys_us:.2f}")
+    bound = math.exp(statistics.fmean(math.log(x) for x in bounds))
+    print(f"a server with no user-space cost at all would reach torch / it = {bound:.2f} "
+          f"(geometric mean; highest {max(bounds):.2f})")
     return cpu_ratio
 
 

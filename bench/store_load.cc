@@ -27,7 +27,8 @@
 // Prints one JSON object on stdout: requests, seconds, requests_per_s,
 // p50_us, p99_us (of requests with a reply, from sending to the whole reply
 // read; a GET's includes its pipelined SET), server_cpu_s (utime + stime of
-// --server-pid over the measured window, from /proc/PID/stat), errors, and
+// --server-pid over the measured window, from /proc/PID/stat) and
+// server_sys_s (its stime: the kernel's part), errors, and
 // for storm the connect failures, the slowest connect, and the fd limit.
 // Raises its RLIMIT_NOFILE soft limit as far as the connections need (never
 // above the hard limit; says so on stderr).
@@ -138,9 +139,16 @@ Options Parse(int argc, char** argv) {
   return o;
 }
 
-// utime + stime of `pid`, in seconds; 0 without a pid.
-double ServerCpu(int pid) {
-  if (pid <= 0) return 0;
+// The CPU time `pid` has used, in seconds: all of it (utime + stime) and
+// the kernel's part (stime); zeros without a pid.
+struct Cpu {
+  double total = 0;
+  double sys = 0;
+  Cpu operator-(const Cpu& o) const { return Cpu{total - o.total, sys - o.sys}; }
+};
+
+Cpu ServerCpu(int pid) {
+  if (pid <= 0) return {};
   std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   std::getline(f, line);
@@ -156,7 +164,8 @@ double ServerCpu(int pid) {
     if (i == 11) utime = std::stoull(field);
     if (i == 12) stime = std::stoull(field);
   }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return Cpu{static_cast<double>(utime + stime) / tick, static_cast<double>(stime) / tick};
 }
 
 // Raises the soft RLIMIT_NOFILE to cover `fds` (within the hard limit).
@@ -414,7 +423,7 @@ int Mix(const Options& o) {
   bool timed = o.seconds > 0;
   Clock::time_point start = Clock::now(), window_start{}, window_end{};
   bool measuring = !timed, stopping = false;
-  double cpu0 = timed ? 0 : ServerCpu(o.server_pid);
+  Cpu cpu0 = timed ? Cpu{} : ServerCpu(o.server_pid);
   if (!timed) window_start = start;
   int finished = 0;
 
@@ -544,7 +553,7 @@ int Mix(const Options& o) {
         return finished == o.conns;
       });
   if (window_end == Clock::time_point{}) window_end = Clock::now();
-  const double cpu1 = ServerCpu(o.server_pid);
+  const Cpu cpu = ServerCpu(o.server_pid) - cpu0;
 
   // The count: one more GET of the shared counter (every ADD replied).
   if (ran && loop.errors() == 0) {
@@ -574,7 +583,8 @@ int Mix(const Options& o) {
                             {"requests_per_s", secs > 0 ? static_cast<double>(requests) / secs : 0},
                             {"p50_us", p50},
                             {"p99_us", p99},
-                            {"server_cpu_s", cpu1 - cpu0},
+                            {"server_cpu_s", cpu.total},
+                            {"server_sys_s", cpu.sys},
                             {"adds", static_cast<double>(adds)},
                             {"conns", o.conns},
                             {"value_bytes", static_cast<double>(o.value_bytes)},
@@ -596,7 +606,7 @@ int Storm(const Options& o) {
   double slowest_connect = 0;
   Clock::time_point last{};
 
-  const double cpu0 = ServerCpu(o.server_pid);
+  const Cpu cpu0 = ServerCpu(o.server_pid);
   const Clock::time_point t0 = Clock::now();
   for (Conn& c : clients) {
     if (!loop.Connect(c)) break;
@@ -627,14 +637,15 @@ int Storm(const Options& o) {
         }
       },
       [&]() { return released == o.clients || loop.errors() > 0; });
-  const double cpu1 = ServerCpu(o.server_pid);
+  const Cpu cpu = ServerCpu(o.server_pid) - cpu0;
   for (Conn& c : clients) loop.Close(c);
   std::printf("%s\n", Json({{"clients", o.clients},
                             {"released", released},
                             {"seconds", released == o.clients ? Since(t0, last) : 0},
                             {"slowest_connect_s", slowest_connect},
                             {"connect_failures", loop.connect_failures()},
-                            {"server_cpu_s", cpu1 - cpu0},
+                            {"server_cpu_s", cpu.total},
+                            {"server_sys_s", cpu.sys},
                             {"fd_limit", static_cast<double>(limit)},
                             {"errors", loop.errors()}})
                           .c_str());
