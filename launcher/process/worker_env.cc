@@ -138,12 +138,7 @@ std::optional<std::string> OmpNumThreadsWarning(const Environment& env,
          kStars;
 }
 
-std::vector<std::string> ToEnvStrings(const Environment& env) {
-  std::vector<std::string> out;
-  out.reserve(env.size());
-  for (const auto& [name, value] : env) out.push_back(name + "=" + value);
-  return out;
-}
+std::vector<std::string> ToEnvStrings(const Environment& env) { return ToEnvStrings(env, {}); }
 
 std::vector<std::string> ToEnvStrings(const Environment& base, const Environment& overrides) {
   std::vector<std::string> out;

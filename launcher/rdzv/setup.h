@@ -2,7 +2,9 @@
 // in two one-way steps. ResolveRendezvous (launcher/rdzv/resolve.h) turns
 // the config into a RendezvousPlan once; MakeRendezvous builds the plan's
 // handler (LocalRendezvous, GrpcRendezvous hosting its server here when the
-// plan says so, EtcdRendezvous). resolve.h is included for main's use:
+// plan says so, EtcdRendezvous). One node: ResolveLocal and LocalRendezvous
+// here; several: MakeRemoteRendezvous (remote_setup.h), which the one-node
+// `ctrun` does not link. resolve.h is included for main's use:
 // AgentStorePort and AgentStoreHost say where the workers' store binds.
 #pragma once
 
@@ -20,7 +22,8 @@ namespace ctrun::launcher {
 // With more than one node, first routes gRPC's logs to spdlog and configures
 // gRPC for this process (rendezvous/grpc/grpc_process.h).
 // Errors: InvalidArgument as ResolveRendezvous, or for an etcd-v3 backend in
-// a ctrun built without etcd; Unavailable when is_host=1 was given and the
+// a ctrun built without etcd; FailedPrecondition for several nodes in the
+// one-node `ctrun` (main hands those to ctrun-full first); Unavailable when is_host=1 was given and the
 // server cannot listen, or etcd cannot be reached.
 // `store` says who hosts the workers' store (see AgentStorePort); `io` must
 // outlive the handler.
