@@ -10,7 +10,9 @@
 #   the free space there is at least $CTRUN_HEALTH_MIN_FREE_MB (default 1024)
 #   nvidia-smi -q, when present (skip with CTRUN_HEALTH_SKIP_GPU=1), shows no
 #     GPU that is lost, in an unknown error state, with uncorrectable ECC
-#     errors since boot, or with pages or rows waiting to be retired/remapped
+#     errors since boot, with pages or rows waiting to be retired/remapped
+#     (or a remap that failed), with memory it cannot repair or a repair
+#     pending (Hopper, driver 580), or past its SRAM error threshold
 #
 # Extend it: copy it and add tests where it says so, or run it from your own
 # script: /usr/share/ctrun/health-check.sh && my-nic-check
@@ -54,6 +56,7 @@ if [ "${CTRUN_HEALTH_SKIP_GPU:-0}" != 1 ] && command -v nvidia-smi >/dev/null 2>
     /^ *(Retired Pages|Remapped Rows)/ { section = "retire"; next }
     section == "volatile" && /Uncorrectable/ && /: *[1-9][0-9]* *$/ \
       { print gpu ": uncorrectable ECC errors since boot:" $0; next }
+    /(Unrepairable Memory|Repair Pending|SRAM Threshold Exceeded)[^:]*: *Yes/ { print gpu ":" $0; next }
     section == "retire" && /(Pending|Remapping Failure Occurred)[^:]*: *Yes/ { print gpu ":" $0; next }
   ')
   if [ -n "$bad" ]; then

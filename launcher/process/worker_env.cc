@@ -51,11 +51,11 @@ Environment WorkerEnvOverrides(const Environment& base, const WorkerRanks& ranks
   env["TORCHELASTIC_RUN_ID"] = round.run_id;
   // Python's str(bool).
   env["TORCHELASTIC_USE_AGENT_STORE"] = round.use_agent_store ? "True" : "False";
-  // torch 2.x reads the TORCH_ spelling, 1.13 the bare one; each keeps its own
-  // inherited value so a user who set only one is not overridden.
+  // torch 2.x's spelling only, as its torchrun: torch 2.x warns on every rank
+  // when it finds the bare NCCL_ASYNC_ERROR_HANDLING (torch 1.x's), which
+  // therefore passes through only where the user set it.
   env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] =
       InheritedOr(base, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
-  env["NCCL_ASYNC_ERROR_HANDLING"] = InheritedOr(base, "NCCL_ASYNC_ERROR_HANDLING", "1");
   env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = Join(round.signals_to_handle_names, ',');
   env["TORCHELASTIC_ERROR_FILE"] = error_file;
   if (!heartbeat_file.empty()) env["CTRUN_HEARTBEAT_FILE"] = heartbeat_file;

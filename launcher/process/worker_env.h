@@ -58,8 +58,9 @@ struct RoundEnv {
 //   TORCHELASTIC_ERROR_FILE (= error_file, always set)
 //   CTRUN_HEARTBEAT_FILE (= heartbeat_file, only when it is not empty)
 //   CTRUN_EXCLUDE_NODE_FILE (= round.exclude_node_file, when not empty)
-// TORCH_NCCL_ASYNC_ERROR_HANDLING (torch 2.x) and NCCL_ASYNC_ERROR_HANDLING
-// (torch 1.13) keep the value `base` gives each, else "1".
+// TORCH_NCCL_ASYNC_ERROR_HANDLING keeps the value `base` gives it, else "1";
+// torch 1.x's bare NCCL_ASYNC_ERROR_HANDLING is never added (torch 2.x warns
+// about it on every rank), only passed through from `base`.
 // With round.virtual_local_rank, LOCAL_RANK is "0" and CUDA_VISIBLE_DEVICES
 // is VirtualDevice(base, local_rank) (left as in `base` where that is nullopt;
 // CheckVirtualLocalRank rules that out first).

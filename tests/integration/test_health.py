@@ -152,9 +152,11 @@ GPU 00000000:08:00.0
 class DefaultCheckScriptTest(unittest.TestCase):
     """scripts/health-check.sh, with a fake nvidia-smi first on PATH."""
 
-    def run_check(self, ecc=0, pending="No", **env):
+    def run_check(self, ecc=0, pending="No", smi_output=None, **env):
         d = h.tempdir(self)
-        script(d, "nvidia-smi", "cat <<'EOF'\n" + SMI_OUTPUT.format(ecc=ecc, pending=pending) + "EOF\n")
+        if smi_output is None:
+            smi_output = SMI_OUTPUT.format(ecc=ecc, pending=pending)
+        script(d, "nvidia-smi", "cat <<'EOF'\n" + smi_output + "EOF\n")
         path = os.path.join(os.environ.get("CTRUN_SOURCE_DIR", os.path.join(h.HERE, "..", "..")),
                             "scripts", "health-check.sh")
         full = dict(os.environ, PATH=d + ":" + os.environ["PATH"], CTRUN_LOG_DIR=d)
@@ -172,6 +174,49 @@ class DefaultCheckScriptTest(unittest.TestCase):
         self.assertIn("00000000:08:00.0: uncorrectable ECC errors since boot: DRAM Uncorrectable : 2", r.stdout)
         self.assertIn("00000000:08:00.0: Pending : Yes", r.stdout)
         self.assertNotIn("00000000:07:00.0", r.stdout)  # aggregate counts are history, not a fault
+
+    # nvidia-smi -q as an H100 (driver 580.159.04) printed it, serial numbers
+    # removed: the exact format the awk above must read.
+    H100 = os.path.join(h.HERE, "fixtures", "nvidia-smi-q-h100.txt")
+
+    def run_h100(self, *edits):
+        with open(self.H100) as f:
+            text = f.read()
+        for old, new in edits:
+            self.assertEqual(text.count(old), 1, old)
+            text = text.replace(old, new)
+        return self.run_check(smi_output=text)
+
+    def test_a_real_h100_s_report_is_healthy(self):
+        r = self.run_h100()
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("healthy", r.stdout)
+
+    def test_a_real_h100_s_report_with_faults_is_unhealthy(self):
+        cases = [
+            (("            DRAM Uncorrectable                         : 0\n        Aggregate",
+              "            DRAM Uncorrectable                         : 3\n        Aggregate"),
+             "00000000:00:06.0: uncorrectable ECC errors since boot: DRAM Uncorrectable : 3"),
+            (("        Unrepairable Memory                            : No",
+              "        Unrepairable Memory                            : Yes"),
+             "00000000:00:06.0: Unrepairable Memory : Yes"),
+            (("        Channel Repair Pending                         : No",
+              "        Channel Repair Pending                         : Yes"),
+             "00000000:00:06.0: Channel Repair Pending : Yes"),
+            (("        Remapping Failure Occurred                     : No",
+              "        Remapping Failure Occurred                     : Yes"),
+             "00000000:00:06.0: Remapping Failure Occurred : Yes"),
+        ]
+        for edit, line in cases:
+            with self.subTest(line=line):
+                r = self.run_h100(edit)
+                self.assertEqual(r.returncode, 1, r.stdout)
+                self.assertIn(line, r.stdout)
+                self.assertIn("nvidia-smi -q reports a GPU in an error state", r.stdout)
+        # History is not a fault: aggregate counts since the GPU was made.
+        r = self.run_h100(("            DRAM Uncorrectable                         : 0\n            SRAM Threshold",
+                           "            DRAM Uncorrectable                         : 9\n            SRAM Threshold"))
+        self.assertEqual(r.returncode, 0, r.stdout)
 
     def test_the_free_space_floor_and_the_log_dir(self):
         r = self.run_check(CTRUN_HEALTH_MIN_FREE_MB="999999999999")

@@ -82,7 +82,7 @@ Status DumpParams(const std::string& prefix, const MeshCoord& coord, const Named
   bool first = true;
   for (const auto& [name, value] : params) {
     const ShardSpec& spec = registry.at(name);
-    at::Tensor flat = value.detach().contiguous().reshape({-1});
+    at::Tensor flat = value.detach().to(at::kCPU).contiguous().reshape({-1});
     bin.write(reinterpret_cast<const char*>(flat.data_ptr<float>()), static_cast<std::streamsize>(flat.numel() * 4));
     std::string shape;
     for (int64_t d : spec.full_shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
@@ -128,6 +128,9 @@ struct GptWorker {
   std::vector<int> split;  // --pp-split, or empty
   TextCorpus corpus;
   std::shared_ptr<Communicator> world;
+  // Where the model, batches and collectives live: cuda:LOCAL_RANK with
+  // --backend nccl, else the CPU.
+  at::Device device{at::kCPU};
   std::unique_ptr<DeviceMesh> mesh;
   MeshCoord coord;
   ShardRegistry registry;        // the stage's layers point here
@@ -178,6 +181,7 @@ Failure JoinMesh(GptWorker& w) {
   auto world = ConnectProcessGroup(w.env, pg_options);
   if (!world.ok()) return {world.status()};
   w.world = *world;
+  if (*backend == CommBackend::kNccl) w.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(w.env.local_rank));
   auto mesh = DeviceMesh::Create(w.world, w.shape);
   if (!mesh.ok()) return {mesh.status()};
   w.mesh = std::move(*mesh);
@@ -201,6 +205,9 @@ Status MakeStage(GptWorker& w) {
                    .registry = &w.registry, .sequence_parallel = flags.sequence_parallel};
   const auto layers = StageLayers(static_cast<int>(flags.layers), w.shape.pp, w.coord.pp, w.split);
   w.stage = GptStage(w.config, ctx, w.coord.pp, w.shape.pp, layers[0], layers[1]);
+  // In place (the registry's shards are the same tensors), before DDP or
+  // FSDP take the parameters.
+  w.stage->to(w.device);
   if (flags.strategy == "fsdp") {
     auto stages = GptFsdpStages(*w.stage);
     if (!stages.ok()) return stages.status();
@@ -265,7 +272,7 @@ Failure SetUp(GptWorker& w) {
 // The step's loss: the last stage's, averaged over the dp replicas.
 Result<double> ReplicaMeanLoss(GptWorker& w, double loss) {
   if (!w.stage->last() || w.shape.dp <= 1) return loss;
-  at::Tensor t = at::scalar_tensor(loss, at::kDouble).reshape({1});
+  at::Tensor t = at::scalar_tensor(loss, at::TensorOptions().dtype(at::kDouble).device(w.device)).reshape({1});
   CTRUN_RETURN_IF_ERROR(WaitWork(w.mesh->group(MeshDim::kDp)->AllReduceSum(t), "all-reduce of the loss"));
   return t.item<double>() / w.shape.dp;
 }
@@ -318,8 +325,8 @@ Status TrainStep(GptWorker& w, Pipeline& pipeline, int64_t step, RunStats& run) 
   }
   const int64_t rows = flags.global_batch / w.shape.dp;
   TokenBatch batch = SampleBatch(w.corpus, step, flags.seed, flags.global_batch, flags.seq_len);
-  at::Tensor tokens = batch.tokens.narrow(0, coord.dp * rows, rows);
-  at::Tensor targets = batch.targets.narrow(0, coord.dp * rows, rows);
+  at::Tensor tokens = batch.tokens.narrow(0, coord.dp * rows, rows).to(w.device);
+  at::Tensor targets = batch.targets.narrow(0, coord.dp * rows, rows).to(w.device);
   const double iter_start = NowSeconds();
   w.optimizer->zero_grad();
   auto stats = w.fsdp ? FsdpStep(w, tokens, targets) : pipeline.Step(tokens, targets);

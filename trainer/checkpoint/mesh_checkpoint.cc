@@ -55,12 +55,12 @@ class OldShards {
     return Status::Ok();
   }
 
-  // The whole tensor `key` (a parameter, or its optimizer state when
-  // `state` is true) as the old mesh held it: `spec` says how it is cut.
-  // Replicated tensors, and state that is not element-wise (Adam's step),
-  // come from the first file that holds them.
+  // The whole tensor `key` (a parameter, or its optimizer state) as the old
+  // mesh held it: `spec` says how it is cut. Replicated tensors, and state
+  // that is not `elementwise` (Adam's step, one number per parameter), come
+  // from the first file that holds them.
   // `absent` is set when no file holds `key` (then the result is undefined).
-  Result<at::Tensor> Full(const std::string& key, const ShardSpec& spec, bool& absent) {
+  Result<at::Tensor> Full(const std::string& key, const ShardSpec& spec, bool& absent, bool elementwise = true) {
     absent = false;
     for (int pp = 0; pp < mesh_.pp; ++pp) {
       std::vector<at::Tensor> parts;
@@ -70,7 +70,7 @@ class OldShards {
         CTRUN_RETURN_IF_ERROR(Read(pp, tp, key, part, found));
         if (!found) break;
         parts.push_back(part);
-        const bool cut = spec.dim >= 0 && part.sizes().vec() != spec.full_shape;
+        const bool cut = elementwise && spec.dim >= 0 && part.sizes().vec() != spec.full_shape;
         if (!cut) return part;  // replicated, or not element-wise
       }
       if (parts.empty()) continue;
@@ -114,10 +114,11 @@ Status SaveMeshCheckpoint(const std::string& dir, const DeviceMesh& mesh, torch:
     torch::serialize::OutputArchive archive;
     for (const auto& item : stage.named_parameters(true)) {
       if (registry.find(item.key()) == registry.end()) continue;
-      archive.write("p/" + item.key(), item.value().detach());
+      // Written from the CPU: libtorch 2.x's archive crashes on CUDA tensors.
+      archive.write("p/" + item.key(), item.value().detach().cpu());
       auto state = GetParamState(optimizer, item.value());
       if (!state.ok()) return state.status();
-      for (const auto& [key, value] : *state) archive.write("s/" + item.key() + "/" + key, value);
+      for (const auto& [key, value] : *state) archive.write("s/" + item.key() + "/" + key, value.cpu());
     }
     CTRUN_RETURN_IF_ERROR(SaveArchiveAtomically(archive, path + "/" + ShardName(mesh.coord().pp, mesh.coord().tp)));
   }
@@ -186,10 +187,11 @@ Result<std::optional<TrainPosition>> LoadMeshCheckpoint(const std::string& dir, 
     params.emplace_back(param, value);
 
     ParamState state;
-    for (const char* key : {"momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"}) {
-      auto value_full = shards.Full("s/" + item.key() + "/" + key, spec->second, absent);
+    for (const std::string key : {"momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"}) {
+      const bool elementwise = key != "step";  // Adam's step count is one number
+      auto value_full = shards.Full("s/" + item.key() + "/" + key, spec->second, absent, elementwise);
       if (!value_full.ok()) return value_full.status();
-      if (!absent) state[key] = Cut(*value_full, spec->second);
+      if (!absent) state[key] = elementwise ? Cut(*value_full, spec->second).to(param.device()) : *value_full;
     }
     states.emplace_back(param, std::move(state));
   }

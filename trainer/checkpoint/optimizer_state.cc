@@ -6,12 +6,26 @@
 #include <torch/optim/sgd.h>
 
 #include <set>
+#include <sstream>
+#include <type_traits>
 
 namespace ctrun::trainer {
 namespace {
 
-std::string Key(const at::Tensor& param) {
-  return c10::guts::to_string(param.unsafeGetTensorImpl());
+// An optimizer keeps each parameter's state under its TensorImpl: torch 1.x
+// keys the map with the pointer printed as text, torch 2.x with the pointer.
+using StateKey = std::remove_cvref_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+
+// (A template, so that only the branch for this torch's key is compiled.)
+template <typename K = StateKey>
+K Key(const at::Tensor& param) {
+  if constexpr (std::is_same_v<K, std::string>) {
+    std::ostringstream text;
+    text << param.unsafeGetTensorImpl();
+    return text.str();
+  } else {
+    return param.unsafeGetTensorImpl();
+  }
 }
 
 Status Unsupported() {
@@ -72,7 +86,7 @@ Status SetParamState(torch::optim::Optimizer& optimizer, const at::Tensor& param
   const bool adam = dynamic_cast<torch::optim::Adam*>(&optimizer) != nullptr;
   const bool adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr;
   if (!sgd && !adam && !adamw) return Unsupported();
-  const std::string key = Key(param);
+  const StateKey key = Key(param);
   if (state.empty()) {
     optimizer.state().erase(key);
     return Status::Ok();

@@ -5,11 +5,15 @@
 
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#if defined(CTRUN_TRAINER_GLOO)
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 
 #include <cstdlib>
 #include <functional>
+#include <optional>
 
 #if defined(CTRUN_TRAINER_CUDA)
 #include <c10/cuda/CUDAFunctions.h>
@@ -19,7 +23,28 @@
 namespace ctrun::trainer {
 namespace {
 
-// The first line of a c10 error: its what() carries a C++ backtrace below.
+// torch 2.x's NCCL group warns at exit unless it was shut down first
+// ("destroy_process_group() was not called"), and guesses the device of a
+// barrier unless one is bound to it; torch 1.x has neither call. Templates,
+// so that each is compiled only where the group has it.
+template <typename G>
+void ShutDownIfAble(G& group) {
+  if constexpr (requires { group.shutdown(); }) {
+    try {
+      group.shutdown();
+    } catch (const std::exception&) {
+      // Exiting anyway: a group that cannot shut down cleanly is left as is.
+    }
+  }
+}
+
+template <typename G>
+void BindDeviceIfAble(G& group, c10::DeviceIndex index) {
+  if constexpr (requires { group.setBoundDeviceId(std::optional<at::Device>(at::Device(at::kCUDA, index))); }) {
+    group.setBoundDeviceId(std::optional<at::Device>(at::Device(at::kCUDA, index)));
+  }
+}
+
 // Adapts a c10d group (ProcessGroup in torch 1.x, Backend in 2.x: both have
 // these members) to Communicator.
 template <typename Group>
@@ -32,6 +57,11 @@ class C10dCommunicator final : public Communicator {
                    std::string backend, int rank, int size, MakeGroup make_group)
       : store_(std::move(store)), group_(std::move(group)), backend_(std::move(backend)),
         rank_(rank), size_(size), make_group_(std::move(make_group)) {}
+  ~C10dCommunicator() override {
+    if (backend_ == "nccl") ShutDownIfAble(*group_);
+  }
+  C10dCommunicator(const C10dCommunicator&) = delete;
+  C10dCommunicator& operator=(const C10dCommunicator&) = delete;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -118,6 +148,7 @@ class C10dCommunicator final : public Communicator {
   MakeGroup make_group_;
 };
 
+#if defined(CTRUN_TRAINER_GLOO)
 bool IsLoopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
 }
@@ -131,6 +162,7 @@ std::shared_ptr<::gloo::transport::Device> GlooDevice(const DistEnv& env) {
   }
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
+#endif
 
 }  // namespace
 
@@ -148,6 +180,14 @@ Result<CommBackend> ParseCommBackend(const std::string& name) {
   if (name == "gloo") return CommBackend::kGloo;
   if (name == "nccl") return CommBackend::kNccl;
   return Status::InvalidArgument("--backend '" + name + "': unknown (use gloo or nccl)");
+}
+
+bool HaveGloo() {
+#if defined(CTRUN_TRAINER_GLOO)
+  return true;
+#else
+  return false;
+#endif
 }
 
 bool HaveNccl() {
@@ -189,8 +229,12 @@ Result<std::shared_ptr<Communicator>> ConnectProcessGroup(const DistEnv& env,
       c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.local_rank));
       auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
       nccl_options->timeout = options.timeout;
-      auto make_group = [nccl_options](const c10::intrusive_ptr<c10d::Store>& s, int rank, int size) {
-        return c10::make_intrusive<c10d::ProcessGroupNCCL>(s, rank, size, nccl_options);
+      const auto device_index = static_cast<c10::DeviceIndex>(env.local_rank);
+      auto make_group = [nccl_options, device_index](const c10::intrusive_ptr<c10d::Store>& s, int rank,
+                                                     int size) {
+        auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(s, rank, size, nccl_options);
+        BindDeviceIfAble(*group, device_index);
+        return group;
       };
       auto group = make_group(store, env.rank, env.world_size);
       return std::shared_ptr<Communicator>(std::make_shared<C10dCommunicator<c10d::ProcessGroupNCCL>>(
@@ -201,6 +245,7 @@ Result<std::shared_ptr<Communicator>> ConnectProcessGroup(const DistEnv& env,
           "-DCTRUN_TRAINER_CUDA=ON against a CUDA libtorch, or use --backend gloo)");
 #endif
     }
+#if defined(CTRUN_TRAINER_GLOO)
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
     gloo_options->devices.push_back(GlooDevice(env));
     gloo_options->threads = options.gloo_threads;
@@ -210,6 +255,11 @@ Result<std::shared_ptr<Communicator>> ConnectProcessGroup(const DistEnv& env,
     auto group = make_group(store, env.rank, env.world_size);
     return std::shared_ptr<Communicator>(std::make_shared<C10dCommunicator<c10d::ProcessGroupGloo>>(
         store, group, "gloo", env.rank, env.world_size, make_group));
+#else
+    return Status::FailedPrecondition(
+        "--backend gloo: this build has no Gloo (the libtorch it was built against ships no Gloo "
+        "headers, as PyTorch's wheels do not): use --backend nccl, or build against Debian's libtorch-dev");
+#endif
   } catch (const std::exception& error) {
     return Status::Unavailable("cannot form the process group of " +
                                std::to_string(env.world_size) + " ranks via the store at " +

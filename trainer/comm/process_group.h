@@ -33,14 +33,17 @@ Result<CommBackend> ParseCommBackend(const std::string& name);
 
 // True when this build has the NCCL path (CTRUN_TRAINER_CUDA).
 bool HaveNccl();
+// True when this build has Gloo (CTRUN_TRAINER_GLOO: the libtorch it was
+// built against ships Gloo's headers; Debian's does, PyTorch's wheels don't).
+bool HaveGloo();
 
 // Connects to the store and creates the process group; blocks until all
 // WORLD_SIZE ranks have joined. Returns the Communicator (the caller owns it),
 // or:
 //  - Unavailable when the store at MASTER_ADDR:MASTER_PORT cannot be reached
 //    or peers do not join within `timeout` (the message names the address);
-//  - FailedPrecondition when NCCL is asked for in a build without it, or no
-//    GPU exists for LOCAL_RANK.
+//  - FailedPrecondition when NCCL or Gloo is asked for in a build without
+//    it, or no GPU exists for LOCAL_RANK.
 Result<std::shared_ptr<Communicator>> ConnectProcessGroup(const DistEnv& env,
                                                           const ProcessGroupOptions& options);
 

@@ -65,7 +65,7 @@ class StepRun {
     if (stage_.first()) {
       input = token_parts_[m];
     } else {
-      input = at::empty(stage_.ActivationShape(micro_rows_), at::kFloat);
+      input = at::empty(stage_.ActivationShape(micro_rows_), token_parts_[m].options().dtype(at::kFloat));
       pp_->Recv(input, rank_ - 1, ActivationTag(i))->wait();
       input.requires_grad_(true);
     }
@@ -88,7 +88,7 @@ class StepRun {
     const size_t m = static_cast<size_t>(i);
     at::Tensor grad;
     if (!stage_.last()) {
-      grad = at::empty(outputs_[m].sizes(), at::kFloat);
+      grad = at::empty(outputs_[m].sizes(), outputs_[m].options().dtype(at::kFloat));
       pp_->Recv(grad, rank_ + 1, GradientTag(i))->wait();
     }
     const double t0 = Now();
