@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/open_files.h"
 #include "launcher/agent.h"
 #include "launcher/handoff.h"
 #include "launcher/health/command_check.h"
@@ -101,6 +102,10 @@ int main(int argc, char** argv) {
 #endif
   for (const std::string& w : parsed->warnings) spdlog::warn("{}", w);
   LaunchConfig config = std::move(parsed->config);
+  // After the hand-off, so that ctrun-full sees the limit as the user set it.
+  // The store (and a rendezvous here) take one descriptor per connection;
+  // the workers get the old limit back.
+  const std::optional<struct rlimit> user_nofile = RaiseOpenFilesLimit();
 
   SystemProbe probe;
   if (Status s = ResolveNprocPerNode(config, probe); !s.ok()) return UsageError(s);
@@ -181,6 +186,10 @@ int main(int argc, char** argv) {
   WorkerSet workers(io, reaper, guard->get());
   // --health-check runs in a process group of its own, never the workers'.
   WorkerSet health_runner(io, reaper, guard->get());
+  if (user_nofile) {
+    workers.SetChildOpenFilesLimit(*user_nofile);
+    health_runner.SetChildOpenFilesLimit(*user_nofile);
+  }
   std::unique_ptr<CommandHealthCheck> health;
   if (config.health_check) {
     Environment check_env = env;

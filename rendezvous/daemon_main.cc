@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "base/open_files.h"
 #include "rendezvous/grpc/credentials.h"
 #include "rendezvous/grpc/grpc_process.h"
 #include "rendezvous/metrics/metrics_http.h"
@@ -127,6 +128,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return Usage(e.what());
   }
+  // One descriptor per agent's connection (and per worker's, for the
+  // stores it serves): 10,000 agents need more than the default 1,024.
+  RaiseOpenFilesLimit();
 
   ctrun::Result<std::string> token = ReadToken(flags);
   if (!token.ok()) return Usage(token.status().message());

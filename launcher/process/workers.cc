@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <boost/asio/post.hpp>
 #include <unistd.h>
@@ -70,7 +71,7 @@ struct ChildFailure {
 // CPU binding was prepared in the parent and applies with system calls only).
 [[noreturn]] void ExecChild(pid_t parent, char* const argv[], char* const envp[], int out_fd,
                             int err_fd, int status_fd, const std::vector<int>& reset,
-                            const PreparedBinding& binding, bool ptraceable) {
+                            const PreparedBinding& binding, bool ptraceable, const struct rlimit* nofile) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // ctrun died before prctl took effect
   // Hang forensics: gdb, a child of ctrun, may attach under Yama's
@@ -86,6 +87,7 @@ struct ChildFailure {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (out_fd >= 0) ::dup2(out_fd, STDOUT_FILENO);
   if (err_fd >= 0) ::dup2(err_fd, STDERR_FILENO);
+  if (nofile != nullptr) ::setrlimit(RLIMIT_NOFILE, nofile);  // as it was before ctrun raised it
   ChildFailure failure;
   failure.err = binding.Apply(&failure.step);
   if (failure.err == 0) {
@@ -105,12 +107,12 @@ struct ChildFailure {
 // resets the dispositions before it unblocks them.
 pid_t VforkExec(pid_t parent, char* const argv[], char* const envp[], int out_fd, int err_fd,
                 int status_fd, const std::vector<int>& reset, const PreparedBinding& binding,
-                bool ptraceable) {
+                bool ptraceable, const struct rlimit* nofile) {
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
   const pid_t pid = ::vfork();
-  if (pid == 0) ExecChild(parent, argv, envp, out_fd, err_fd, status_fd, reset, binding, ptraceable);
+  if (pid == 0) ExecChild(parent, argv, envp, out_fd, err_fd, status_fd, reset, binding, ptraceable, nofile);
   const int saved = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   errno = saved;
@@ -259,7 +261,8 @@ Status WorkerSet::Fork(const WorkerSpec& spec, pid_t self, std::pair<int, int>* 
   pid_t pid = -1;
   if (s.ok()) {
     pid = VforkExec(self, argv.data(), envp.data(), out_fd, err_fd, status_pipe[1],
-                    reset_signals_, binding, !spec.stacks_file.empty());
+                    reset_signals_, binding, !spec.stacks_file.empty(),
+                    child_nofile_ ? &*child_nofile_ : nullptr);
     if (pid < 0) s = Status::IOError("vfork: " + Errno(errno));
   }
   CloseIfOpen(status_pipe[1]);

@@ -12,6 +12,7 @@
 // callbacks are invoked from it. Not thread-safe.
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
@@ -19,6 +20,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,6 +102,10 @@ class WorkerSet : public WorkerGroup {
 
   std::vector<pid_t> Pids() const override;
 
+  // Every process started from now on gets `limit` as its RLIMIT_NOFILE:
+  // the limit ctrun had before it raised its own (base/open_files.h).
+  void SetChildOpenFilesLimit(const struct rlimit& limit) { child_nofile_ = limit; }
+
  private:
   struct Worker {
     int local_rank;
@@ -133,6 +139,7 @@ class WorkerSet : public WorkerGroup {
   boost::asio::io_context& io_;
   ChildReaper& reaper_;
   OrphanGuard* guard_;
+  std::optional<struct rlimit> child_nofile_;  // unset: children inherit ctrun's
   std::vector<Worker> workers_;
   ExitHandler on_exit_;
   boost::asio::steady_timer kill_timer_;   // the grace, then SIGKILL

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <boost/asio/ip/v6_only.hpp>
 
 #include "rendezvous/grpc/port_sniff.h"
@@ -110,12 +111,25 @@ void PortMux::Accept() {
   acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
     if (ec == boost::asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (!ec) {
+      accept_failing_ = false;
       SetCloexec(socket.native_handle());
       Sniff(std::make_shared<Pending>(std::move(socket)));
-    } else {
-      spdlog::debug("rendezvous port: accept failed: {}", ec.message());
+      Accept();
+      return;
     }
-    Accept();
+    // The connection stays in the backlog, so accepting again at once would
+    // fail again at once (EMFILE): a busy loop. Wait, then retry; warn once
+    // a burst.
+    if (!accept_failing_) {
+      spdlog::warn("the rendezvous port cannot accept a connection: {} (retrying every 50 ms; "
+                   "raise the open-files limit, ulimit -n, if this is EMFILE)",
+                   ec.message());
+    }
+    accept_failing_ = true;
+    accept_retry_.expires_after(std::chrono::milliseconds(50));
+    accept_retry_.async_wait([this](const boost::system::error_code& wait_ec) {
+      if (!wait_ec && acceptor_.is_open()) Accept();
+    });
   });
 }
 

@@ -18,6 +18,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <memory>
 #include <string>
@@ -69,6 +70,8 @@ class PortMux {
 
   boost::asio::io_context io_;
   boost::asio::ip::tcp::acceptor acceptor_{io_};
+  boost::asio::steady_timer accept_retry_{io_};  // after a failed accept (EMFILE)
+  bool accept_failing_ = false;                  // mux thread only
   int port_ = 0;
   grpc::experimental::ExternalConnectionAcceptor* grpc_ = nullptr;
   StoreHandler store_;

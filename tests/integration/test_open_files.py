@@ -1,0 +1,74 @@
+"""The open-files limit (base/open_files.h): ctrun and ctrund serve one
+connection per worker or agent, so each raises its own soft limit to the
+hard one; ctrun's workers get the limit it was started with, as under
+torchrun; and a rendezvous port out of descriptors waits and says so once,
+instead of spinning."""
+import os
+import resource
+import socket
+import subprocess
+import unittest
+
+import harness as h
+
+WORKER = ["--no-python", "/bin/sh", "-c", 'echo "worker soft $(ulimit -Sn)"; grep "Max open files" /proc/$PPID/limits']
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def with_limit(limit, argv):
+    """`argv` run by a shell that first sets the open-files limit: `limit` is
+    ulimit's option and value, e.g. ["-Sn", "256"]."""
+    return ["/bin/sh", "-c", f'ulimit {limit[0]} {limit[1]} && exec "$@"', "sh", *argv]
+
+
+class CtrunTest(unittest.TestCase):
+    def check(self, args):
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        if hard != resource.RLIM_INFINITY and hard <= 256:
+            self.skipTest(f"the hard open-files limit is {hard}: nothing to raise")
+        r = subprocess.run(with_limit(["-Sn", "256"], [h.ctrun_bin(), *args, *WORKER]), env=h.base_env(),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("worker soft 256", r.stdout)
+        ctrun_soft, ctrun_hard = r.stdout.split("Max open files", 1)[1].split()[:2]  # the worker's parent
+        self.assertEqual(ctrun_soft, ctrun_hard, r.stdout)
+        self.assertNotEqual(ctrun_soft, "256", r.stdout)
+
+    def test_one_node(self):
+        self.check(["--nproc-per-node", "1"])
+
+    def test_after_the_hand_off_to_ctrun_full(self):
+        self.check(["--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                    "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-conf", "last_call_timeout=0.1"])
+
+
+class CtrundTest(unittest.TestCase):
+    def test_a_port_out_of_descriptors_waits_says_so_once_and_serves_again(self):
+        port = free_port()
+        ctrund = os.path.join(h.build_dir(), "rendezvous", "ctrund")
+        # Soft and hard 64: ctrund cannot raise past it.
+        daemon = subprocess.Popen(with_limit(["-n", "64"], [ctrund, "--listen", f"127.0.0.1:{port}"]),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: daemon.poll() is None and daemon.kill())
+        h.read_until(daemon.stdout, "serving rendezvous", 30)
+        clients = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(100)]
+        said = h.read_until(daemon.stderr, "the rendezvous port cannot accept a connection", 30)
+        for c in clients:
+            c.close()
+        r = h.run(["--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                   "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "after-emfile",
+                   "--rdzv-conf", "last_call_timeout=0.1", "--no-python", "/bin/true"], timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        daemon.terminate()
+        _, err = daemon.communicate(timeout=30)
+        err = said + err
+        self.assertEqual(err.count("cannot accept a connection"), 1, err)
+
+
+if __name__ == "__main__":
+    unittest.main()
