@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
   }
   // One descriptor per agent's connection (and per worker's, for the
   // stores it serves): 10,000 agents need more than the default 1,024.
-  RaiseOpenFilesLimit();
+  ctrun::RaiseOpenFilesLimit();
 
   ctrun::Result<std::string> token = ReadToken(flags);
   if (!token.ok()) return Usage(token.status().message());
