@@ -96,7 +96,7 @@ PortMux::~PortMux() { Stop(); }
 void PortMux::Start(grpc::experimental::ExternalConnectionAcceptor* grpc, StoreHandler store) {
   grpc_ = grpc;
   store_ = std::move(store);
-  Accept();
+  accepting_.Start();
   thread_ = std::thread([this] { io_.run(); });
 }
 
@@ -107,30 +107,9 @@ void PortMux::Stop() {
   acceptor_.close(ignored);
 }
 
-void PortMux::Accept() {
-  acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
-    if (ec == boost::asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!ec) {
-      accept_failing_ = false;
-      SetCloexec(socket.native_handle());
-      Sniff(std::make_shared<Pending>(std::move(socket)));
-      Accept();
-      return;
-    }
-    // The connection stays in the backlog, so accepting again at once would
-    // fail again at once (EMFILE): a busy loop. Wait, then retry; warn once
-    // a burst.
-    if (!accept_failing_) {
-      spdlog::warn("the rendezvous port cannot accept a connection: {} (retrying every 50 ms; "
-                   "raise the open-files limit, ulimit -n, if this is EMFILE)",
-                   ec.message());
-    }
-    accept_failing_ = true;
-    accept_retry_.expires_after(std::chrono::milliseconds(50));
-    accept_retry_.async_wait([this](const boost::system::error_code& wait_ec) {
-      if (!wait_ec && acceptor_.is_open()) Accept();
-    });
-  });
+void PortMux::SetCloexecAndSniff(tcp::socket socket) {
+  SetCloexec(socket.native_handle());
+  Sniff(std::make_shared<Pending>(std::move(socket)));
 }
 
 void PortMux::Sniff(const std::shared_ptr<Pending>& p) {

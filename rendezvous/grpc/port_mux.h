@@ -18,7 +18,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <memory>
 #include <string>
@@ -26,6 +25,7 @@
 
 #include "base/result.h"
 #include "rendezvous/grpc/listen_address.h"
+#include "rendezvous/store/accept_loop.h"
 
 namespace grpc::experimental {
 class ExternalConnectionAcceptor;
@@ -64,14 +64,15 @@ class PortMux {
  private:
   struct Pending;
   PortMux() = default;
-  void Accept();
+  void SetCloexecAndSniff(boost::asio::ip::tcp::socket socket);
   void Sniff(const std::shared_ptr<Pending>& p);
   void HandOff(const std::shared_ptr<Pending>& p);
 
   boost::asio::io_context io_;
   boost::asio::ip::tcp::acceptor acceptor_{io_};
-  boost::asio::steady_timer accept_retry_{io_};  // after a failed accept (EMFILE)
-  bool accept_failing_ = false;                  // mux thread only
+  AcceptLoop accepting_{acceptor_, "the rendezvous port", [this](boost::asio::ip::tcp::socket socket) {
+    SetCloexecAndSniff(std::move(socket));
+  }};
   int port_ = 0;
   grpc::experimental::ExternalConnectionAcceptor* grpc_ = nullptr;
   StoreHandler store_;

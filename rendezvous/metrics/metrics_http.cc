@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "rendezvous/metrics/status_page.h"
+#include "rendezvous/store/accept_loop.h"
 
 namespace ctrun::rdzv {
 
@@ -93,7 +94,7 @@ class MetricsHttpServer::Impl {
                                  (ec == asio::error::address_in_use ? " (pick another --metrics-port, or 0)" : ""));
     }
     port_ = acceptor_.local_endpoint().port();
-    Accept();
+    accepting_.Start();
     thread_ = std::thread([this] { io_.run(); });
     return Status::Ok();
   }
@@ -108,14 +109,6 @@ class MetricsHttpServer::Impl {
     asio::streambuf buffer;
     std::string reply;
   };
-
-  void Accept() {
-    acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
-      if (ec == asio::error::operation_aborted) return;
-      if (!ec) Serve(std::move(socket));
-      Accept();
-    });
-  }
 
   void Serve(tcp::socket socket) {
     auto c = std::make_shared<Connection>(io_);
@@ -138,6 +131,7 @@ class MetricsHttpServer::Impl {
 
   asio::io_context io_;
   tcp::acceptor acceptor_;
+  AcceptLoop accepting_{acceptor_, "the metrics endpoint", [this](tcp::socket socket) { Serve(std::move(socket)); }};
   HttpPages pages_;
   int port_ = 0;
   std::thread thread_;

@@ -59,11 +59,13 @@ struct StoreServer::Session {
   bool closed = false;
 };
 
-StoreServer::StoreServer(boost::asio::io_context& io) : io_(io), acceptor_(io), accept_retry_(io) {}
+StoreServer::StoreServer(boost::asio::io_context& io)
+    : io_(io), acceptor_(io),
+      accepting_(acceptor_, "the workers' store", [this](tcp::socket socket) { Adopt(std::move(socket), {}); }) {}
 
 StoreServer::~StoreServer() {
   boost::system::error_code ignored;
-  accept_retry_.cancel();
+  accepting_.Stop();
   acceptor_.close(ignored);
   for (auto& [id, s] : sessions_) {
     s->closed = true;
@@ -114,32 +116,8 @@ Status StoreServer::Listen(const std::string& host, int port) {
   if (ec) return Status::IOError("cannot host the workers' store on " + where + ": " + ec.message());
   port_ = acceptor_.local_endpoint(ec).port();
   if (ec) return Status::IOError("cannot host the workers' store on " + where + ": " + ec.message());
-  Accept();
+  accepting_.Start();
   return Status::Ok();
-}
-
-void StoreServer::Accept() {
-  acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
-    if (ec == boost::asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!ec) {
-      accept_failing_ = false;
-      Adopt(std::move(socket), {});
-      Accept();
-      return;
-    }
-    // The connection stays in the backlog, so accepting again at once would
-    // fail again at once: a busy loop. Wait, then retry; warn once a burst.
-    if (!accept_failing_) {
-      spdlog::warn("the workers' store cannot accept a connection: {} (retrying every 50 ms; "
-                   "raise the open-files limit, ulimit -n, if this is EMFILE)",
-                   ec.message());
-    }
-    accept_failing_ = true;
-    accept_retry_.expires_after(std::chrono::milliseconds(50));
-    accept_retry_.async_wait([this](const boost::system::error_code& wait_ec) {
-      if (!wait_ec && acceptor_.is_open()) Accept();
-    });
-  });
 }
 
 void StoreServer::Adopt(tcp::socket socket, std::string_view first) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "rendezvous/store/accept_loop.h"
 #include "rendezvous/store/store_protocol.h"
 #include "rendezvous/store/store_state.h"
 
@@ -63,7 +64,6 @@ class StoreServer {
 
  private:
   struct Session;
-  void Accept();
   void Read(const std::shared_ptr<Session>& s);
   void OnRead(const std::shared_ptr<Session>& s, const boost::system::error_code& ec, size_t n);
   // The peer closed (or the read failed): a refusal if a request was cut off.
@@ -89,10 +89,7 @@ class StoreServer {
 
   boost::asio::io_context& io_;
   boost::asio::ip::tcp::acceptor acceptor_;
-  // After a failed accept (out of file descriptors: EMFILE, ENFILE), the
-  // next one waits a little instead of spinning on the pending connection.
-  boost::asio::steady_timer accept_retry_;
-  bool accept_failing_ = false;
+  AcceptLoop accepting_;
   int port_ = 0;
   StoreState state_;
   std::unordered_map<StoreClientId, std::shared_ptr<Session>> sessions_;

@@ -47,6 +47,45 @@ class CtrunTest(unittest.TestCase):
                     "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-conf", "last_call_timeout=0.1"])
 
 
+class StoreTest(unittest.TestCase):
+    # Once the worker runs and the test has cut ctrun's limit to 40
+    # descriptors (prlimit), the worker opens 100 connections to its store (the agent hosts it), closes
+    # all but the last, and sets and gets a key on that one: it is answered
+    # once the store's accept loop has waited out the full table.
+    WORKER = r"""
+import os, socket, struct, sys
+with open(sys.argv[1]) as go:
+    go.read(1)
+addr = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+conns = [socket.create_connection(addr, timeout=60) for _ in range(100)]
+for c in conns[:-1]:
+    c.close()
+last = conns[-1]
+key = struct.pack("<Q", 1) + b"k"
+last.sendall(b"\x00" + key + struct.pack("<Q", 2) + b"ok" + b"\x02" + key)  # SET k ok, GET k
+reply = b""
+while len(reply) < 10:
+    chunk = last.recv(64)
+    if not chunk:
+        break
+    reply += chunk
+print("store answered", reply[8:10].decode())
+"""
+
+    def test_the_workers_store_out_of_descriptors_waits_says_so_once_and_answers(self):
+        go = os.path.join(h.tempdir(self), "go")
+        os.mkfifo(go)
+        ctrun = h.start(["--nproc-per-node", "1", "--no-python", h.PYTHON, "-c", self.WORKER, go])
+        self.addCleanup(lambda: ctrun.poll() is None and ctrun.kill())
+        with open(go, "w") as f:  # opens once the worker has: it runs, with its own limit
+            resource.prlimit(ctrun.pid, resource.RLIMIT_NOFILE, (40, 40))
+            f.write("g")
+        out, err = ctrun.communicate(timeout=90)
+        self.assertEqual(ctrun.returncode, 0, err)
+        self.assertIn("store answered ok", out)
+        self.assertEqual(err.count("the workers' store cannot accept a connection"), 1, err)
+
+
 class CtrundTest(unittest.TestCase):
     def test_a_port_out_of_descriptors_waits_says_so_once_and_serves_again(self):
         port = free_port()
