@@ -4,6 +4,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import unittest
 
@@ -78,8 +79,11 @@ class EnvironmentTest(unittest.TestCase):
         # one of those listed here; each is documented in docs/migration.md.
         # (On torch 2.11's torchrun, 2026-11-26, only CTRUN_EXCLUDE_NODE_FILE
         # was extra: see docs/migration.md.)
+        with socket.socket() as sock:  # not torchrun's default 29500, which other tests may hold
+            sock.bind(("127.0.0.1", 0))
+            port = str(sock.getsockname()[1])
         args = ["--nproc_per_node", "2", "--max_restarts", "2", "--rdzv_id", "job7", "--role", "trainer",
-                h.worker("dump_env.py"), "--lr", "${local_rank}"]
+                "--master_port", port, h.worker("dump_env.py"), "--lr", "${local_rank}"]
         source = os.environ.get("CTRUN_SOURCE_DIR", os.path.join(h.HERE, "..", ".."))
         dumps = {}
         for name in ("torchrun", "ctrun"):
@@ -110,7 +114,7 @@ class EnvironmentTest(unittest.TestCase):
             self.assertEqual(set(ce) - set(te), ctrun_only)
             self.assertEqual(set(te) - set(ce), torchrun_only)
             differ = {k for k in set(te) & set(ce) if te[k] != ce[k]}
-            self.assertEqual(differ, {"DUMP_DIR", "MASTER_PORT", "TORCHELASTIC_ERROR_FILE"}, differ)
+            self.assertEqual(differ, {"DUMP_DIR", "TORCHELASTIC_ERROR_FILE"}, differ)
             for e in (te, ce):  # a fresh directory each, the same layout
                 self.assertRegex(e["TORCHELASTIC_ERROR_FILE"], rf"/job7_[^/]+/attempt_0/{lr}/error\.json$")
             self.assertEqual(t["argv"], c["argv"])
