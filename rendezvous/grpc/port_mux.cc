@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <array>
-#include <chrono>
 #include <boost/asio/ip/v6_only.hpp>
 
 #include "rendezvous/grpc/port_sniff.h"

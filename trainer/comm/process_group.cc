@@ -182,14 +182,6 @@ Result<CommBackend> ParseCommBackend(const std::string& name) {
   return Status::InvalidArgument("--backend '" + name + "': unknown (use gloo or nccl)");
 }
 
-bool HaveGloo() {
-#if defined(CTRUN_TRAINER_GLOO)
-  return true;
-#else
-  return false;
-#endif
-}
-
 bool HaveNccl() {
 #if defined(CTRUN_TRAINER_CUDA)
   return true;

@@ -33,9 +33,6 @@ Result<CommBackend> ParseCommBackend(const std::string& name);
 
 // True when this build has the NCCL path (CTRUN_TRAINER_CUDA).
 bool HaveNccl();
-// True when this build has Gloo (CTRUN_TRAINER_GLOO: the libtorch it was
-// built against ships Gloo's headers; Debian's does, PyTorch's wheels don't).
-bool HaveGloo();
 
 // Connects to the store and creates the process group; blocks until all
 // WORLD_SIZE ranks have joined. Returns the Communicator (the caller owns it),
