@@ -35,7 +35,7 @@ struct WorkerSpec {
   StdioTarget out;
   StdioTarget err;
   WorkerBinding binding;          // --numa-binding; empty cpus: not bound
-  // Hang forensics (launcher/process/stack_dump.h): where to save the
+  // Hang forensics (launcher/stacks/stack_dump.h): where to save the
   // worker's stacks before it is killed for a hang; "" = never. When set, the
   // worker also lets ctrun's children ptrace it (PR_SET_PTRACER), which
   // Yama's ptrace_scope 1 asks for.
@@ -94,9 +94,11 @@ class WorkerGroup {
   // timeout runs from the first SIGKILL), and `done` replaces the first one's.
   virtual void Close(int sig, Duration grace, Duration kill_timeout, CloseHandler done) = 0;
 
-  // Saves the stacks of the worker of `local_rank` to its spec's
+  // Starts saving the stacks of the worker of `local_rank` to its spec's
   // stacks_file (`why` goes into the file's first line), before it is
-  // signalled for a hang. Blocks for at most its stacks_timeout. At most once
+  // signalled for a hang. Never blocks: a Close that follows holds back its
+  // signal, to every worker, until the save has ended (at most its
+  // stacks_timeout later), so the stacks are those of the hang. At most once
   // per worker: a close's SIGKILL after the grace does not save it again.
   // Does nothing without a stacks_file, or for a worker already gone.
   virtual void SaveStacks(int /*local_rank*/, const std::string& /*why*/) {}

@@ -16,7 +16,7 @@
 
 #include "launcher/process/orphan_guard.h"
 #include "launcher/process/proc_stat.h"
-#include "launcher/process/stack_dump.h"
+#include "launcher/stacks/stack_dump.h"
 
 namespace ctrun::launcher {
 
@@ -197,6 +197,7 @@ WorkerSet::WorkerSet(boost::asio::io_context& io, ChildReaper& reaper, OrphanGua
     : io_(io), reaper_(reaper), guard_(guard), kill_timer_(io), stuck_timer_(io) {}
 
 WorkerSet::~WorkerSet() {
+  if (dump_) dump_->Abandon();
   for (Worker& w : workers_) {
     if (!w.group_empty) ::killpg(w.pid, SIGKILL);
   }
@@ -318,23 +319,37 @@ void WorkerSet::Close(int sig, Duration grace, Duration kill_timeout, CloseHandl
   close_done_ = std::move(done);
   if (sig == SIGKILL) {
     Kill();
+  } else if (dump_) {
+    // The stacks first: no worker is signalled while a hung one is read.
+    after_dump_ = [this, sig, grace] { SignalAndWait(sig, grace); };
   } else {
-    Signal(sig);
-    kill_timer_.expires_after(grace);
-    kill_timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec || !closing_) return;
-      spdlog::warn("workers still running after the shutdown grace; sending SIGKILL");
-      std::vector<size_t> all(workers_.size());
-      for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-      SaveStacksOf(all, "it was still running after the shutdown grace");
-      Kill();
-    });
+    SignalAndWait(sig, grace);
   }
   reaper_.OnAnyExit([this] { CheckClosed(); });
   boost::asio::post(io_, [this] { CheckClosed(); });
 }
 
+void WorkerSet::SignalAndWait(int sig, Duration grace) {
+  if (!closing_ || killed_) return;
+  Signal(sig);
+  kill_timer_.expires_after(grace);
+  kill_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || !closing_) return;
+    spdlog::warn("workers still running after the shutdown grace; sending SIGKILL");
+    std::vector<size_t> all(workers_.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    SaveStacksOf(all, "it was still running after the shutdown grace", [this] {
+      if (closing_) Kill();
+    });
+  });
+}
+
+void WorkerSet::CutSaveShort() {
+  if (dump_) dump_->Cancel();  // its `then` runs, posted
+}
+
 void WorkerSet::Kill() {
+  CutSaveShort();
   Signal(SIGKILL);
   if (killed_) return;
   killed_ = true;
@@ -397,33 +412,50 @@ void WorkerSet::EndClose(const std::vector<StuckProcess>& stuck) {
 
 void WorkerSet::SaveStacks(int local_rank, const std::string& why) {
   for (size_t i = 0; i < workers_.size(); ++i) {
-    if (workers_[i].local_rank == local_rank) SaveStacksOf({i}, why);
+    if (workers_[i].local_rank == local_rank) SaveStacksOf({i}, why, nullptr);
   }
 }
 
-void WorkerSet::SaveStacksOf(const std::vector<size_t>& indices, const std::string& why) {
+void WorkerSet::SaveStacksOf(const std::vector<size_t>& indices, const std::string& why,
+                             std::function<void()> then) {
   std::vector<StackDumpTarget> targets;
   Duration timeout{};
-  for (size_t i : indices) {
-    Worker& w = workers_[i];
-    if (w.stacks_file.empty() || w.stacks_saved || w.reaped) continue;
-    std::optional<ProcStat> st = ReadProcStat(w.pid);
-    if (!st || st->state == 'Z' || st->state == 'X') continue;  // exited, not reaped yet
-    w.stacks_saved = true;
-    targets.push_back(StackDumpTarget{w.local_rank, w.pid, w.stacks_file, why});
-    timeout = std::max(timeout, w.stacks_timeout);
-  }
-  if (targets.empty()) return;
-  const std::vector<Status> saved = SaveStacksWithGdb(targets, timeout);
-  for (size_t i = 0; i < targets.size(); ++i) {
-    const StackDumpTarget& t = targets[i];
-    if (saved[i].ok()) {
-      spdlog::warn("saved the stacks of worker local_rank {} (pid {}) to {}", t.local_rank, t.pid, t.path);
-    } else {
-      spdlog::warn("cannot save the stacks of worker local_rank {} (pid {}): {}; killing it anyway",
-                   t.local_rank, t.pid, saved[i].message());
+  if (!dump_) {
+    for (size_t i : indices) {
+      Worker& w = workers_[i];
+      if (w.stacks_file.empty() || w.stacks_saved || w.reaped) continue;
+      std::optional<ProcStat> st = ReadProcStat(w.pid);
+      if (!st || st->state == 'Z' || st->state == 'X') continue;  // exited, not reaped yet
+      w.stacks_saved = true;
+      targets.push_back(StackDumpTarget{w.local_rank, w.pid, w.stacks_file, why});
+      timeout = std::max(timeout, w.stacks_timeout);
     }
   }
+  if (targets.empty()) {
+    if (then) boost::asio::post(io_, std::move(then));
+    return;
+  }
+  after_dump_ = std::move(then);
+  dump_ = StackDump::Create(io_);
+  dump_->Start(std::move(targets), timeout,
+               [this](const std::vector<StackDumpTarget>& saved, const std::vector<Status>& statuses) {
+                 for (size_t i = 0; i < saved.size(); ++i) {
+                   const StackDumpTarget& t = saved[i];
+                   if (statuses[i].ok()) {
+                     spdlog::warn("saved the stacks of worker local_rank {} (pid {}) to {}", t.local_rank, t.pid,
+                                  t.path);
+                   } else {
+                     spdlog::warn("cannot save the stacks of worker local_rank {} (pid {}): {}; killing it anyway",
+                                  t.local_rank, t.pid, statuses[i].message());
+                   }
+                 }
+                 dump_.reset();
+                 if (after_dump_) {
+                   std::function<void()> next = std::move(after_dump_);
+                   after_dump_ = nullptr;
+                   next();
+                 }
+               });
 }
 
 std::vector<pid_t> WorkerSet::Pids() const {

@@ -1,6 +1,6 @@
 // WorkerSet: the local group of worker processes, and the only code in ctrun
 // that forks, execs, reaps and signals process groups (the gdb of hang
-// forensics is the one other child it makes: launcher/process/stack_dump.h).
+// forensics is the one other child it makes: launcher/stacks/stack_dump.h).
 //
 // Each worker is started in its own session (setsid), so its process group id
 // equals its pid and holds its descendants; it gets PR_SET_PDEATHSIG(SIGKILL)
@@ -20,6 +20,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@
 namespace ctrun::launcher {
 
 class OrphanGuard;
+class StackDump;
 
 // ChildReaper: where WorkerSet learns that its children were reaped. The
 // real one is Reaper; tests/launcher/process/workers_test.cc fakes it (a
@@ -96,8 +98,10 @@ class WorkerSet : public WorkerGroup {
   // state from /proc/PID/stat.
   void Close(int sig, Duration grace, Duration kill_timeout, CloseHandler done) override;
 
-  // Runs gdb (launcher/process/stack_dump.h); also at the end of the
-  // shutdown grace, just before SIGKILL, for every worker still running.
+  // launcher/stacks/stack_dump.h; also at the end of the shutdown grace,
+  // before SIGKILL, for every worker still running (the SIGKILL waits for
+  // it, at most the stacks_timeout). A Close with SIGKILL, or a second Close,
+  // cuts a save short.
   void SaveStacks(int local_rank, const std::string& why) override;
 
   std::vector<pid_t> Pids() const override;
@@ -123,9 +127,16 @@ class WorkerSet : public WorkerGroup {
   Status Fork(const WorkerSpec& spec, pid_t self, std::pair<int, int>* pipe,
               std::vector<int>* status_fds);
   void HandleExit(size_t index, int wait_status);
-  // Saves the stacks of the workers at `indices` that have a stacks file,
-  // are still running and were not saved before, all at once.
-  void SaveStacksOf(const std::vector<size_t>& indices, const std::string& why);
+  // Starts saving the stacks of the workers at `indices` that have a stacks
+  // file, are still running and were not saved before, all at once; `then`
+  // runs (on the io_context) when that save ends, or at once when there is
+  // nothing to save. One save at a time: while one runs, workers not in it
+  // are not saved.
+  void SaveStacksOf(const std::vector<size_t>& indices, const std::string& why, std::function<void()> then);
+  // Close's first step, held back while a save runs: `sig`, then the grace.
+  void SignalAndWait(int sig, Duration grace);
+  // Ends a running save now (its files keep what there is).
+  void CutSaveShort();
   void CheckClosed();
   bool GroupAlive(Worker& w);
   // Sends SIGKILL to every live group; the first time in a close, starts
@@ -148,6 +159,8 @@ class WorkerSet : public WorkerGroup {
   bool killed_ = false;                    // this close has sent SIGKILL
   CloseHandler close_done_;
   bool closing_ = false;
+  std::shared_ptr<StackDump> dump_;  // the save in progress; null when none
+  std::function<void()> after_dump_;  // what waits for it (a held-back signal)
   // The signals whose disposition in ctrun is not SIG_DFL, read at Start():
   // the only ones a child must reset before exec.
   std::vector<int> reset_signals_;

@@ -1,7 +1,7 @@
 // Hang forensics, the pure part: a stacks file composed from CPython's dump
 // and gdb's output (texts as gdb 13 and CPython 3.11 print them), and the
 // innermost frame a failure report names.
-#include "launcher/process/stack_text.h"
+#include "launcher/stacks/stack_text.h"
 
 #include <catch2/catch.hpp>
 #include <string>

@@ -1,4 +1,4 @@
-#include "launcher/process/stack_text.h"
+#include "launcher/stacks/stack_text.h"
 
 #include <optional>
 #include <vector>
@@ -86,7 +86,8 @@ std::string Describe(const NativeFrame& f) {
 std::string PythonInnermost(const std::vector<std::string_view>& lines, size_t begin, size_t end) {
   std::string first;
   for (size_t i = begin; i < end; ++i) {
-    if (StartsWith(lines[i], "Current thread ")) {
+    if (StartsWith(lines[i], "Current thread ") ||
+        (StartsWith(lines[i], "Thread ") && lines[i].find("main thread;") != std::string_view::npos)) {
       for (size_t j = i + 1; j < end && !lines[j].empty(); ++j) {
         std::string f = PythonFrame(lines[j]);
         if (!f.empty()) return f;
@@ -118,11 +119,7 @@ std::string ComposeStacks(std::string_view header, std::string_view python,
                           std::string_view gdb_output) {
   std::string out(header);
   out += "\n";
-  bool has_python_frame = false;
-  for (std::string_view line : Lines(python)) {
-    if (!PythonFrame(line).empty()) has_python_frame = true;
-  }
-  if (has_python_frame) {
+  if (!python.empty()) {
     out += "\n";
     out += kPythonStacksHeading;
     out += "\n";
