@@ -7,6 +7,8 @@
 
 #include <array>
 #include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstdlib>
 
 #include "rendezvous/grpc/port_sniff.h"
 
@@ -28,6 +30,16 @@ void SetCloexec(int fd) {
   if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
 }
 
+// CTRUN_PORT_SNIFF_DEADLINE_MS, when it holds a positive number.
+std::chrono::milliseconds SniffDeadlineFromEnv() {
+  const char* v = std::getenv("CTRUN_PORT_SNIFF_DEADLINE_MS");
+  if (v == nullptr || *v == '\0') return PortMux::kDefaultSniffDeadline;
+  char* end = nullptr;
+  const long long ms = std::strtoll(v, &end, 10);
+  if (*end != '\0' || ms <= 0) return PortMux::kDefaultSniffDeadline;
+  return std::chrono::milliseconds(ms);
+}
+
 std::string Where(const HostPort& hp) { return hp.host + ":" + std::to_string(hp.port); }
 
 Status CannotListen(const HostPort& hp, const boost::system::error_code& ec) {
@@ -42,14 +54,16 @@ Status CannotListen(const HostPort& hp, const boost::system::error_code& ec) {
 }  // namespace
 
 struct PortMux::Pending {
-  explicit Pending(tcp::socket s) : socket(std::move(s)) {}
+  explicit Pending(tcp::socket s) : socket(std::move(s)), deadline(socket.get_executor()) {}
   tcp::socket socket;
+  boost::asio::steady_timer deadline;
   std::array<char, kSniffBytes> in;
   std::string first;
 };
 
 Result<std::unique_ptr<PortMux>> PortMux::Bind(const HostPort& hp) {
   std::unique_ptr<PortMux> mux(new PortMux());
+  mux->sniff_deadline_ = SniffDeadlineFromEnv();
   std::string host = hp.host;
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   boost::system::error_code ec;
@@ -108,14 +122,36 @@ void PortMux::Stop() {
 
 void PortMux::SetCloexecAndSniff(tcp::socket socket) {
   SetCloexec(socket.native_handle());
-  Sniff(std::make_shared<Pending>(std::move(socket)));
+  auto p = std::make_shared<Pending>(std::move(socket));
+  p->deadline.expires_after(sniff_deadline_);
+  p->deadline.async_wait([this, p](const boost::system::error_code& ec) {
+    if (!ec) Expire(p);
+  });
+  Sniff(p);
+}
+
+void PortMux::Expire(const std::shared_ptr<Pending>& p) {
+  if (!p->socket.is_open()) return;  // handed on or closed already
+  boost::system::error_code ignored;
+  const tcp::endpoint peer = p->socket.remote_endpoint(ignored);
+  ++silent_logged_;
+  const auto level = silent_logged_ <= kMaxUnknownLogged ? spdlog::level::warn : spdlog::level::debug;
+  spdlog::log(level,
+              "rendezvous port: a connection from {} sent {} of the bytes that tell its protocol within {} ms; "
+              "closed it{}",
+              peer.address().to_string(), p->first.empty() ? "none" : "not enough", sniff_deadline_.count(),
+              silent_logged_ == kMaxUnknownLogged ? " (further ones are logged at debug level)" : "");
+  p->socket.close(ignored);  // the pending read ends with operation_aborted
 }
 
 void PortMux::Sniff(const std::shared_ptr<Pending>& p) {
   const size_t want = kSniffBytes - p->first.size();
   p->socket.async_read_some(boost::asio::buffer(p->in.data(), want),
                             [this, p](const boost::system::error_code& ec, size_t n) {
-                              if (ec) return;  // closed before it said anything: dropped
+                              if (ec) {  // closed before it said anything (or expired): dropped
+                                p->deadline.cancel();
+                                return;
+                              }
                               p->first.append(p->in.data(), n);
                               HandOff(p);
                             });
@@ -127,6 +163,7 @@ void PortMux::HandOff(const std::shared_ptr<Pending>& p) {
     Sniff(p);
     return;
   }
+  p->deadline.cancel();
   if (verdict == PortProtocol::kStore) {
     store_(std::move(p->socket), std::move(p->first));
     return;

@@ -11,6 +11,12 @@
 // is proxied: after the hand-over, bytes flow between the client and their
 // server directly.
 //
+// A connection that has not said what it speaks within the sniff deadline
+// (10 s by default) is closed: silent connections cannot pile up. Tests
+// shorten it with set_sniff_deadline, or, for a whole ctrund or ctrun
+// process, with the environment variable CTRUN_PORT_SNIFF_DEADLINE_MS (meant
+// for tests; a positive number of milliseconds, anything else is ignored).
+//
 // Thread model: Bind on any thread; Start once; the store handler and the
 // work posted to io() run on the mux's one thread. Stop (or the destructor)
 // joins it; call it from another thread.
@@ -18,6 +24,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -50,6 +57,14 @@ class PortMux {
 
   int port() const { return port_; }
 
+  static constexpr std::chrono::milliseconds kDefaultSniffDeadline{10'000};
+
+  // How long a new connection may take to send the bytes that tell what it
+  // speaks before it is closed. Call before Start. Bind sets it to
+  // kDefaultSniffDeadline, or to CTRUN_PORT_SNIFF_DEADLINE_MS.
+  void set_sniff_deadline(std::chrono::milliseconds d) { sniff_deadline_ = d; }
+  std::chrono::milliseconds sniff_deadline() const { return sniff_deadline_; }
+
   // The mux's io_context: a store connection handed to StoreHandler runs on
   // it, and so must everything that serves one.
   boost::asio::io_context& io() { return io_; }
@@ -67,6 +82,8 @@ class PortMux {
   void SetCloexecAndSniff(boost::asio::ip::tcp::socket socket);
   void Sniff(const std::shared_ptr<Pending>& p);
   void HandOff(const std::shared_ptr<Pending>& p);
+  // The deadline ran out before a verdict: closes the connection.
+  void Expire(const std::shared_ptr<Pending>& p);
 
   boost::asio::io_context io_;
   boost::asio::ip::tcp::acceptor acceptor_{io_};
@@ -77,7 +94,9 @@ class PortMux {
   grpc::experimental::ExternalConnectionAcceptor* grpc_ = nullptr;
   StoreHandler store_;
   std::thread thread_;
+  std::chrono::milliseconds sniff_deadline_ = kDefaultSniffDeadline;
   int unknown_logged_ = 0;  // mux thread only
+  int silent_logged_ = 0;   // mux thread only
 };
 
 }  // namespace ctrun::rdzv

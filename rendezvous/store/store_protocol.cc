@@ -30,7 +30,11 @@ std::optional<StoreOp> OpOf(StoreDialect d, uint8_t type) {
 // bytes are not all there yet; `error` is set when they never can be.
 class Reader {
  public:
-  Reader(std::string_view bytes, const StoreLimits& limits) : bytes_(bytes), limits_(limits) {}
+  Reader(std::string_view bytes, const StoreLimits& limits)
+      : bytes_(bytes), limits_(limits), max_total_(limits.max_request_bytes) {}
+
+  // Lowers the cap on the request's size (MULTI_SET's).
+  void LimitTotal(uint64_t max) { max_total_ = std::min(max_total_, max); }
 
   template <typename T>
   bool Value(T& v) {
@@ -48,9 +52,8 @@ class Reader {
                                       " bytes (the limit is " + std::to_string(max) + ")");
       return false;
     }
-    if (pos_ + n > limits_.max_request_bytes) {
-      error = Status::InvalidArgument("a request over " + std::to_string(limits_.max_request_bytes) +
-                                      " bytes");
+    if (pos_ + n > max_total_) {
+      error = Status::InvalidArgument("a request over " + std::to_string(max_total_) + " bytes");
       return false;
     }
     if (bytes_.size() - pos_ < n) return false;
@@ -79,11 +82,13 @@ class Reader {
   }
 
   size_t pos() const { return pos_; }
+  uint64_t multi_limit() const { return limits_.max_multi_bytes; }
   Status error;
 
  private:
   std::string_view bytes_;
   const StoreLimits& limits_;
+  uint64_t max_total_;
   size_t pos_ = 0;
 };
 
@@ -133,6 +138,7 @@ bool ReadArgs(Reader& r, StoreRequest& req) {
     }
     case StoreOp::kMultiSet: {
       sized(0, 0);
+      r.LimitTotal(r.multi_limit());
       uint64_t n = 0;
       if (!r.Count(n)) return false;
       for (uint64_t i = 0; i < n; ++i) {

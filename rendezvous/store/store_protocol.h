@@ -67,6 +67,9 @@ struct StoreLimits {
   uint64_t max_value_bytes = 64 << 20;  // 64 MiB
   uint64_t max_keys = 1 << 16;          // keys in one CHECK/WAIT/MULTI_*
   uint64_t max_request_bytes = 128 << 20;
+  // A MULTI_SET's keys and values together (a MULTI_GET's reply has the same
+  // cap: kMaxStoreMultiReplyBytes, store_state.h).
+  uint64_t max_multi_bytes = 64 << 20;  // 64 MiB
 };
 
 inline constexpr uint32_t kStoreValidateMagic = 0x3C85F7CE;

@@ -7,6 +7,7 @@
 #include <array>
 #include <optional>
 #include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
 #include "rendezvous/store/store_protocol.h"
@@ -44,6 +45,18 @@ constexpr size_t kMaxReadSize = 64 << 10;
 constexpr size_t kMaxKeptValueBytes = 256 << 10;
 // GET replies of at least this many bytes are written from the table.
 constexpr size_t kDirectReplyBytes = 4096;
+// Buffers (the reply being built, a client's queue) bigger than this are
+// given back once empty, so that one large reply does not stay held.
+constexpr size_t kKeepBufferBytes = 1 << 20;
+// Replies built up to this size go out before the next request is served.
+constexpr size_t kSendChunkBytes = 64 << 10;
+// A request holds more keys than this only for a big MULTI_*: its vectors
+// are given back after it.
+constexpr size_t kMaxKeptKeys = 1024;
+
+void ShrinkIfLarge(std::string& s) {
+  if (s.empty() && s.capacity() > kKeepBufferBytes) std::string().swap(s);
+}
 
 struct StoreServer::Session {
   Session(tcp::socket socket, StoreClientId id) : id(id), socket(std::move(socket)) {}
@@ -57,6 +70,10 @@ struct StoreServer::Session {
   std::string pending;  // queued behind `out`
   bool writing = false;
   bool closed = false;
+  bool reading = false;  // a read is outstanding
+  bool held = false;     // over the unsent limit: serving resumes when the replies drain
+  bool posted = false;   // the turn's budget ran out: serving goes on in a posted handler
+  size_t unsent() const { return out.size() + pending.size(); }
 };
 
 StoreServer::StoreServer(boost::asio::io_context& io)
@@ -135,11 +152,21 @@ void StoreServer::Adopt(tcp::socket socket, std::string_view first) {
                          : addr.to_string() + ":" + std::to_string(peer.port());
   sessions_.emplace(s->id, s);
   s->parser.Feed(first.data(), first.size());
-  if (!first.empty() && !Consume(s)) return;
+  Serve(s);
+}
+
+size_t StoreServer::UnsentLimit() const {
+  return std::max(kMinUnsentLimitBytes, 2 * state_.largest_value());
+}
+
+void StoreServer::Serve(const std::shared_ptr<Session>& s) {
+  if (!Consume(s)) return;
+  if (s->held || s->posted || s->reading) return;
   Read(s);
 }
 
 void StoreServer::Read(const std::shared_ptr<Session>& s) {
+  s->reading = true;
   char* room = s->parser.Space(s->read_size);
   s->socket.async_read_some(boost::asio::buffer(room, s->parser.space()),
                             [this, s](const boost::system::error_code& ec, size_t n) {
@@ -149,6 +176,7 @@ void StoreServer::Read(const std::shared_ptr<Session>& s) {
 
 void StoreServer::OnRead(const std::shared_ptr<Session>& s, const boost::system::error_code& ec,
                          size_t n) {
+  s->reading = false;
   if (s->closed) return;
   if (ec) {
     OnPeerClosed(s);
@@ -156,17 +184,26 @@ void StoreServer::OnRead(const std::shared_ptr<Session>& s, const boost::system:
   }
   if (n == s->parser.space() && s->read_size < kMaxReadSize) s->read_size *= 2;
   s->parser.Commit(n);
-  if (Consume(s)) Read(s);
+  Serve(s);
 }
 
 bool StoreServer::Consume(const std::shared_ptr<Session>& s) {
   reply_.clear();
-  if (Status st = ServeRequests(s, reply_); !st.ok()) {
+  const Status st = ServeRequests(s, reply_);
+  if (st.ok() && !reply_.empty()) Send(s, reply_);
+  reply_.clear();
+  ShrinkIfLarge(reply_);
+  if (!st.ok()) {
     Refuse(s, st);
     return false;
   }
-  if (!reply_.empty()) Send(s, reply_);
   return !s->closed;
+}
+
+void StoreServer::Resume(const std::shared_ptr<Session>& s) {
+  s->posted = false;
+  if (s->closed) return;
+  Serve(s);
 }
 
 void StoreServer::OnPeerClosed(const std::shared_ptr<Session>& s) {
@@ -180,17 +217,42 @@ void StoreServer::OnPeerClosed(const std::shared_ptr<Session>& s) {
 }
 
 Status StoreServer::ServeRequests(const std::shared_ptr<Session>& s, std::string& reply) {
+  turn_sent_ = 0;
+  size_t served = 0;
   for (;;) {
+    if (s->closed) return Status::Ok();
+    if (s->unsent() + reply.size() > UnsentLimit()) {
+      // The client reads its replies slower than it asks: stop serving it
+      // (and reading from it) until they drain (Flush).
+      s->held = true;
+      return Status::Ok();
+    }
+    if (served >= kMaxRequestsPerTurn || turn_sent_ + reply.size() >= kMaxReplyBytesPerTurn) {
+      // Other connections (other runs' stores, on ctrund) get their turn
+      // before this one goes on.
+      s->posted = true;
+      boost::asio::post(io_, [this, s] { Resume(s); });
+      return Status::Ok();
+    }
     Result<bool> got = s->parser.Next(s->req);
     if (!got.ok()) return got.status();
     if (!*got) return Status::Ok();
+    ++served;
     Status st = Apply(s, s->req, reply);
     // The request keeps the memory of values it wrote (StoreState::Write
     // swaps the old ones in) for the next; not beyond a bound.
     for (std::string& v : s->req.values) {
       if (v.capacity() > kMaxKeptValueBytes) std::string().swap(v);
     }
+    if (s->req.keys.capacity() > kMaxKeptKeys) std::vector<std::string>().swap(s->req.keys);
+    if (s->req.values.capacity() > kMaxKeptKeys) std::vector<std::string>().swap(s->req.values);
     if (!st.ok()) return st;
+    if (reply.size() >= kSendChunkBytes) {
+      turn_sent_ += reply.size();
+      Send(s, reply);
+      reply.clear();
+      ShrinkIfLarge(reply);
+    }
   }
 }
 
@@ -204,6 +266,7 @@ Status StoreServer::Apply(const std::shared_ptr<Session>& s, StoreRequest& req,
     const std::string* value = state_.Find(req.keys[0]);
     if (value != nullptr && value->size() >= kDirectReplyBytes) {
       AppendStoreInt64(reply, static_cast<int64_t>(value->size()));
+      turn_sent_ += reply.size() + value->size();
       Send(s, reply, *value);
       reply.clear();
       return Status::Ok();
@@ -246,23 +309,30 @@ void StoreServer::Send(const std::shared_ptr<Session>& s, std::string_view bytes
   }
   s->pending += bytes;
   s->pending += more;
+  peak_unsent_ = std::max(peak_unsent_, s->unsent());
   if (!s->writing) Flush(s);
 }
 
 void StoreServer::Flush(const std::shared_ptr<Session>& s) {
   s->out.swap(s->pending);
   s->pending.clear();
+  ShrinkIfLarge(s->pending);
   s->writing = true;
   boost::asio::async_write(s->socket, boost::asio::buffer(s->out),
                            [this, s](const boost::system::error_code& ec, size_t) {
                              s->writing = false;
                              s->out.clear();
+                             ShrinkIfLarge(s->out);
                              if (s->closed) return;
                              if (ec) {
                                Close(*s);
                                return;
                              }
                              if (!s->pending.empty()) Flush(s);
+                             if (s->held && s->unsent() <= UnsentLimit()) {
+                               s->held = false;
+                               Serve(s);
+                             }
                            });
 }
 

@@ -7,9 +7,22 @@
 // waits are a StoreState.
 //
 // A connection whose bytes are malformed (or whose request the table refuses:
-// GET of a missing key, ADD to a non-number) is closed and logged; the server
-// and its other clients go on. The first 20 such refusals over the server's
-// life are logged as warnings, later ones at debug level.
+// GET of a missing key, ADD to a non-number, a MULTI_GET reply or MULTI_SET
+// request over 64 MiB, kMaxStoreMultiReplyBytes) is closed and logged; the
+// server and its other clients go on. The first 20 such refusals over the
+// server's life are logged as warnings, later ones at debug level.
+//
+// Bounds, for clients that misbehave on purpose:
+//  - back-pressure: a client whose unsent replies exceed UnsentLimit()
+//    (the larger of 1 MiB and twice the largest value stored) is neither
+//    served nor read from until they drain below it; its memory is then
+//    bounded by that limit plus one reply;
+//  - fairness: one turn of the loop serves at most kMaxRequestsPerTurn
+//    requests or kMaxReplyBytesPerTurn bytes of replies of one connection,
+//    then posts the rest behind the other connections' work (on ctrund every
+//    run's store shares one loop);
+//  - buffers over 1 MiB (the reply being built, a client's queue) are given
+//    back once empty.
 //
 // Ownership: `io` must outlive the server. The listening and accepted
 // sockets are close-on-exec: workers never inherit them. Thread model:
@@ -62,15 +75,36 @@ class StoreServer {
   // Live client connections (for tests and logs).
   size_t connections() const { return sessions_.size(); }
 
+  // The table and its waits (for tests).
+  const StoreState& state() const { return state_; }
+  // The most unsent reply bytes one client had queued at once (for tests).
+  size_t peak_unsent() const { return peak_unsent_; }
+
+  // Unsent reply bytes a client may have queued before the server stops
+  // serving and reading it: max(kMinUnsentLimitBytes, 2 x the largest value
+  // stored since the last Clear).
+  size_t UnsentLimit() const;
+
+  static constexpr size_t kMinUnsentLimitBytes = 1 << 20;
+  static constexpr size_t kMaxRequestsPerTurn = 1024;
+  static constexpr size_t kMaxReplyBytesPerTurn = 4 << 20;
+
  private:
   struct Session;
+  // Serves what s's parser holds, then reads more unless it is held (back-
+  // pressure), its turn was used up (a continuation is posted) or a read is
+  // outstanding.
+  void Serve(const std::shared_ptr<Session>& s);
+  // The posted continuation of a turn that used up its budget.
+  void Resume(const std::shared_ptr<Session>& s);
   void Read(const std::shared_ptr<Session>& s);
   void OnRead(const std::shared_ptr<Session>& s, const boost::system::error_code& ec, size_t n);
   // The peer closed (or the read failed): a refusal if a request was cut off.
   void OnPeerClosed(const std::shared_ptr<Session>& s);
-  // Applies every complete request buffered in `s`, appending the replies to
-  // `reply`; the first error (malformed bytes, or a request the table
-  // refuses) stops it and is returned.
+  // Applies the complete requests buffered in `s`, appending the replies to
+  // `reply` (sending it on every 64 KiB), until none is left, the client is
+  // held or the turn's budget is spent; the first error (malformed bytes, or
+  // a request the table refuses) stops it and is returned.
   Status ServeRequests(const std::shared_ptr<Session>& s, std::string& reply);
   // Answers every whole request in s's parser (its bytes fed or committed)
   // and sends the replies; false when the session was refused or closed.
@@ -96,6 +130,8 @@ class StoreServer {
   StoreClientId next_id_ = 1;
   std::vector<StoreClientId> woken_;  // reused across requests
   std::string reply_;                 // reused across reads
+  size_t turn_sent_ = 0;              // reply bytes sent so far in this turn
+  size_t peak_unsent_ = 0;
   int refusals_logged_ = 0;
 };
 

@@ -1,5 +1,6 @@
 #include "rendezvous/store/store_state.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace ctrun::rdzv {
@@ -16,6 +17,7 @@ bool ParseInt64(const std::string& s, int64_t& v) {
 
 void StoreState::Write(const std::string& key, std::string&& value,
                        std::vector<StoreClientId>& woken) {
+  largest_value_ = std::max(largest_value_, value.size());
   if (auto it = table_.find(key); it != table_.end()) {
     // The old value's memory goes back in `value`: a server that decodes
     // every request of a connection into one StoreRequest reuses it for the
@@ -32,8 +34,13 @@ void StoreState::Write(const std::string& key, std::string&& value,
     auto w = waits_.find(id);
     if (w == waits_.end()) continue;  // canceled, or its client left
     if (--w->second.missing == 0) {
-      woken.push_back(w->second.client);
+      const StoreClientId client = w->second.client;
+      woken.push_back(client);
       waits_.erase(w);
+      if (auto c = client_waits_.find(client); c != client_waits_.end()) {
+        std::erase(c->second, id);
+        if (c->second.empty()) client_waits_.erase(c);
+      }
     }
   }
   key_waits_.erase(it);
@@ -71,9 +78,20 @@ Status StoreState::Apply(StoreClientId client, StoreRequest&& req, std::string& 
       return Status::Ok();
     }
     case StoreOp::kMultiGet: {
+      // The reply's size first: one too big is refused before it is built.
+      uint64_t bytes = 0;
       for (const std::string& k : req.keys) {
-        if (table_.count(k) == 0) return Status::NotFound("MULTI_GET of a missing key");
+        auto it = table_.find(k);
+        if (it == table_.end()) return Status::NotFound("MULTI_GET of a missing key");
+        bytes += sizeof(uint64_t) + it->second.size();
       }
+      if (bytes > kMaxStoreMultiReplyBytes) {
+        return Status::ResourceExhausted("a MULTI_GET of " + std::to_string(req.keys.size()) +
+                                         " keys whose reply would be " + std::to_string(bytes) +
+                                         " bytes (the limit is " + std::to_string(kMaxStoreMultiReplyBytes) +
+                                         ")");
+      }
+      reply.reserve(reply.size() + bytes);
       for (const std::string& k : req.keys) AppendStoreBytes(reply, table_.find(k)->second);
       return Status::Ok();
     }
@@ -146,22 +164,45 @@ void StoreState::Wait(StoreClientId client, const StoreRequest& req, std::string
     return;
   }
   const uint64_t id = next_wait_++;
-  waits_.emplace(id, PendingWait{client, missing});
+  PendingWait wait{client, missing, {}};
+  wait.keys.reserve(missing);
   for (const std::string& k : req.keys) {
-    if (table_.count(k) == 0) key_waits_[k].push_back(id);
+    if (table_.count(k) == 0) {
+      key_waits_[k].push_back(id);
+      wait.keys.push_back(k);
+    }
+  }
+  waits_.emplace(id, std::move(wait));
+  client_waits_[client].push_back(id);
+}
+
+void StoreState::Unregister(uint64_t id, const std::vector<std::string>& keys) {
+  for (const std::string& k : keys) {
+    auto it = key_waits_.find(k);
+    if (it == key_waits_.end()) continue;  // written since: its entry went then
+    std::erase(it->second, id);
+    if (it->second.empty()) key_waits_.erase(it);
   }
 }
 
 void StoreState::Disconnect(StoreClientId client) {
-  for (auto it = waits_.begin(); it != waits_.end();) {
-    it = it->second.client == client ? waits_.erase(it) : std::next(it);
+  auto c = client_waits_.find(client);
+  if (c == client_waits_.end()) return;
+  for (uint64_t id : c->second) {
+    auto w = waits_.find(id);
+    if (w == waits_.end()) continue;
+    Unregister(id, w->second.keys);
+    waits_.erase(w);
   }
+  client_waits_.erase(c);
 }
 
 void StoreState::Clear() {
   table_.clear();
   waits_.clear();
   key_waits_.clear();
+  client_waits_.clear();
+  largest_value_ = 0;
 }
 
 }  // namespace ctrun::rdzv

@@ -13,6 +13,11 @@
 //    last of them is written; the client's connection closing drops it;
 //  - GET and MULTI_GET of a missing key are errors: clients WAIT first.
 //
+// Bounds: a MULTI_GET whose reply would exceed kMaxStoreMultiReplyBytes is
+// refused before any of it is built; a client's waits, and the entries they
+// hold per key, are forgotten when it leaves (Disconnect) or sends
+// CANCEL_WAIT, so abandoned WAITs cost nothing after their client is gone.
+//
 // Copyable; not thread-safe.
 #pragma once
 
@@ -35,7 +40,9 @@ class StoreState {
   // released from its WAIT, once per released WAIT, to `woken` (its reply is
   // the single byte kStoreStopWaiting). Errors, leaving the table unchanged:
   // NotFound for GET/MULTI_GET of a missing key, InvalidArgument for ADD to a
-  // key that does not hold a decimal int64 (or whose sum overflows).
+  // key that does not hold a decimal int64 (or whose sum overflows),
+  // ResourceExhausted for a MULTI_GET whose reply would be over
+  // kMaxStoreMultiReplyBytes (nothing is appended to `reply` then).
   // The values `req` writes are moved out of it (a server's request, done
   // with); the const& overload copies them.
   Status Apply(StoreClientId client, StoreRequest&& req, std::string& reply,
@@ -43,7 +50,8 @@ class StoreState {
   Status Apply(StoreClientId client, const StoreRequest& req, std::string& reply,
                std::vector<StoreClientId>& woken);
 
-  // Forgets `client`'s waits (its connection closed).
+  // Forgets `client`'s waits and their per-key entries (its connection
+  // closed). Costs the number of the client's waits and of their keys.
   void Disconnect(StoreClientId client);
 
   // Drops every key and every wait (a new round starts from an empty store).
@@ -58,12 +66,22 @@ class StoreState {
 
   size_t num_keys() const { return table_.size(); }
   size_t num_waits() const { return waits_.size(); }
+  // Keys that a pending WAIT is registered on (for tests: abandoned waits
+  // must not leave any behind).
+  size_t num_waited_keys() const { return key_waits_.size(); }
+  // The size of the largest value written since the last Clear (values
+  // overwritten or deleted since included): the store server sizes its
+  // per-client reply queue from it.
+  size_t largest_value() const { return largest_value_; }
 
  private:
   struct PendingWait {
     StoreClientId client;
-    size_t missing;  // keys not written yet
+    size_t missing;                 // keys not written yet
+    std::vector<std::string> keys;  // the keys it is registered on in key_waits_
   };
+  // Removes wait `id` (its registered keys named in `keys`) from key_waits_.
+  void Unregister(uint64_t id, const std::vector<std::string>& keys);
   void Write(const std::string& key, std::string&& value, std::vector<StoreClientId>& woken);
   // The requests with more than a line to them; same contract as Apply.
   void CompareSet(StoreRequest& req, std::string& reply, std::vector<StoreClientId>& woken);
@@ -74,8 +92,15 @@ class StoreState {
   std::unordered_map<std::string, std::string> table_;
   std::unordered_map<uint64_t, PendingWait> waits_;                           // by wait id
   std::unordered_map<std::string, std::vector<uint64_t>> key_waits_;   // key -> wait ids
+  std::unordered_map<StoreClientId, std::vector<uint64_t>> client_waits_;  // client -> wait ids (some may be done)
   uint64_t next_wait_ = 1;
+  size_t largest_value_ = 0;
 };
+
+// The largest MULTI_GET reply served: 64 MiB (a value's own limit,
+// StoreLimits::max_value_bytes). A bigger one is refused, its connection
+// closed; the same cap bounds a MULTI_SET request (StoreLimits::max_multi_bytes).
+inline constexpr uint64_t kMaxStoreMultiReplyBytes = 64 << 20;
 
 inline constexpr uint8_t kStoreStopWaiting = 0;
 inline constexpr uint8_t kStoreWaitCanceled = 1;

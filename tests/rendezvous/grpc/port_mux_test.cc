@@ -10,11 +10,16 @@
 
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <future>
 #include <string>
+#include <vector>
 
 #include "rdzv_test_client.h"
+#include "rendezvous/grpc/port_mux.h"
 #include "rendezvous/grpc/server.h"
 
 namespace ctrun::rdzv {
@@ -201,6 +206,40 @@ TEST_CASE("a connection that speaks neither gRPC nor the store protocol is close
   TestClient client(server->port());
   auto a = client.Join(MakeJoin("job", "node1", 11, 1, 1));
   CHECK(NextRound(*a).store_on_rendezvous_port());
+}
+
+TEST_CASE("a connection that says nothing within the sniff deadline is closed; one that speaks is handed on") {
+  using std::chrono::milliseconds;
+  {
+    Result<std::unique_ptr<PortMux>> plain = PortMux::Bind(HostPort{"127.0.0.1", 0});
+    REQUIRE(plain.ok());
+    CHECK((*plain)->sniff_deadline() == PortMux::kDefaultSniffDeadline);
+    CHECK(PortMux::kDefaultSniffDeadline == milliseconds(10'000));
+  }
+  ::setenv("CTRUN_PORT_SNIFF_DEADLINE_MS", "250", 1);
+  Result<std::unique_ptr<PortMux>> bound = PortMux::Bind(HostPort{"127.0.0.1", 0});
+  ::unsetenv("CTRUN_PORT_SNIFF_DEADLINE_MS");
+  REQUIRE(bound.ok());
+  std::unique_ptr<PortMux> mux = std::move(bound).value();
+  CHECK(mux->sniff_deadline() == milliseconds(250));
+  mux->set_sniff_deadline(milliseconds(100));
+  std::vector<boost::asio::ip::tcp::socket> handed;  // the mux's thread only, until Stop
+  std::promise<std::string> first;
+  mux->Start(nullptr, [&](boost::asio::ip::tcp::socket socket, std::string bytes) {
+    handed.push_back(std::move(socket));
+    first.set_value(bytes);
+  });
+  // Silent: closed by the deadline (the client's own receive deadline is 10 s).
+  StoreConn silent(mux->port());
+  CHECK(silent.ClosedByServer());
+  // One byte of a TCPStore request tells: handed to the store, which keeps it.
+  StoreConn store(mux->port());
+  store.Send(std::string(1, '\x06'));
+  std::future<std::string> got = first.get_future();
+  REQUIRE(got.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  CHECK(got.get() == std::string(1, '\x06'));
+  mux->Stop();
+  handed.clear();
 }
 
 }  // namespace

@@ -153,6 +153,24 @@ TEST_CASE("sizes over the limits are refused before the bytes arrive") {
   CHECK(ParseError(U8(0) + Le<uint64_t>(~0ull)).IsInvalidArgument());
 }
 
+TEST_CASE("a MULTI_SET over its cap is refused at the length that crosses it") {
+  StoreLimits small;
+  small.max_multi_bytes = 64;
+  const std::string start = Validate() + U8(11) + Le<uint64_t>(3) + Str("a") + Str(std::string(20, 'x'));
+  // The first key and value take 45 bytes; the second value's 20 bytes would
+  // take the request to 82: refused though they never arrived.
+  const std::string crossing = start + Str("b") + Le<uint64_t>(20);
+  CHECK(ParseError(crossing, small).message().find("MULTI_SET: a request over 64 bytes") != std::string::npos);
+  // A SET of the same size is not a MULTI_SET: only the request limit applies.
+  CHECK(ParseError(Validate() + U8(1) + Str("k") + Str(std::string(100, 'v')), small).ok());
+  // The default cap is 64 MiB: a 65 MiB MULTI_SET value length is refused, a
+  // SET of it is waited for.
+  CHECK(ParseError(Validate() + U8(11) + Le<uint64_t>(2) + Str("a") + Str(std::string(10, 'x')) + Str("b") +
+                   Le<uint64_t>(64ull << 20))
+            .IsInvalidArgument());
+  CHECK(ParseError(Validate() + U8(1) + Str("k") + Le<uint64_t>(60ull << 20)).ok());
+}
+
 TEST_CASE("reply encoders write torch's little-endian forms") {
   std::string out;
   AppendStoreBytes(out, "ab");

@@ -147,5 +147,53 @@ TEST_CASE("check, cancel_wait, ping, disconnect and clear") {
   CHECK(f.state.num_waits() == 0);
 }
 
+TEST_CASE("abandoned and canceled waits leave no per-key entries behind") {
+  Fixture f;
+  // A client waiting on many keys, then leaving.
+  std::vector<std::string> keys;
+  for (int i = 0; i < 1000; ++i) keys.push_back("k" + std::to_string(i));
+  REQUIRE(f.Do(2, Req(StoreOp::kWait, keys)).ok());
+  REQUIRE(f.Do(2, Req(StoreOp::kWait, {"k1", "other"})).ok());
+  REQUIRE(f.Do(3, Req(StoreOp::kWait, {"k1"})).ok());
+  CHECK(f.state.num_waits() == 3);
+  CHECK(f.state.num_waited_keys() == 1001);
+  f.state.Disconnect(2);
+  CHECK(f.state.num_waits() == 1);
+  CHECK(f.state.num_waited_keys() == 1);  // k1, client 3's
+  // CANCEL_WAIT drops them the same way; a key written since is no trouble.
+  REQUIRE(f.Do(4, Req(StoreOp::kWait, {"x", "y", "x"})).ok());
+  CHECK(f.state.num_waited_keys() == 3);
+  REQUIRE(f.Do(1, Req(StoreOp::kSet, {"x"}, {"1"})).ok());
+  CHECK(f.woken.empty());
+  CHECK(f.state.num_waited_keys() == 2);
+  REQUIRE(f.Do(4, Req(StoreOp::kCancelWait)).ok());
+  REQUIRE(f.Do(3, Req(StoreOp::kCancelWait)).ok());
+  CHECK(f.state.num_waits() == 0);
+  CHECK(f.state.num_waited_keys() == 0);
+  // A woken wait leaves nothing either; its client's later leaving is a no-op.
+  REQUIRE(f.Do(5, Req(StoreOp::kWait, {"p", "q"})).ok());
+  REQUIRE(f.Do(1, Req(StoreOp::kMultiSet, {"p", "q"}, {"1", "2"})).ok());
+  CHECK(f.woken == std::vector<StoreClientId>{5});
+  CHECK(f.state.num_waits() == 0);
+  CHECK(f.state.num_waited_keys() == 0);
+  f.state.Disconnect(5);
+  CHECK(f.state.num_waits() == 0);
+}
+
+TEST_CASE("a MULTI_GET whose reply would be over 64 MiB is refused before it is built") {
+  Fixture f;
+  REQUIRE(f.Do(1, Req(StoreOp::kSet, {"big"}, {std::string(32 << 10, 'v')})).ok());
+  CHECK(f.state.largest_value() == (32u << 10));
+  // 2048 x (8 + 32 KiB) is just over 64 MiB; 2047 is under it.
+  REQUIRE(f.Do(1, Req(StoreOp::kMultiGet, std::vector<std::string>(2047, "big"))).ok());
+  CHECK(f.reply.size() == 2047 * (8 + (32u << 10)));
+  const Status refused = f.Do(1, Req(StoreOp::kMultiGet, std::vector<std::string>(2048, "big")));
+  CHECK(refused.code() == Status::Code::kResourceExhausted);
+  CHECK(refused.message().find("the limit is 67108864") != std::string::npos);
+  CHECK(f.reply.empty());
+  f.state.Clear();
+  CHECK(f.state.largest_value() == 0);
+}
+
 }  // namespace
 }  // namespace ctrun::rdzv
