@@ -16,7 +16,7 @@
 #include "launcher/cli/command.h"
 #include "launcher/logs/error_file.h"
 #include "launcher/net/local_address.h"
-#include "launcher/process/stack_text.h"
+#include "launcher/stacks/stack_text.h"
 #include "launcher/process/worker_env.h"
 
 namespace ctrun::launcher {
@@ -605,6 +605,9 @@ void Agent::ReportFailure(std::optional<int> forced_code) {
 }
 
 void Agent::HandleSignal(int sig) {
+  // Final: the rendezvous is being left (bounded by its own timeouts); the
+  // exit code and the report stay as they are.
+  if (state_ == State::kSucceeded || state_ == State::kFailed) return;
   spdlog::warn("Received {} death signal, shutting down workers", SignalName(sig));
   if (events_) events_->Emit("signal", Json{{"signal", SignalName(sig)}, {"state", StateName(state_)}});
   switch (state_) {
@@ -615,6 +618,26 @@ void Agent::HandleSignal(int sig) {
       return;
     case State::kRunning:
     case State::kStopping:
+      if (state_ == State::kStopping && stop_->then == Stop::Then::kLeaveUnhealthy) {
+        // The node leaves as unhealthy whatever comes: the signal keeps exit
+        // 4 and the report (the rendezvous must count the node). The first
+        // signal lets the workers keep their SIGTERM's grace, as in any
+        // stop; a second kills them now. Either way the stop is bounded by
+        // --shutdown-grace and --kill-timeout, and the leave by the
+        // rendezvous's own timeouts.
+        const bool again = stop_->signal != 0;
+        stop_->signal = sig;
+        if (!again) {
+          spdlog::warn("this node is leaving the job as unhealthy: it still exits {} with its report",
+                       kExitNodeUnhealthy);
+        }
+        if (!again || stop_->group_closed) return;  // closed: only the tees' drain is left
+        spdlog::warn("second signal: killing the workers now");
+        Stop escalated = Stop::ToLeaveUnhealthy(stop_->cause);
+        escalated.signal = sig;
+        StopGroup(sig, std::move(escalated));
+        return;
+      }
       if (state_ == State::kStopping && !SignalReceived()) {
         // A stop for a restart (or after the last worker exited) is under
         // way: its workers have their SIGTERM and the grace to finish, e.g.

@@ -50,13 +50,20 @@
 //       worker asked to exclude the node--> kStopping{leave unhealthy}
 //   kStopping{restart} --a worker asked to exclude the node-->
 //       the same stop, then leave unhealthy
+//   kStopping{leave unhealthy} --first signal N-->
+//       the same stop (workers keep their grace); still exit 4, not 128+N
+//   kStopping{leave unhealthy} --another signal N-->
+//       the same stop, SIGKILL now; still exit 4
 //   kStopping{leave unhealthy} --group closed and tees drained-->
 //       kFailed (4; the report on stderr and in the "node_unhealthy" event;
 //       the rendezvous records it, the other nodes restart without it)
 //   kRendezvous --the run was closed for --max-unhealthy-nodes--> kFailed (5)
 //
 // kSucceeded and kFailed are final: the rendezvous is shut down and `io` is
-// stopped. A worker failure seen after a signal is not reported.
+// stopped. A signal arriving then (while the rendezvous is left) changes
+// nothing; the leave is bounded by the rendezvous's own timeouts
+// (close_timeout, --exit-barrier-timeout on the hosting node). A worker
+// failure seen after a signal is not reported.
 //
 // With --heartbeat-timeout, a worker that stops touching its heartbeat file
 // counts as a failed worker (launcher/process/heartbeat.h).
@@ -155,7 +162,7 @@ class Agent {
     Then then = Then::kRestart;
     std::string cause;          // kRestart: the "restart" event's cause; kLeaveUnhealthy: the report
     bool charged = true;        // kRestart: counts against --max-restarts
-    int signal = 0;             // kExitForSignal: the last signal received
+    int signal = 0;             // kExitForSignal, kLeaveUnhealthy: the last signal received (0: none)
     bool group_closed = false;  // the WorkerGroup's Close has completed
     AttemptEnd attempt;         // the stopped group's run, for RestartPolicy
     std::vector<StuckProcess> stuck;  // the close gave up on these (--kill-timeout)

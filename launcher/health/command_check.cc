@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -15,6 +16,16 @@ namespace {
 // How long the check's process group may outlive SIGKILL before we stop
 // waiting for it (a check stuck in uninterruptible sleep is itself a sign).
 constexpr Duration kKillTimeout = std::chrono::seconds(5);
+
+// The most Finish reads from one of the check's pipes: the pipe's capacity
+// (what the ended group can have left in it), within [64 KiB, 1 MiB].
+constexpr size_t kMinFinishDrain = 64 * 1024;
+constexpr size_t kMaxFinishDrain = 1024 * 1024;
+size_t FinishDrainCap(int fd) {
+  const int capacity = ::fcntl(fd, F_GETPIPE_SZ);
+  if (capacity <= 0) return kMinFinishDrain;
+  return std::clamp(static_cast<size_t>(capacity), kMinFinishDrain, kMaxFinishDrain);
+}
 
 std::string SecondsText(Duration d) {
   char buf[32];
@@ -117,13 +128,21 @@ void CommandHealthCheck::CloseThenFinish(uint64_t run) {
 
 void CommandHealthCheck::Finish(uint64_t run) {
   // Read what is left without waiting: a descendant that left the process
-  // group may hold a pipe open for ever.
+  // group may hold a pipe open for ever, and may keep writing to it. The
+  // group is gone, so all it wrote is in the pipe: at most the pipe's
+  // capacity. Reading that much, and no more, keeps the check's own last
+  // lines and bounds the time spent here; closing the pipe then ends such a
+  // writer (EPIPE).
   for (auto& stream : streams_) {
     if (!stream) continue;
     const int fd = stream->native_handle();
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    size_t left = FinishDrainCap(fd);
     char buf[4096];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) tail_.Append(std::string_view(buf, n));
+    for (ssize_t n; left > 0 && (n = ::read(fd, buf, std::min(sizeof buf, left))) > 0;) {
+      tail_.Append(std::string_view(buf, n));
+      left -= static_cast<size_t>(n);
+    }
   }
   CloseStreams();
   result_.last_lines = tail_.Lines();

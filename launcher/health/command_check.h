@@ -7,7 +7,10 @@
 // stderr are read from pipes on the io_context into an OutputTail, so the
 // agent's loop never blocks on it. A check still running at the timeout is
 // killed with its whole process group (SIGKILL) and counts as failed; so
-// does one that cannot be started.
+// does one that cannot be started. Once the group is gone, what is left in
+// the pipes is read without waiting and at most the pipe's capacity (64 KiB
+// to 1 MiB) of it: a descendant that left the group and keeps writing
+// cannot hold the loop. The pipes are then closed (such a writer gets EPIPE).
 //
 // Ownership: borrows `io` and `runner`, which must outlive it; `runner`
 // must serve nothing else. Thread model: io_context thread only.

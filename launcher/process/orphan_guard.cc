@@ -176,6 +176,9 @@ CTRUN_GUARD_CODE void KillEverything(GuardMemory& m) {
   Sys(SYS_close, dir);
 }
 
+// Signals 1..64 (the kernel's _NSIG on x86-64 and AArch64).
+constexpr int kGuardSignals = 65;
+
 struct GuardStart {
   int fd;
   GuardMemory* memory;
@@ -196,6 +199,23 @@ CTRUN_GUARD_CODE int GuardMain(void* arg) {
                   SIGTTOU}) {
     Sys(SYS_rt_sigaction, sig, reinterpret_cast<long>(&ignore), 0, sizeof(ignore.mask));
   }
+  // Any handler of ctrun's (copied at clone) would run on this stack, in
+  // ctrun's memory: back to the default. Ignored signals stay ignored.
+  decltype(ignore) now = {0, 0, 0, 0};
+  const decltype(ignore) dfl = {reinterpret_cast<unsigned long>(SIG_DFL), 0, 0, 0};
+  for (int sig = 1; sig < kGuardSignals; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    if (Sys(SYS_rt_sigaction, sig, 0, reinterpret_cast<long>(&now), sizeof(now.mask)) != 0) continue;
+    if (now.handler != reinterpret_cast<unsigned long>(SIG_DFL) &&
+        now.handler != reinterpret_cast<unsigned long>(SIG_IGN)) {
+      Sys(SYS_rt_sigaction, sig, reinterpret_cast<long>(&dfl), 0, sizeof(dfl.mask));
+    }
+  }
+  // Start blocked every signal until here (a SIGINT to ctrun's process group
+  // just after the clone must not kill the guard): one sent meanwhile to an
+  // ignored signal was discarded by its SIG_IGN, any other is delivered now.
+  const unsigned long long none = 0;  // the kernel's sigset: 64 bits
+  Sys(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&none), 0, sizeof(none));
   // Hold nothing of ctrun's open but the pipe: a reader of ctrun's stdout
   // must see end-of-file when ctrun exits, not when the guard does.
   long null_fd = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/dev/null"), O_RDWR);
@@ -257,6 +277,12 @@ Result<std::unique_ptr<OrphanGuard>> OrphanGuard::Start() {
   start->memory = memory;
   pid_t pid = -1;
   bool forked = !kSharedMemoryGuard;
+  // The guard starts with every signal blocked, and unblocks them once its
+  // own dispositions are set (GuardMain): until then a signal would run one
+  // of ctrun's handlers in it, or end it (a SIGINT from the terminal).
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
   if constexpr (kSharedMemoryGuard) {
     pid = ::clone(GuardMain, base + kGuardStack - 128, CLONE_VM | SIGCHLD, start);
     // A sandbox that refuses a shared-memory child that is not a thread
@@ -267,8 +293,10 @@ Result<std::unique_ptr<OrphanGuard>> OrphanGuard::Start() {
     pid = ::fork();
     if (pid == 0) GuardMain(start);  // its copy of the write end: closed there
   }
+  const int clone_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) {
-    int err = errno;
+    int err = clone_errno;
     ::close(fds[0]);
     ::close(fds[1]);
     ::munmap(mapping, kGuardMapping);

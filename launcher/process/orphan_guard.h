@@ -20,7 +20,10 @@
 // not ctrun.)
 //
 // The guard ignores the terminal and job-control signals sent to ctrun's
-// process group. Thread model: Watch/Unwatch from the thread that owns the
+// process group, and resets any handler of ctrun's it was made with to the
+// default. It is made with every signal blocked and unblocks them only once
+// those dispositions are set, so a SIGINT sent at once cannot end it (Start
+// blocks them in the calling thread around the clone). Thread model: Watch/Unwatch from the thread that owns the
 // WorkerSet. While ctrun's loop runs, the Reaper may reap the guard like any
 // child (tell the guard with Reaped()); on ctrun's way out, Stop() (or the
 // destructor) ends and reaps it, so that ctrun never exits with its guard

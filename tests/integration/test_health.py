@@ -5,6 +5,7 @@ a worker's CTRUN_EXCLUDE_NODE_FILE request removes its node. The workers are
 a few lines of shell (--no-python); each waits on a condition, never a time."""
 import json
 import os
+import signal
 import socket
 import stat
 import subprocess
@@ -126,6 +127,73 @@ exec sleep 60
         self.assertIn("a worker asked to exclude this node (CTRUN_EXCLUDE_NODE_FILE): NIC eth1 down", outs[1][1])
         [ev] = self.events("B", "node_unhealthy")
         self.assertEqual(ev["source"], "exclusion_request")
+
+
+class ACheckThatLeavesAWriterTest(unittest.TestCase):
+    """A check whose descendant leaves its process group (setsid) and writes
+    to the check's output for ever, into a pipe it grew to 1 MiB: the
+    group's SIGKILL misses it, and the pipe never runs dry. ctrun reads a
+    bounded amount, decides, goes on, and closing the pipe ends the writer
+    (EPIPE)."""
+
+    WRITER = f"""#!{h.PYTHON}
+import fcntl, os, sys
+os.setsid()
+try:
+    fcntl.fcntl(1, fcntl.F_SETPIPE_SZ, 1 << 20)
+except OSError:
+    pass
+with open(sys.argv[1], "w") as f:
+    f.write(f"{{os.getpid()}}\\n")
+chunk = b"y\\n" * 32768
+while True:
+    os.write(1, chunk)
+"""
+
+    def run_check(self, check_tail, expect_code):
+        d = h.tempdir(self)
+        pidfile = os.path.join(d, "writer.pid")
+        ready = os.path.join(d, "ready")
+        writer = os.path.join(d, "writer.py")
+        with open(writer, "w") as f:
+            f.write(self.WRITER)
+        os.chmod(writer, stat.S_IRWXU)
+        # The writer says its pid once it has its own session, and the check
+        # ends only once it has written 4 MiB: the group's SIGKILL cannot
+        # reach it, and it is writing when ctrun reads what is left.
+        check = (f"mkfifo {ready}; {writer} {ready} & read pid < {ready}; echo $pid > {pidfile}; "
+                 f"while [ $(sed -n 's/^wchar: //p' /proc/$pid/io) -lt 4194304 ]; do :; done; "
+                 f"{check_tail}")
+        worker = script(d, "worker.sh", "exit 0\n")
+        p = h.start(["--standalone", "--nproc-per-node", "1", "--health-check", check,
+                     "--no-python", worker])
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        self.addCleanup(self.kill_writer, pidfile)
+        out, err = h.finish(self, [p], 60)[0]
+        self.assertEqual(p.returncode, expect_code, err)
+        with open(pidfile) as f:
+            pid = int(f.read())
+        self.assertEqual(h.wait_gone([pid], 30), [], "the writer outlived its closed pipe")
+        return err
+
+    def kill_writer(self, pidfile):
+        """Only the test's own writer (its command line is checked first)."""
+        try:
+            with open(pidfile) as f:
+                pid = int(f.read())
+            with open(f"/proc/{pid}/cmdline") as f:
+                if "writer.py" in f.read():
+                    os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+    def test_a_passing_check_still_lets_the_node_join(self):
+        self.run_check("echo checking", 0)
+
+    def test_a_failing_check_still_makes_the_node_leave(self):
+        err = self.run_check("echo 'GPU 0: XID 79'; exit 1", 4)
+        self.assertIn("node unhealthy", err)
+        self.assertIn("exited with 1", err)
 
 
 SMI_OUTPUT = """==============NVSMI LOG==============

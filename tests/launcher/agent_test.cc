@@ -136,6 +136,18 @@ class FakeRendezvous : public RendezvousHandler {
   void OnChange(ChangeCallback cb) override { change_ = std::move(cb); }
   void Shutdown(ShutdownReason reason, std::function<void()> done) override {
     shutdown = reason;
+    if (hold_shutdown) {
+      leave_ = std::move(done);  // the leave completes when the test says so
+      return;
+    }
+    done();
+  }
+  bool leaving() const { return leave_ != nullptr; }
+  // A held leave (hold_shutdown) completes.
+  void FinishLeave() {
+    REQUIRE(leave_);
+    auto done = std::move(leave_);
+    leave_ = nullptr;
     done();
   }
 
@@ -162,9 +174,11 @@ class FakeRendezvous : public RendezvousHandler {
   int rounds_asked = 0;
   std::optional<ShutdownReason> shutdown;
   std::string unhealthy_report;
+  bool hold_shutdown = false;
 
  private:
   std::function<void(Result<Round>)> next_;
+  std::function<void()> leave_;
   ChangeCallback change_;
 };
 
@@ -796,6 +810,72 @@ TEST_CASE_METHOD(AgentFixture, "agent: a worker that writes its request and exit
   Poll();
   CheckFinished(Agent::State::kFailed, kExitNodeUnhealthy, ShutdownReason::kUnhealthy);
   CHECK(EventsNamed("restart").empty());
+}
+
+// A signal while the node leaves as unhealthy: the node still leaves with
+// its report and exit 4 (docs/exit-codes.md: 4 wins over 128+N).
+TEST_CASE_METHOD(AgentFixture, "agent: a signal while leaving unhealthy keeps exit 4 and the report") {
+  config.max_restarts = 3;
+  StartRunning();
+  std::ofstream(agent().ExcludeNodeFile()) << "GPU lost\n";
+  workers.Exit(0, 1);  // the exit checks the file: the stop is the node's exclusion
+  REQUIRE(agent().state() == Agent::State::kStopping);
+  agent().HandleSignal(SIGTERM);
+  // The workers keep their SIGTERM's grace: no new Close.
+  CHECK(agent().state() == Agent::State::kStopping);
+  CHECK(workers.close_signals == std::vector<int>{SIGTERM});
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitNodeUnhealthy, ShutdownReason::kUnhealthy);
+  CHECK(rdzv.unhealthy_report == "a worker asked to exclude this node (CTRUN_EXCLUDE_NODE_FILE): GPU lost");
+  CHECK(EventsNamed("node_unhealthy").size() == 1);
+  CHECK(EventsNamed("signal").size() == 1);
+  CHECK(EventsNamed("restart").empty());
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a failed periodic check then two signals: SIGKILL now, still exit 4") {
+  FakeHealth check;
+  health = &check;
+  config.health_check_interval = Seconds(0.001);
+  Start();
+  check.Answer(true);
+  Poll();
+  rdzv.CompleteRound(2);
+  Poll();
+  RunUntil(io, [&] { return check.pending(); });
+  check.Answer(false, {"disk full"});
+  Poll();
+  REQUIRE(agent().state() == Agent::State::kStopping);
+  agent().HandleSignal(SIGINT);
+  CHECK(workers.close_signals == std::vector<int>{SIGTERM});
+  agent().HandleSignal(SIGINT);  // the second: the group is closed again at once
+  CHECK(workers.close_signals == std::vector<int>{SIGTERM, SIGINT});
+  CHECK(agent().state() == Agent::State::kStopping);
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitNodeUnhealthy, ShutdownReason::kUnhealthy);
+  CHECK(rdzv.unhealthy_report == "health check 'check.sh' exited with 1\n  disk full");
+}
+
+TEST_CASE_METHOD(AgentFixture, "agent: a signal during the unhealthy leave changes nothing") {
+  StartRunning();
+  std::ofstream(agent().ExcludeNodeFile()) << "NIC down\n";
+  workers.Exit(1, 1);
+  REQUIRE(agent().state() == Agent::State::kStopping);
+  rdzv.hold_shutdown = true;
+  workers.FinishClose();  // the leave has begun, and is held
+  Poll();
+  CHECK(agent().state() == Agent::State::kFailed);
+  CHECK(agent().exit_code() == kExitNodeUnhealthy);
+  REQUIRE(rdzv.leaving());
+  agent().HandleSignal(SIGTERM);
+  agent().HandleSignal(SIGTERM);
+  Poll();
+  CHECK(workers.close_signals == std::vector<int>{SIGTERM});
+  CHECK(agent().exit_code() == kExitNodeUnhealthy);
+  rdzv.FinishLeave();
+  CheckFinished(Agent::State::kFailed, kExitNodeUnhealthy, ShutdownReason::kUnhealthy);
+  CHECK(rdzv.unhealthy_report == "a worker asked to exclude this node (CTRUN_EXCLUDE_NODE_FILE): NIC down");
 }
 
 TEST_CASE_METHOD(AgentFixture, "agent: a stale exclusion request does not survive into a new group") {
