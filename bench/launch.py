@@ -26,10 +26,21 @@ def free_port():
         return s.getsockname()[1]
 
 
-def env():
+# The caller's own TMPDIR (None: unset, i.e. /tmp), kept before main points
+# TMPDIR at the bench's tmpfs directory: the default configuration runs with it.
+USER_TMPDIR = os.environ.get("TMPDIR")
+
+
+def env(default=False):
+    """The launchers' environment; default=True gives them the caller's own
+    TMPDIR instead of the bench's."""
     e = dict(os.environ)
     e["PYTHON_EXEC"] = PY
     e["OMP_NUM_THREADS"] = "1"  # same for every launcher; silences both banners
+    if default:
+        e.pop("TMPDIR", None)
+        if USER_TMPDIR is not None:
+            e["TMPDIR"] = USER_TMPDIR
     return e
 
 
@@ -51,9 +62,11 @@ def realtime_available():
                           stderr=subprocess.DEVNULL).returncode == 0
 
 
-def timed_once(timer, cmd):
-    """One run of `cmd`, timed by launch_timer (spawn to reap, in C)."""
-    r = subprocess.run(PRIORITY + [timer] + cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def timed_once(timer, cmd, default=False):
+    """One run of `cmd`, timed by launch_timer (spawn to reap, in C). default:
+    as a user runs it, at normal priority with the caller's own TMPDIR."""
+    r = subprocess.run(([] if default else PRIORITY) + [timer] + cmd, env=env(default),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     fields = r.stdout.split()
     if r.returncode != 0 or len(fields) != 2 or fields[1] != b"0":
         sys.exit(f"failed: {' '.join(cmd)}\n{r.stdout.decode()}{r.stderr.decode()[-2000:]}")
@@ -131,9 +144,15 @@ def main():
                    "one rmdir each. Default /dev/shm (tmpfs), so that the figure is the "
                    "launchers' and not the disk's: where /tmp is ext4 mounted with `discard` "
                    "each rmdir waits ~6 ms for the device")
+    p.add_argument("--default-reps", type=int, default=None,
+                   help="runs of the default configuration at N=8, interleaved with the rest: "
+                   "the floor and ctrun again, at normal priority and with the caller's own "
+                   "TMPDIR (unset: /tmp), as a user launches; default: --reps; 0 skips it")
     p.add_argument("--json", help="where to write the machine-readable results "
                    "(default $CTRUN_BUILD_DIR/bench/launch-<time>.json)")
     args = p.parse_args()
+    if args.default_reps is None:
+        args.default_reps = args.reps
     sizes = [int(s) for s in args.sizes.split(",")]
     if 8 not in sizes:
         sys.exit("--sizes must include 8: the RESULT lines are taken at N=8")
@@ -168,9 +187,16 @@ def measure(args, ctrun, sizes, rng, realtime):
                 "torchrun": (lambda n=n: timed_once(timer, torchrun_cmd(n, ["--no_python", "/bin/true"])),
                              args.torchrun_reps),
             }
-            for fn, _ in cases.values():  # warm-up, not counted
-                fn()
-            per_n[n] = interleave(cases, max(args.reps, args.torchrun_reps), rng)
+            if n == 8 and args.default_reps > 0:
+                # The same floor and ctrun, as a user runs them, in the same rounds.
+                cases["floor_default"] = (lambda n=n: timed_once(timer, [floor, str(n)], default=True),
+                                          args.default_reps)
+                cases["ctrun_default"] = (lambda n=n: timed_once(timer, ctrun_cmd(ctrun, n, true), default=True),
+                                          args.default_reps)
+            for fn, want in cases.values():  # warm-up, not counted
+                if want > 0:
+                    fn()
+            per_n[n] = interleave(cases, max(want for _, want in cases.values()), rng)
 
     allreduce = {}
     for n in (2, 4) if args.allreduce_reps > 0 else ():
@@ -188,8 +214,16 @@ def measure(args, ctrun, sizes, rng, realtime):
     print(f"{'N':>3}  {'floor':>24}  {'ctrun':>24}  {'torchrun':>30}  {'ctrun/floor':>11}  "
           f"{'torchrun/ctrun':>14}")
     for n, t in per_n.items():
-        print(f"{n:>3}  {fmt(t['floor']):>24}  {fmt(t['ctrun']):>24}  {fmt(t['torchrun']):>30}  "
-              f"{med(t['ctrun']) / med(t['floor']):11.2f}  {med(t['torchrun']) / med(t['ctrun']):14.1f}")
+        torchrun = t["torchrun"]
+        ratio = f"{med(torchrun) / med(t['ctrun']):14.1f}" if torchrun else f"{'-':>14}"
+        print(f"{n:>3}  {fmt(t['floor']):>24}  {fmt(t['ctrun']):>24}  "
+              f"{fmt(torchrun) if torchrun else '-':>30}  {med(t['ctrun']) / med(t['floor']):11.2f}  {ratio}")
+    default = per_n[8].get("ctrun_default")
+    if default:
+        t = per_n[8]
+        print(f"{'8':>3}  {fmt(t['floor_default']):>24}  {fmt(default):>24}  {'-':>30}  "
+              f"{med(default) / med(t['floor_default']):11.2f}  {'-':>14}   <- default: normal "
+              f"priority, TMPDIR {USER_TMPDIR or 'unset (/tmp)'}, {args.default_reps} runs each")
     if allreduce:
         print()
         print(f"all-reduce script, {args.allreduce_reps} runs each, interleaved; median (min–max)")
@@ -198,10 +232,11 @@ def measure(args, ctrun, sizes, rng, realtime):
             print(f"{n:>3}  {fmt(t['ctrun'], 1, 's'):>26}  {fmt(t['torchrun'], 1, 's'):>26}  "
                   f"{fmt(t['by_hand'], 1, 's'):>26}  {med(t['ctrun']) / med(t['by_hand']):10.3f}")
 
-    results = {
-        "launch_floor_ratio": med(per_n[8]["ctrun"]) / med(per_n[8]["floor"]),
-        "launch_ratio": med(per_n[8]["torchrun"]) / med(per_n[8]["ctrun"]),
-    }
+    results = {"launch_floor_ratio": med(per_n[8]["ctrun"]) / med(per_n[8]["floor"])}
+    if per_n[8]["torchrun"]:
+        results["launch_ratio"] = med(per_n[8]["torchrun"]) / med(per_n[8]["ctrun"])
+    if default:
+        results["launch_floor_ratio_default"] = med(default) / med(per_n[8]["floor_default"])
     for n, t in allreduce.items():
         results[f"allreduce_{n}_ctrun_vs_hand"] = med(t["ctrun"]) / med(t["by_hand"])
 
@@ -210,7 +245,12 @@ def measure(args, ctrun, sizes, rng, realtime):
         "unit": "seconds",
         "priority": "realtime (chrt -f 10)" if realtime else "normal",
         "tmpdir": args.tmpdir or tempfile.gettempdir(),
-        "true": {str(n): {k: {"times": v, **spread(v)} for k, v in t.items()} for n, t in per_n.items()},
+        # The default configuration's runs are under "true" too, as
+        # floor_default and ctrun_default at N=8.
+        "default_configuration": {"priority": "normal", "tmpdir": USER_TMPDIR or "/tmp",
+                                  "reps": args.default_reps} if default else None,
+        "true": {str(n): {k: {"times": v, **spread(v)} for k, v in t.items() if v}
+                 for n, t in per_n.items()},
         "allreduce": {str(n): {k: {"times": v, **spread(v)} for k, v in t.items()}
                       for n, t in allreduce.items()},
         "results": results,
@@ -221,7 +261,7 @@ def measure(args, ctrun, sizes, rng, realtime):
             "x": "N (processes)", "y": "seconds", "log_x": True, "log_y": True,
             "series": {name: [{"x": n, **{k: v for k, v in spread(t[name]).items() if k != "n"}}
                               for n, t in per_n.items()]
-                       for name in ("ctrun", "torchrun", "floor")},
+                       for name in ("ctrun", "torchrun", "floor") if per_n[sizes[0]][name]},
         }],
     }
     out = write("launch", doc, ROOT, path=args.json, build=build)

@@ -102,16 +102,14 @@ std::string RunLogDir::FilteredStderrFile(int attempt) const {
   return run_dir_ + "/attempt_" + std::to_string(attempt) + "/filtered_stderr.log";
 }
 
-void RunLogDir::RemoveIfTemporary() const {
+void RunLogDir::RemoveIfTemporary() {
   if (!temporary_) return;
-  // Empty directories (the usual case: no --redirects, no error file) go
-  // with one rmdir each; anything else falls back to the full walk.
-  bool all_gone = true;
-  for (auto it = made_.rbegin(); it != made_.rend() && all_gone; ++it) {
-    all_gone = ::rmdir(it->c_str()) == 0;
-  }
-  if (all_gone) all_gone = ::rmdir(run_dir_.c_str()) == 0 && ::rmdir(base_.c_str()) == 0;
-  if (all_gone) return;
+  // Children before parents. Directories that hold only files (--redirects,
+  // --tee) are emptied on the way; anything else falls back to the full walk.
+  std::vector<std::string> dirs(made_.rbegin(), made_.rend());
+  dirs.push_back(run_dir_);
+  dirs.push_back(base_);
+  if (removal_.Remove(dirs)) return;
   std::error_code ec;
   fs::remove_all(base_, ec);
 }

@@ -6,9 +6,9 @@
 //
 // <log_dir> is --log-dir (created if missing) or, when not given, a new
 // /tmp/torchelastic_<random> directory. Each start of the local worker group
-// uses attempt_<restart count>/, wiped and re-created. Copyable value; no
-// thread-safety concerns (it only builds paths and touches the filesystem on
-// the calls that say so).
+// uses attempt_<restart count>/, wiped and re-created. Movable value, used
+// from one thread (it only builds paths and touches the filesystem on the
+// calls that say so). Its destructor waits for RemoveIfTemporary's threads, if any.
 #pragma once
 
 #include <optional>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "launcher/logs/dir_removal.h"
 
 namespace ctrun::launcher {
 
@@ -43,7 +44,11 @@ class RunLogDir {
   // True when no --log-dir was given and the base is a temporary directory.
   bool temporary() const { return temporary_; }
   // Removes the temporary base directory (no-op when --log-dir was given).
-  void RemoveIfTemporary() const;
+  // The names are gone when it returns; on a disk-backed file system the
+  // blocks they held are freed by the kernel afterwards, or, where io_uring
+  // is refused, on threads that the destructor waits for
+  // (launcher/logs/dir_removal.h).
+  void RemoveIfTemporary();
 
  private:
   RunLogDir(std::string base, std::string run_dir, bool temporary)
@@ -54,6 +59,7 @@ class RunLogDir {
   bool temporary_;
   // The directories PrepareAttempt made, in order: removed one rmdir each.
   std::vector<std::string> made_;
+  DirRemoval removal_;
 };
 
 }  // namespace ctrun::launcher

@@ -72,6 +72,16 @@ TEST_CASE("the temporary base is removed, empty or not, and --log-dir is kept") 
     dir->RemoveIfTemporary();
     CHECK(fs::is_empty(scratch.path));
   }
+  // A directory ctrun did not make (a worker's own) takes the full walk.
+  Result<RunLogDir> nested = RunLogDir::Create(std::nullopt, "job");
+  REQUIRE(nested.ok());
+  REQUIRE(nested->PrepareAttempt(0, 2).ok());
+  fs::create_directories(fs::path(nested->RankDir(0, 1)) / "profile" / "trace");
+  std::ofstream(fs::path(nested->RankDir(0, 1)) / "profile" / "trace" / "t.json") << "{}";
+  std::ofstream(nested->FilteredStdoutFile(0)) << "loss 1\n";
+  nested->RemoveIfTemporary();
+  CHECK(fs::is_empty(scratch.path));
+
   Result<RunLogDir> kept = RunLogDir::Create((scratch.path / "logs").string(), "job");
   REQUIRE(kept.ok());
   REQUIRE(kept->PrepareAttempt(0, 1).ok());
