@@ -225,6 +225,43 @@ def load_once(ctrund, load, n, channels, timeout):
         daemon.wait()
 
 
+def daemon_check(ctrund, jobs_bin, jobs, timeout):
+    """A long-lived ctrund: `jobs` sequential 2-node jobs (bench/rdzv_load_jobs)
+    against one ctrund with --closed-run-ttl 0. Returns the generator's JSON
+    plus ctrund's VmRSS (KiB) after job 1000 (or the first sample) and after
+    the last, and the growth per 1000 jobs between them."""
+    daemon = subprocess.Popen([ctrund, "--listen", "127.0.0.1:0", "--closed-run-ttl", "0", "--log-level", "warn"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = daemon.stdout.readline()  # "ctrund: serving rendezvous on 127.0.0.1:PORT"
+        if "serving rendezvous on " not in line:
+            sys.exit(f"ctrund did not start: {line.strip()!r}")
+        endpoint = line.split("serving rendezvous on ")[1].split()[0]
+        p = subprocess.run([jobs_bin, "--endpoint", endpoint, "--jobs", str(jobs), "--sample-every",
+                            str(min(1000, jobs)), "--server-pid", str(daemon.pid)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+        try:
+            r = json.loads(p.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            sys.exit(f"rdzv_load_jobs printed no result (exit {p.returncode}): {p.stderr.strip()}")
+        if not r.get("ok"):
+            sys.exit(f"rdzv_load_jobs failed: {r.get('error') or p.stderr.strip()}")
+        (j1, rss1), (jn, rssn) = r["rss_kib"][0], r["rss_kib"][-1]
+        r["rss_first_kib"], r["rss_last_kib"] = rss1, rssn
+        r["growth_per_1k_jobs_kib"] = (rssn - rss1) * 1000.0 / (jn - j1) if jn > j1 else float("nan")
+        return r
+    finally:
+        daemon.terminate()
+        daemon.wait()
+
+
+def daemon_line(r):
+    (j1, rss1), (jn, rssn) = r["rss_kib"][0], r["rss_kib"][-1]
+    return (f"long-lived ctrund (--closed-run-ttl 0): {r['jobs']} sequential 2-node jobs in {r['seconds']:.1f} s; "
+            f"VmRSS {rss1} KiB after job {j1}, {rssn} KiB after job {jn}: "
+            f"{r['growth_per_1k_jobs_kib']:.1f} KiB per 1000 jobs (goal <= 50)")
+
+
 def derived(r):
     """The per-N figures of one run."""
     nan = float("nan")
@@ -270,6 +307,11 @@ def main():
     ap.add_argument("--e2e-reps", type=int, default=3,
                     help="runs of the 4 real agents (ctrun and torchrun); 0 skips the end-to-end part")
     ap.add_argument("--loss-timeout", type=float, default=60)
+    ap.add_argument("--daemon-jobs", type=int, default=10000,
+                    help="sequential 2-node jobs against one ctrund with --closed-run-ttl 0, for its RSS "
+                    "growth (default 10000; 0 skips)")
+    ap.add_argument("--daemon-only", action="store_true",
+                    help="run only the long-lived daemon check (--daemon-jobs)")
     ap.add_argument("--json", help="where to write the machine-readable results "
                     "(default $CTRUN_BUILD_DIR/bench/rendezvous-<time>.json)")
     args = ap.parse_args()
@@ -277,6 +319,14 @@ def main():
     ctrun = os.path.join(build, "launcher", "ctrun")
     ctrund = os.path.join(build, "rendezvous", "ctrund")
     load = os.path.join(build, "bench", "rdzv_load")
+    jobs_bin = os.path.join(build, "bench", "rdzv_load_jobs")
+    if args.daemon_jobs and not os.access(jobs_bin, os.X_OK):
+        sys.exit(f"{jobs_bin} not found: build first (scripts/build.sh) or set CTRUN_BUILD_DIR")
+    if args.daemon_only:
+        daemon = daemon_check(ctrund, jobs_bin, args.daemon_jobs or 10000, args.timeout * 10)
+        print(daemon_line(daemon))
+        print(f"RESULT ctrund_rss_growth_per_1k_jobs_kib {daemon['growth_per_1k_jobs_kib']:.3f}")
+        return
     for path in (ctrun, ctrund, load) if args.e2e_reps else (ctrund, load):
         if not os.access(path, os.X_OK):
             sys.exit(f"{path} not found: build first (scripts/build.sh) or set CTRUN_BUILD_DIR")
@@ -316,6 +366,8 @@ def main():
                  "is_host=1" if i == 0 else "is_host=0", "--no-python"] + ANNOUNCE,
                 env=env(FIFO=fifo), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         return procs
+
+    daemon = daemon_check(ctrund, jobs_bin, args.daemon_jobs, args.timeout * 10) if args.daemon_jobs else None
 
     c_loss = t_loss = float("nan")
     if args.e2e_reps:
@@ -357,6 +409,10 @@ def main():
         print(f"survivors restarted after kill -9 of one of 3 agents: ctrun {fmt_loss(c_loss)}, "
               f"torchrun {fmt_loss(t_loss)} (limit {args.loss_timeout:.0f} s)")
 
+    if daemon:
+        print()
+        print(daemon_line(daemon))
+
     med = lambda n, k: statistics.median(nums(n, k))
     point = lambda n, k, scale=1.0: {"x": n, "median": med(n, k) * scale,
                                      "min": min(nums(n, k)) * scale, "max": max(nums(n, k)) * scale}
@@ -375,6 +431,8 @@ def main():
     tag = f"{big // 1000}k" if big % 1000 == 0 else str(big)
     results[f"rdzv_{tag}_round_s"] = med(big, "round_s")
     results[f"rdzv_{tag}_rss_mib"] = med(big, "rss_mib")
+    if daemon:
+        results["ctrund_rss_growth_per_1k_jobs_kib"] = daemon["growth_per_1k_jobs_kib"]
     if args.e2e_reps:
         results["rdzv_4_agents_s"] = statistics.median(e2e["ctrun"])
         results["node_loss_restart_s"] = c_loss
@@ -386,6 +444,7 @@ def main():
                     for n in sizes},
         "e2e_4_agents_s": {k: {"times": v, **spread(v)} for k, v in e2e.items() if v},
         "node_loss_restart_s": {"ctrun": c_loss, "torchrun": t_loss},
+        "daemon_jobs": daemon,
         "plots": plots,
         "results": results,
     }

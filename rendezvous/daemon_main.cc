@@ -5,12 +5,14 @@
 
 #include <CLI/CLI.hpp>
 #include <cctype>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
 
+#include "base/clock.h"
 #include "base/open_files.h"
 #include "rendezvous/grpc/credentials.h"
 #include "rendezvous/grpc/grpc_process.h"
@@ -30,7 +32,24 @@ struct DaemonFlags {
   std::string state_dir;
   int metrics_port = -1;  // -1: no metrics endpoint
   bool no_worker_stores = false;  // one port per job: see ServerOptions::serve_stores
+  std::string closed_run_ttl = "3600";  // seconds; checked by ClosedRunTtl
 };
+
+// The longest --closed-run-ttl: a year.
+constexpr double kMaxClosedRunTtlS = 365.0 * 24 * 3600;
+
+// --closed-run-ttl as a duration: a number of seconds in [0, a year].
+ctrun::Result<ctrun::Duration> ClosedRunTtl(const std::string& value) {
+  char* end = nullptr;
+  const double s = std::strtod(value.c_str(), &end);
+  if (value.empty() || end == value.c_str() || *end != '\0' || !(s >= 0) || s > kMaxClosedRunTtlS) {
+    return ctrun::Status::InvalidArgument(
+        "--closed-run-ttl '" + value.substr(0, 64) + (value.size() > 64 ? "...'" : "'") +
+        ": give the seconds a closed run is kept, from 0 (forget it at once) to " +
+        std::to_string(static_cast<long>(kMaxClosedRunTtlS)));
+  }
+  return std::chrono::duration_cast<ctrun::Duration>(std::chrono::duration<double>(s));
+}
 
 // The host part of --listen ("0.0.0.0:29400" -> "0.0.0.0", "[::1]:0" -> "::1").
 std::string ListenHost(const std::string& listen) {
@@ -92,6 +111,11 @@ void AddFlags(CLI::App& app, DaemonFlags& flags) {
   app.add_flag("--no-worker-stores", flags.no_worker_stores,
                "do not serve the workers' c10d stores on --listen's port (the agents then host them on "
                "ports of their own; implied by --state-dir)");
+  app.add_option("--closed-run-ttl", flags.closed_run_ttl,
+                 "SECONDS a run is remembered after it closed and its last node left (0: forget it at once); "
+                 "then its id is unknown here, and may start a new run")
+      ->type_name("SECONDS")
+      ->capture_default_str();
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
@@ -136,6 +160,8 @@ int main(int argc, char** argv) {
   if (!token.ok()) return Usage(token.status().message());
   ctrun::Result<ctrun::rdzv::TlsConfig> tls = LoadTls(flags);
   if (!tls.ok()) return Usage(tls.status().message());
+  ctrun::Result<ctrun::Duration> closed_run_ttl = ClosedRunTtl(flags.closed_run_ttl);
+  if (!closed_run_ttl.ok()) return Usage(closed_run_ttl.status().message());
 
   auto logger = spdlog::stderr_color_mt("ctrund");
   spdlog::set_default_logger(logger);
@@ -158,6 +184,7 @@ int main(int argc, char** argv) {
   options.token = *token;
   options.tls = *tls;
   options.state_dir = flags.state_dir;
+  options.closed_run_ttl = *closed_run_ttl;
   // A store's keys live in memory only: with --state-dir, a restarted ctrund
   // would resume running rounds whose workers lost their store. So the agents
   // keep hosting them (docs/daemon.md, "The workers' stores").

@@ -44,6 +44,8 @@ std::string Why(const rdzv::RestartRequested& r) {
       return "node " + rdzv::ToString(r.cause) + " was lost (no keep-alive)";
     case rdzv::RestartReason::kNodeLeft:
       return "node " + rdzv::ToString(r.cause) + " left the round";
+    case rdzv::RestartReason::kWorkersFailed:
+      return "workers failed on node " + rdzv::ToString(r.cause);
   }
   return "membership changed";
 }

@@ -32,6 +32,7 @@ v1::RestartRequested::Reason RestartReasonToProto(RestartReason reason) {
     case RestartReason::kNodeJoinedWaitList: return v1::RestartRequested::NODE_JOINED;
     case RestartReason::kNodeLost: return v1::RestartRequested::NODE_LOST;
     case RestartReason::kNodeLeft: return v1::RestartRequested::NODE_LEFT;
+    case RestartReason::kWorkersFailed: return v1::RestartRequested::WORKERS_FAILED;
   }
   return v1::RestartRequested::REASON_UNSPECIFIED;
 }
@@ -339,9 +340,10 @@ Decision DecisionFromUpdate(const NodeId& self, const v1::Update& u) {
       out.round = r.round();
       out.cause = NodeFromProto(r.cause());
       out.nodes = {self};
-      out.reason = r.reason() == v1::RestartRequested::NODE_JOINED ? RestartReason::kNodeJoinedWaitList
-                   : r.reason() == v1::RestartRequested::NODE_LOST ? RestartReason::kNodeLost
-                                                                   : RestartReason::kNodeLeft;
+      out.reason = r.reason() == v1::RestartRequested::NODE_JOINED      ? RestartReason::kNodeJoinedWaitList
+                   : r.reason() == v1::RestartRequested::NODE_LOST      ? RestartReason::kNodeLost
+                   : r.reason() == v1::RestartRequested::WORKERS_FAILED ? RestartReason::kWorkersFailed
+                                                                        : RestartReason::kNodeLeft;
       return out;
     }
     case v1::Update::kRejected:

@@ -57,6 +57,7 @@ RendezvousServer::Impl::StepOutcome RendezvousServer::Impl::StepRun(const std::s
   }
   const NodeId* joiner = ev.own_rejection == OwnRejection::kRoute ? ev.caller : nullptr;
   outcome.caller_rejected = Route(run_id, decisions, joiner, joiner ? ev.caller_stream : nullptr, out);
+  registry_.NoteStepped(run_id, ev.now);  // closed and drained: its forget time starts
   Rearm(machine);
   return outcome;
 }
@@ -155,9 +156,37 @@ void RendezvousServer::Impl::Install(JoinStream* stream, Outbox& out) {
   slot = stream;
 }
 
+void RendezvousServer::Impl::ForgetDue(TimePoint now, Outbox& out) {
+  mu_.AssertHeld("ForgetDue");
+  if (!registry_.NextForget() || *registry_.NextForget() > now) return;
+  for (const std::string& run_id : registry_.ForgetDue(now)) {
+    if (auto run = streams_.find(run_id); run != streams_.end()) {
+      for (auto& [node, stream] : run->second) {
+        if (stream->RequestFinish(grpc::Status::OK)) out.kicks.push_back(stream);
+      }
+      streams_.erase(run);
+    }
+    steps_.erase(run_id);
+    metrics_.Forget(run_id);
+    if (auto waiting = drained_waiters_.find(run_id); waiting != drained_waiters_.end()) {
+      for (auto& cb : waiting->second) out.calls.push_back(std::move(cb));
+      drained_waiters_.erase(waiting);
+    }
+    ReleaseStore(run_id, true);
+    if (store_) {
+      if (Status s = store_->Remove(run_id); !s.ok()) {
+        spdlog::warn("rendezvous run '{}': {}; a restarted ctrund would resume it as a closed run", run_id,
+                     s.message());
+      }
+    }
+    spdlog::debug("rendezvous run '{}': closed and drained for --closed-run-ttl: forgotten", run_id);
+  }
+}
+
 void RendezvousServer::Impl::Rearm(const RendezvousMachine& machine) {
   mu_.AssertHeld("Rearm");
   std::optional<TimePoint> next = machine.NextDeadline();
+  if (std::optional<TimePoint> forget = registry_.NextForget(); forget && (!next || *forget < *next)) next = forget;
   if (next && (!timer_target_ || *next < *timer_target_)) {
     timer_dirty_ = true;
     timer_cv_.notify_one();

@@ -19,7 +19,7 @@
 namespace ctrun::rdzv {
 
 RendezvousServer::Impl::Impl(const ServerOptions& options)
-    : registry_(options.mode), call_check_(options.token), tls_(options.tls), serve_stores_(options.serve_stores) {}
+    : registry_(options.mode, options.closed_run_ttl), call_check_(options.token), tls_(options.tls), serve_stores_(options.serve_stores) {}
 
 RendezvousServer::Impl::~Impl() { Shutdown(); }
 
@@ -43,6 +43,7 @@ Status RendezvousServer::Impl::RestoreRuns(const std::string& dir) {
     }
     CTRUN_RETURN_IF_ERROR(registry_.Add(run.run_id, run.state.params));
     **registry_.Find(run.run_id) = std::move(*machine);
+    registry_.NoteStepped(run.run_id, now.steady);  // a closed, drained run: forgotten a TTL from now
     const Counts c = (*registry_.Find(run.run_id))->Tally();
     spdlog::info("rendezvous run '{}': resumed from {}: round {} {}, {} nodes", run.run_id,
                  store->PathOf(run.run_id), c.round,
@@ -104,6 +105,7 @@ void RendezvousServer::Impl::WhenDrained(const std::string& run_id, std::functio
   Outbox out;
   {
     std::lock_guard<CheckedMutex> lock(mu_);
+    ForgetDue(Clock::now(), out);
     drained_waiters_[run_id].push_back(std::move(cb));
     CollectDrained(run_id, out);
   }
@@ -111,7 +113,9 @@ void RendezvousServer::Impl::WhenDrained(const std::string& run_id, std::functio
 }
 
 std::string RendezvousServer::Impl::MetricsText() {
-  std::lock_guard<CheckedMutex> lock(mu_);
+  Outbox out;
+  std::unique_lock<CheckedMutex> lock(mu_);
+  ForgetDue(Clock::now(), out);
   std::vector<Metrics::RunNow> runs;
   for (const std::string& run_id : registry_.RunIds()) {
     const RendezvousMachine& machine = **registry_.Find(run_id);
@@ -122,18 +126,26 @@ std::string RendezvousServer::Impl::MetricsText() {
     if (auto steps = steps_.find(run_id); steps != steps_.end()) r.steps = steps->second.Ranks();
     runs.push_back(std::move(r));
   }
-  return metrics_.Render(runs);
+  std::string text = metrics_.Render(runs);
+  lock.unlock();
+  out.Flush();
+  return text;
 }
 
 std::string RendezvousServer::Impl::RunsJson() {
-  std::lock_guard<CheckedMutex> lock(mu_);
+  Outbox out;
+  std::unique_lock<CheckedMutex> lock(mu_);
   const TimePoint now = Clock::now();
+  ForgetDue(now, out);
   std::vector<RunStatus> runs;
   for (const std::string& run_id : registry_.RunIds()) {
     const RendezvousMachine& machine = **registry_.Find(run_id);
     runs.push_back(RunStatus{run_id, ViewOf(machine.Export(), machine.Tally(), now), metrics_.History(run_id)});
   }
-  return rdzv::RunsJson(runs, now);
+  std::string json = rdzv::RunsJson(runs, now);
+  lock.unlock();
+  out.Flush();
+  return json;
 }
 
 void RendezvousServer::Impl::TimerLoop() {
@@ -143,6 +155,17 @@ void RendezvousServer::Impl::TimerLoop() {
     timer_target_.reset();
     std::vector<std::string> due;
     TimePoint now = Clock::now();
+    {
+      Outbox forgotten;
+      ForgetDue(now, forgotten);
+      if (!forgotten.kicks.empty() || !forgotten.calls.empty()) {
+        lock.unlock();
+        forgotten.Flush();
+        lock.lock();
+        continue;
+      }
+    }
+    timer_target_ = registry_.NextForget();
     for (const std::string& run_id : registry_.RunIds()) {
       std::optional<TimePoint> next = (*registry_.Find(run_id))->NextDeadline();
       if (!next) continue;

@@ -28,7 +28,10 @@
 // after the update is written.
 //
 // Deadlines: one timer thread sleeps until the earliest NextDeadline() of all
-// runs and then steps Tick{} on the runs that are due.
+// runs (or the earliest time a closed run is to be forgotten, with
+// closed_run_ttl) and then steps Tick{} on the runs that are due. Runs due to
+// be forgotten are also forgotten at the start of every request, so that
+// with a zero TTL a Join right after a run's last Leave starts a new run.
 //
 // The listen port is shared with the workers' c10d stores (ServerOptions::
 // serve_stores, port_mux.h): the server accepts every connection itself and
@@ -40,9 +43,11 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/result.h"
 #include "base/status.h"
 #include "rendezvous/grpc/credentials.h"
@@ -83,6 +88,13 @@ struct ServerOptions {
   // port of their own. False (ctrund --no-worker-stores): no round is
   // offered the port, store connections are closed.
   bool serve_stores = true;
+  // ctrund --closed-run-ttl: a run that is closed and holds no live node is
+  // forgotten this long after (zero: at the next request or timer turn):
+  // its machine, streams, straggler detector, metrics series, history and
+  // --state-dir file. A later request for its id finds no run (UNKNOWN_RUN;
+  // in kAutoCreate mode a Join starts a new run with that id). nullopt
+  // keeps every run for the server's life (an agent's own server).
+  std::optional<Duration> closed_run_ttl;
 };
 
 class RendezvousServer {

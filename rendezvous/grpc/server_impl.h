@@ -136,9 +136,16 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   JoinStream* Find(const std::string& run_id, const NodeId& node) const;
   // Makes `stream` its node's stream, ending the one it replaces.
   void Install(JoinStream* stream, Outbox& out);
-  // Wakes the timer if `machine` now has a deadline before the one it
-  // sleeps until.
+  // Wakes the timer if `machine` now has a deadline, or a run is now to be
+  // forgotten, before the time it sleeps until.
   void Rearm(const RendezvousMachine& machine);
+  // Forgets every run whose closed_run_ttl has passed at `now`
+  // (RunRegistry::ForgetDue), and all the server keeps of it besides its
+  // machine: streams (ended), straggler detector, metrics and history,
+  // drained waiters (run), its store and its --state-dir file. Called at
+  // the start of every locked section that looks a run up, never between
+  // a lookup and the use of its machine.
+  void ForgetDue(TimePoint now, Outbox& out);
 
   // resume.cc; each requires mu_.
   //

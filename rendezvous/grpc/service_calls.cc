@@ -31,8 +31,10 @@ Reconnect ReconnectOf(const grpc::CallbackServerContext& context) {
 // that a newer Join replaced, say nothing.
 void RendezvousServer::Impl::StreamDone(JoinStream* stream) {
   Outbox out;
-  {
+  // Every path flushes `out`: ForgetDue may have queued other streams' ends.
+  [&] {
     std::lock_guard<CheckedMutex> lock(mu_);
+    ForgetDue(Clock::now(), out);
     auto run = streams_.find(stream->run_id());
     if (run == streams_.end()) return;
     auto it = run->second.find(stream->node());
@@ -48,7 +50,7 @@ void RendezvousServer::Impl::StreamDone(JoinStream* stream) {
         StepRun(stream->run_id(), **machine, RunEvent{.event = leave, .now = Clock::now()}, out);
       }
     }
-  }
+  }();
   out.Flush();
 }
 
@@ -75,6 +77,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* RendezvousServer::Impl::Join(grpc::C
   {
     std::lock_guard<CheckedMutex> lock(mu_);
     stopping = stopping_;
+    if (!stopping) ForgetDue(Clock::now(), out);
     const bool resumed = !stopping && Resume(request->run_id(), join, ReconnectOf(*context), stream, out);
     if (!stopping && !resumed) StepJoin(*request, join, stream, out);
   }
@@ -117,6 +120,7 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::KeepAlive(grpc::CallbackServer
   Outbox out;
   if (status.ok()) {
     std::lock_guard<CheckedMutex> lock(mu_);
+    ForgetDue(Clock::now(), out);
     Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
     if (machine.ok()) {
       const NodeId node = NodeFromProto(request->node());
@@ -153,6 +157,7 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::Leave(grpc::CallbackServerCont
   Outbox out;
   if (status.ok()) {
     std::lock_guard<CheckedMutex> lock(mu_);
+    ForgetDue(Clock::now(), out);
     Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
     if (machine.ok()) {
       const rdzv::Leave leave{NodeFromProto(request->node()), request->incarnation(), *reason,
@@ -171,10 +176,12 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::GetState(grpc::CallbackServerC
                                                            const v1::StateRequest* request, v1::StateReply* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   grpc::Status status = call_check_.Check(*context, request->version(), request->token(), request->run_id());
+  Outbox out;
   if (status.ok()) {
     std::lock_guard<CheckedMutex> lock(mu_);
-    Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
     const TimePoint now = Clock::now();
+    ForgetDue(now, out);
+    Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
     if (machine.ok() && request->counts_only()) {
       StateReplyFromCounts((*machine)->Tally(), now, reply);
     } else if (machine.ok()) {
@@ -184,6 +191,7 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::GetState(grpc::CallbackServerC
       StateReplyAddView(view, reply);
     }
   }
+  out.Flush();
   reactor->Finish(status);
   return reactor;
 }

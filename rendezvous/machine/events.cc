@@ -53,6 +53,7 @@ std::string_view Name(RestartReason reason) {
     case RestartReason::kNodeJoinedWaitList: return "node_joined_wait_list";
     case RestartReason::kNodeLost: return "node_lost";
     case RestartReason::kNodeLeft: return "node_left";
+    case RestartReason::kWorkersFailed: return "workers_failed";
   }
   return "?";
 }

@@ -105,11 +105,13 @@ struct RoundComplete {
 enum class RestartReason {
   kNodeJoinedWaitList,  // scale-up: a node is waiting; not the agent's failure
   kNodeLost,            // a member stopped sending keep-alives and was evicted
-  kNodeLeft,            // a member left (its workers failed, or it exits on a signal)
+  kNodeLeft,            // a member left: it exits (a signal, a failed health check)
+  kWorkersFailed,       // a member's workers failed: it stays in the run and joins again
 };
 
 // Push to `nodes` (members of round `round`): stop workers and Join again.
-// `cause` is the node whose arrival, loss or departure broke the round.
+// `cause` is the node whose arrival, loss, departure or failed workers broke
+// the round.
 struct RestartRequested {
   uint64_t round = 0;
   RestartReason reason = RestartReason::kNodeLeft;

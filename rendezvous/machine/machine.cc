@@ -101,7 +101,7 @@ void RendezvousMachine::OnJoin(const Join& join, TimePoint now, std::vector<Deci
         // It restarted its workers without a Leave: same as Leave{kFailure} + Join.
         // (BreakRound leaves this node alone: it is no member any more.)
         rec.status = NodeStatus::kRejoining;
-        BreakRound(RestartReason::kNodeLeft, join.node, now, out);
+        BreakRound(RestartReason::kWorkersFailed, join.node, now, out);
         MakeParticipant(rec, now);
         break;
     }
@@ -181,7 +181,7 @@ void RendezvousMachine::OnLeave(const Leave& leave, TimePoint now, std::vector<D
         Unindex(it->first, rec);
         rec.status = NodeStatus::kRejoining;
         rec.join_deadline = now + params_.join_timeout;
-        BreakRound(RestartReason::kNodeLeft, leave.node, now, out);
+        BreakRound(RestartReason::kWorkersFailed, leave.node, now, out);
         Index(it->first, rec);
       } else if (rec.status != NodeStatus::kRejoining) {
         Unindex(it->first, rec);

@@ -202,11 +202,12 @@ class RendezvousMachine {
   //    incarnation, {kInvalidJoin} for local_world_size <= 0 or a negative
   //    hint. A repeated Join of a waiting node is idempotent (same answer,
   //    join deadline kept); a Join from a member of the running round means
-  //    it restarted its workers: the round breaks (kNodeLeft to the others).
+  //    it restarted its workers: the round breaks (kWorkersFailed to the others).
   //  KeepAlive: nothing; Rejected{kUnknownNode} for a node the run does not
   //    hold, {kDuplicateNode} for another incarnation; nothing after close.
-  //  Leave: removes the node (kFailure from a member: it stays as rejoining);
-  //    a member's leave breaks the round; kNormalExit also closes. Unknown
+  //  Leave: removes the node (kFailure from a member: it stays as rejoining,
+  //    the others get kWorkersFailed); a member's leave breaks the round
+  //    (kNodeLeft); kNormalExit also closes. Unknown
   //    nodes and other incarnations are ignored, except for kUnhealthy: that
   //    is counted (with its report) whoever sends it, even a node that never
   //    joined (its check failed before its first Join). Once the count

@@ -1,11 +1,15 @@
 #include "rendezvous/machine/run_registry.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace ctrun::rdzv {
 namespace {
 
 std::string NodesSpec(const Params& p) { return std::to_string(p.min_nodes) + ":" + std::to_string(p.max_nodes); }
+
+// Run ids a NotFound message names at most.
+constexpr size_t kNamedRuns = 8;
 
 Status CheckRunId(const std::string& run_id) {
   if (!run_id.empty()) return Status::Ok();
@@ -37,9 +41,18 @@ Result<RendezvousMachine*> RunRegistry::Find(const std::string& run_id) {
   auto it = runs_.find(run_id);
   if (it != runs_.end()) return &it->second;
   std::string served;
-  for (const auto& [id, machine] : runs_) served += (served.empty() ? "'" : ", '") + id + "'";
-  return Status::NotFound("--rdzv-id '" + run_id + "' is not served here (serving " +
-                          (served.empty() ? std::string("no run yet") : served) +
+  size_t named = 0;
+  for (const auto& [id, machine] : runs_) {
+    if (named++ == kNamedRuns) {
+      served += " and " + std::to_string(runs_.size() - kNamedRuns) + " more";
+      break;
+    }
+    served += (served.empty() ? "'" : ", '") + id + "'";
+  }
+  if (served.empty()) served = "no run yet";
+  // A late node of a run that ended: the id is unknown now, not closed.
+  if (ttl_) served += "; a closed run is forgotten after ctrund's --closed-run-ttl";
+  return Status::NotFound("--rdzv-id '" + run_id + "' is not served here (serving " + served +
                           "): give every node the same --rdzv-id");
 }
 
@@ -55,7 +68,42 @@ Result<RendezvousMachine*> RunRegistry::FindForJoin(const std::string& run_id, c
   return &runs_.at(run_id);
 }
 
-bool RunRegistry::Remove(const std::string& run_id) { return runs_.erase(run_id) > 0; }
+bool RunRegistry::Remove(const std::string& run_id) {
+  if (auto at = forget_at_.find(run_id); at != forget_at_.end()) {
+    forget_order_.erase({at->second, run_id});
+    forget_at_.erase(at);
+  }
+  return runs_.erase(run_id) > 0;
+}
+
+void RunRegistry::NoteStepped(const std::string& run_id, TimePoint now) {
+  if (!ttl_ || forget_at_.count(run_id)) return;
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) return;
+  const Counts c = it->second.Tally();
+  if (!c.closed || c.live_nodes > 0) return;
+  forget_at_.emplace(run_id, now + *ttl_);
+  forget_order_.emplace(now + *ttl_, run_id);
+}
+
+std::vector<std::string> RunRegistry::ForgetDue(TimePoint now) {
+  std::vector<std::string> gone;
+  while (!forget_order_.empty() && forget_order_.begin()->first <= now) {
+    gone.push_back(forget_order_.begin()->second);
+    forget_order_.erase(forget_order_.begin());
+  }
+  for (const std::string& id : gone) {
+    forget_at_.erase(id);
+    runs_.erase(id);
+  }
+  std::sort(gone.begin(), gone.end());
+  return gone;
+}
+
+std::optional<TimePoint> RunRegistry::NextForget() const {
+  if (forget_order_.empty()) return std::nullopt;
+  return forget_order_.begin()->first;
+}
 
 std::vector<std::string> RunRegistry::RunIds() const {
   std::vector<std::string> ids;

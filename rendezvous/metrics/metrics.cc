@@ -39,6 +39,7 @@ void Metrics::OnDecisions(const std::string& run_id, const std::vector<Decision>
               case RestartReason::kNodeJoinedWaitList: ++run.restarts_joined; break;
               case RestartReason::kNodeLost: ++run.restarts_lost; break;
               case RestartReason::kNodeLeft: ++run.restarts_left; break;
+              case RestartReason::kWorkersFailed: ++run.restarts_failed; break;
             }
           } else if constexpr (std::is_same_v<T, Evicted>) {
             ++run.evictions;
@@ -180,13 +181,15 @@ std::string Metrics::Render(const std::vector<RunNow>& runs) const {
   }
   {
     Family f(out, "ctrun_restarts_total", "counter",
-             "Running rounds broken, by cause: a node joined (scale-up), was lost (missed keep-alives) or left.");
+             "Running rounds broken, by cause: a node joined (scale-up), was lost (missed keep-alives) or left, "
+             "or a node's workers failed.");
     for (const std::string& id : ids) {
       const RunCounters& c = counters(id);
       const auto cause = [&](RestartReason r) { return RunLabel(id) + ",cause=\"" + std::string(CauseName(r)) + "\""; };
       f.Sample("", cause(RestartReason::kNodeJoinedWaitList), c.restarts_joined);
       f.Sample("", cause(RestartReason::kNodeLost), c.restarts_lost);
       f.Sample("", cause(RestartReason::kNodeLeft), c.restarts_left);
+      f.Sample("", cause(RestartReason::kWorkersFailed), c.restarts_failed);
     }
   }
   {

@@ -9,7 +9,7 @@
 // Series (every one labelled with run_id):
 //   ctrun_rounds_total            counter  rounds completed
 //   ctrun_restarts_total{cause}   counter  running rounds broken: node_joined,
-//                                          node_lost, node_left
+//                                          node_lost, node_left, workers_failed
 //   ctrun_evictions_total         counter  nodes evicted for missed keep-alives
 //   ctrun_join_timeouts_total     counter  nodes whose join timed out
 //   ctrun_join_latency_seconds    histogram  a node's Join to the RoundComplete
@@ -73,6 +73,14 @@ class Metrics {
   // `runs` and of every run the counters have seen, runs sorted by id.
   std::string Render(const std::vector<RunNow>& runs) const;
 
+  // Drops every series and the history of `run_id` (a run the server
+  // forgot: ctrund --closed-run-ttl). Its counters start again from zero if
+  // the id is used again.
+  void Forget(const std::string& run_id) { runs_.erase(run_id); }
+
+  // How many runs it holds series for.
+  size_t runs() const { return runs_.size(); }
+
   // The recent rounds and restarts of `run_id` (run_history.h); null for a
   // run no decision was fed for. Valid until the next call of a non-const
   // method.
@@ -81,7 +89,7 @@ class Metrics {
  private:
   struct RunCounters {
     uint64_t rounds = 0;
-    uint64_t restarts_joined = 0, restarts_lost = 0, restarts_left = 0;
+    uint64_t restarts_joined = 0, restarts_lost = 0, restarts_left = 0, restarts_failed = 0;
     uint64_t evictions = 0, join_timeouts = 0;
     uint64_t stragglers = 0;
     std::array<uint64_t, kJoinLatencyBuckets.size()> buckets{};  // non-cumulative

@@ -19,6 +19,7 @@ std::string_view CauseName(RestartReason reason) {
     case RestartReason::kNodeJoinedWaitList: return "node_joined";
     case RestartReason::kNodeLost: return "node_lost";
     case RestartReason::kNodeLeft: return "node_left";
+    case RestartReason::kWorkersFailed: return "workers_failed";
   }
   return "unknown";
 }

@@ -34,7 +34,7 @@ enum class RoundEnd {
 std::string_view Name(RoundEnd end);  // "running", "restarted", "closed"
 
 // The cause of a restart as ctrun_restarts_total{cause} and /api/runs name
-// it: "node_joined", "node_lost", "node_left".
+// it: "node_joined", "node_lost", "node_left", "workers_failed".
 std::string_view CauseName(RestartReason reason);
 
 struct RoundRecord {
@@ -50,7 +50,7 @@ struct RoundRecord {
 struct RestartRecord {
   uint64_t round = 0;           // the round it broke
   RestartReason reason = RestartReason::kNodeLeft;
-  NodeId cause;                 // the node whose arrival, loss or departure broke it
+  NodeId cause;                 // the node whose arrival, loss, departure or failed workers broke it
   std::vector<NodeId> nodes;    // the members asked to restart
   TimePoint at;
   bool operator==(const RestartRecord&) const = default;

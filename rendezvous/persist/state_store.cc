@@ -109,6 +109,19 @@ Status StateStore::Save(const StoredRun& run, ClockPair now) const {
   return Status::Ok();
 }
 
+Status StateStore::Remove(const std::string& run_id) const {
+  const std::string path = PathOf(run_id);
+  if (::unlink(path.c_str()) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return Status::IOError("state file " + path + ": cannot remove it: " + Reason());
+  }
+  if (int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<StoredRun>> StateStore::LoadAll(ClockPair now) const {
   DIR* d = ::opendir(dir_.c_str());
   if (!d) return Status::IOError("--state-dir '" + dir_ + "': cannot list it: " + Reason());

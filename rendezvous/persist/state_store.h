@@ -29,6 +29,11 @@ class StateStore {
   // still in place.
   Status Save(const StoredRun& run, ClockPair now) const;
 
+  // Removes the file of `run_id` (a run the server forgot: ctrund
+  // --closed-run-ttl) and syncs the directory. OK when there is none;
+  // IOError naming the file and the OS reason otherwise.
+  Status Remove(const std::string& run_id) const;
+
   // Every run in the directory, sorted by run id; leftover temporary files
   // are ignored. IOError when the directory or a file cannot be read;
   // InvalidArgument "state file PATH: ..." when a file is not a run state

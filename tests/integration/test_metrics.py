@@ -117,22 +117,28 @@ class MetricsTest(unittest.TestCase):
             self.assertRegex(line, rf"^{rank}\s+member\s+127\.0\.0\.{rank + 1}#\d+\s+1\s+127\.0\.0\.{rank + 1}\s+\d+\.\d s ago$")
         self.assertEqual(len(lines), 4, r.stdout)
 
-        # Group rank 1's worker fails: its node restarts, the round breaks (node_left), round 1 runs.
+        # Group rank 1's worker fails: its node restarts, the round breaks (workers_failed), round 1 runs.
         open(os.path.join(d, "fail"), "w").close()
         second = h.fifo_lines(self, fifo, 2, 60, agents)
         self.assertEqual(sorted(line.split()[1] for line in second), ["0", "1"])
         text = self.scrape()
         self.assertEqual(sample(text, 'ctrun_rounds_total{run_id="m1"}'), 2)
         self.assertEqual(sample(text, 'ctrun_round{run_id="m1"}'), 1)
-        self.assertEqual(sample(text, 'ctrun_restarts_total{run_id="m1",cause="node_left"}'), 1)
+        self.assertEqual(sample(text, 'ctrun_restarts_total{run_id="m1",cause="workers_failed"}'), 1)
+        self.assertEqual(sample(text, 'ctrun_restarts_total{run_id="m1",cause="node_left"}'), 0)
         self.assertEqual(sample(text, 'ctrun_restarts_total{run_id="m1",cause="node_lost"}'), 0)
         self.assertEqual(sample(text, 'ctrun_join_latency_seconds_count{run_id="m1"}'), 4)
         self.assertIn("round 1, running", self.status().stdout)
         self.check_dashboard(text)
 
         open(os.path.join(d, "done"), "w").close()
+        errs = []
         for p, (_, err) in zip(agents, h.finish(self, agents, 60)):
             self.assertEqual(p.returncode, 0, err)
+            errs.append(err)
+        # The other node names the failed one, and says it did not leave.
+        self.assertRegex("".join(errs), r"workers failed on node 127\.0\.0\.\d#\d+; restarting the worker group")
+        self.assertNotIn("left the round", "".join(errs))
         self.assertEqual(sample(self.scrape(), 'ctrun_closed{run_id="m1"}'), 1)
         r = self.status()
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -110,7 +110,7 @@ class StatusPageTest(unittest.TestCase):
         for p in agents:
             self.addCleanup(lambda p=p: p.poll() is None and p.kill())
         h.fifo_lines(self, fifo, 2, 60, agents)  # round 0 runs
-        # Group rank 1's worker fails once: the round breaks (node_left), round 1 runs.
+        # Group rank 1's worker fails once: the round breaks (workers_failed), round 1 runs.
         open(os.path.join(d, "fail"), "w").close()
         h.fifo_lines(self, fifo, 2, 60, agents)
 
@@ -130,7 +130,7 @@ class StatusPageTest(unittest.TestCase):
         self.assertEqual([(r["round"], r["end"]) for r in run["rounds"]], [(0, "restarted"), (1, "running")])
         self.assertEqual(run["restarts_total"], 1)
         [restart] = run["restarts"]
-        self.assertEqual((restart["round"], restart["cause"]), (0, "node_left"))
+        self.assertEqual((restart["round"], restart["cause"]), (0, "workers_failed"))
         rank1 = run["nodes"][1]["node"]
         self.assertTrue(restart["node"].startswith("127.0.0.2#"), restart)
         self.assertEqual(restart["nodes"], [run["nodes"][0]["node"]])
@@ -147,7 +147,7 @@ class StatusPageTest(unittest.TestCase):
             self.assertEqual(r["cells"][6:], ["—", "—"])  # health, step time: not measured yet
         restarts = rows.of_class("restart")
         self.assertEqual([(r["attrs"]["data-cause"], r["cells"][0], r["cells"][1], r["cells"][2]) for r in restarts],
-                         [("node_left", "0", "node_left", restart["node"])])
+                         [("workers_failed", "0", "workers_failed", restart["node"])])
         self.assertEqual([r["attrs"]["data-round"] for r in rows.of_class("round")], ["1", "0"])
 
         shots = h.tempdir(self)

@@ -1,4 +1,6 @@
-"""ctrund as a process: its start line, SIGTERM/SIGINT shutdown, bad flags.
+"""ctrund as a process: its start line, SIGTERM/SIGINT shutdown, bad flags;
+--closed-run-ttl 0 with real ctrun agents: a finished run is forgotten (state
+file, metrics series), a late query is told the id is unknown, the id runs again.
 
 Run by CTest (CTRUN_BUILD_DIR set); waits on pipes with deadlines, never sleeps.
 """
@@ -9,10 +11,15 @@ import signal
 import subprocess
 import tempfile
 import unittest
+import urllib.request
 
 BUILD_DIR = os.environ.get("CTRUN_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 CTRUND = os.path.join(BUILD_DIR, "rendezvous", "ctrund")
+CTRUN = os.path.join(BUILD_DIR, "launcher", "ctrun")
 DEADLINE_S = 10
+JOB_DEADLINE_S = 60
+# Agents of a ctrund: none hosts a server; quick keep-alives.
+CONF = "is_host=0,last_call_timeout=1,keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=60"
 
 
 def read_line(stream, timeout=DEADLINE_S):
@@ -65,12 +72,15 @@ class CtrundTest(unittest.TestCase):
 
     def test_bad_flags_print_one_line_and_exit_2(self):
         for args in (["--bogus"], ["--listen", "nohost"], ["--log-level", "loud"],
-                     ["--token-file", "/nonexistent/token"]):
+                     ["--token-file", "/nonexistent/token"], ["--closed-run-ttl", "-1"],
+                     ["--closed-run-ttl", "soon"], ["--closed-run-ttl", "nan"], ["--closed-run-ttl", "1e12"]):
             with self.subTest(args=args):
                 done = subprocess.run([CTRUND, *args], capture_output=True, text=True, timeout=DEADLINE_S)
                 self.assertEqual(done.returncode, 2, done.stderr)
                 self.assertEqual(len(done.stderr.strip().splitlines()), 1, done.stderr)
                 self.assertTrue(done.stderr.startswith("ctrund: "), done.stderr)
+                if args[0] == "--closed-run-ttl":
+                    self.assertIn("--closed-run-ttl '%s'" % args[1], done.stderr)
 
     def test_port_in_use_exits_1(self):
         proc = self.start()
@@ -81,6 +91,64 @@ class CtrundTest(unittest.TestCase):
         self.assertIn("cannot listen on 127.0.0.1:%s: address in use" % port, done.stderr)
         proc.send_signal(signal.SIGTERM)
         self.assertEqual(proc.wait(timeout=DEADLINE_S), 0)
+
+
+class ClosedRunTtlTest(unittest.TestCase):
+    """ctrund --closed-run-ttl 0 --state-dir D --metrics-port 0 under real
+    two-node ctrun jobs (workers: /bin/true)."""
+
+    def setUp(self):
+        self.state = tempfile.mkdtemp(prefix="ctrund-ttl-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", self.state]))
+        self.daemon = subprocess.Popen([CTRUND, "--listen", "127.0.0.1:0", "--closed-run-ttl", "0", "--state-dir",
+                                        self.state, "--metrics-port", "0"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(self.daemon.stderr.close)
+        self.addCleanup(self.daemon.stdout.close)
+        self.addCleanup(lambda: self.daemon.poll() is None and self.daemon.kill())
+        self.endpoint = re.search(r"serving rendezvous on (\S+)", read_line(self.daemon.stdout)).group(1)
+        read_line(self.daemon.stdout)  # the status page
+        self.metrics_url = re.search(r"serving metrics on (\S+)", read_line(self.daemon.stdout)).group(1)
+
+    def job(self, run_id):
+        """One two-node job of `run_id` to its end; both agents must exit 0."""
+        agents = [subprocess.Popen([CTRUN, "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                                    "--rdzv-endpoint", self.endpoint, "--rdzv-id", run_id,
+                                    "--local-addr", "127.0.0.%d" % (i + 1), "--rdzv-conf", CONF,
+                                    "--no-python", "/bin/true"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+        for p in agents:
+            self.addCleanup(lambda p=p: p.poll() is None and p.kill())
+        for p in agents:
+            _, err = p.communicate(timeout=JOB_DEADLINE_S)
+            self.assertEqual(p.returncode, 0, err)
+
+    def metrics(self):
+        with urllib.request.urlopen(self.metrics_url, timeout=DEADLINE_S) as r:
+            return r.read().decode()
+
+    def status(self, run_id):
+        return subprocess.run([CTRUN, "status", "--rdzv-endpoint", self.endpoint, "--rdzv-id", run_id],
+                              capture_output=True, text=True, timeout=DEADLINE_S)
+
+    def test_a_finished_run_is_forgotten_and_its_id_runs_again(self):
+        self.job("reuse")
+        # Forgotten with everything kept of it: the late query hears the id
+        # is unknown (not that it is closed), no state file, no series.
+        late = self.status("reuse")
+        self.assertNotEqual(late.returncode, 0, late.stdout)
+        self.assertIn("--rdzv-id 'reuse' is not served here", late.stderr)
+        self.assertNotIn("closed", late.stdout)
+        self.assertEqual(os.listdir(self.state), [])
+        text = self.metrics()
+        self.assertNotIn('run_id="reuse"', text)
+        self.assertRegex(text, r"(?m)^ctrun_runs 0$")
+        # The id is free: a second job with it runs (from round 0) to its end.
+        self.job("reuse")
+        self.assertEqual(os.listdir(self.state), [])
+        self.assertNotIn('run_id="reuse"', self.metrics())
+        self.daemon.send_signal(signal.SIGTERM)
+        self.assertEqual(self.daemon.wait(timeout=DEADLINE_S), 0)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ TEST_CASE("Rejoining members block completion even after the last call passes") 
   s.Join("b");
   s.Join("c");
   s.Run(seconds(30));  // round 0: [a b c]
-  CHECK(s.Leave("c", LeaveReason::kFailure) == Lines{"RestartRequested r0 node_left cause=c [a b]"});
+  CHECK(s.Leave("c", LeaveReason::kFailure) == Lines{"RestartRequested r0 workers_failed cause=c [a b]"});
   s.Revive("c");  // its agent keeps sending keep-alives while it stops its workers
   s.Join("a");
   s.Join("b");  // MIN reached at 30 s: last call 60 s
@@ -163,7 +163,7 @@ TEST_CASE("A forming round that is full turns newcomers into spares") {
 
 TEST_CASE("Leave(failure) from a member breaks the round, the node stays expected") {
   Script s = Running3();
-  CHECK(s.Leave("b", LeaveReason::kFailure) == Lines{"RestartRequested r0 node_left cause=b [a c]"});
+  CHECK(s.Leave("b", LeaveReason::kFailure) == Lines{"RestartRequested r0 workers_failed cause=b [a c]"});
   CHECK(s.machine().StatusOf(N("b")) == NodeStatus::kRejoining);
   CHECK_FALSE(s.State().closed);
 }
@@ -180,7 +180,8 @@ TEST_CASE("Leave(signal) from a member scales down without closing") {
 
 TEST_CASE("A member's repeated Join means it restarted: the round breaks") {
   Script s = Running3();
-  CHECK(s.Join("a") == Lines{"RestartRequested r0 node_left cause=a [b c]", "Admitted a participant r1"});
+  // Its workers failed (it never left): the others are told so, naming it.
+  CHECK(s.Join("a") == Lines{"RestartRequested r0 workers_failed cause=a [b c]", "Admitted a participant r1"});
 }
 
 TEST_CASE("A repeated Join of a waiting node is idempotent and keeps its join deadline") {

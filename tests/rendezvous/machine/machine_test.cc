@@ -203,6 +203,7 @@ TEST_CASE("Random scripted runs keep the invariants and the NextDeadline contrac
 TEST_CASE("Describe and Name give stable one-line forms") {
   CHECK(Describe(Evicted{N("a"), "x"}) == "Evicted a");
   CHECK(Name(RestartReason::kNodeJoinedWaitList) == "node_joined_wait_list");
+  CHECK(Name(RestartReason::kWorkersFailed) == "workers_failed");
   CHECK(Name(LeaveReason::kNormalExit) == "normal_exit");
   CHECK(Name(NodeStatus::kRejoining) == "rejoining");
   CHECK(ToStatus(Rejected{N("a"), RejectCode::kDuplicateNode, "m"}).code() == Status::Code::kFailedPrecondition);

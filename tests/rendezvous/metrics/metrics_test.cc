@@ -67,7 +67,8 @@ TEST_CASE("Metrics count rounds, restarts by cause and each node's join latency"
   s.Leave("b", LeaveReason::kFailure);
   metrics.OnDecisions("job", s.last(), s.At(s.Elapsed()));
   text = Render(metrics, s);
-  CHECK(Has(text, "ctrun_restarts_total{run_id=\"job\",cause=\"node_left\"} 1"));
+  CHECK(Has(text, "ctrun_restarts_total{run_id=\"job\",cause=\"workers_failed\"} 1"));
+  CHECK(Has(text, "ctrun_restarts_total{run_id=\"job\",cause=\"node_left\"} 0"));
   CHECK(Has(text, "ctrun_restarts_total{run_id=\"job\",cause=\"node_lost\"} 0"));
   CHECK(Has(text, "ctrun_nodes{run_id=\"job\",state=\"rejoining\"} 2"));
   Join(s, metrics, "b");

@@ -35,7 +35,7 @@ TEST_CASE("RunHistory records each round, the restart that broke it and its caus
   REQUIRE(h.restarts().size() == 1);
   const RestartRecord& r = h.restarts()[0];
   CHECK(r.round == 0);
-  CHECK(r.reason == RestartReason::kNodeLeft);
+  CHECK(r.reason == RestartReason::kWorkersFailed);
   CHECK(r.cause == N("b"));
   CHECK(r.nodes == std::vector<NodeId>{N("a")});
   CHECK(r.at == s.At(seconds(5)));
@@ -57,6 +57,7 @@ TEST_CASE("RunHistory records each round, the restart that broke it and its caus
   CHECK(CauseName(RestartReason::kNodeJoinedWaitList) == "node_joined");  // as in ctrun_restarts_total{cause}
   CHECK(CauseName(RestartReason::kNodeLost) == "node_lost");
   CHECK(CauseName(RestartReason::kNodeLeft) == "node_left");
+  CHECK(CauseName(RestartReason::kWorkersFailed) == "workers_failed");
 }
 
 TEST_CASE("RunHistory: a Close while a round forms ends nothing, a node lost is its own cause") {

@@ -57,7 +57,7 @@ TEST_CASE("RunsJson shows a run's nodes, rounds and restarts, times as seconds b
         "\"last_keep_alive_s\":2.000,\"health\":null,\"step_time_s\":null}],"
         "\"rounds_total\":1,\"rounds\":[{\"round\":0,\"world_size\":3,\"nodes\":[\"a\",\"b\"],"
         "\"started_s_ago\":5.000,\"ended_s_ago\":3.000,\"end\":\"restarted\"}],"
-        "\"restarts_total\":1,\"restarts\":[{\"round\":0,\"cause\":\"node_left\",\"node\":\"b\","
+        "\"restarts_total\":1,\"restarts\":[{\"round\":0,\"cause\":\"workers_failed\",\"node\":\"b\","
         "\"nodes\":[\"a\"],\"s_ago\":3.000}]}]}\n");
 }
 
