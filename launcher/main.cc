@@ -91,12 +91,13 @@ int main(int argc, char** argv) {
   }
 #if CTRUN_ONE_NODE_ONLY
   // Before the warnings: ctrun-full parses the same line again and says them.
-  if (!parsed->config.is_single_node()) {
+  if (!parsed->config.local_rendezvous()) {
     const LaunchConfig& c = parsed->config;
     const std::string nodes = c.min_nodes == c.max_nodes
                                   ? std::to_string(c.max_nodes)
                                   : std::to_string(c.min_nodes) + ":" + std::to_string(c.max_nodes);
-    HandOffToFull(argv, "a launch of several nodes (--nnodes " + nodes + ")");
+    HandOffToFull(argv, c.is_single_node() ? "a launch with --rdzv-backend c10d and --rdzv-endpoint"
+                                           : "a launch of several nodes (--nnodes " + nodes + ")");
     return kExitFailure;
   }
 #endif

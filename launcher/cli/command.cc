@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "launcher/cli/text.h"
+
 namespace ctrun::launcher {
 namespace {
 
@@ -44,11 +46,11 @@ Result<std::string> FindPython(const Environment& env) {
     if (exec.find('/') != std::string::npos) {
       if (IsExecutableFile(exec)) return exec;
       return Status::NotFound(fmt::format(
-          "PYTHON_EXEC '{}': not an executable file (point PYTHON_EXEC at a python interpreter)", exec));
+          "PYTHON_EXEC '{}': not an executable file (point PYTHON_EXEC at a python interpreter)", Quote(exec)));
     }
     if (auto found = SearchPath(exec, PathVar(env))) return *found;
     return Status::NotFound(fmt::format(
-        "PYTHON_EXEC '{}': not found on PATH (use a full path, e.g. PYTHON_EXEC=/usr/bin/python3)", exec));
+        "PYTHON_EXEC '{}': not found on PATH (use a full path, e.g. PYTHON_EXEC=/usr/bin/python3)", Quote(exec)));
   }
   if (auto found = SearchPath("python3", PathVar(env))) return *found;
   return Status::NotFound(
@@ -58,10 +60,10 @@ Result<std::string> FindPython(const Environment& env) {
 Status CheckPythonScript(const std::string& script) {
   struct stat st {};
   if (::stat(script.c_str(), &st) != 0) {
-    return Status::NotFound(fmt::format("script '{}': no such file (check the path, or use -m to run a module)", script));
+    return Status::NotFound(fmt::format("script '{}': no such file (check the path, or use -m to run a module)", Quote(script)));
   }
   if (::access(script.c_str(), R_OK) != 0) {
-    return Status::InvalidArgument(fmt::format("script '{}': not readable (fix its permissions, e.g. chmod a+r)", script));
+    return Status::InvalidArgument(fmt::format("script '{}': not readable (fix its permissions, e.g. chmod a+r)", Quote(script)));
   }
   return Status::Ok();
 }
@@ -72,18 +74,18 @@ Status CheckExecutable(const std::string& script, const Environment& env) {
     auto found = SearchPath(script, PathVar(env));
     if (!found) {
       return Status::NotFound(fmt::format(
-          "--no-python: '{}' is not an executable on PATH (give its path, e.g. ./{})", script, script));
+          "--no-python: '{}' is not an executable on PATH (give its path, e.g. ./{})", Quote(script), Quote(script)));
     }
     path = *found;
   }
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    return Status::NotFound(fmt::format("--no-python: '{}': no such file (check the path)", script));
+    return Status::NotFound(fmt::format("--no-python: '{}': no such file (check the path)", Quote(script)));
   }
   if (!S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) {
     return Status::InvalidArgument(fmt::format(
         "--no-python: '{}' is not an executable file (chmod +x it, or drop --no-python for a python script)",
-        script));
+        Quote(script)));
   }
   return Status::Ok();
 }

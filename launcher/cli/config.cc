@@ -59,9 +59,9 @@ Status UsageError(std::string_view why) {
 Status UnknownFlag(std::string_view name) {
   std::string near = ClosestSpelling(name);
   if (near.empty()) {
-    return Status::InvalidArgument(fmt::format("unknown flag '{}' (see ctrun --help for the flags ctrun knows)", name));
+    return Status::InvalidArgument(fmt::format("unknown flag '{}' (see ctrun --help for the flags ctrun knows)", Quote(name)));
   }
-  return Status::InvalidArgument(fmt::format("unknown flag '{}' (did you mean {}? see ctrun --help)", name, near));
+  return Status::InvalidArgument(fmt::format("unknown flag '{}' (did you mean {}? see ctrun --help)", Quote(name), near));
 }
 
 uint64_t RandomSeed() {
@@ -178,7 +178,7 @@ Status ApplyTable(const Tokens& tokens, const Environment& env, const SlurmEnv* 
         if (!on) {
           return Status::InvalidArgument(fmt::format(
               "{} '{}': must be an integer, 0 for off or any other for on (e.g. {}=1 turns {} on)",
-              flag.env, given.value, flag.env, flag.name));
+              flag.env, Quote(given.value), flag.env, flag.name));
         }
         given.value = *on ? "1" : "0";
       }
@@ -197,7 +197,7 @@ Status ApplyTable(const Tokens& tokens, const Environment& env, const SlurmEnv* 
       if (given.source.empty()) {
         return Status::Internal(fmt::format("default of {} is invalid: {}", flag.name, s.message()));
       }
-      return Status::InvalidArgument(fmt::format("{} '{}': {}", given.source, given.value, s.message()));
+      return Status::InvalidArgument(fmt::format("{} '{}': {}", given.source, Quote(given.value), s.message()));
     }
     sources[flag.name] = std::move(given);
   }
@@ -218,7 +218,7 @@ Status ResolveShutdownGrace(const Environment& env, LaunchConfig& config) {
   const double secs = ParseDouble(v).value_or(-1);
   if (!std::isfinite(secs) || secs < 0) {
     return Status::InvalidArgument(fmt::format(
-        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT '{}': must be a number of seconds >= 0 (e.g. 30)", v));
+        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT '{}': must be a number of seconds >= 0 (e.g. 30)", Quote(v)));
   }
   config.shutdown_grace = Seconds(secs);
   return Status::Ok();
@@ -242,7 +242,7 @@ Status ReadOtherEnvironment(const Environment& env, LaunchConfig& config) {
 
 std::string Describe(const Given& g, std::string_view flag) {
   return g.source.empty() ? fmt::format("{} (default '{}')", flag, g.value)
-                          : fmt::format("{} '{}'", g.source, g.value);
+                          : fmt::format("{} '{}'", g.source, Quote(g.value));
 }
 
 Status ResolveRendezvous(std::map<std::string_view, Given>& sources, LaunchConfig& config,
@@ -258,7 +258,7 @@ Status ResolveRendezvous(std::map<std::string_view, Given>& sources, LaunchConfi
       if (!g.source.empty()) {
         warnings.push_back(fmt::format("--standalone ignores {} '{}'; using --rdzv-backend c10d "
                                        "--rdzv-endpoint localhost:0 --rdzv-id {}",
-                                       g.source, g.value, config.rdzv_id));
+                                       g.source, Quote(g.value), config.rdzv_id));
       }
     }
     return Status::Ok();
@@ -276,7 +276,7 @@ Status ResolveRendezvous(std::map<std::string_view, Given>& sources, LaunchConfi
       return Status::InvalidArgument(fmt::format(
           "{} '{}': the static backend needs a port (use HOST:PORT, or leave it unset and give "
           "--master-addr and --master-port)",
-          endpoint.source, endpoint.value));
+          endpoint.source, Quote(endpoint.value)));
     }
     config.rdzv_host = e->host;
     config.rdzv_port = e->port;
@@ -310,7 +310,7 @@ Status CheckCombinations(std::map<std::string_view, Given>& sources, LaunchConfi
   if (config.run_path && (config.script.empty() || config.script.front() != '/')) {
     return Status::InvalidArgument(fmt::format(
         "{}: script '{}' must be an absolute path (e.g. /home/me/train.py)", sources["--run-path"].source,
-        config.script));
+        Quote(config.script)));
   }
   return Status::Ok();
 }
@@ -350,6 +350,11 @@ Result<ParsedArgs> ParseCommandLine(const std::vector<std::string>& args, const 
   config.node_rank_given = !sources["--node-rank"].source.empty();
   CTRUN_RETURN_IF_ERROR(ReadOtherEnvironment(env, config));
   CTRUN_RETURN_IF_ERROR(ResolveRendezvous(sources, config, out.warnings));
+  {
+    const std::string& from = sources["--rdzv-endpoint"].source;
+    config.rdzv_endpoint_given = !config.standalone && !config.rdzv_endpoint.empty() &&
+                                 (from.rfind("--", 0) == 0 || from.rfind("PET_", 0) == 0);
+  }
   CTRUN_RETURN_IF_ERROR(CheckCombinations(sources, config));
   // Slurm's node 0 is the first host of the node list: it hosts the
   // rendezvous, so no agent has to guess from its own addresses.

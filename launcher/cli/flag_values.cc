@@ -41,7 +41,7 @@ Result<StreamSelection> ParseStreams(std::string_view v) {
   for (std::string_view item : Split(v, ',')) {
     if (item.size() != 3 || !std::isdigit(static_cast<unsigned char>(item[0])) || item[1] != ':' ||
         item[2] < '0' || item[2] > '3') {
-      return Bad(fmt::format("'{}' is not a stream selection {}", item, kFix));
+      return Bad(fmt::format("'{}' is not a stream selection {}", QuotePart(item), kFix));
     }
     sel.per_rank[item[0] - '0'] = item[2] - '0';
   }
@@ -114,7 +114,7 @@ Status ApplyRdzvConfPair(std::string_view key, std::string_view value, RdzvConf&
     auto n = ParseInt(value);
     if (!n || *n < 0) return Bad("rank: must be an integer >= 0 (e.g. 0)");
   } else {
-    return Bad(fmt::format("unknown key '{}' (use only: {})", key, kRdzvConfKeys));
+    return Bad(fmt::format("unknown key '{}' (use only: {})", QuotePart(key), kRdzvConfKeys));
   }
   return Status::Ok();
 }
@@ -152,7 +152,7 @@ Status ApplyLocalRanksFilter(std::string_view v, LaunchConfig& c) {
   for (std::string_view r : Split(v, ',')) {
     auto n = ParseInt(Trim(r));
     if (!n || *n < 0 || *n > 1'000'000) {
-      return Bad(fmt::format("'{}' is not a local rank (use a comma list of integers >= 0, e.g. 0,3)", Trim(r)));
+      return Bad(fmt::format("'{}' is not a local rank (use a comma list of integers >= 0, e.g. 0,3)", QuotePart(Trim(r))));
     }
     ranks.insert(static_cast<int>(*n));
   }
@@ -172,7 +172,7 @@ Status ApplySignals(std::string_view v, LaunchConfig& c) {
     if (it == std::end(kSignals)) {
       return Bad(fmt::format("'{}' is not a signal ctrun forwards (use a comma list of "
                              "SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2)",
-                             Trim(item)));
+                             QuotePart(Trim(item))));
     }
     if (std::find(numbers.begin(), numbers.end(), it->number) == numbers.end()) {
       numbers.push_back(it->number);
@@ -191,7 +191,7 @@ Status ApplyRdzvConf(std::string_view v, LaunchConfig& c) {
       std::string_view key = Trim(kv.substr(0, eq));
       if (key.empty()) return Bad("empty key (use KEY=VALUE,KEY=VALUE)");
       std::string_view value = eq == std::string_view::npos ? "" : Trim(kv.substr(eq + 1));
-      if (value.empty()) return Bad(fmt::format("key '{}' has no value (use {}=VALUE)", key, key));
+      if (value.empty()) return Bad(fmt::format("key '{}' has no value (use {}=VALUE)", QuotePart(key), QuotePart(key)));
       CTRUN_RETURN_IF_ERROR(ApplyRdzvConfPair(key, value, conf));
       conf.given[std::string(key)] = std::string(value);
     }
@@ -372,7 +372,7 @@ Result<Endpoint> ParseEndpoint(std::string_view text, int default_port) {
     return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_' || ch == ':' ||
            ch == '%';
   });
-  if (!host_ok) return Bad(fmt::format("'{}' is not a host name or address {}", host, kFix));
+  if (!host_ok) return Bad(fmt::format("'{}' is not a host name or address {}", QuotePart(host), kFix));
   e.host = std::string(host);
   e.port = default_port;
   if (port) {

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "launcher/cli/flag_values.h"
+#include "launcher/cli/identifier.h"
 
 namespace ctrun::launcher {
 namespace {
@@ -29,11 +30,9 @@ std::vector<FlagSpec> BuildTable() {
        CTRUN_APPLY(return ApplyEndpoint(v, c);), "HOST[:PORT]",
        "Rendezvous endpoint, host[:port] or [v6]:port; c10d's default port is 29400.", G::kRendezvous},
       {"--rdzv-id", {"--rdzv-id", "--rdzv_id"}, "PET_RDZV_ID", "none", K::kValue,
-       CTRUN_APPLY(if (v.empty()) {
-                     return Status::InvalidArgument("run id must not be empty (e.g. --rdzv-id job42)");
-                   }
-                   c.rdzv_id = std::string(v); return Status::Ok();),
-       "ID", "User-defined job id; jobs sharing an endpoint are kept apart by it.", G::kRendezvous},
+       CTRUN_APPLY(CTRUN_RETURN_IF_ERROR(CheckRunId(v)); c.rdzv_id = std::string(v); return Status::Ok();),
+       "ID", "User-defined job id (UTF-8, at most 128 bytes); jobs sharing an endpoint are kept apart by it.",
+       G::kRendezvous},
       {"--rdzv-conf", {"--rdzv-conf", "--rdzv_conf"}, "PET_RDZV_CONF", "", K::kValue,
        CTRUN_APPLY(return ApplyRdzvConf(v, c);), "K=V,...",
        "Extra rendezvous settings, e.g. join_timeout=600,read_timeout=60.", G::kRendezvous},
@@ -57,7 +56,8 @@ std::vector<FlagSpec> BuildTable() {
                    c.master_port = static_cast<int>(*n); return Status::Ok();),
        "PORT", "Port on the master node (static backend with no --rdzv-endpoint).", G::kRendezvous},
       {"--local-addr", {"--local-addr", "--local_addr"}, "PET_LOCAL_ADDR", nullptr, K::kValue,
-       CTRUN_APPLY(c.local_addr = NoneIfEmpty(v); return Status::Ok();), "ADDR",
+       CTRUN_APPLY(CTRUN_RETURN_IF_ERROR(CheckNodeName(v));
+                   c.local_addr = NoneIfEmpty(v); return Status::Ok();), "ADDR",
        "Address this node advertises to the others (default: its FQDN).", G::kRendezvous},
 
       {"--max-restarts", {"--max-restarts", "--max_restarts"}, "PET_MAX_RESTARTS", "0", K::kValue,

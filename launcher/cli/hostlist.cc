@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "launcher/cli/text.h"
+
 namespace ctrun::launcher {
 namespace {
 
@@ -23,7 +25,7 @@ Result<uint64_t> ParseBound(std::string_view text, std::string_view item) {
   uint64_t v = 0;
   bool digits = !text.empty() && text.size() <= 18;
   for (char c : text) digits = digits && std::isdigit(static_cast<unsigned char>(c));
-  if (!digits) return Bad(fmt::format("'{}' is not a number or LO-HI range", item));
+  if (!digits) return Bad(fmt::format("'{}' is not a number or LO-HI range", QuotePart(item)));
   std::from_chars(text.data(), text.data() + text.size(), v);
   return v;
 }
@@ -36,7 +38,7 @@ Result<Choices> ExpandGroup(std::string_view group, size_t budget) {
     if (i < group.size() && group[i] != ',') continue;
     std::string_view item = group.substr(start, i - start);
     start = i + 1;
-    if (item.empty()) return Bad(fmt::format("empty item in '[{}]'", group));
+    if (item.empty()) return Bad(fmt::format("empty item in '[{}]'", QuotePart(group)));
     size_t dash = item.find('-');
     std::string_view lo_text = item.substr(0, dash);
     std::string_view hi_text = dash == std::string_view::npos ? lo_text : item.substr(dash + 1);
@@ -44,9 +46,9 @@ Result<Choices> ExpandGroup(std::string_view group, size_t budget) {
     if (!lo.ok()) return lo.status();
     auto hi = ParseBound(hi_text, item);
     if (!hi.ok()) return hi.status();
-    if (*lo > *hi) return Bad(fmt::format("range '{}' runs backwards", item));
+    if (*lo > *hi) return Bad(fmt::format("range '{}' runs backwards", QuotePart(item)));
     if (*hi - *lo >= budget - out.size()) {
-      return Bad(fmt::format("range '{}' names more than {} hosts", item, kMaxHostlistHosts));
+      return Bad(fmt::format("range '{}' names more than {} hosts", QuotePart(item), kMaxHostlistHosts));
     }
     // Slurm pads to the width LO is written with: [01-10] gives 01..10, [1-10] 1..10.
     const size_t width = lo_text.size();
@@ -60,14 +62,15 @@ Result<std::vector<Choices>> ParseHost(std::string_view host) {
   std::vector<Choices> parts;
   size_t i = 0;
   while (i < host.size()) {
-    if (host[i] == ']') return Bad(fmt::format("']' without '[' in '{}'", host));
+    if (host[i] == ']') return Bad(fmt::format("']' without '[' in '{}'", QuotePart(host)));
     if (host[i] != '[') {
       size_t end = host.find_first_of("[]", i);
       if (end == std::string_view::npos) end = host.size();
       for (size_t j = i; j < end; ++j) {
         char c = host[j];
         if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_') {
-          return Bad(fmt::format("'{}' is not a host name character in '{}'", c, host));
+          return Bad(fmt::format("'{}' is not a host name character in '{}'", QuotePart(std::string_view(&c, 1)),
+                                 QuotePart(host)));
         }
       }
       parts.push_back({std::string(host.substr(i, end - i))});
@@ -76,10 +79,10 @@ Result<std::vector<Choices>> ParseHost(std::string_view host) {
     }
     size_t close = host.find(']', i);
     size_t nested = host.find('[', i + 1);
-    if (close == std::string_view::npos) return Bad(fmt::format("'[' without ']' in '{}'", host));
-    if (nested < close) return Bad(fmt::format("nested '[' in '{}'", host));
+    if (close == std::string_view::npos) return Bad(fmt::format("'[' without ']' in '{}'", QuotePart(host)));
+    if (nested < close) return Bad(fmt::format("nested '[' in '{}'", QuotePart(host)));
     std::string_view group = host.substr(i + 1, close - i - 1);
-    if (group.empty()) return Bad(fmt::format("empty brackets in '{}'", host));
+    if (group.empty()) return Bad(fmt::format("empty brackets in '{}'", QuotePart(host)));
     auto choices = ExpandGroup(group, kMaxHostlistHosts + 1);
     if (!choices.ok()) return choices.status();
     parts.push_back(std::move(*choices));
@@ -104,10 +107,10 @@ Result<std::vector<std::string_view>> SplitHosts(std::string_view list) {
     if (!host.empty()) {
       hosts.push_back(host);
     } else if (i < list.size() && list[i] == ',') {
-      return Bad(fmt::format("empty host name in '{}'", list));
+      return Bad(fmt::format("empty host name in '{}'", QuotePart(list)));
     }
   }
-  if (depth != 0) return Bad(fmt::format("unbalanced brackets in '{}'", list));
+  if (depth != 0) return Bad(fmt::format("unbalanced brackets in '{}'", QuotePart(list)));
   if (hosts.empty()) return Bad("the host list is empty");
   return hosts;
 }
@@ -124,7 +127,7 @@ Result<std::vector<std::string>> ExpandHostlist(std::string_view hostlist) {
     size_t count = 1;
     for (const Choices& c : *parts) {
       if (c.size() > (kMaxHostlistHosts - out.size()) / count) {
-        return Bad(fmt::format("'{}' names more than {} hosts", hostlist, kMaxHostlistHosts));
+        return Bad(fmt::format("'{}' names more than {} hosts", QuotePart(hostlist), kMaxHostlistHosts));
       }
       count *= c.size();
     }

@@ -69,6 +69,9 @@ struct LaunchConfig {
   // Rendezvous.
   RdzvBackend rdzv_backend = RdzvBackend::kStatic;
   std::string rdzv_endpoint;         // as given ("" = none)
+  // --rdzv-endpoint or PET_RDZV_ENDPOINT was set, not empty, and no
+  // --standalone (an endpoint Slurm gives does not count).
+  bool rdzv_endpoint_given = false;
   std::string rdzv_host;             // parsed endpoint, defaults filled (see config.h)
   int rdzv_port = 0;                 // 1..65535, or 0 with --standalone (bind a free port)
   std::string rdzv_id = "none";
@@ -160,6 +163,13 @@ struct LaunchConfig {
   std::string log_line_prefix_template;  // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE or ""
 
   bool is_single_node() const { return max_nodes == 1; }
+  // The rendezvous runs in-process, with no network: one node, except c10d
+  // with an endpoint the user gave, which joins (or hosts) the rendezvous at
+  // that endpoint as torchrun's c10d does, so the job shows on that server's
+  // status page, /api/runs and metrics.
+  bool local_rendezvous() const {
+    return is_single_node() && !(rdzv_backend == RdzvBackend::kC10d && rdzv_endpoint_given);
+  }
 };
 
 }  // namespace ctrun::launcher

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "launcher/cli/hostlist.h"
+#include "launcher/cli/text.h"
 
 extern char** environ;
 
@@ -136,7 +137,7 @@ Result<uint64_t> SlurmEnv::Id(std::string_view name) const {
   auto n = ParseUnsigned(v);
   if (!n) {
     return Status::InvalidArgument(fmt::format(
-        "{} '{}': not a Slurm id (a number; run ctrun with srun inside the job, or set --rdzv-id)", name, v));
+        "{} '{}': not a Slurm id (a number; run ctrun with srun inside the job, or set --rdzv-id)", name, Quote(v)));
   }
   return *n;
 }
@@ -148,7 +149,7 @@ Result<SlurmDefault> SlurmEnv::Nodes() const {
     auto n = ParseUnsigned(*v);
     if (!n || *n == 0 || *n > 1'000'000) {
       return Status::InvalidArgument(fmt::format(
-          "{} '{}': not a node count (Slurm sets a positive integer; give --nnodes to override)", name, *v));
+          "{} '{}': not a node count (Slurm sets a positive integer; give --nnodes to override)", name, Quote(*v)));
     }
     return SlurmDefault{std::to_string(*n), std::string(name)};
   }
@@ -160,7 +161,7 @@ Result<std::optional<SlurmDefault>> SlurmEnv::Nproc() const {
     auto n = ParseUnsigned(v);
     if (!n || *n > 1'000'000) {
       return Status::InvalidArgument(fmt::format(
-          "{} '{}': not a count (expected an integer >= 0; give --nproc-per-node to override)", name, v));
+          "{} '{}': not a count (expected an integer >= 0; give --nproc-per-node to override)", name, Quote(v)));
     }
     return *n;
   };
@@ -187,13 +188,13 @@ Result<SlurmDefault> SlurmEnv::NodeRank(int nnodes) const {
   auto n = ParseUnsigned(v);
   if (!n) {
     return Status::InvalidArgument(fmt::format(
-        "SLURM_NODEID '{}': not a node id (srun sets 0..N-1; run ctrun with srun, or give --node-rank)", v));
+        "SLURM_NODEID '{}': not a node id (srun sets 0..N-1; run ctrun with srun, or give --node-rank)", Quote(v)));
   }
   if (*n >= static_cast<uint64_t>(nnodes)) {
     return Status::InvalidArgument(fmt::format(
         "SLURM_NODEID '{}': must be below the step's node count {} (use 0..{}; run ctrun with srun, or give "
         "--node-rank)",
-        v, nnodes, nnodes - 1));
+        Quote(v), nnodes, nnodes - 1));
   }
   return SlurmDefault{std::to_string(*n), "SLURM_NODEID"};
 }
@@ -203,13 +204,13 @@ Result<SlurmDefault> SlurmEnv::FirstHostAddress() const {
     auto v = Get(name);
     if (!v) continue;
     auto hosts = ExpandHostlist(*v);
-    if (!hosts.ok()) return Status::InvalidArgument(fmt::format("{} '{}': {}", name, *v, hosts.status().message()));
+    if (!hosts.ok()) return Status::InvalidArgument(fmt::format("{} '{}': {}", name, Quote(*v), hosts.status().message()));
     auto nodes = Nodes();
     if (!nodes.ok()) return nodes.status();
     if (std::to_string(hosts->size()) != nodes->value) {
       return Status::InvalidArgument(fmt::format(
           "{} '{}': lists {} hosts but {} is {} (run ctrun with srun inside the job, or give --rdzv-endpoint)",
-          name, *v, hosts->size(), nodes->source, nodes->value));
+          name, Quote(*v), hosts->size(), nodes->source, nodes->value));
     }
     const std::string& first = hosts->front();
     if (resolver_->Resolves(first)) return SlurmDefault{first, std::string(name)};
@@ -218,7 +219,7 @@ Result<SlurmDefault> SlurmEnv::FirstHostAddress() const {
       return Status::InvalidArgument(fmt::format(
           "{} '{}': first host '{}' does not resolve and has no NodeAddr ({}) (add the node names to DNS or "
           "/etc/hosts, or give --rdzv-endpoint HOST:PORT)",
-          name, *v, first, addr.status().message()));
+          name, Quote(*v), Quote(first), addr.status().message()));
     }
     return SlurmDefault{*addr, std::string(name)};
   }
@@ -234,7 +235,7 @@ Result<std::optional<SlurmDefault>> SlurmEnv::LocalAddress() const {
     return Status::InvalidArgument(fmt::format(
         "SLURMD_NODENAME '{}': does not resolve and has no NodeAddr ({}) (add the node names to DNS or "
         "/etc/hosts, or give --local-addr)",
-        *name, addr.status().message()));
+        Quote(*name), addr.status().message()));
   }
   return std::optional<SlurmDefault>(SlurmDefault{*addr, "SLURMD_NODENAME"});
 }

@@ -47,4 +47,60 @@ std::optional<double> ParseDouble(std::string_view s) {
   return v;
 }
 
+size_t DecodeUtf8(std::string_view s, char32_t& cp) {
+  if (s.empty()) return 0;
+  const auto b0 = static_cast<unsigned char>(s[0]);
+  if (b0 < 0x80) {
+    cp = b0;
+    return 1;
+  }
+  size_t len = 0;
+  char32_t min = 0;
+  if ((b0 & 0xE0) == 0xC0) {
+    len = 2, min = 0x80, cp = b0 & 0x1F;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    len = 3, min = 0x800, cp = b0 & 0x0F;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    len = 4, min = 0x10000, cp = b0 & 0x07;
+  } else {
+    return 0;
+  }
+  if (s.size() < len) return 0;
+  for (size_t i = 1; i < len; ++i) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if ((b & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return len;
+}
+
+bool IsControl(char32_t cp) { return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F); }
+
+std::string Quote(std::string_view s, size_t max_bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  size_t i = 0;
+  while (i < s.size()) {
+    char32_t cp = 0;
+    size_t len = DecodeUtf8(s.substr(i), cp);
+    std::string piece;
+    if (len == 0 || IsControl(cp)) {
+      len = 1;
+      const auto c = static_cast<unsigned char>(s[i]);
+      piece = {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+    } else if (cp == '\\') {
+      piece = "\\\\";
+    } else {
+      piece = std::string(s.substr(i, len));
+    }
+    if (out.size() + piece.size() > max_bytes) {
+      return out + "\u2026(" + std::to_string(s.size()) + " bytes)";
+    }
+    out += piece;
+    i += len;
+  }
+  return out;
+}
+
 }  // namespace ctrun::launcher

@@ -30,4 +30,29 @@ std::string Lower(std::string_view s);
 // Launch).
 std::optional<double> ParseDouble(std::string_view s);
 
+// The first character of `s` if it starts with well-formed UTF-8 (shortest
+// form, no surrogate, at most U+10FFFF): its code point in `cp` and its
+// length in bytes (1..4). 0 when `s` is empty or does not start with one.
+size_t DecodeUtf8(std::string_view s, char32_t& cp);
+
+// A control character: C0 (U+0000..U+001F), DEL (U+007F) or C1
+// (U+0080..U+009F).
+bool IsControl(char32_t cp);
+
+// The longest run of user input an error message quotes, in bytes.
+inline constexpr size_t kMaxQuotedBytes = 200;
+
+// `s` made safe to quote in a one-line message: well-formed UTF-8 that is no
+// control character is kept, a backslash is doubled, and any other byte is
+// written as \xHH (so a message never carries a newline, a terminal escape
+// or bytes that are not UTF-8). Cut before the output would pass `max_bytes`
+// bytes, then ending with "…(N bytes)" where N is the length of `s`. The
+// caller writes the quotes around it.
+std::string Quote(std::string_view s, size_t max_bytes = kMaxQuotedBytes);
+
+// A part of a value the same message already quotes whole (an item of a
+// list, a key of --rdzv-conf): Quote cut at kMaxQuotedPartBytes, so that a
+// line quotes little more than kMaxQuotedBytes of input in all.
+inline constexpr size_t kMaxQuotedPartBytes = 32;
+inline std::string QuotePart(std::string_view s) { return Quote(s, kMaxQuotedPartBytes); }
 }  // namespace ctrun::launcher

@@ -1,12 +1,13 @@
 // The rendezvous of a launch of several nodes: gRPC (c10d, static) and
 // etcd-v3. MakeRendezvous (setup.h) calls it for every launch with more than
-// one node.
+// one node, and for one node with c10d and an explicit --rdzv-endpoint
+// (LaunchConfig::local_rendezvous).
 //
 // ctrun comes as two programs built from the same sources (docs/architecture.md,
 // "Two binaries"): `ctrun`, which runs a one-node launch itself and links
 // neither gRPC nor protobuf nor OpenSSL (their static initialisers and page
 // faults were most of a launch's fixed cost), and `ctrun-full`, the whole
-// launcher. `ctrun` hands a launch of several nodes, and `ctrun status`, to
+// launcher. `ctrun` hands those launches, and `ctrun status`, to
 // `ctrun-full` beside it (launcher/handoff.h) before it starts anything. So
 // this function has two definitions: remote_setup.cc (ctrun-full: library
 // ctrun_launcher_rdzv_remote) and remote_absent.cc (ctrun: a refusal that a

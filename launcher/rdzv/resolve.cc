@@ -24,7 +24,7 @@ rdzv::NodeId ThisNode(const LaunchConfig& config) {
 
 std::optional<int> AgentStorePort(const LaunchConfig& config) {
   if (config.no_agent_store) return std::nullopt;
-  if (config.is_single_node()) return config.master_port_given ? config.master_port : 0;
+  if (config.local_rendezvous()) return config.master_port_given ? config.master_port : 0;
   if (config.rdzv_backend == RdzvBackend::kStatic) {
     if (config.node_rank != 0) return std::nullopt;
     return config.master_port;
@@ -33,7 +33,7 @@ std::optional<int> AgentStorePort(const LaunchConfig& config) {
 }
 
 std::string AgentStoreHost(const LaunchConfig& config) {
-  if (config.is_single_node()) return config.local_addr.value_or(config.master_addr);
+  if (config.local_rendezvous()) return config.local_addr.value_or(config.master_addr);
   // A name can resolve here to another address than on the other nodes
   // (Debian maps the host name to 127.0.1.1 in /etc/hosts): bind a name's
   // every interface, an IP address only itself.

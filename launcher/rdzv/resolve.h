@@ -5,10 +5,13 @@
 // turns the plan into the handler; nothing here builds one, starts a server
 // or opens a connection.
 //
-//   --nnodes 1 / --standalone        kLocal: no network
+//   --nnodes 1 / --standalone        kLocal: no network (LaunchConfig::
+//                                    local_rendezvous)
 //   --rdzv-backend c10d (or grpc)    kGrpc: the server at --rdzv-endpoint
 //                                    (default port 29400), hosted by the
-//                                    agent on that host (or is_host=1)
+//                                    agent on that host (or is_host=1); with
+//                                    --nnodes 1 too when --rdzv-endpoint is
+//                                    given
 //   --rdzv-backend static            kGrpc with fixed membership: the
 //                                    node-rank-0 agent hosts ctrun's rendezvous
 //                                    at --master-addr:(--master-port + 1) (or at
@@ -96,8 +99,8 @@ struct RendezvousPlan {
 // refuses (naming the setting).
 Result<RendezvousPlan> ResolveRendezvous(const LaunchConfig& config, const Environment& env);
 
-// The kLocal plan of a one-node `config` (what ResolveRendezvous returns for
-// it); never fails.
+// The kLocal plan of a `config` whose local_rendezvous() holds (what
+// ResolveRendezvous returns for it); never fails.
 RendezvousPlan ResolveLocal(const LaunchConfig& config);
 
 // This agent's identity in the rendezvous: {--local-addr or the host name,
@@ -108,7 +111,8 @@ rdzv::NodeId ThisNode(const LaunchConfig& config);
 // The port this node's agent binds for the workers' store, or nullopt when
 // it hosts none (--no-agent-store; a static-backend node other than node
 // rank 0). 0 means any free port:
-//   one node     --master-port when given, else any
+//   one node     --master-port when given, else any (local_rendezvous();
+//                one node with c10d and an endpoint is as c10d below)
 //   static       --master-port on node rank 0 (workers get exactly
 //                --master-addr:--master-port)
 //   c10d, etcd   any: each agent advertises its store's port when it joins,

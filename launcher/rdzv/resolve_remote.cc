@@ -146,7 +146,7 @@ Result<RendezvousPlan> ResolveGrpc(const LaunchConfig& config, const Environment
 }  // namespace
 
 Result<RendezvousPlan> ResolveRendezvous(const LaunchConfig& config, const Environment& env) {
-  if (config.is_single_node()) return ResolveLocal(config);
+  if (config.local_rendezvous()) return ResolveLocal(config);
   switch (config.rdzv_backend) {
     case RdzvBackend::kEtcdV3:
       return ResolveEtcd(config);

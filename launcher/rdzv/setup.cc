@@ -21,7 +21,7 @@ Result<std::unique_ptr<RendezvousHandler>> MakeRendezvous(boost::asio::io_contex
                                                           const LaunchConfig& config,
                                                           const Environment& env,
                                                           const StoreHosting& store) {
-  if (!config.is_single_node()) return MakeRemoteRendezvous(io, config, env, store);
+  if (!config.local_rendezvous()) return MakeRemoteRendezvous(io, config, env, store);
   return std::unique_ptr<RendezvousHandler>(MakeLocal(io, ResolveLocal(config), store));
 }
 

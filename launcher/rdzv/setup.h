@@ -3,8 +3,9 @@
 // the config into a RendezvousPlan once; MakeRendezvous builds the plan's
 // handler (LocalRendezvous, GrpcRendezvous hosting its server here when the
 // plan says so, EtcdRendezvous). One node: ResolveLocal and LocalRendezvous
-// here; several: MakeRemoteRendezvous (remote_setup.h), which the one-node
-// `ctrun` does not link. resolve.h is included for main's use:
+// here; several (or c10d with an explicit --rdzv-endpoint, see
+// LaunchConfig::local_rendezvous): MakeRemoteRendezvous (remote_setup.h),
+// which the one-node `ctrun` does not link. resolve.h is included for main's use:
 // AgentStorePort and AgentStoreHost say where the workers' store binds.
 #pragma once
 

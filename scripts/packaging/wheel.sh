@@ -58,6 +58,8 @@ cp "$src/LICENSE" "$info/LICENSE"
 # a script in bin/, which pip uninstall removes cleanly (data files under
 # share/ would leave their empty directories behind).
 install -m 755 "$src/scripts/health-check.sh" "$data/ctrun-health-check"
+# The header needs $version; the description is written as is (a quoted
+# heredoc: its backticks are text, not commands to run).
 cat > "$info/METADATA" <<EOF
 Metadata-Version: 2.1
 Name: ctrun
@@ -66,6 +68,8 @@ Summary: A C++ launcher and rendezvous daemon for distributed PyTorch training (
 License-File: LICENSE
 Requires-Python: >=3.8
 
+EOF
+cat >> "$info/METADATA" <<'EOF'
 ctrun reads torchrun's flags, the PET_* variables Kubeflow injects and
 Slurm's SLURM_* variables, runs a gRPC rendezvous among nodes, and starts one
 worker per slot with the environment torchrun gives. The wheel installs

@@ -71,6 +71,34 @@ class WheelTest(unittest.TestCase):
             # older (pip would install it where it cannot run), no newer.
             self.assertEqual(max(int(v) for v in versions), tag_minor, n)
 
+    def test_metadata_is_written_as_is(self):
+        """The description reaches METADATA intact, backticks included, and
+        building the wheel runs nothing it names: a `ctrun` first on PATH
+        that leaves a mark when run stays unrun."""
+        bait = os.path.join(self.tmp, "bait")
+        os.makedirs(bait, exist_ok=True)
+        mark = os.path.join(self.tmp, "ctrun_was_run")
+        with open(os.path.join(bait, "ctrun"), "w") as f:
+            f.write(f"#!/bin/sh\necho ran >> {mark}\necho BAIT\n")
+        os.chmod(os.path.join(bait, "ctrun"), 0o755)
+        out = os.path.join(self.tmp, "dist_bait")
+        r = subprocess.run([os.path.join(SOURCE, "scripts/packaging/wheel.sh"), h.build_dir(), out],
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, PATH=bait + os.pathsep + os.environ.get("PATH", "")))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertFalse(os.path.exists(mark), "wheel.sh ran the ctrun on PATH")
+        for wheel in (self.wheel, r.stdout.strip().splitlines()[-1]):
+            with zipfile.ZipFile(wheel) as z:
+                name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+                metadata = z.read(name).decode()
+            headers, _, body = metadata.partition("\n\n")
+            self.assertIn("Name: ctrun", headers)
+            self.assertRegex(headers, r"(?m)^Version: [0-9]+\.[0-9]+\.[0-9]+$")
+            self.assertNotIn("BAIT", metadata)
+            self.assertIn("it runs launches of several nodes and `ctrun status` in\nctrun-full, installed beside it",
+                          body)
+            self.assertIn("ctrund (the standalone rendezvous daemon).", body)
+
     def test_install_run_uninstall_in_a_venv(self):
         venv = os.path.join(self.tmp, "venv")
         subprocess.run([h.PYTHON, "-m", "venv", "--system-site-packages", venv],

@@ -20,7 +20,7 @@ import tempfile
 import unittest
 
 from parallel_test_util import MODEL, check_ok, full_params, gpt_tool, losses, run_gpt, worst_difference
-from trainer_test_util import BUILD_DIR, free_port
+from trainer_test_util import BUILD_DIR
 
 TOL = 2e-5
 DEADLINE = 240
@@ -62,7 +62,8 @@ class ParallelCheckpointTest(unittest.TestCase):
             self.skipTest("ctrun is not built in CTRUN_BUILD_DIR")
         ckpt = os.path.join(self.tmp.name, "restart_ckpt")
         prefix = os.path.join(self.tmp.name, "restarted")
-        argv = [ctrun, "--nproc-per-node", "4", "--max-restarts", "1", "--master-port", str(free_port()),
+        # No --master-port: ctrun binds the workers' store on a port of its choosing.
+        argv = [ctrun, "--nproc-per-node", "4", "--max-restarts", "1",
                 "--no-python", self.tool, *MODEL, "--steps", "4", "--mesh", "pp=2,tp=2",
                 "--checkpoint-dir", ckpt, "--checkpoint-every", "1", "--crash-stage", "1", "--crash-at-step", "3",
                 "--dump-params", prefix]

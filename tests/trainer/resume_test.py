@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import unittest
 
-from trainer_test_util import BUILD_DIR, binary, free_port, rank_env
+from trainer_test_util import BUILD_DIR, Store, binary, rank_env
 
 DEADLINE = 120
 COMMON = ["--train-limit", "4000", "--test-limit", "500", "--epochs", "2", "--deterministic",
@@ -58,8 +58,8 @@ class ResumeTest(unittest.TestCase):
     def run_by_hand(cls, world, args, kill_rank=None, kill_at_step=None):
         """Launches `world` ranks; with kill_rank, SIGKILLs it once rank 0 logs
         `kill_at_step`, then stops the rest. Returns (codes, rank-0 stdout)."""
-        port = free_port()
-        procs = [subprocess.Popen([cls.worker, *args], env=rank_env(r, world, port),
+        store = Store()
+        procs = [subprocess.Popen([cls.worker, *args], env=rank_env(r, world, store.port),
                                   stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True) for r in range(world)]
         lines = []
@@ -119,7 +119,7 @@ class ResumeTest(unittest.TestCase):
         os.mkdir(ckpt)
         out = os.path.join(self.tmp.name, "ctrun.bin")
         argv = [ctrun, "--nproc-per-node", "2", "--max-restarts", "1",
-                "--master-port", str(free_port()), "--no-python", self.worker,
+                "--no-python", self.worker,  # ctrun binds the workers' store on a port of its choosing
                 *COMMON, "--checkpoint-dir", ckpt, "--dump-params", out]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=dict(os.environ, OMP_NUM_THREADS="1"))

@@ -1,5 +1,13 @@
-"""Shared helpers for the trainer integration tests: find binaries, pick free
-ports, launch N ranks with the environment torchrun/ctrun would export."""
+"""Shared helpers for the trainer integration tests: find binaries, host the
+ranks' c10d store, launch N ranks with the environment torchrun/ctrun would
+export.
+
+No helper picks a port for a rank to bind later (another test could take it
+in between): the store is hosted here, bound to port 0 and read back, and
+the ranks are its clients, as under torchrun's agent store
+(TORCHELASTIC_USE_AGENT_STORE=True). Tests that start ctrun leave the port
+to ctrun, which binds port 0 itself."""
+import datetime
 import os
 import socket
 import subprocess
@@ -16,19 +24,42 @@ def binary(relpath):
     return path
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class Store:
+    """A c10d TCPStore served by this process on 127.0.0.1, on a port the
+    kernel picked (port 0, read back as .port). Keep it alive while ranks
+    use it; one per launch (the ranks' keys are under /worker/attempt_0)."""
+
+    def __init__(self):
+        import torch.distributed as dist
+        self._store = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=300),
+                                    wait_for_workers=False)
+        self.port = self._store.port
+
+
+class RefusingPort:
+    """A port on 127.0.0.1 where every connection is refused: a socket
+    bound to port 0 and held, never listening, so no one else can take the
+    port while the test runs. Use as a context manager."""
+
+    def __enter__(self):
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = self._socket.getsockname()[1]
+        return self
+
+    def __exit__(self, *exc):
+        self._socket.close()
 
 
 def rank_env(rank, world, port, extra=None):
+    """The environment of rank `rank` of `world`, a client of the store at
+    127.0.0.1:`port` (a Store's)."""
     env = dict(os.environ)
     env.update({
         "RANK": str(rank), "WORLD_SIZE": str(world),
         "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(world),
         "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-        "TORCHELASTIC_USE_AGENT_STORE": "False", "TORCHELASTIC_RESTART_COUNT": "0",
+        "TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RESTART_COUNT": "0",
         "OMP_NUM_THREADS": "1",
     })
     env.update(extra or {})
@@ -43,8 +74,8 @@ def run_ranks(argv, world, timeout=120, extra_env=None):
 def run_ranks_output(argv, world, timeout=120, extra_env=None):
     """Runs `argv` as `world` ranks; returns [(returncode, stdout, stderr)] by
     rank. Kills every rank if any is still running at the deadline."""
-    port = free_port()
-    procs = [subprocess.Popen(argv, env=rank_env(r, world, port, extra_env),
+    store = Store()
+    procs = [subprocess.Popen(argv, env=rank_env(r, world, store.port, extra_env),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r in range(world)]
     results = []

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import unittest
 
-from trainer_test_util import binary, free_port, rank_env
+from trainer_test_util import RefusingPort, Store, binary, rank_env
 
 SMALL = ["--train-limit", "256", "--test-limit", "100", "--epochs", "1", "--log-every", "0"]
 
@@ -23,6 +23,12 @@ class WorkerErrorsTest(unittest.TestCase):
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp()
+        self.stores = []
+
+    def env(self, rank=0, world=1, extra=None):
+        """A rank's environment, with a store of its own (kept until the test ends)."""
+        self.stores.append(Store())
+        return rank_env(rank, world, self.stores[-1].port, extra)
 
     def tearDown(self):
         shutil.rmtree(self.tmp)
@@ -43,14 +49,15 @@ class WorkerErrorsTest(unittest.TestCase):
 
     def test_store_unreachable(self):
         error_file = os.path.join(self.tmp, "error.json")
-        env = rank_env(1, 2, free_port(), {"TORCHELASTIC_ERROR_FILE": error_file})
-        line = self.run_worker(SMALL + ["--store-timeout", "2"], env)
+        with RefusingPort() as nobody:
+            env = rank_env(1, 2, nobody.port, {"TORCHELASTIC_ERROR_FILE": error_file})
+            line = self.run_worker(SMALL + ["--store-timeout", "2"], env)
         self.assertIn("cannot reach the c10d store at MASTER_ADDR:MASTER_PORT=127.0.0.1:", line)
         with open(error_file) as f:
             self.assertIn("cannot reach the c10d store", json.load(f)["message"])
 
     def test_dataset_missing(self):
-        line = self.run_worker(SMALL + ["--data-dir", "/nonexistent"], rank_env(0, 1, free_port()))
+        line = self.run_worker(SMALL + ["--data-dir", "/nonexistent"], self.env())
         self.assertIn("'/nonexistent/train-images-idx3-ubyte.gz' not found", line)
         self.assertIn("dataset-fashion-mnist", line)
 
@@ -58,27 +65,27 @@ class WorkerErrorsTest(unittest.TestCase):
         path = os.path.join(self.tmp, "checkpoint.pt")
         with open(path, "wb") as f:
             f.write(b"ctrun-checkpoint 1 5 0\nabcde")
-        line = self.run_worker(SMALL + ["--checkpoint-dir", self.tmp], rank_env(0, 1, free_port()))
+        line = self.run_worker(SMALL + ["--checkpoint-dir", self.tmp], self.env())
         self.assertIn("is corrupt (CRC mismatch)", line)
         with open(path, "rb") as f:
             self.assertEqual(f.read(), b"ctrun-checkpoint 1 5 0\nabcde")
 
     def test_checkpoint_of_another_run_is_rejected(self):
         args = SMALL + ["--checkpoint-dir", self.tmp]
-        ok = subprocess.run([self.worker, *args, "--seed", "1"], env=rank_env(0, 1, free_port()),
+        ok = subprocess.run([self.worker, *args, "--seed", "1"], env=self.env(),
                             capture_output=True, text=True, timeout=90)
         self.assertEqual(ok.returncode, 0, ok.stderr)
         path = os.path.join(self.tmp, "checkpoint.pt")
         with open(path, "rb") as f:
             before = f.read()
-        line = self.run_worker(args + ["--seed", "2"], rank_env(0, 1, free_port()))
+        line = self.run_worker(args + ["--seed", "2"], self.env())
         self.assertIn("was saved with --seed 1, not 2", line)
         with open(path, "rb") as f:
             self.assertEqual(f.read(), before)
 
     def error_file_env(self, rank, world):
         self.error_file = os.path.join(self.tmp, "error.json")
-        return rank_env(rank, world, free_port(), {"TORCHELASTIC_ERROR_FILE": self.error_file})
+        return self.env(rank, world, {"TORCHELASTIC_ERROR_FILE": self.error_file})
 
     def error_file_message(self):
         with open(self.error_file) as f:
@@ -91,7 +98,7 @@ class WorkerErrorsTest(unittest.TestCase):
 
     def test_missing_checkpoint_dir_is_made(self):
         ckpt = os.path.join(self.tmp, "a", "b")
-        ok = subprocess.run([self.worker, *SMALL, "--checkpoint-dir", ckpt], env=rank_env(0, 1, free_port()),
+        ok = subprocess.run([self.worker, *SMALL, "--checkpoint-dir", ckpt], env=self.env(),
                             capture_output=True, text=True, timeout=90)
         self.assertEqual(ok.returncode, 0, ok.stderr)
         self.assertTrue(os.path.isfile(os.path.join(ckpt, "checkpoint.pt")))
@@ -99,7 +106,7 @@ class WorkerErrorsTest(unittest.TestCase):
     def test_checkpoint_dir_that_is_a_file(self):
         path = os.path.join(self.tmp, "file")
         open(path, "w").close()
-        line = self.run_worker(SMALL + ["--checkpoint-dir", path], rank_env(0, 1, free_port()))
+        line = self.run_worker(SMALL + ["--checkpoint-dir", path], self.env())
         self.assertIn(f"--checkpoint-dir '{path}' exists and is not a directory", line)
 
     def test_gpt_mesh_error_goes_to_the_error_file(self):

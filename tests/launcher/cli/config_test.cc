@@ -293,6 +293,15 @@ TEST_CASE("bad inputs are rejected with a one-line message naming input and fix"
       {{"--run-path", "t.py"}, {}, "--run-path: script 't.py' must be an absolute path"},
       {{"--exit-barrier-timeout", "0", "t.py"}, {}, "--exit-barrier-timeout '0': must be a number of seconds > 0"},
       {{"--rdzv-id", "", "t.py"}, {}, "--rdzv-id '': run id must not be empty"},
+      {{"--rdzv-id", std::string(129, 'j'), "t.py"}, {},
+       "': a run id is at most 128 bytes, this one has 129 (give a shorter id, e.g. --rdzv-id job42)"},
+      {{"--rdzv-id", "adv\xff", "t.py"}, {}, "--rdzv-id 'adv\\xff': a run id must be UTF-8 text, byte 3 is not"},
+      {{"--rdzv-id", "a\tb", "t.py"}, {}, "--rdzv-id 'a\\x09b': a run id must not hold control characters, byte 1"},
+      {{"--rdzv-id", "a\xc2\x85" "b", "t.py"}, {}, "a run id must not hold control characters, byte 1 is one"},
+      {{"t.py"}, {{"PET_RDZV_ID", "x\xc0\xafy"}}, "PET_RDZV_ID 'x\\xc0\\xafy': a run id must be UTF-8 text"},
+      {{"--local-addr", "n\x1b[31m", "t.py"}, {}, "--local-addr 'n\\x1b[31m': a node name must not hold control"},
+      {{"--local-addr", std::string(254, 'n'), "t.py"}, {}, "a node name is at most 253 bytes, this one has 254"},
+      {{"t.py"}, {{"PET_LOCAL_ADDR", "\xed\xa0\x80"}}, "PET_LOCAL_ADDR '\\xed\\xa0\\x80': a node name must be UTF-8"},
       {{"--nproc-per-nodes", "2", "t.py"}, {}, "unknown flag '--nproc-per-nodes' (did you mean --nproc-per-node?"},
       {{"--nproc_per_nod=2", "t.py"}, {}, "unknown flag '--nproc_per_nod' (did you mean --nproc_per_node?"},
       {{"--zzzzzzzzzzzzzzzz", "t.py"}, {}, "unknown flag '--zzzzzzzzzzzzzzzz' (see ctrun --help"},
@@ -329,6 +338,28 @@ TEST_CASE("bad inputs are rejected with a one-line message naming input and fix"
     CHECK_THAT(msg, Catch::Contains(c.message));
     CHECK(msg.find('\n') == std::string::npos);
   }
+}
+
+TEST_CASE("good run ids and node names pass: UTF-8, up to the limit", "[config]") {
+  const std::string utf8 = "ex\xc3\xa9" "cution-\xe2\x82\xac";
+  for (const std::string& id : {std::string("job-42_a.b"), std::string(128, 'j'), utf8}) {
+    auto parsed = ParseCommandLine({"--rdzv-id", id, "--local-addr", std::string(253, 'n'), "t.py"}, {});
+    REQUIRE(parsed.ok());
+    CHECK(parsed->config.rdzv_id == id);
+  }
+}
+
+TEST_CASE("an error line quotes at most ~200 bytes of what the user gave", "[config]") {
+  const std::string huge(100000, 'x');
+  for (std::string flag : {"--rdzv-id", "--nnodes", "--rdzv-endpoint", "--local-addr", "--rdzv-conf"}) {
+    INFO(flag);
+    const std::string msg = Bad({flag, huge, "t.py"}, {});
+    CHECK_THAT(msg, Catch::Contains(flag + " 'xxx"));
+    CHECK_THAT(msg, Catch::Contains("(100000 bytes)'"));
+    CHECK(msg.size() < 600);
+  }
+  CHECK(Bad({"--" + huge, "t.py"}, {}).size() < 600);
+  CHECK(Bad({"t.py"}, {{"PET_RDZV_ID", huge}}).size() < 600);
 }
 
 TEST_CASE("explicit flag beats PET_ which beats the default", "[config]") {

@@ -45,5 +45,51 @@ TEST_CASE("ParseDouble agrees with std::from_chars on every case here") {
   }
 }
 
+TEST_CASE("Quote keeps printable UTF-8 and escapes every other byte") {
+  CHECK(Quote("job42") == "job42");
+  CHECK(Quote("ex\xc3\xa9" "cution") == "ex\xc3\xa9" "cution");  // é stays
+  CHECK(Quote("a\nb") == "a\\x0ab");
+  CHECK(Quote("adv\xff") == "adv\\xff");
+  CHECK(Quote("\x1b[31m") == "\\x1b[31m");
+  CHECK(Quote("c:\\x") == "c:\\\\x");             // a typed backslash doubled
+  CHECK(Quote("\xc2\x85") == "\\xc2\\x85");          // C1 control (NEL)
+  CHECK(Quote("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a surrogate is not UTF-8
+  CHECK(Quote("\xc0\xaf") == "\\xc0\\xaf");          // overlong '/'
+  CHECK(Quote(std::string("a\0b", 3)) == "a\\x00b");
+}
+
+TEST_CASE("Quote cuts long input and says how long it was") {
+  CHECK(Quote(std::string(200, 'x')) == std::string(200, 'x'));
+  CHECK(Quote(std::string(201, 'x')) == std::string(200, 'x') + "\u2026(201 bytes)");
+  CHECK(Quote(std::string(100000, '\n')) == [] {
+    std::string s;
+    for (int i = 0; i < 50; ++i) s += "\\x0a";
+    return s + "\u2026(100000 bytes)";
+  }());
+  // A multi-byte character is never cut in half.
+  std::string euros;
+  for (int i = 0; i < 100; ++i) euros += "\xe2\x82\xac";
+  const std::string q = Quote(euros);
+  CHECK(q.substr(0, 198) == euros.substr(0, 198));
+  CHECK(q.substr(198) == "\u2026(300 bytes)");
+  CHECK(Quote("abcdef", 3) == "abc\u2026(6 bytes)");
+}
+
+TEST_CASE("DecodeUtf8 reads well-formed UTF-8 only") {
+  char32_t cp = 0;
+  CHECK(DecodeUtf8("A", cp) == 1);
+  CHECK(cp == U'A');
+  CHECK(DecodeUtf8("\xf0\x9f\x98\x80", cp) == 4);
+  CHECK(cp == 0x1F600);
+  CHECK(DecodeUtf8("", cp) == 0);
+  CHECK(DecodeUtf8("\x80", cp) == 0);              // a lone continuation byte
+  CHECK(DecodeUtf8("\xe2\x82", cp) == 0);          // cut short
+  CHECK(DecodeUtf8("\xf4\x90\x80\x80", cp) == 0);  // above U+10FFFF
+  CHECK(DecodeUtf8("\xe0\x80\xaf", cp) == 0);      // overlong
+  CHECK(IsControl(0x7f));
+  CHECK(IsControl(0x85));
+  CHECK_FALSE(IsControl(0xa0));
+}
+
 }  // namespace
 }  // namespace ctrun::launcher
