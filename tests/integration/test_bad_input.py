@@ -23,14 +23,8 @@ CTRUND = os.path.join(h.build_dir(), "rendezvous", "ctrund")
 TRUE = "/bin/true"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def multinode(*conf):
-    """Arguments of a 2-node c10d job on a free local port, with --rdzv-conf `conf`."""
+    """Arguments of a 2-node c10d job on a local port, with --rdzv-conf `conf`."""
     args = ["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:{port}"]
     if conf:
         args += ["--rdzv-conf", ",".join(conf)]
@@ -43,7 +37,10 @@ def tls(name):
 
 # (name, argv, env, exit code, substring of the single stderr line)
 # argv/env may use {dir} (a temp dir with files: empty, token, binary_token,
-# not_executable, garbage), {port} (a free port).
+# not_executable, garbage), {port} (a port this test holds bound, never
+# listening, while the row runs: every row fails before it would bind it).
+# A byte that is not UTF-8 is written as Python's surrogate escape
+# (os.fsdecode), which subprocess turns back into that byte.
 CTRUN_ROWS = [
     # --- flags: sizes
     ("nnodes zero", ["--nnodes", "0", TRUE], {}, 2, "--nnodes"),
@@ -151,6 +148,22 @@ CTRUN_ROWS = [
     ("PET_LOCAL_RANKS_FILTER word", [TRUE], {"PET_LOCAL_RANKS_FILTER": "x"}, 2, "PET_LOCAL_RANKS_FILTER 'x'"),
     ("PET_MONITOR_INTERVAL nan", [TRUE], {"PET_MONITOR_INTERVAL": "nan"}, 2, "PET_MONITOR_INTERVAL 'nan'"),
     ("PET_RDZV_ID empty", [TRUE], {"PET_RDZV_ID": ""}, 2, "run id must not be empty"),
+    # --- run ids and node names: checked where they enter, quoted at most ~200 bytes
+    ("run id not UTF-8", ["--rdzv-id", os.fsdecode(b"adv\xff"), TRUE], {}, 2,
+     "--rdzv-id 'adv\\xff': a run id must be UTF-8 text, byte 3 is not"),
+    ("run id of 100,000 bytes", ["--rdzv-id", "j" * 100000, TRUE], {}, 2,
+     "\u2026(100000 bytes)': a run id is at most 128 bytes, this one has 100000"),
+    ("PET_RDZV_ID control character", [TRUE], {"PET_RDZV_ID": "job\x1b[2J"}, 2,
+     "PET_RDZV_ID 'job\\x1b[2J': a run id must not hold control characters, byte 3 is one"),
+    ("c10d run id not UTF-8", multinode(), {"PET_RDZV_ID": os.fsdecode(b"\xc0\xafjob")}, 2,
+     "PET_RDZV_ID '\\xc0\\xafjob': a run id must be UTF-8 text, byte 0 is not"),
+    ("local addr too long", ["--local-addr", "n" * 300, TRUE], {}, 2,
+     "a node name is at most 253 bytes, this one has 300"),
+    ("PET_LOCAL_ADDR not UTF-8", [TRUE], {"PET_LOCAL_ADDR": os.fsdecode(b"node\xfe")}, 2,
+     "PET_LOCAL_ADDR 'node\\xfe': a node name must be UTF-8 text"),
+    ("local addr newline", ["--local-addr", "n1\nn2", TRUE], {}, 2,
+     "--local-addr 'n1\\x0an2': a node name must not hold control characters"),
+    ("unknown flag of 100,000 bytes", ["--" + "x" * 100000, TRUE], {}, 2, "\u2026(100002 bytes)'"),
     ("PYTHON_EXEC missing", [os.path.join(h.WORKERS, "allreduce.py")], {"PYTHON_EXEC": "/nonexistent/python"}, 2,
      "PYTHON_EXEC '/nonexistent/python'"),
     ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT word", [TRUE], {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "soon"}, 2,
@@ -187,6 +200,9 @@ CTRUND_ROWS = [
     ("ctrund listen foreign address", ["--listen", "192.0.2.1:0"], {}, 1,
      "cannot listen on 192.0.2.1:0: Cannot assign requested address (give an address of this host"),
     ("ctrund log level", ["--log-level", "loud"], {}, 2, "--log-level"),
+    ("ctrund closed-run-ttl negative", ["--closed-run-ttl", "-1"], {}, 2, "--closed-run-ttl '-1': give the seconds"),
+    ("ctrund closed-run-ttl not a number", ["--closed-run-ttl", "1h"], {}, 2, "--closed-run-ttl '1h'"),
+    ("ctrund closed-run-ttl past a year", ["--closed-run-ttl", "1e9"], {}, 2, "to 31536000"),
     ("ctrund token file missing", ["--token-file", "/nonexistent/token"], {}, 2,
      "--token-file '/nonexistent/token': cannot read it"),
     ("ctrund token file empty", ["--token-file", "{dir}/empty"], {}, 2, "the file is empty"),
@@ -222,12 +238,15 @@ class BadInputTableTest(unittest.TestCase):
 
     def check(self, program, rows):
         for name, argv, env, code, needle in rows:
-            with self.subTest(name):
-                port = free_port()
+            with self.subTest(name), socket.socket() as held:
+                held.bind(("127.0.0.1", 0))
+                port = held.getsockname()[1]
                 args = [self.fill(a, port) for a in argv]
                 e = h.base_env(**{"CTRUN_RDZV_TOKEN": None, **{k: self.fill(v, port) for k, v in env.items()}})
                 r = subprocess.run([program] + args, env=e, capture_output=True, text=True, timeout=60)
                 lines = r.stderr.strip().splitlines()
+                # An error line quotes at most ~200 bytes of any input.
+                self.assertLess(len(r.stderr.encode()), 1000, f"{name}: {r.stderr[:2000]}")
                 self.assertEqual(r.returncode, code, f"{name}: {args} {env}\n{r.stderr}")
                 self.assertEqual(len(lines), 1, f"{name}: {args}: not one line:\n{r.stderr}")
                 self.assertIn(self.fill(needle, port), lines[0], name)
