@@ -270,7 +270,7 @@ Status ResolveRendezvous(std::map<std::string_view, Given>& sources, LaunchConfi
       config.rdzv_port = config.master_port;
       return Status::Ok();
     }
-    auto e = ParseEndpoint(config.rdzv_endpoint, 0);
+    auto e = ParseEndpoint(config.rdzv_endpoint, 0, /*allow_port_zero=*/true);
     if (!e.ok()) return Status::Internal(e.status().message());  // already checked by the table
     if (!e->port_given) {
       return Status::InvalidArgument(fmt::format(
@@ -288,7 +288,7 @@ Status ResolveRendezvous(std::map<std::string_view, Given>& sources, LaunchConfi
     config.rdzv_port = default_port;
     return Status::Ok();
   }
-  auto e = ParseEndpoint(config.rdzv_endpoint, default_port);
+  auto e = ParseEndpoint(config.rdzv_endpoint, default_port, /*allow_port_zero=*/true);
   if (!e.ok()) return Status::Internal(e.status().message());
   config.rdzv_host = e->host;
   config.rdzv_port = e->port;

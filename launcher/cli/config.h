@@ -69,7 +69,10 @@ struct ParsedArgs {
 //    endpoint or no port uses localhost / 29400, etcd* 2379. The static
 //    backend with no endpoint uses master_addr:master_port; with an endpoint
 //    the port is required. --standalone gives localhost:0, where port 0 means
-//    "bind a free port"; otherwise rdzv_port is 1..65535.
+//    "bind a free port"; an endpoint written with port 0 (HOST:0) means the
+//    same for the agent that hosts the rendezvous (ResolveRendezvous in
+//    launcher/rdzv/resolve.h refuses it elsewhere); otherwise rdzv_port is
+//    1..65535.
 //  - master_port_given / node_rank_given: the flag or its PET_* was set.
 //  - rdzv_backend: --rdzv-backend grpc is stored as kC10d.
 // -h/--help and --version before the script return kHelp/kVersion with

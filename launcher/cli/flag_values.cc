@@ -244,7 +244,7 @@ Status ApplyBackend(std::string_view v, LaunchConfig& c) {
 
 Status ApplyEndpoint(std::string_view v, LaunchConfig& c) {
   if (!Trim(v).empty()) {
-    auto e = ParseEndpoint(v, 0);
+    auto e = ParseEndpoint(v, 0, /*allow_port_zero=*/true);
     if (!e.ok()) return e.status();
   }
   c.rdzv_endpoint = std::string(Trim(v));
@@ -343,7 +343,7 @@ std::optional<std::string> NoneIfEmpty(std::string_view v) {
   return std::string(v);
 }
 
-Result<Endpoint> ParseEndpoint(std::string_view text, int default_port) {
+Result<Endpoint> ParseEndpoint(std::string_view text, int default_port, bool allow_port_zero) {
   constexpr std::string_view kFix = "(use HOST[:PORT] or [IPV6]:PORT)";
   text = Trim(text);
   Endpoint e;
@@ -377,7 +377,10 @@ Result<Endpoint> ParseEndpoint(std::string_view text, int default_port) {
   e.port = default_port;
   if (port) {
     auto n = ParseInt(*port);
-    if (!n || *n < 1 || *n > 65535) return Bad(fmt::format("port must be an integer from 1 to 65535 {}", kFix));
+    const int lowest = allow_port_zero ? 0 : 1;
+    if (!n || *n < lowest || *n > 65535) {
+      return Bad(fmt::format("port must be an integer from {} to 65535 {}", lowest, kFix));
+    }
     e.port = static_cast<int>(*n);
     e.port_given = true;
   }

@@ -87,16 +87,19 @@ Status ApplyNproc(std::string_view v, LaunchConfig& c);
 // --rdzv-backend: static, c10d, grpc (= c10d), etcd, etcd-v2, etcd-v3.
 Status ApplyBackend(std::string_view v, LaunchConfig& c);
 
-// --rdzv-endpoint: "" or a ParseEndpoint-able text, stored trimmed.
+// --rdzv-endpoint: "" or a ParseEndpoint-able text (port 0 allowed), stored
+// trimmed.
 Status ApplyEndpoint(std::string_view v, LaunchConfig& c);
 
 // `host[:port]` or `[v6]` or `[v6]:port`. `default_port` is used when no
-// port is written; a written port must be 1..65535.
+// port is written; a written port must be 1..65535, or 0..65535 with
+// `allow_port_zero` (--rdzv-endpoint HOST:0: the hosting agent binds a free
+// port; launcher/rdzv/resolve.h refuses it on a node that would join).
 struct Endpoint {
   std::string host;
   int port = 0;
   bool port_given = false;
 };
-Result<Endpoint> ParseEndpoint(std::string_view text, int default_port);
+Result<Endpoint> ParseEndpoint(std::string_view text, int default_port, bool allow_port_zero = false);
 
 }  // namespace ctrun::launcher

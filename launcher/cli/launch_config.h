@@ -73,7 +73,7 @@ struct LaunchConfig {
   // --standalone (an endpoint Slurm gives does not count).
   bool rdzv_endpoint_given = false;
   std::string rdzv_host;             // parsed endpoint, defaults filled (see config.h)
-  int rdzv_port = 0;                 // 1..65535, or 0 with --standalone (bind a free port)
+  int rdzv_port = 0;                 // 1..65535, or 0 (bind a free port: --standalone, HOST:0)
   std::string rdzv_id = "none";
   RdzvConf rdzv_conf;
   bool standalone = false;

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
+
 #include "launcher/rdzv/etcd_rendezvous.h"
 #include "launcher/rdzv/grpc_rendezvous.h"
 #include "rendezvous/grpc/grpc_process.h"
@@ -53,9 +55,20 @@ std::string ListenHost(const std::string& listen) {
   return host;
 }
 
+// "host:port" or "[v6]:port" with its port replaced by `port`.
+std::string WithPort(const std::string& endpoint, int port) {
+  return endpoint.substr(0, endpoint.rfind(':') + 1) + std::to_string(port);
+}
+
+// The port of a "host:port" or "[v6]:port" listen address.
+int ListenPort(const std::string& listen) { return std::atoi(listen.c_str() + listen.rfind(':') + 1); }
+
 // The server of plan.host, or null when another agent hosts it (a hosting
-// that was only inferred and whose address is taken).
-Result<std::unique_ptr<HostedServer>> HostServer(const RendezvousPlan& plan, const HostPlan& host) {
+// that was only inferred and whose address is taken). A listen address with
+// port 0 binds a free port: plan.endpoint takes the bound one (the agent's
+// own client joins there, and the workers' MASTER_PORT is that port when the
+// server serves their store), and the log line says it.
+Result<std::unique_ptr<HostedServer>> HostServer(RendezvousPlan& plan, const HostPlan& host) {
   rdzv::ServerOptions so;
   so.listen_address = host.listen_address;
   so.mode = rdzv::RunRegistry::Mode::kFixed;
@@ -65,7 +78,8 @@ Result<std::unique_ptr<HostedServer>> HostServer(const RendezvousPlan& plan, con
   so.tls.ca_pem.clear();  // an agent-hosted server does not ask for client certificates (ctrund can)
   Result<std::unique_ptr<rdzv::RendezvousServer>> server = rdzv::RendezvousServer::Start(so);
   if (server.ok()) {
-    spdlog::info("hosting the rendezvous for run '{}' on {}", plan.run_id, so.listen_address);
+    if (ListenPort(so.listen_address) == 0) plan.endpoint = WithPort(plan.endpoint, (*server)->port());
+    spdlog::info("hosting the rendezvous for run '{}' on {}", plan.run_id, (*server)->address());
     auto handle = std::make_unique<ServerHandle>(std::move(*server), plan.run_id);
     if (host.metrics_port) {
       Status pages = handle->ServePages(ListenHost(so.listen_address), *host.metrics_port);
@@ -79,12 +93,15 @@ Result<std::unique_ptr<HostedServer>> HostServer(const RendezvousPlan& plan, con
     return std::unique_ptr<HostedServer>(std::move(handle));
   }
   if (host.required) return Status::Unavailable("--rdzv-conf is_host=1: " + server.status().message());
+  if (ListenPort(so.listen_address) == 0) {  // there is no port to join instead
+    return Status::Unavailable("--rdzv-endpoint " + plan.endpoint + ": " + server.status().message());
+  }
   spdlog::info("the rendezvous at {} is hosted by another agent ({}); joining it", plan.endpoint,
                server.status().message());
   return std::unique_ptr<HostedServer>();
 }
 
-Result<std::unique_ptr<RendezvousHandler>> MakeGrpc(boost::asio::io_context& io, const RendezvousPlan& plan,
+Result<std::unique_ptr<RendezvousHandler>> MakeGrpc(boost::asio::io_context& io, RendezvousPlan plan,
                                                     const StoreHosting& store) {
   std::unique_ptr<HostedServer> hosted;
   if (plan.host) {

@@ -49,7 +49,9 @@ enum class HandlerKind {
 
 // kGrpc: this agent tries to host the rendezvous server.
 struct HostPlan {
-  std::string listen_address;  // "host:port" (an IP --rdzv-endpoint) or "0.0.0.0:port"
+  // "host:port" (an IP --rdzv-endpoint) or "0.0.0.0:port"; port 0 (HOST:0)
+  // binds a free one, and the plan's endpoint then takes the bound port.
+  std::string listen_address;
   // is_host=1 was given: failing to listen is an error. Otherwise the
   // hosting was inferred, and a server that cannot listen means another
   // agent hosts it: this one joins.
@@ -96,7 +98,9 @@ struct RendezvousPlan {
 // (a missing endpoint, --rdzv-backend etcd or etcd-v2, MIN:MAX with the
 // static backend, tls_ca without a certificate on the hosting node), an
 // unreadable token or TLS file, machine parameters rdzv::ValidateParams
-// refuses (naming the setting).
+// refuses (naming the setting), an endpoint with port 0 (HOST:0) on a node
+// that would join rather than host (only the hosting agent can bind a free
+// port; its server's port() is the one to use, see remote_setup.cc).
 Result<RendezvousPlan> ResolveRendezvous(const LaunchConfig& config, const Environment& env);
 
 // The kLocal plan of a `config` whose local_rendezvous() holds (what

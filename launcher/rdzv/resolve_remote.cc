@@ -13,7 +13,13 @@ namespace ctrun::launcher {
 
 namespace {
 
-constexpr int kDefaultC10dPort = 29400;
+// --rdzv-endpoint HOST:0 on a node that does not host the rendezvous: there
+// is no port to join.
+Status PortZeroToJoin(const LaunchConfig& config) {
+  return Status::InvalidArgument("--rdzv-endpoint '" + config.rdzv_endpoint +
+                                 "': port 0 is only for the node that hosts the rendezvous (it binds a free port "
+                                 "and logs it); give this node HOST:PORT with the port the host logged");
+}
 
 bool IsIpV6Literal(const std::string& host) {
   in6_addr a;
@@ -66,6 +72,7 @@ Result<RendezvousPlan> ResolveMember(const LaunchConfig& config, HandlerKind kin
 // --rdzv-backend etcd-v3: the member at --rdzv-endpoint (the others are
 // found through it).
 Result<RendezvousPlan> ResolveEtcd(const LaunchConfig& config) {
+  if (config.rdzv_port == 0) return PortZeroToJoin(config);  // ctrun never hosts etcd
   Result<RendezvousPlan> plan = ResolveMember(config, HandlerKind::kEtcd);
   if (!plan.ok()) return plan;
   std::string host = config.rdzv_host == "localhost" ? "127.0.0.1" : config.rdzv_host;
@@ -104,7 +111,6 @@ Result<ServerSite> ResolveServerSite(const LaunchConfig& config) {
     return Status::InvalidArgument("--rdzv-backend c10d with --nnodes " + std::to_string(config.max_nodes) +
                                    " needs --rdzv-endpoint HOST[:PORT] (the same on every node)");
   }
-  if (site.port == 0) site.port = kDefaultC10dPort;
   site.host_it = config.rdzv_conf.is_host.value_or(IsLocalHost(site.host));
   return site;
 }
@@ -133,7 +139,10 @@ Result<RendezvousPlan> ResolveGrpc(const LaunchConfig& config, const Environment
   // only joins, unless it was told to host.
   const bool client_only = plan->tls.ClientSide() && !plan->tls.ServerSide();
   if (client_only && site->inferred) site->host_it = false;
-  if (!site->host_it) return plan;
+  if (!site->host_it) {
+    if (site->port == 0) return PortZeroToJoin(config);
+    return plan;
+  }
   if (client_only) {
     return Status::InvalidArgument("--rdzv-conf tls_ca without tls_cert and tls_key: this node hosts the "
                                    "rendezvous (" + plan->endpoint + ") and needs its certificate and key to serve TLS");

@@ -1,6 +1,7 @@
 """Shared helpers for the integration tests: find ctrun, run it, and wait on
 events (process exits, FIFO messages) with deadlines — never a bare sleep."""
 import os
+import re
 import select
 import signal
 import subprocess
@@ -44,15 +45,78 @@ def base_env(**extra):
     return env
 
 
-def run(args, env=None, timeout=120, **kw):
-    """Runs ctrun to completion; returns CompletedProcess with text output."""
-    return subprocess.run([ctrun_bin()] + list(args), env=env or base_env(),
+def run(args, env=None, timeout=120, prefix=(), **kw):
+    """Runs ctrun to completion; returns CompletedProcess with text output.
+    `prefix` runs it through a command, e.g. private_net()'s."""
+    return subprocess.run(list(prefix) + [ctrun_bin()] + list(args), env=env or base_env(),
                           capture_output=True, text=True, timeout=timeout, **kw)
 
 
-def start(args, env=None, **kw):
-    return subprocess.Popen([ctrun_bin()] + list(args), env=env or base_env(),
+def start(args, env=None, prefix=(), **kw):
+    """Starts ctrun with `args` (stdout and stderr are text pipes); `prefix`
+    runs it through a command, e.g. private_net()'s."""
+    return subprocess.Popen(list(prefix) + [ctrun_bin()] + list(args), env=env or base_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def private_net(test):
+    """A network namespace with only loopback up, for processes that must
+    bind ports fixed in advance (e.g. the static backend's --master-port):
+    no other test can take them there. Returns the command prefix that runs a
+    program in it (nsenter execs it: the Popen's pid is the program's). The
+    namespace is held by a process that `test`'s cleanup ends."""
+    holder = subprocess.Popen(["unshare", "--net", "sh", "-c", "ip link set lo up && echo up && exec cat"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    test.addCleanup(lambda: (holder.stdin.close(), holder.wait(timeout=30), holder.stdout.close()))
+    line = holder.stdout.readline()  # "up", or "" when unshare failed (it exits)
+    if line.strip() != "up":
+        test.fail(f"unshare --net did not make a network namespace (exit {holder.wait(timeout=30)})")
+    return ["nsenter", f"--net=/proc/{holder.pid}/ns/net"]
+
+
+HOSTING = re.compile(r"hosting the rendezvous for run '[^']*' on (\S+):(\d+)\n")
+
+
+class Agent(subprocess.Popen):
+    """A Popen whose stderr's first part was read by the test (start_host):
+    communicate() returns that part too, so a test sees all of stderr."""
+    stderr_head = ""
+
+    def communicate(self, *args, **kw):
+        out, err = super().communicate(*args, **kw)
+        return out, (self.stderr_head + err) if err is not None else err
+
+
+def start_host(args, env=None, timeout=60, program=None, **kw):
+    """Starts the ctrun agent that hosts the rendezvous, with `args` whose
+    --rdzv-endpoint says port 0 (e.g. 127.0.0.1:0): it binds a free port and
+    logs "hosting the rendezvous for run ... on HOST:PORT". Reads its stderr
+    until that line (at most `timeout` seconds) and returns (process, port);
+    the other agents join HOST:port. The process is an Agent: its stdout and
+    stderr are pipes as start()'s, and communicate() returns all of stderr.
+    `program` replaces the build's ctrun (e.g. an installed copy).
+    On a timeout or an early exit, kills it and raises AssertionError with
+    what it wrote."""
+    p = Agent([program or ctrun_bin()] + list(args), env=env or base_env(), stdout=subprocess.PIPE,
+              stderr=subprocess.PIPE, text=True, **kw)
+    fd = p.stderr.fileno()
+    deadline = time.monotonic() + timeout
+    data = b""
+    while True:
+        m = HOSTING.search(data.decode(errors="replace"))
+        if m:
+            p.stderr_head = data.decode(errors="replace")
+            return p, int(m.group(2))
+        left = deadline - time.monotonic()
+        ready = select.select([fd], [], [], left)[0] if left > 0 else []
+        chunk = os.read(fd, 65536) if ready else b""
+        if not chunk:
+            p.kill()
+            p.wait()
+            raise AssertionError(f"the hosting agent logged no 'hosting the rendezvous ... on HOST:PORT' "
+                                 f"within {timeout} s (exit {p.returncode}); its stderr: "
+                                 f"{data.decode(errors='replace')}")
+        data += chunk
 
 
 def finish(test, procs, timeout):

@@ -27,7 +27,7 @@ import time
 import unittest
 
 import harness as h
-from test_multinode import FAST, free_port
+from test_multinode import FAST
 
 SANITIZED = os.environ.get("CTRUN_SANITIZED") == "1"
 AS_LIMIT = 4 << 30
@@ -220,17 +220,24 @@ ATTACKS = [("pipelined GETs", pipelined_gets), ("huge MULTI_GET", huge_multi_get
 
 class AdversarialTest(unittest.TestCase):
     def agents(self, endpoint, fifo, host_first, env):
+        """The job's two agents, and the endpoint they joined. With
+        host_first, agent 0 hosts: `endpoint` says port 0 (HOST:0) and agent 1
+        joins the port it bound."""
         agents = []
         for i in range(2):
             conf = FAST + ((",is_host=1" if i == 0 else ",is_host=0") if host_first else "")
-            argv = [h.ctrun_bin(), "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+            args = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                     "--rdzv-endpoint", endpoint, "--rdzv-id", "adv", "--local-addr", f"127.0.0.{i + 1}",
                     "--rdzv-conf", conf, "--tee", "3", PINGPONG]
-            p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 preexec_fn=limit_as if (host_first and i == 0) else None)
+            if host_first and i == 0:
+                p, port = h.start_host(args, env=env, preexec_fn=limit_as)
+                endpoint = f"{endpoint.rsplit(':', 1)[0]}:{port}"
+            else:
+                p = subprocess.Popen([h.ctrun_bin()] + args, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
             self.addCleanup(lambda p=p: p.poll() is None and p.kill())
             agents.append(p)
-        return agents
+        return agents, endpoint
 
     def run_attacks(self, target):
         for name, run in ATTACKS:
@@ -251,21 +258,10 @@ class AdversarialTest(unittest.TestCase):
         fifo = h.Fifo(d)
         self.addCleanup(fifo.close)
         env = h.base_env(ANNOUNCE=fifo.path, CTRUN_PORT_SNIFF_DEADLINE_MS=SNIFF_MS)
-        for attempt in range(3):
-            # The hosting agent binds the port itself; another process may
-            # take it between free_port and that bind: then it exits and the
-            # job is started again on another port.
-            port = free_port()
-            agents = self.agents(f"127.0.0.1:{port}", fifo, True, env)
-            try:
-                lines = fifo.lines(2, 60)
-                break
-            except TimeoutError:
-                if agents[0].poll() is None or attempt == 2:
-                    h.fail_with_tails(self, agents, "the job's workers did not start")
-                for p in agents:
-                    p.kill()
-                    p.communicate()
+        # The hosting agent binds port 0 and says which port it got.
+        agents, endpoint = self.agents("127.0.0.1:0", fifo, True, env)
+        port = int(endpoint.rsplit(":", 1)[1])
+        lines = h.fifo_lines(self, fifo, 2, 60, agents)
         self.assertTrue(all(line.split()[2] == str(port) for line in lines), lines)
         target = Target(self, "127.0.0.1", port, agents[0].pid, agents)
         self.run_attacks(target)
@@ -282,7 +278,7 @@ class AdversarialTest(unittest.TestCase):
         line = daemon.stdout.readline()  # "ctrund: serving rendezvous on 127.0.0.1:PORT"
         self.assertIn("serving rendezvous", line)
         port = int(line.strip().rsplit(":", 1)[1])
-        agents = self.agents(f"127.0.0.1:{port}", fifo, False, h.base_env(ANNOUNCE=fifo.path))
+        agents, _ = self.agents(f"127.0.0.1:{port}", fifo, False, h.base_env(ANNOUNCE=fifo.path))
         lines = h.fifo_lines(self, fifo, 2, 60, agents)
         self.assertTrue(all(line.split()[2] == str(port) for line in lines), lines)
         target = Target(self, "127.0.0.1", port, daemon.pid, [daemon] + agents)

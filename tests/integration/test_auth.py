@@ -87,11 +87,18 @@ def agent_args(endpoint, run_id, conf=CONF, nnodes="2"):
             "--no-python", "/bin/true"]
 
 
-def run_agents(endpoints_confs, run_id="job", token=None, env=None):
+def run_agents(endpoints_confs, run_id="job", token=None, env=None, host_conf=None):
     """Starts one agent per (endpoint, conf) and waits for all; returns the
-    CompletedProcess-like (returncode, stderr) list."""
+    CompletedProcess-like (returncode, stderr) list. With `host_conf`, an
+    agent that hosts on 127.0.0.1:0 (with that conf) comes first, and an
+    endpoint of None means the port it bound."""
     env = env or h.base_env(CTRUN_RDZV_TOKEN=token)
-    procs = [h.start(agent_args(e, run_id, c), env=env) for e, c in endpoints_confs]
+    procs = []
+    if host_conf is not None:
+        host, port = h.start_host(agent_args("127.0.0.1:0", run_id, host_conf), env=env)
+        procs.append(host)
+        endpoints_confs = [(e or f"127.0.0.1:{port}", c) for e, c in endpoints_confs]
+    procs += [h.start(agent_args(e, run_id, c), env=env) for e, c in endpoints_confs]
     out = []
     for p in procs:
         try:
@@ -135,9 +142,9 @@ class TokenTest(unittest.TestCase):
         self.assertRegex(log, r"refused a call from ipv4:127\.0\.0\.1:\d+ for run 'job': it sent a wrong token")
 
     def test_hosting_agent_checks_the_token_too(self):
-        port = free_port()
+        host, port = h.start_host(agent_args("127.0.0.1:0", "job", CONF + ",is_host=1"),
+                                  env=h.base_env(CTRUN_RDZV_TOKEN="right"))
         endpoint = f"127.0.0.1:{port}"
-        host = h.start(agent_args(endpoint, "job", CONF + ",is_host=1"), env=h.base_env(CTRUN_RDZV_TOKEN="right"))
         self.addCleanup(lambda: host.poll() is None and host.kill())
         stranger = h.start(agent_args(endpoint, "job", CONF + ",is_host=0"),
                            env=h.base_env(CTRUN_RDZV_TOKEN="wrong"))
@@ -149,9 +156,8 @@ class TokenTest(unittest.TestCase):
         self.assertIn("refused a call from", host_err)
 
     def test_wrong_run_id_on_a_hosting_agent_is_refused_on_both_sides(self):
-        port = free_port()
+        host, port = h.start_host(agent_args("127.0.0.1:0", "job-a", CONF + ",is_host=1"))
         endpoint = f"127.0.0.1:{port}"
-        host = h.start(agent_args(endpoint, "job-a", CONF + ",is_host=1"))
         self.addCleanup(lambda: host.poll() is None and host.kill())
         other = h.start(agent_args(endpoint, "job-b", CONF + ",is_host=0"))
         _, err = other.communicate(timeout=DEADLINE_S)
@@ -162,11 +168,6 @@ class TokenTest(unittest.TestCase):
         _, host_err = host.communicate(timeout=DEADLINE_S)
         self.assertRegex(host_err, r"refused node .*job-b|run 'job-b'.*refused|refused node")
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class TlsTest(unittest.TestCase):
@@ -239,11 +240,9 @@ class TlsTest(unittest.TestCase):
 
     def test_hosting_agent_serves_tls(self):
         p = self.pki
-        port = free_port()
-        endpoint = f"127.0.0.1:{port}"
         host_conf = CONF + f",is_host=1,tls_ca={p['ca.pem']},tls_cert={p['server.pem']},tls_key={p['server.key']}"
         guest_conf = CONF + f",is_host=0,tls_ca={p['ca.pem']}"
-        for rc, err in run_agents([(endpoint, host_conf), (endpoint, guest_conf)]):
+        for rc, err in run_agents([(None, guest_conf)], host_conf=host_conf):
             self.assertEqual(rc, 0, err)
 
 
@@ -287,17 +286,13 @@ class BindTest(unittest.TestCase):
         d.stop()
 
     def test_hosting_agent_listens_only_on_the_endpoint_address(self):
-        port = free_port()
         # --local-addr: the workers' store (which the agent hosts too) binds the
         # address the workers are given; without it, every interface, as
-        # torch's TCPStore does.
-        host = h.start(["--local-addr", "127.0.0.1"] + agent_args(f"127.0.0.1:{port}", "job", CONF + ",is_host=1"))
+        # torch's TCPStore does. The agent logs that it hosts, and on which
+        # port, once the listener is up (start_host waits for that line).
+        host, port = h.start_host(["--local-addr", "127.0.0.1"] +
+                                  agent_args("127.0.0.1:0", "job", CONF + ",is_host=1"), timeout=DEADLINE_S)
         self.addCleanup(lambda: host.poll() is None and host.kill())
-        # The agent logs that it hosts once the listener is up.
-        line = ""
-        while "hosting the rendezvous" not in line:
-            line = read_line(host.stderr, timeout=DEADLINE_S)
-            self.assertTrue(line, "ctrun ended before hosting")
         sockets = listening_sockets(host.pid)
         self.assertIn(("127.0.0.1", port), sockets)
         self.assertEqual(len(sockets), 2, sockets)  # the rendezvous and the workers' store

@@ -3,7 +3,6 @@ order, through a failure, a restart and a success; each line names the agent
 (node_id) so agents sharing a host and a file can be told apart."""
 import json
 import os
-import socket
 import unittest
 
 import harness as h
@@ -53,12 +52,18 @@ class EventsTest(unittest.TestCase):
     def test_two_agents_on_one_host_are_told_apart_by_node_id(self):
         d = h.tempdir(self)
         path = os.path.join(d, "events.jsonl")
-        with socket.socket() as s:  # a free port for the rendezvous one of the agents hosts
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        procs = [h.start(["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
-                          "--rdzv-id", "pair", "--local-addr", addr, "--events-file", path,
-                          "--no-python", "/bin/true"]) for addr in ("127.0.0.1", "127.0.0.2")]
+        # The first agent hosts the rendezvous: it binds port 0 and says
+        # which port it got; the second joins that.
+        port = 0
+        procs = []
+        for addr in ("127.0.0.1", "127.0.0.2"):
+            args = ["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                    "--rdzv-id", "pair", "--local-addr", addr, "--events-file", path, "--no-python", "/bin/true"]
+            if port == 0:
+                p, port = h.start_host(args)
+            else:
+                p = h.start(args)
+            procs.append(p)
         outs = h.finish(self, procs, timeout=60)
         self.assertEqual([p.returncode for p in procs], [0, 0], [err for _, err in outs])
         with open(path) as f:

@@ -16,12 +16,6 @@ import harness as h
 FAST = "last_call_timeout=1,keep_alive_interval=0.5,keep_alive_max_attempt=2,join_timeout=30"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def script(d, name, body):
     path = os.path.join(d, name)
     with open(path, "w") as f:
@@ -33,7 +27,7 @@ def script(d, name, body):
 class HealthTest(unittest.TestCase):
     def setUp(self):
         self.dir = h.tempdir(self)
-        self.port = free_port()
+        self.port = None  # bound by agent 0, which hosts (started first)
         self.fifo = h.Fifo(self.dir)
         self.addCleanup(self.fifo.close)
         self.agents = []
@@ -42,12 +36,17 @@ class HealthTest(unittest.TestCase):
         """Agent `index` (index 0 hosts the rendezvous), its workers see NODE."""
         conf += ",is_host=1" if index == 0 else ",is_host=0"
         env = h.base_env(NODE=node, DIR=self.dir, FIFO=self.fifo.path)
+        if index != 0 and self.port is None:
+            raise AssertionError("start agent 0 (the host) first")
         args = ["--nnodes", nnodes, "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-                "--rdzv-endpoint", f"127.0.0.1:{self.port}", "--rdzv-id", "job",
+                "--rdzv-endpoint", f"127.0.0.1:{self.port if index else 0}", "--rdzv-id", "job",
                 "--local-addr", f"127.0.0.{index + 1}", "--rdzv-conf", conf,
                 "--events-file", os.path.join(self.dir, f"events_{node}.jsonl"),
                 *extra, "--no-python", worker]
-        p = h.start(args, env=env)
+        if index == 0:  # it binds port 0 and says which port it got; the others join that
+            p, self.port = h.start_host(args, env=env)
+        else:
+            p = h.start(args, env=env)
         self.agents.append(p)
         self.addCleanup(lambda: p.poll() is None and p.kill())
         return p

@@ -4,7 +4,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import unittest
 
@@ -79,9 +78,10 @@ class EnvironmentTest(unittest.TestCase):
         # one of those listed here; each is documented in docs/migration.md.
         # (On torch 2.11's torchrun, 2026-11-26, only CTRUN_EXCLUDE_NODE_FILE
         # was extra: see docs/migration.md.)
-        with socket.socket() as sock:  # not torchrun's default 29500, which other tests may hold
-            sock.bind(("127.0.0.1", 0))
-            port = str(sock.getsockname()[1])
+        # Both get the same fixed --master_port (the workers' MASTER_PORT is
+        # compared), each in a network namespace of its own where no other
+        # test can hold it.
+        port = "29500"
         args = ["--nproc_per_node", "2", "--max_restarts", "2", "--rdzv_id", "job7", "--role", "trainer",
                 "--master_port", port, h.worker("dump_env.py"), "--lr", "${local_rank}"]
         source = os.environ.get("CTRUN_SOURCE_DIR", os.path.join(h.HERE, "..", ".."))
@@ -91,10 +91,10 @@ class EnvironmentTest(unittest.TestCase):
             env = h.base_env(DUMP_DIR=d, OMP_NUM_THREADS=None, TORCH_NCCL_ASYNC_ERROR_HANDLING=None,
                              NCCL_ASYNC_ERROR_HANDLING=None)
             if name == "torchrun":
-                r = subprocess.run([h.PYTHON, os.path.join(source, "bench", "torchrun_compat.py"), *args],
-                                   env=env, capture_output=True, text=True, timeout=120)
+                r = subprocess.run([*h.private_net(self), h.PYTHON, os.path.join(source, "bench", "torchrun_compat.py"),
+                                    *args], env=env, capture_output=True, text=True, timeout=120)
             else:
-                r = h.run(args, env=env)
+                r = h.run(args, env=env, prefix=h.private_net(self))
             self.assertEqual(r.returncode, 0, name + ": " + r.stderr[-2000:])
             for lr in range(2):
                 with open(os.path.join(d, f"env_0_{lr}.json")) as f:

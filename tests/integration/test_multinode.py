@@ -13,18 +13,12 @@ import netns
 FAST = "last_call_timeout=1,keep_alive_interval=0.5,keep_alive_max_attempt=2,join_timeout=60"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Job:
     """Agents of one run, started and cleaned up by the test."""
 
     def __init__(self, test, nnodes, nproc, conf=FAST, extra_env=None, backend="c10d"):
         self.test = test
-        self.port = free_port()
+        self.port = None  # bound by agent 0, which hosts (start(0) first)
         self.nnodes = nnodes
         self.nproc = nproc
         self.conf = conf
@@ -35,12 +29,18 @@ class Job:
     def start(self, index, *extra):
         # Every agent here could bind the endpoint (they share one host): the
         # first one hosts, so a test that kills agent 2 never kills the host.
+        # It binds port 0 and says which port it got; the others join that.
         conf = self.conf + (",is_host=1" if index == 0 else ",is_host=0")
+        if index != 0 and self.port is None:
+            raise AssertionError("start agent 0 (the host) first")
         args = ["--nnodes", self.nnodes, "--nproc-per-node", str(self.nproc),
-                "--rdzv-backend", self.backend, "--rdzv-endpoint", f"127.0.0.1:{self.port}",
+                "--rdzv-backend", self.backend, "--rdzv-endpoint", f"127.0.0.1:{self.port if index else 0}",
                 "--rdzv-id", "job", "--local-addr", f"127.0.0.{index + 1}",
                 "--rdzv-conf", conf, "--tee", "3", *extra]
-        p = h.start(args, env=self.env)
+        if index == 0:
+            p, self.port = h.start_host(args, env=self.env)
+        else:
+            p = h.start(args, env=self.env)
         self.agents.append(p)
         self.test.addCleanup(lambda: p.poll() is None and p.kill())
         return p
@@ -127,13 +127,17 @@ class MultiNodeTest(unittest.TestCase):
         self.assertEqual(daemon.returncode, 0)
 
     def test_static_backend_uses_master_addr_and_node_ranks(self):
-        port = free_port()
+        # The workers get exactly --master-port, fixed before any agent
+        # starts: the agents run in a network namespace of their own, where
+        # no other test can take it (nor the rendezvous's, port + 1).
+        net = h.private_net(self)
+        port = 29500
         dirs = {rank: h.tempdir(self) for rank in (0, 1)}
         # Node rank 1 starts first and has the lower address: ranks still follow --node-rank.
         agents = {rank: h.start(["--nnodes", "2", "--nproc-per-node", "2", "--node-rank", str(rank),
                                  "--master-addr", "127.0.0.1", "--master-port", str(port),
                                  "--local-addr", f"127.0.0.{2 - rank}", h.worker("dump_env.py")],
-                                env=h.base_env(DUMP_DIR=dirs[rank]))
+                                env=h.base_env(DUMP_DIR=dirs[rank]), prefix=net)
                   for rank in (1, 0)}
         for p in agents.values():
             self.addCleanup(lambda p=p: p.poll() is None and p.kill())
@@ -151,11 +155,15 @@ class MultiNodeTest(unittest.TestCase):
                 self.assertEqual(e["MASTER_PORT"], str(port))
 
     def test_unreachable_endpoint_fails_within_join_timeout(self):
-        port = free_port()
-        r = h.run(["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-                   "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "lonely",
-                   "--rdzv-conf", "join_timeout=2,is_host=0", "--no-python", "/bin/true"],
-                  timeout=60)
+        # A port bound here and never listened on: connecting is refused, and
+        # no other test can take it while this one runs.
+        with socket.socket() as held:
+            held.bind(("127.0.0.1", 0))
+            port = held.getsockname()[1]
+            r = h.run(["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                       "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "lonely",
+                       "--rdzv-conf", "join_timeout=2,is_host=0", "--no-python", "/bin/true"],
+                      timeout=60)
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("join_timeout", r.stderr)
 

@@ -14,12 +14,6 @@ import harness as h
 WORKER = ["--no-python", "/bin/sh", "-c", 'echo "worker soft $(ulimit -Sn)"; grep "Max open files" /proc/$PPID/limits']
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def with_limit(limit, argv):
     """`argv` run by a shell that first sets the open-files limit: `limit` is
     ulimit's option and value, e.g. ["-Sn", "256"]."""
@@ -44,7 +38,7 @@ class CtrunTest(unittest.TestCase):
 
     def test_after_the_hand_off_to_ctrun_full(self):
         self.check(["--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-                    "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-conf", "last_call_timeout=0.1"])
+                    "--rdzv-endpoint", "127.0.0.1:0", "--rdzv-conf", "last_call_timeout=0.1"])
 
 
 class StoreTest(unittest.TestCase):
@@ -88,13 +82,14 @@ print("store answered", reply[8:10].decode())
 
 class CtrundTest(unittest.TestCase):
     def test_a_port_out_of_descriptors_waits_says_so_once_and_serves_again(self):
-        port = free_port()
         ctrund = os.path.join(h.build_dir(), "rendezvous", "ctrund")
         # Soft and hard 64: ctrund cannot raise past it.
-        daemon = subprocess.Popen(with_limit(["-n", "64"], [ctrund, "--listen", f"127.0.0.1:{port}"]),
+        daemon = subprocess.Popen(with_limit(["-n", "64"], [ctrund, "--listen", "127.0.0.1:0"]),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.addCleanup(lambda: daemon.poll() is None and daemon.kill())
-        h.read_until(daemon.stdout, "serving rendezvous", 30)
+        serving = h.read_until(daemon.stdout, "\n", 30)  # "ctrund: serving rendezvous on 127.0.0.1:PORT"
+        self.assertIn("serving rendezvous", serving)
+        port = int(serving.split()[-1].rsplit(":", 1)[1])
         clients = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(100)]
         said = h.read_until(daemon.stderr, "the rendezvous port cannot accept a connection", 30)
         for c in clients:

@@ -5,7 +5,6 @@ the flags the man pages and the completion must cover."""
 import os
 import re
 import shutil
-import socket
 import stat
 import subprocess
 import tempfile
@@ -55,12 +54,6 @@ def package_names(path):
                                       text=True).stdout
             return {package} | {p.split()[0] for p in provides.split(",") if p.strip()}
     return {f"<no package owns {path}>"}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class InstallTest(unittest.TestCase):
@@ -114,15 +107,18 @@ class InstallTest(unittest.TestCase):
         with open(script, "w") as f:
             f.write('#!/bin/sh\necho "rank $RANK world $WORLD_SIZE"\n')
         os.chmod(script, 0o755)
-        port = free_port()
+        port = 0  # the first agent hosts: it binds a free port and says which; the second joins it
         agents = []
         for i in range(2):
-            p = subprocess.Popen(
-                [self.path("bin/ctrun"), "--nnodes", "2", "--nproc-per-node", "1",
-                 "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "pkg",
-                 "--local-addr", f"127.0.0.{i + 1}", "--rdzv-conf", "last_call_timeout=1,join_timeout=30",
-                 "--no-python", script],
-                cwd=d, env=h.base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            args = ["--nnodes", "2", "--nproc-per-node", "1",
+                    "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "pkg",
+                    "--local-addr", f"127.0.0.{i + 1}", "--rdzv-conf", "last_call_timeout=1,join_timeout=30",
+                    "--no-python", script]
+            if i == 0:
+                p, port = h.start_host(args, program=self.path("bin/ctrun"), cwd=d, env=h.base_env())
+            else:
+                p = subprocess.Popen([self.path("bin/ctrun")] + args, cwd=d, env=h.base_env(),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             self.addCleanup(lambda p=p: p.poll() is None and p.kill())
             agents.append(p)
         outs = [p.communicate(timeout=60) for p in agents]
@@ -138,15 +134,16 @@ class InstallTest(unittest.TestCase):
         shutil.copy2(self.path("bin/ctrun"), lonely)
         tmp = os.path.join(d, "tmp")  # where a launch would make its log directory
         os.mkdir(tmp)
+        # The hand-off fails before anything listens or connects: no port is used.
         r = subprocess.run([lonely, "--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-                            f"127.0.0.1:{free_port()}", "--no-python", "/bin/true"],
+                            "127.0.0.1:29400", "--no-python", "/bin/true"],
                            env=h.base_env(TMPDIR=tmp), capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn(f"{d}/bin/ctrun-full cannot be run (No such file or directory)", r.stderr)
         self.assertIn("reinstall ctrun", r.stderr)
         self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
         self.assertEqual(os.listdir(tmp), [], "nothing may be made before the hand-off")
-        r = subprocess.run([lonely, "status", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"],
+        r = subprocess.run([lonely, "status", "--rdzv-endpoint", "127.0.0.1:29400"],
                            env=h.base_env(), capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("ctrun status runs in ctrun-full", r.stderr)

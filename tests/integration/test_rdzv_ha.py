@@ -7,7 +7,6 @@ a file polled with a deadline."""
 import os
 import selectors
 import signal
-import socket
 import subprocess
 import time
 import unittest
@@ -42,12 +41,6 @@ sys.exit(0 if t.item() == world * (world + 1) / 2 else 3)
 '''
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class LineReader:
     """Lines of a child's pipe, read as they come, with a deadline."""
 
@@ -78,15 +71,17 @@ class LineReader:
 
 
 class Daemon:
-    """ctrund on a fixed port, so a restart is found at the same endpoint."""
+    """ctrund on a fixed port, so a restart is found at the same endpoint;
+    run through `net` (h.private_net's prefix), where no other test can take
+    that port between a kill and the restart."""
 
-    def __init__(self, test, port, state_dir):
-        self.test, self.port, self.state_dir = test, port, state_dir
+    def __init__(self, test, port, state_dir, net):
+        self.test, self.port, self.state_dir, self.net = test, port, state_dir, net
         self.proc = None
 
     def start(self):
         ctrund = os.path.join(h.build_dir(), "rendezvous", "ctrund")
-        args = [ctrund, "--listen", f"127.0.0.1:{self.port}", "--log-level", "debug"]
+        args = [*self.net, ctrund, "--listen", f"127.0.0.1:{self.port}", "--log-level", "debug"]
         if self.state_dir:
             args += ["--state-dir", self.state_dir]
         p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -112,14 +107,17 @@ class DaemonRestartTest(unittest.TestCase):
         self.script = os.path.join(self.dir, "gated_worker.py")
         with open(self.script, "w") as f:
             f.write(GATED_WORKER)
-        self.port = free_port()
+        # ctrund and the agents share a network namespace of their own: the
+        # daemon comes back on the same fixed port, which no other test has.
+        self.net = h.private_net(self)
+        self.port = 29400
         self.env = h.base_env(ANNOUNCE=self.fifo.path, GATE=self.gate)
 
     def agent(self, index):
         p = h.start(["--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
                      "--rdzv-endpoint", f"127.0.0.1:{self.port}", "--rdzv-id", "ha-job",
                      "--local-addr", f"127.0.0.{index + 1}", "--rdzv-conf", FAST,
-                     "--max-restarts", "0", "--tee", "1", self.script], env=self.env)
+                     "--max-restarts", "0", "--tee", "1", self.script], env=self.env, prefix=self.net)
         self.addCleanup(lambda: p.poll() is None and p.kill())
         return p
 
@@ -140,12 +138,12 @@ class DaemonRestartTest(unittest.TestCase):
 
     def test_kill9_mid_run_resumes_the_round_without_restarting_workers(self):
         state = os.path.join(self.dir, "state")
-        daemon = Daemon(self, self.port, state).start()
+        daemon = Daemon(self, self.port, state, self.net).start()
         agents = [self.agent(i) for i in range(2)]
         first = self.fifo.lines(4, timeout=DEADLINE_S)
         self.assertEqual(sorted(line.split()[1:3] for line in first), [["4", "0"]] * 4)
         daemon.kill9()
-        daemon = Daemon(self, self.port, state).start()
+        daemon = Daemon(self, self.port, state, self.net).start()
         daemon.log.wait_for("resumed from", timeout=10)
         daemon.log.wait_for("reconnected to running round 0", count=2)
         with open(self.gate, "w"):
@@ -161,7 +159,7 @@ class DaemonRestartTest(unittest.TestCase):
 
     def test_kill9_while_forming_keeps_the_joined_node(self):
         state = os.path.join(self.dir, "state")
-        daemon = Daemon(self, self.port, state).start()
+        daemon = Daemon(self, self.port, state, self.net).start()
         agents = [self.agent(0)]
         run_file = os.path.join(state, "ha-job.run")
         deadline = time.monotonic() + DEADLINE_S
@@ -169,7 +167,7 @@ class DaemonRestartTest(unittest.TestCase):
             self.assertLess(time.monotonic(), deadline, f"{run_file} never appeared")
             time.sleep(0.02)
         daemon.kill9()
-        daemon = Daemon(self, self.port, state).start()
+        daemon = Daemon(self, self.port, state, self.net).start()
         daemon.log.wait_for("resumed from", timeout=10)
         agents.append(self.agent(1))
         lines = self.fifo.lines(4, timeout=DEADLINE_S)
@@ -180,11 +178,11 @@ class DaemonRestartTest(unittest.TestCase):
         self.assertEqual("".join(out for out, _ in outs).count("world 4 sum 10"), 4)
 
     def test_without_state_dir_a_restart_re_forms_the_round_free_of_charge(self):
-        daemon = Daemon(self, self.port, None).start()
+        daemon = Daemon(self, self.port, None, self.net).start()
         agents = [self.agent(i) for i in range(2)]
         self.fifo.lines(4, timeout=DEADLINE_S)
         daemon.kill9()
-        Daemon(self, self.port, None).start()
+        Daemon(self, self.port, None, self.net).start()
         again = self.fifo.lines(4, timeout=DEADLINE_S)  # the workers were restarted...
         self.assertEqual(sorted(line.split()[1:3] for line in again), [["4", "0"]] * 4)  # ...not charged
         with open(self.gate, "w"):
@@ -195,18 +193,21 @@ class DaemonRestartTest(unittest.TestCase):
 
 
 class EtcdCluster:
-    """Three etcd members on loopback, each with its own data dir."""
+    """Three etcd members on loopback, each with its own data dir, in a
+    network namespace of their own (h.private_net): their fixed ports are
+    free there. The agents must run in it too (`net`, the prefix)."""
 
     def __init__(self, test, directory):
         self.test = test
+        self.net = h.private_net(test)
         names = ["m1", "m2", "m3"]
-        self.client = {n: free_port() for n in names}
-        peer = {n: free_port() for n in names}
+        self.client = {n: 2379 + 10 * i for i, n in enumerate(names)}
+        peer = {n: 2380 + 10 * i for i, n in enumerate(names)}
         cluster = ",".join(f"{n}=http://127.0.0.1:{peer[n]}" for n in names)
         self.procs = {}
         for n in names:
             p = subprocess.Popen([
-                ETCD, "--name", n, "--data-dir", os.path.join(directory, n),
+                *self.net, ETCD, "--name", n, "--data-dir", os.path.join(directory, n),
                 "--listen-client-urls", f"http://127.0.0.1:{self.client[n]}",
                 "--advertise-client-urls", f"http://127.0.0.1:{self.client[n]}",
                 "--listen-peer-urls", f"http://127.0.0.1:{peer[n]}",
@@ -248,7 +249,7 @@ class EtcdTest(unittest.TestCase):
             p = h.start(["--nnodes", "2:3", "--nproc-per-node", "2", "--rdzv-backend", "etcd-v3",
                          "--rdzv-endpoint", etcd.endpoint("m1"), "--rdzv-id", f"etcd-job-{os.getpid()}",
                          "--local-addr", f"127.0.0.{i + 1}", "--rdzv-conf", FAST, "--max-restarts", "0",
-                         "--tee", "1", script], env=env)
+                         "--tee", "1", script], env=env, prefix=etcd.net)
             self.addCleanup(lambda p=p: p.poll() is None and p.kill())
             agents.append(p)
         first = fifo.lines(6, timeout=DEADLINE_S)
@@ -282,7 +283,7 @@ class EtcdTest(unittest.TestCase):
             p = h.start(["--nnodes", "2:3", "--nproc-per-node", "2", "--rdzv-backend", "etcd-v3",
                          "--rdzv-endpoint", etcd.endpoint("m2"), "--rdzv-id", f"etcd-shrink-{os.getpid()}",
                          "--local-addr", f"127.0.0.{i + 1}", "--rdzv-conf", FAST, "--tee", "1",
-                         h.worker("elastic_allreduce.py")], env=env)
+                         h.worker("elastic_allreduce.py")], env=env, prefix=etcd.net)
             self.addCleanup(lambda p=p: p.poll() is None and p.kill())
             agents.append(p)
         lines = fifo.lines(6, timeout=DEADLINE_S)

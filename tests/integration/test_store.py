@@ -9,7 +9,7 @@ import time
 import unittest
 
 import harness as h
-from test_multinode import FAST, free_port
+from test_multinode import FAST
 
 STORE_CALLS = h.worker("store_calls.py")
 
@@ -49,14 +49,18 @@ class StoreTest(unittest.TestCase):
         self.assertEqual(r.stdout.count("store ok world 2"), 2, r.stdout)
 
     def test_every_call_two_nodes(self):
-        port = free_port()
+        port = 0  # agent 0 hosts: it binds a free port, which agent 1 joins
         agents = []
         for i in range(2):
             conf = FAST + (",is_host=1" if i == 0 else ",is_host=0")
-            agents.append(h.start(["--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
-                                   "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "store",
-                                   "--local-addr", f"127.0.0.{i + 1}", "--rdzv-conf", conf,
-                                   "--tee", "3", STORE_CALLS]))
+            args = ["--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                    "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "store",
+                    "--local-addr", f"127.0.0.{i + 1}", "--rdzv-conf", conf, "--tee", "3", STORE_CALLS]
+            if i == 0:
+                p, port = h.start_host(args)
+            else:
+                p = h.start(args)
+            agents.append(p)
             self.addCleanup(lambda p=agents[-1]: p.poll() is None and p.kill())
         outs = h.finish(self, agents, 120)
         for p, (out, err) in zip(agents, outs):

@@ -5,7 +5,6 @@ file, and a line in `ctrun status`. The test waits for the event with a
 deadline, then stops the workers."""
 import json
 import os
-import socket
 import subprocess
 import time
 import unittest
@@ -26,21 +25,25 @@ class StragglerTest(unittest.TestCase):
     def test_the_slow_rank_and_only_it_is_flagged(self):
         d = h.tempdir(self)
         stop = os.path.join(d, "stop")
-        with socket.socket() as s:  # a free port for the rendezvous the first agent hosts
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        endpoint = f"127.0.0.1:{port}"
+        endpoint = "127.0.0.1:0"  # the first agent hosts: it binds a free port and says which
         env = h.base_env(STEP_S="0.1", SLOW_STEP_S="0.2", SLOW_RANK=SLOW_RANK, STOP_FILE=stop, MAX_STEPS=600)
         addrs = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
         files = [os.path.join(d, f"events-{i}.jsonl") for i in range(len(addrs))]
-        procs = [h.start(["--nnodes", "3", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-                          "--rdzv-endpoint", endpoint, "--rdzv-id", "strag", "--local-addr", addr,
-                          "--rdzv-conf", "keep_alive_interval=0.3,join_timeout=60",
-                          "--heartbeat-timeout", "30", "--straggler-factor", "1.5", "--straggler-intervals", "3",
-                          "--events-file", path, "--log-dir", os.path.join(d, f"logs-{i}"),
-                          h.worker("step_pacer.py")], env=env)
-                 for i, (addr, path) in enumerate(zip(addrs, files))]
+        procs = []
         self.addCleanup(lambda: [p.kill() for p in procs if p.poll() is None])
+        for i, (addr, path) in enumerate(zip(addrs, files)):
+            args = ["--nnodes", "3", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                    "--rdzv-endpoint", endpoint, "--rdzv-id", "strag", "--local-addr", addr,
+                    "--rdzv-conf", "keep_alive_interval=0.3,join_timeout=60",
+                    "--heartbeat-timeout", "30", "--straggler-factor", "1.5", "--straggler-intervals", "3",
+                    "--events-file", path, "--log-dir", os.path.join(d, f"logs-{i}"),
+                    h.worker("step_pacer.py")]
+            if i == 0:
+                p, port = h.start_host(args, env=env)
+                endpoint = f"127.0.0.1:{port}"
+            else:
+                p = h.start(args, env=env)
+            procs.append(p)
 
         deadline = time.monotonic() + 40
         flagged = []

@@ -254,9 +254,9 @@ TEST_CASE("bad inputs are rejected with a one-line message naming input and fix"
       {{"--local-ranks-filter", "0,-1", "t.py"}, {}, "'-1' is not a local rank (use a comma list of integers >= 0"},
       {{"--local_ranks_filter", "0,,1", "t.py"}, {}, "--local_ranks_filter '0,,1': '' is not a local rank"},
       {{"--rdzv-backend", "zookeeper", "t.py"}, {}, "--rdzv-backend 'zookeeper': unknown backend (use static, c10d"},
-      {{"--rdzv-endpoint", "h:0", "t.py"}, {}, "--rdzv-endpoint 'h:0': port must be an integer from 1 to 65535"},
-      {{"--rdzv-endpoint", "h:65536", "t.py"}, {}, "port must be an integer from 1 to 65535"},
-      {{"--rdzv-endpoint", "h:http", "t.py"}, {}, "port must be an integer from 1 to 65535"},
+      {{"--rdzv-endpoint", "h:-1", "t.py"}, {}, "--rdzv-endpoint 'h:-1': port must be an integer from 0 to 65535"},
+      {{"--rdzv-endpoint", "h:65536", "t.py"}, {}, "port must be an integer from 0 to 65535"},
+      {{"--rdzv-endpoint", "h:http", "t.py"}, {}, "port must be an integer from 0 to 65535"},
       {{"--rdzv-endpoint", "::1:29400", "t.py"}, {}, "an IPv6 address needs brackets (use HOST[:PORT] or [IPV6]:PORT)"},
       {{"--rdzv-endpoint", "[::1", "t.py"}, {}, "missing ']'"},
       {{"--rdzv-endpoint", "a b:1", "t.py"}, {}, "'a b' is not a host name or address"},
@@ -592,6 +592,11 @@ TEST_CASE("ParseEndpoint", "[flags]") {
   CHECK_FALSE(ParseEndpoint("[]:1", 1).ok());
   CHECK_FALSE(ParseEndpoint("[::1]x", 1).ok());
   CHECK_FALSE(ParseEndpoint("h:", 1).ok());
+  CHECK_FALSE(ParseEndpoint("h:0", 1).ok());  // port 0 only where the caller allows it
+  auto z = ParseEndpoint("127.0.0.1:0", 1, /*allow_port_zero=*/true);
+  REQUIRE(z.ok());
+  CHECK(z->port == 0);
+  CHECK(z->port_given);
 }
 
 TEST_CASE("ClosestSpelling", "[flags]") {
