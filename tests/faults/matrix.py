@@ -31,7 +31,10 @@ class CaseFailed(Exception):
     pass
 
 
-def free_port():
+def reserved_port():
+    """A port for torchrun 1.13's agents (bench/faults.py only): its host
+    cannot bind port 0 and say which port it got. ctrun's runs never use
+    this: their host binds port 0 and logs the port (Run.agent)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -69,7 +72,9 @@ class Run:
         self.fifo = h.Fifo(self.dir)
         self.ckpt_dir = os.path.join(self.dir, "ckpt")
         os.mkdir(self.ckpt_dir)
-        self.port = free_port()
+        # The rendezvous port: ctrun's first agent hosts on port 0 and logs
+        # the one it bound; torchrun's agents need one chosen in advance.
+        self.port = reserved_port() if launcher == "torchrun" else None
         self.agents = []
         self.logs = []
         self.others = []  # daemons
@@ -88,8 +93,12 @@ class Run:
     def agent(self, index, nnodes, conf=FAST, extra=(), env=None, endpoint=None, addr=None):
         if self.launcher == "torchrun":
             return self.torchrun_agent(index, nnodes, conf, extra, env)
+        hosting = endpoint is None and self.port is None
+        if hosting and "is_host=0" in conf:
+            raise CaseFailed("the first agent of a case must host the rendezvous (it binds port 0)")
         args = [h.ctrun_bin(), "--nnodes", nnodes, "--nproc-per-node", "1",
-                "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint or f"127.0.0.1:{self.port}",
+                "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", endpoint or f"127.0.0.1:{0 if hosting else self.port}",
                 "--rdzv-id", f"fault-{self.name}", "--local-addr", addr or f"127.0.0.{index + 1}",
                 "--rdzv-conf", conf, "--tee", "3", *extra, TRAIN]
         if self.hosts is not None:
@@ -98,7 +107,22 @@ class Run:
         p = subprocess.Popen(args, env=env or self.env(), stdout=log, stderr=subprocess.STDOUT, text=True)
         self.agents.append(p)
         self.logs.append(log)
+        if hosting:
+            self.port = self.hosted_port(len(self.logs) - 1, p)
         return p
+
+    def hosted_port(self, index, p, timeout=60):
+        """The port the hosting agent (log `index`, process `p`) bound, from
+        its "hosting the rendezvous ... on HOST:PORT" line."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = h.HOSTING.search(self.log(index))
+            if m:
+                return int(m.group(2))
+            if p.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise CaseFailed(f"the hosting agent logged no port (exit {p.poll()}): {self.log(index)[-600:]}")
 
     def torchrun_agent(self, index, nnodes, conf, extra, env):
         """The same agent as torchrun 1.13 runs it: underscored flags, integer
@@ -359,20 +383,24 @@ def case_daemon_restart(run, res):
         return
     state = os.path.join(run.dir, "state")
     os.mkdir(state)
-    endpoint = f"127.0.0.1:{run.port}"
+    # The first ctrund binds port 0; the restarted one binds the port it
+    # logged, as a daemon restarted in place does.
+    endpoint = "127.0.0.1:0"
 
     def daemon():
+        nonlocal endpoint
         d = subprocess.Popen([ctrund, "--listen", endpoint, "--state-dir", state], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True)
         run.others.append(d)
         line = d.stdout.readline()
-        if "serving rendezvous" not in line:
+        if "serving rendezvous on " not in line:
             raise CaseFailed(f"ctrund did not start: {line!r}")
+        endpoint = line.split("serving rendezvous on ", 1)[1].strip()
         return d
 
     d = daemon()
     a = [run.agent(i, "2", conf=FAST + ",is_host=0", extra=["--max-restarts", "2"],
-                   env=run.env(STEP_SECONDS="0.1")) for i in range(2)]
+                   env=run.env(STEP_SECONDS="0.1"), endpoint=endpoint) for i in range(2)]
     run.starts(2, 60)
     run.step(10)
     t0 = time.monotonic()
