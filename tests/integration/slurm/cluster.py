@@ -7,6 +7,11 @@ Everything lives in a fresh directory; nothing global is touched (munge runs
 on its own socket with its own key, given to Slurm by AuthInfo). Daemons are
 stopped by the pids they wrote, never by name.
 
+Slurm's ports are fixed in slurm.conf, so the daemons, the client commands
+and the jobs (they run under slurmd) run in a network namespace of the
+cluster's own with only loopback up: no other test can take those ports,
+and two clusters at once do not meet.
+
     with Cluster(nodes=2) as c:        # raises Unavailable when Slurm cannot run here
         c.run(["sbatch", "--wait", ...])
 """
@@ -46,17 +51,9 @@ def ensure_installed():
                           + " | ".join(tail))
 
 
-def _free_ports(count):
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+# Slurm's own ports, in the cluster's network namespace.
+CTLD_PORT = 6817
+FIRST_NODE_PORT = 17001
 
 
 def _wait_for(predicate, timeout, what):
@@ -83,6 +80,8 @@ class Cluster:
         self.dir = None
         self.env = None
         self.pid_files = []
+        self.net = None     # the process that holds the cluster's network namespace
+        self.prefix = []    # runs a command in it
 
     # -- setup --------------------------------------------------------------
     def __enter__(self):
@@ -90,6 +89,7 @@ class Cluster:
         self.dir = tempfile.mkdtemp(prefix="ctrun-slurm-")
         os.chmod(self.dir, 0o755)
         try:
+            self._make_network()
             self._start_munge()
             self._write_conf()
             self._start_slurm()
@@ -100,6 +100,20 @@ class Cluster:
 
     def _path(self, *parts):
         return os.path.join(self.dir, *parts)
+
+    def _make_network(self):
+        # Besides loopback, a veth pair inside the namespace (it leads nowhere)
+        # with a documentation address: Slurm binds its ports through
+        # getaddrinfo(NULL, AI_ADDRCONFIG), which finds no address on a host
+        # that has only loopback.
+        setup = ("ip link set lo up && ip link add ctrun0 type veth peer name ctrun1 && "
+                 "ip addr add 192.0.2.1/32 dev ctrun0 && ip link set ctrun0 up && ip link set ctrun1 up && "
+                 "echo up && exec cat")
+        self.net = subprocess.Popen(["unshare", "--net", "sh", "-c", setup],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if self.net.stdout.readline().strip() != "up":  # "" when unshare failed (it exits)
+            raise Unavailable(f"unshare --net did not make a network namespace (exit {self.net.wait(timeout=30)})")
+        self.prefix = ["nsenter", f"--net=/proc/{self.net.pid}/ns/net"]
 
     def _start_munge(self):
         munge = pwd.getpwnam("munge")
@@ -129,7 +143,8 @@ class Cluster:
             os.mkdir(self._path(d))
         for i in range(1, self.nodes + 1):
             os.makedirs(self._path("spool", f"n{i}"))
-        ctld_port, *node_ports = _free_ports(1 + self.nodes)
+        ctld_port = CTLD_PORT
+        node_ports = [FIRST_NODE_PORT + i for i in range(self.nodes)]
         host = socket.gethostname().split(".")[0]
         nodes = "\n".join(
             f"NodeName=n{i} NodeHostname={host} NodeAddr=127.0.0.{i} Port={node_ports[i - 1]} "
@@ -177,7 +192,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
 
     def _daemon(self, args, pid_file, what):
         self.pid_files.append(pid_file)
-        r = subprocess.run(args, env=self.env, capture_output=True, text=True, timeout=30)
+        r = subprocess.run(self.prefix + args, env=self.env, capture_output=True, text=True, timeout=30)
         if r.returncode != 0:
             raise Unavailable(f"{what} did not start: {(r.stdout + r.stderr).strip()} ({self.log_tail()})")
 
@@ -198,8 +213,8 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
     # -- use ----------------------------------------------------------------
     def run(self, args, check=True, timeout=60, env=None, **kw):
         """Runs a Slurm client command against this cluster."""
-        r = subprocess.run(args, env=dict(self.env, **(env or {})), capture_output=True, text=True,
-                           timeout=timeout, **kw)
+        r = subprocess.run(self.prefix + list(args), env=dict(self.env, **(env or {})), capture_output=True,
+                           text=True, timeout=timeout, **kw)
         if check and r.returncode != 0:
             raise AssertionError(f"{' '.join(args)} exited {r.returncode}: {r.stdout}{r.stderr}")
         return r
@@ -216,13 +231,17 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
     # -- teardown -----------------------------------------------------------
     def __exit__(self, *exc):
         if self.env is not None and os.path.exists(self._path("run", "slurmctld.pid")):
-            subprocess.run(["scancel", "--user=root"], env=self.env, capture_output=True, timeout=30)
+            subprocess.run(self.prefix + ["scancel", "--user=root"], env=self.env, capture_output=True, timeout=30)
         # Nodes and the controller stop together; munge last, once they are gone.
         daemons = [_read_pid(f) for f in self.pid_files[1:]]
         _stop([p for p in daemons if p])
         _stop([p for p in [_read_pid(f) for f in self.pid_files[:1]] if p])
         if self.dir:
             shutil.rmtree(self.dir, ignore_errors=True)
+        if self.net is not None:
+            self.net.stdin.close()
+            self.net.wait(timeout=30)
+            self.net.stdout.close()
         return False
 
 
