@@ -219,6 +219,7 @@ void StackDump::Finish(bool timed_out) {
   }
   if (done_) {
     boost::asio::post(io_, [self = shared_from_this(), statuses = std::move(statuses)] {
+      if (!self->done_) return;  // abandoned since
       Done done = std::move(self->done_);
       self->done_ = nullptr;
       done(self->targets_, statuses);
