@@ -12,8 +12,14 @@ std::string NodesSpec(const Params& p) { return std::to_string(p.min_nodes) + ":
 constexpr size_t kNamedRuns = 8;
 
 Status CheckRunId(const std::string& run_id) {
-  if (!run_id.empty()) return Status::Ok();
-  return Status::InvalidArgument("--rdzv-id '': the run id must not be empty (give the same --rdzv-id to every node)");
+  if (run_id.empty()) {
+    return Status::InvalidArgument("--rdzv-id '': the run id must not be empty (give the same --rdzv-id to every node)");
+  }
+  if (run_id.size() > kMaxRunIdBytes) {
+    return Status::InvalidArgument("--rdzv-id '" + run_id.substr(0, 32) + "...' is " + std::to_string(run_id.size()) +
+                                   " bytes: give a run id of at most 128 bytes");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -52,7 +58,8 @@ Result<RendezvousMachine*> RunRegistry::Find(const std::string& run_id) {
   if (served.empty()) served = "no run yet";
   // A late node of a run that ended: the id is unknown now, not closed.
   if (ttl_) served += "; a closed run is forgotten after ctrund's --closed-run-ttl";
-  return Status::NotFound("--rdzv-id '" + run_id + "' is not served here (serving " + served +
+  const std::string quoted = run_id.size() > kMaxRunIdBytes ? run_id.substr(0, 32) + "..." : run_id;
+  return Status::NotFound("--rdzv-id '" + quoted + "' is not served here (serving " + served +
                           "): give every node the same --rdzv-id");
 }
 

@@ -36,6 +36,11 @@
 
 namespace ctrun::rdzv {
 
+// The longest run id a server takes, in bytes: what ctrun's --rdzv-id
+// allows (launcher/cli/identifier.h). A longer one in a request is refused
+// (InvalidArgument) before anything is made for it.
+inline constexpr size_t kMaxRunIdBytes = 128;
+
 class RunRegistry {
  public:
   enum class Mode { kFixed, kAutoCreate };

@@ -49,7 +49,9 @@ TEST_CASE("Bad params or an empty run id create nothing") {
   RunRegistry r(RunRegistry::Mode::kAutoCreate);
   CHECK(r.FindForJoin("job", Nodes(3, 2)).status().IsInvalidArgument());
   CHECK(r.FindForJoin("", Nodes(1, 1)).status().IsInvalidArgument());
-  CHECK(r.RunIds().empty());
+  CHECK(r.FindForJoin(std::string(129, 'x'), Nodes(1, 1)).status().IsInvalidArgument());
+  CHECK(r.FindForJoin(std::string(128, 'x'), Nodes(1, 1)).ok());
+  CHECK(r.RunIds().size() == 1);
 }
 
 TEST_CASE("Runs are independent and pointers survive adding more runs") {
