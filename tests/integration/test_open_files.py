@@ -43,15 +43,20 @@ class CtrunTest(unittest.TestCase):
 
 class StoreTest(unittest.TestCase):
     # Once the worker runs and the test has cut ctrun's limit to 40
-    # descriptors (prlimit), the worker opens 100 connections to its store (the agent hosts it), closes
-    # all but the last, and sets and gets a key on that one: it is answered
-    # once the store's accept loop has waited out the full table.
+    # descriptors (prlimit), the worker opens 100 connections to its store
+    # (the agent hosts it) and holds them: the store's accept loop runs out
+    # of descriptors and says so. Only then (the test has read the warning
+    # and writes to the second FIFO) does the worker close all but the last,
+    # and set and get a key on that one: it is answered once the accept loop
+    # has waited out the full table.
     WORKER = r"""
 import os, socket, struct, sys
 with open(sys.argv[1]) as go:
     go.read(1)
 addr = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
 conns = [socket.create_connection(addr, timeout=60) for _ in range(100)]
+with open(sys.argv[2]) as go:
+    go.read(1)
 for c in conns[:-1]:
     c.close()
 last = conns[-1]
@@ -67,14 +72,20 @@ print("store answered", reply[8:10].decode())
 """
 
     def test_the_workers_store_out_of_descriptors_waits_says_so_once_and_answers(self):
-        go = os.path.join(h.tempdir(self), "go")
+        d = h.tempdir(self)
+        go, close = os.path.join(d, "go"), os.path.join(d, "close")
         os.mkfifo(go)
-        ctrun = h.start(["--nproc-per-node", "1", "--no-python", h.PYTHON, "-c", self.WORKER, go])
+        os.mkfifo(close)
+        ctrun = h.start(["--nproc-per-node", "1", "--no-python", h.PYTHON, "-c", self.WORKER, go, close])
         self.addCleanup(lambda: ctrun.poll() is None and ctrun.kill())
         with open(go, "w") as f:  # opens once the worker has: it runs, with its own limit
             resource.prlimit(ctrun.pid, resource.RLIMIT_NOFILE, (40, 40))
             f.write("g")
+        said = h.read_until(ctrun.stderr, "the workers' store cannot accept a connection", 60)
+        with open(close, "w") as f:
+            f.write("c")
         out, err = ctrun.communicate(timeout=90)
+        err = said + err
         self.assertEqual(ctrun.returncode, 0, err)
         self.assertIn("store answered ok", out)
         self.assertEqual(err.count("the workers' store cannot accept a connection"), 1, err)
