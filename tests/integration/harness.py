@@ -119,6 +119,28 @@ def start_host(args, env=None, timeout=60, program=None, **kw):
         data += chunk
 
 
+class Ctrund:
+    """A ctrund on 127.0.0.1 port 0 with its status page and metrics on
+    port 0 too, its addresses read back from what it prints: .proc, .endpoint
+    (HOST:PORT), .page (the status page's URL, ending in /), .metrics (the
+    metrics URL). `test`'s cleanup kills it and reaps it."""
+
+    def __init__(self, test, *extra):
+        self.proc = subprocess.Popen([os.path.join(build_dir(), "rendezvous", "ctrund"), "--listen", "127.0.0.1:0",
+                                      "--metrics-port", "0", *extra],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        test.addCleanup(self.stop)
+        out = read_until(self.proc.stdout, "/metrics\n", 10)
+        self.endpoint = re.search(r"serving rendezvous on (\S+)", out).group(1)
+        self.page = re.search(r"serving the status page on (\S+)", out).group(1)
+        self.metrics = re.search(r"serving metrics on (\S+)", out).group(1)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate(timeout=30)
+
+
 def finish(test, procs, timeout):
     """Waits for every process of `procs` (from start()) to exit, `timeout`
     seconds for all; returns [(stdout, stderr)]. When one is still running at

@@ -66,13 +66,9 @@ class MetricsTest(unittest.TestCase):
     def setUp(self):
         if shutil.which("curl") is None:
             self.skipTest("needs curl")
-        ctrund = os.path.join(h.build_dir(), "rendezvous", "ctrund")
-        self.daemon = subprocess.Popen([ctrund, "--listen", "127.0.0.1:0", "--metrics-port", "0"],
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.addCleanup(lambda: self.daemon.poll() is None and self.daemon.kill())
-        out = h.read_until(self.daemon.stdout, "/metrics\n", 10)
-        self.endpoint = re.search(r"serving rendezvous on (\S+)", out).group(1)
-        self.metrics_url = re.search(r"serving metrics on (\S+)", out).group(1)
+        self.ctrund = h.Ctrund(self)
+        self.daemon = self.ctrund.proc
+        self.endpoint, self.metrics_url = self.ctrund.endpoint, self.ctrund.metrics
 
     def scrape(self):
         r = subprocess.run(["curl", "-sS", "--fail", "--max-time", "10", "-D", "-", self.metrics_url],

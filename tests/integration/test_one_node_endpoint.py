@@ -5,15 +5,12 @@ workers' store is served on that port (one port per job). Without an
 explicit endpoint, one node stays in-process: the daemon never hears of it.
 """
 import json
-import os
 import re
-import subprocess
 import unittest
 import urllib.request
 
 import harness as h
 
-CTRUND = os.path.join(h.build_dir(), "rendezvous", "ctrund")
 # Prints the workers' store address, then exits 0.
 SHOW = ["--no-python", "/bin/sh", "-c", 'echo "store=$MASTER_ADDR:$MASTER_PORT rank=$RANK/$WORLD_SIZE"']
 
@@ -25,17 +22,8 @@ def get(url):
 
 class OneNodeEndpointTest(unittest.TestCase):
     def setUp(self):
-        self.daemon = subprocess.Popen([CTRUND, "--listen", "127.0.0.1:0", "--metrics-port", "0"],
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.addCleanup(self.stop_daemon)
-        out = h.read_until(self.daemon.stdout, "/metrics\n", 10)
-        self.endpoint = re.search(r"serving rendezvous on (\S+)", out).group(1)
-        self.page = re.search(r"serving the status page on (\S+)", out).group(1)
-
-    def stop_daemon(self):
-        if self.daemon.poll() is None:
-            self.daemon.kill()
-        self.daemon.communicate(timeout=30)
+        daemon = h.Ctrund(self)
+        self.endpoint, self.page = daemon.endpoint, daemon.page
 
     def run_ids(self):
         return [r["run_id"] for r in json.loads(get(self.page + "api/runs"))["runs"]]

@@ -85,18 +85,9 @@ class StatusPageTest(unittest.TestCase):
     def setUp(self):
         if shutil.which("chromium") is None:
             self.fail("needs Debian's chromium (scripts/install-deps.sh installs it)")
-        ctrund = os.path.join(h.build_dir(), "rendezvous", "ctrund")
-        self.daemon = subprocess.Popen([ctrund, "--listen", "127.0.0.1:0", "--metrics-port", "0"],
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.addCleanup(self.stop_daemon)
-        out = h.read_until(self.daemon.stdout, "/metrics\n", 10)
-        self.endpoint = re.search(r"serving rendezvous on (\S+)", out).group(1)
-        self.page = re.search(r"serving the status page on (\S+)", out).group(1)
-
-    def stop_daemon(self):
-        if self.daemon.poll() is None:
-            self.daemon.kill()
-        self.daemon.communicate(timeout=30)
+        ctrund = h.Ctrund(self)
+        self.daemon = ctrund.proc
+        self.endpoint, self.page = ctrund.endpoint, ctrund.page
 
     def test_page_in_a_browser_through_a_restart(self):
         d = h.tempdir(self)
