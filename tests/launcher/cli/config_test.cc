@@ -486,53 +486,6 @@ TEST_CASE("every spelling of every flag in the table works as --f v and --f=v an
   }
 }
 
-TEST_CASE("the table has torchrun's spellings and PET_ names", "[flags]") {
-  for (const FlagSpec& flag : Flags()) {
-    INFO(flag.name);
-    for (std::string_view s : flag.spellings) CHECK(FindFlag(s) == &flag);
-    if (flag.name.rfind("--", 0) == 0 && flag.name.find('-', 2) != std::string_view::npos) {
-      std::string underscored(flag.name);
-      std::replace(underscored.begin() + 2, underscored.end(), '-', '_');
-      CHECK(FindFlag(underscored) == &flag);  // every dashed flag has its underscored alias
-    }
-    if (!flag.env.empty()) {
-      std::string dest(flag.name.substr(2));
-      for (char& ch : dest) ch = ch == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-      CHECK(flag.env == "PET_" + dest);
-    }
-  }
-  CHECK(FindFlag("-m") == FindFlag("--module"));
-  CHECK(FindFlag("-r") == FindFlag("--redirects"));
-  CHECK(FindFlag("-t") == FindFlag("--tee"));
-  CHECK(FindFlag("--nproc") == nullptr);  // no abbreviations
-}
-
-TEST_CASE("help text is grouped like torchrun's and shows spellings and PET_ names", "[flags]") {
-  auto r = ParseCommandLine({"--nnodes", "0", "--help"}, {});
-  REQUIRE(r.ok());
-  REQUIRE(r->action == ParseAction::kHelp);
-  const std::string& help = r->text;
-  size_t last = 0;
-  for (const char* group : {"\nWorker/node size:\n", "\nRendezvous:\n", "\nUser-code launch:\n", "\nLogs:\n", "\nctrun:\n"}) {
-    size_t at = help.find(group);
-    INFO(group);
-    REQUIRE(at != std::string::npos);
-    CHECK(at > last);
-    last = at;
-  }
-  for (const FlagSpec& flag : Flags()) {
-    std::string spellings;
-    for (std::string_view s : flag.spellings) spellings += fmt::format("{}{}", spellings.empty() ? "" : ", ", s);
-    CHECK_THAT(help, Catch::Contains(spellings));
-    if (!flag.env.empty()) CHECK_THAT(help, Catch::Contains(fmt::format("[env {}", flag.env)));
-  }
-  CHECK_THAT(help, Catch::Contains("TORCH_ELASTIC_SHUTDOWN_TIMEOUT"));
-  auto v = ParseCommandLine({"--version"}, {});
-  REQUIRE(v.ok());
-  CHECK(v->action == ParseAction::kVersion);
-  CHECK_THAT(v->text, Catch::StartsWith("ctrun "));
-}
-
 // xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx, lower-case hex.
 bool IsUuid4(const std::string& s) {
   const std::string shape = "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx";
@@ -576,34 +529,6 @@ TEST_CASE("IsUuid4 accepts only version-4 uuids", "[config]") {
   CHECK_FALSE(IsUuid4("0f1e2d3c-4b5a-3987-a654-3210fedcba98"));
   CHECK_FALSE(IsUuid4("0f1e2d3c-4b5a-4987-c654-3210fedcba98"));
   CHECK_FALSE(IsUuid4("0F1E2D3C-4b5a-4987-a654-3210fedcba98"));
-}
-
-TEST_CASE("ParseEndpoint", "[flags]") {
-  auto e = ParseEndpoint(" [2001:db8::1]:8080 ", 1);
-  REQUIRE(e.ok());
-  CHECK(e->host == "2001:db8::1");
-  CHECK(e->port == 8080);
-  CHECK(e->port_given);
-  auto d = ParseEndpoint("node-1.example_x", 29400);
-  REQUIRE(d.ok());
-  CHECK(d->port == 29400);
-  CHECK_FALSE(d->port_given);
-  CHECK_FALSE(ParseEndpoint("", 1).ok());
-  CHECK_FALSE(ParseEndpoint("[]:1", 1).ok());
-  CHECK_FALSE(ParseEndpoint("[::1]x", 1).ok());
-  CHECK_FALSE(ParseEndpoint("h:", 1).ok());
-  CHECK_FALSE(ParseEndpoint("h:0", 1).ok());  // port 0 only where the caller allows it
-  auto z = ParseEndpoint("127.0.0.1:0", 1, /*allow_port_zero=*/true);
-  REQUIRE(z.ok());
-  CHECK(z->port == 0);
-  CHECK(z->port_given);
-}
-
-TEST_CASE("ClosestSpelling", "[flags]") {
-  CHECK(ClosestSpelling("--standalon") == "--standalone");
-  CHECK(ClosestSpelling("--max_restart") == "--max_restarts");
-  CHECK(ClosestSpelling("--rdzv-endpont") == "--rdzv-endpoint");
-  CHECK(ClosestSpelling("--qqqqqqqqqqqqqqqqqqqq") == "");
 }
 
 TEST_CASE("CTRUN_HEALTH_CHECK reads like PET_HEALTH_CHECK and the flag wins, and the health defaults",
