@@ -1,6 +1,6 @@
 // ctrun and ctrun-full: launch and supervise one node's PyTorch workers, as torchrun
 // does. Built twice (launcher/CMakeLists.txt): with CTRUN_ONE_NODE_ONLY, the
-// one-node `ctrun`, which hands the rest to ctrun-full (launcher/handoff.h).
+// one-node `ctrun`, which hands the rest to ctrun-full (launcher/app/handoff.h).
 #include <signal.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -12,20 +12,20 @@
 #include <vector>
 
 #include "base/open_files.h"
-#include "launcher/agent.h"
-#include "launcher/handoff.h"
+#include "launcher/agent/agent.h"
+#include "launcher/app/handoff.h"
 #include "launcher/health/command_check.h"
 #include "launcher/cli/command.h"
 #include "launcher/logs/event_log.h"
 #include "launcher/cli/config.h"
 #include "launcher/logs/log_dir.h"
 #include "launcher/cli/nproc.h"
-#include "launcher/numa_setup.h"
+#include "launcher/app/numa_setup.h"
 #include "launcher/process/orphan_guard.h"
 #include "launcher/rdzv/resolve.h"
 #include "launcher/rdzv/setup.h"
 #if !CTRUN_ONE_NODE_ONLY
-#include "launcher/status_command.h"
+#include "launcher/app/status_command.h"
 #endif
 #include "rendezvous/store/store_server.h"
 #include "launcher/process/worker_env.h"

@@ -104,7 +104,7 @@ struct LaunchConfig {
   // straggler_intervals keep-alive reports in a row is flagged; 0 = never.
   double straggler_factor = 1.5;
   int straggler_intervals = 5;
-  // Crash-loop policy and bounded kill (ctrun only; launcher/restart_policy.h).
+  // Crash-loop policy and bounded kill (ctrun only; launcher/agent/restart_policy.h).
   // --restart-backoff: the delay before a restart after a crash, doubled per
   // crash up to 32x, reset by a run of --min-healthy-uptime; 0 = none.
   Seconds restart_backoff{0};

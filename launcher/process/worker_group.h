@@ -35,7 +35,7 @@ struct WorkerSpec {
   StdioTarget out;
   StdioTarget err;
   WorkerBinding binding;          // --numa-binding; empty cpus: not bound
-  // Hang forensics (launcher/stacks/stack_dump.h): where to save the
+  // Hang forensics (launcher/forensics/stack_dump.h): where to save the
   // worker's stacks before it is killed for a hang; "" = never. When set, the
   // worker also lets ctrun's children ptrace it (PR_SET_PTRACER), which
   // Yama's ptrace_scope 1 asks for.

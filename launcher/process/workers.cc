@@ -15,8 +15,8 @@
 #include <ctime>
 
 #include "launcher/process/orphan_guard.h"
-#include "launcher/process/proc_stat.h"
-#include "launcher/stacks/stack_dump.h"
+#include "launcher/forensics/proc_stat.h"
+#include "launcher/forensics/stack_dump.h"
 
 namespace ctrun::launcher {
 

@@ -1,6 +1,6 @@
 // WorkerSet: the local group of worker processes, and the only code in ctrun
 // that forks, execs, reaps and signals process groups (the gdb of hang
-// forensics is the one other child it makes: launcher/stacks/stack_dump.h).
+// forensics is the one other child it makes: launcher/forensics/stack_dump.h).
 //
 // Each worker is started in its own session (setsid), so its process group id
 // equals its pid and holds its descendants; it gets PR_SET_PDEATHSIG(SIGKILL)
@@ -98,7 +98,7 @@ class WorkerSet : public WorkerGroup {
   // state from /proc/PID/stat.
   void Close(int sig, Duration grace, Duration kill_timeout, CloseHandler done) override;
 
-  // launcher/stacks/stack_dump.h; also at the end of the shutdown grace,
+  // launcher/forensics/stack_dump.h; also at the end of the shutdown grace,
   // before SIGKILL, for every worker still running (the SIGKILL waits for
   // it, at most the stacks_timeout). A Close with SIGKILL, or a second Close,
   // cuts a save short.

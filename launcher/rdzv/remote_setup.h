@@ -8,7 +8,7 @@
 // neither gRPC nor protobuf nor OpenSSL (their static initialisers and page
 // faults were most of a launch's fixed cost), and `ctrun-full`, the whole
 // launcher. `ctrun` hands those launches, and `ctrun status`, to
-// `ctrun-full` beside it (launcher/handoff.h) before it starts anything. So
+// `ctrun-full` beside it (launcher/app/handoff.h) before it starts anything. So
 // this function has two definitions: remote_setup.cc (ctrun-full: library
 // ctrun_launcher_rdzv_remote) and remote_absent.cc (ctrun: a refusal that a
 // correct hand-off never reaches).

@@ -2,7 +2,7 @@
 // rest, from the step intervals the agents report with their keep-alives.
 //
 // An agent measures each local worker's step interval from the touches of
-// its heartbeat file (launcher/process/step_times.h) and, with every
+// its heartbeat file (launcher/liveness/step_times.h) and, with every
 // keep-alive, reports for each rank that finished at least one step since
 // its previous keep-alive: the median of those new intervals (one "report").
 // The detector keeps every rank's latest report. The job median is the

@@ -14,7 +14,7 @@ import harness as h
 
 SOURCE = os.environ.get("CTRUN_SOURCE_DIR", os.path.dirname(os.path.dirname(h.HERE)))
 COMPLETION = "share/bash-completion/completions"
-# The one-node ctrun hands launches of several nodes to it (launcher/handoff.h).
+# The one-node ctrun hands launches of several nodes to it (launcher/app/handoff.h).
 FULL = "bin/ctrun-full"
 
 

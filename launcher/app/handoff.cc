@@ -1,0 +1,31 @@
+#include "launcher/app/handoff.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace ctrun::launcher {
+
+std::string FullProgramPath() {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "ctrun-full";  // no /proc: execv fails and says so
+  std::string path(self, static_cast<size_t>(n));
+  const size_t slash = path.rfind('/');
+  return (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + "ctrun-full";
+}
+
+void HandOffToFull(char** argv, const std::string& what) {
+  const std::string path = FullProgramPath();
+  std::fflush(nullptr);
+  ::execv(path.c_str(), argv);
+  const int err = errno;
+  std::fprintf(stderr,
+               "ctrun: error: %s runs in ctrun-full, and %s cannot be run (%s): reinstall ctrun, "
+               "whose package puts ctrun-full beside it\n",
+               what.c_str(), path.c_str(), std::strerror(err));
+}
+
+}  // namespace ctrun::launcher

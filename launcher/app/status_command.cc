@@ -1,0 +1,217 @@
+#include "launcher/app/status_command.h"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+
+#include "launcher/cli/exit_codes.h"
+#include "launcher/cli/flag_values.h"
+#include "launcher/cli/flags.h"
+#include "launcher/rdzv/credentials.h"
+#include "rendezvous/grpc/client.h"
+#include "rendezvous/grpc/grpc_process.h"
+#include "rendezvous/grpc/server.h"
+
+namespace ctrun::launcher {
+
+namespace {
+
+constexpr std::string_view kStatusFlags[] = {"--rdzv-endpoint", "--rdzv-id", "--rdzv-conf"};
+constexpr int kDefaultPort = 29400;
+constexpr std::chrono::seconds kTimeout{10};
+
+bool IsStatusFlag(const FlagSpec* spec) {
+  if (!spec) return false;
+  for (std::string_view name : kStatusFlags) {
+    if (spec->name == name) return true;
+  }
+  return false;
+}
+
+Status Apply(const FlagSpec& spec, std::string_view source, std::string_view value, LaunchConfig& config) {
+  Status s = spec.apply(value, config);
+  if (s.ok()) return s;
+  return Status::InvalidArgument(fmt::format("{} '{}': {}", source, value, s.message()));
+}
+
+std::string SecondsText(double s) { return s < 10 ? fmt::format("{:.1f} s", s) : fmt::format("{:.0f} s", s); }
+
+}  // namespace
+
+std::string StatusHelpText() {
+  return "usage: ctrun status [--rdzv-endpoint HOST:PORT] [--rdzv-id ID] [--rdzv-conf K=V,...]\n"
+         "\n"
+         "Shows a run as its rendezvous server (the hosting node's ctrun, or ctrund) sees it:\n"
+         "the round, whether it is forming, running or closed, and every node with its group\n"
+         "rank, workers, address and the time since its last keep-alive.\n"
+         "\n"
+         "  --rdzv-endpoint, --rdzv_endpoint HOST[:PORT]  the server (default localhost:29400; $PET_RDZV_ENDPOINT)\n"
+         "  --rdzv-id, --rdzv_id ID                       the run (default none; $PET_RDZV_ID)\n"
+         "  --rdzv-conf, --rdzv_conf K=V,...              token_file and tls_* as for a launch ($PET_RDZV_CONF)\n"
+         "\n"
+         "Exit status: 0 shown, 1 the server is unreachable or does not serve the run, 2 a bad flag.\n";
+}
+
+Result<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args, const Environment& env) {
+  StatusArgs out;
+  std::vector<const FlagSpec*> given;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      out.help = true;
+      return out;
+    }
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    const FlagSpec* spec = FindFlag(name);
+    if (!IsStatusFlag(spec)) {
+      return Status::InvalidArgument("ctrun status: unknown argument '" + arg +
+                                     "' (it takes only --rdzv-endpoint, --rdzv-id and --rdzv-conf)");
+    }
+    std::string value;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return Status::InvalidArgument(name + " needs a value (e.g. " + name + " " + std::string(spec->metavar) + ")");
+    }
+    CTRUN_RETURN_IF_ERROR(Apply(*spec, name, value, out.config));
+    given.push_back(spec);
+  }
+  for (std::string_view flag : kStatusFlags) {
+    const FlagSpec* spec = FindFlag(flag);
+    if (std::find(given.begin(), given.end(), spec) != given.end()) continue;
+    if (auto it = env.find(std::string(spec->env)); it != env.end()) {
+      CTRUN_RETURN_IF_ERROR(Apply(*spec, spec->env, it->second, out.config));
+    } else if (spec->default_text) {
+      CTRUN_RETURN_IF_ERROR(Apply(*spec, spec->name, spec->default_text, out.config));
+    }
+  }
+  // No endpoint: localhost, as a launch's c10d backend does.
+  if (out.config.rdzv_endpoint.empty()) out.config.rdzv_endpoint = "localhost";
+  Result<Endpoint> endpoint = ParseEndpoint(out.config.rdzv_endpoint, kDefaultPort);
+  if (!endpoint.ok()) {
+    return Status::InvalidArgument("--rdzv-endpoint '" + out.config.rdzv_endpoint + "': " +
+                                   endpoint.status().message());
+  }
+  const bool v6 = endpoint->host.find(':') != std::string::npos;
+  out.endpoint = (v6 ? "[" + endpoint->host + "]" : endpoint->host) + ":" + std::to_string(endpoint->port);
+  out.run_id = out.config.rdzv_id;
+  return out;
+}
+
+// The nodes that left as unhealthy, each with its report (the failed
+// check's last output lines, indented); "" when there are none.
+std::string FormatUnhealthy(const rdzv::RunView& view) {
+  if (view.counts.unhealthy == 0) return "";
+  std::string out = fmt::format("unhealthy nodes: {} (the job ends above {}, --max-unhealthy-nodes)\n",
+                                view.counts.unhealthy, view.counts.max_unhealthy);
+  for (const rdzv::UnhealthyNode& u : view.unhealthy) {
+    out += "  " + rdzv::ToString(u.node) + ":\n";
+    std::string::size_type start = 0;
+    while (start < u.report.size()) {
+      std::string::size_type end = u.report.find('\n', start);
+      if (end == std::string::npos) end = u.report.size();
+      out += "    " + u.report.substr(start, end - start) + "\n";
+      start = end + 1;
+    }
+  }
+  return out;
+}
+
+std::string FormatStatus(const std::string& run_id, const std::string& endpoint, const rdzv::RunView& view) {
+  const rdzv::Counts& c = view.counts;
+  std::string state;
+  if (c.closed) {
+    state = "closed";
+  } else if (c.complete) {
+    state = fmt::format("running, world size {}", view.world_size);
+  } else {
+    state = fmt::format("forming, {}/{} nodes (min {})", c.participants, c.max_nodes, c.min_nodes);
+    if (c.rejoining > 0) state += fmt::format(", {} expected back", c.rejoining);
+    if (c.last_call_deadline) {
+      const double in = std::chrono::duration<double>(*c.last_call_deadline - std::chrono::steady_clock::now()).count();
+      state += ", last call in " + SecondsText(std::max(0.0, in));
+    }
+  }
+  std::string out = fmt::format("run '{}' on {}: round {}, {}; nodes {}..{}, {} live\n", run_id, endpoint, c.round,
+                                state, c.min_nodes, c.max_nodes, c.live_nodes);
+  if (view.nodes.empty()) return out + "no nodes\n" + FormatUnhealthy(view);
+  size_t node_width = 4, addr_width = 4;
+  for (const rdzv::NodeView& n : view.nodes) {
+    node_width = std::max(node_width, rdzv::ToString(n.node).size());
+    addr_width = std::max(addr_width, n.addr.size());
+  }
+  // The STEP column (each node's median step time) only once some agent
+  // reports step times (workers with a heartbeat file).
+  const bool steps = std::any_of(view.nodes.begin(), view.nodes.end(),
+                                 [](const rdzv::NodeView& n) { return n.median_step_s.has_value(); });
+  out += fmt::format("{:<5} {:<11} {:<{}} {:>7}  {:<{}}  {}{}\n", "RANK", "STATE", "NODE", node_width, "WORKERS",
+                     "ADDR", addr_width, steps ? "STEP      " : "", "LAST KEEP-ALIVE");
+  std::string stragglers;
+  for (const rdzv::NodeView& n : view.nodes) {
+    std::string step;
+    if (steps) step = fmt::format("{:<10}", n.median_step_s ? fmt::format("{:.3f} s", *n.median_step_s) : "-");
+    out += fmt::format("{:<5} {:<11} {:<{}} {:>7}  {:<{}}  {}{} ago\n",
+                       n.group_rank ? std::to_string(*n.group_rank) : "-", n.state, rdzv::ToString(n.node), node_width,
+                       n.local_world_size > 0 ? std::to_string(n.local_world_size) : "-", n.addr.empty() ? "-" : n.addr,
+                       addr_width, step, SecondsText(n.last_seen_s));
+    for (int r : n.straggler_ranks) {
+      stragglers += fmt::format("{}rank {} on {}", stragglers.empty() ? "" : ", ", r, rdzv::ToString(n.node));
+    }
+  }
+  if (!stragglers.empty()) out += "stragglers: " + stragglers + "\n";
+  return out + FormatUnhealthy(view);
+}
+
+int RunStatusCommand(const std::vector<std::string>& args, const Environment& env) {
+  Result<StatusArgs> parsed = ParseStatusArgs(args, env);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "ctrun: error: %s\n", parsed.status().message().c_str());
+    return kExitUsage;
+  }
+  if (parsed->help) {
+    std::fputs(StatusHelpText().c_str(), stdout);
+    return kExitSuccess;
+  }
+  Result<std::string> token = RendezvousToken(parsed->config, env);
+  Result<rdzv::TlsConfig> tls = token.ok() ? RendezvousTls(parsed->config.rdzv_conf) : token.status();
+  if (!tls.ok()) {
+    std::fprintf(stderr, "ctrun: error: %s\n", tls.status().message().c_str());
+    return kExitUsage;
+  }
+  rdzv::RouteGrpcLogsToSpdlog();
+  rdzv::ConfigureGrpcProcess();
+
+  boost::asio::io_context io;
+  auto work = boost::asio::make_work_guard(io);
+  rdzv::ClientOptions options;
+  options.endpoint = parsed->endpoint;
+  options.run_id = parsed->run_id;
+  options.token = *token;
+  options.tls = *tls;
+  std::optional<Result<rdzv::RunView>> answer;
+  {
+    rdzv::RendezvousClient client(options, [&io](std::function<void()> f) { boost::asio::post(io, std::move(f)); });
+    client.GetStatus(kTimeout, [&](const Result<rdzv::RunView>& r) {
+      answer = r;
+      work.reset();
+    });
+    io.run();
+  }
+  if (!answer->ok()) {
+    std::fprintf(stderr, "ctrun status: %s\n", answer->status().message().c_str());
+    return kExitFailure;
+  }
+  std::fputs(FormatStatus(parsed->run_id, parsed->endpoint, **answer).c_str(), stdout);
+  return kExitSuccess;
+}
+
+}  // namespace ctrun::launcher

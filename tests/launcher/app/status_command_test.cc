@@ -1,0 +1,123 @@
+// `ctrun status`: its flags (the launcher's table rows, both spellings, the
+// PET_* fallbacks) and the table it prints.
+#include "launcher/app/status_command.h"
+
+#include <catch2/catch.hpp>
+
+namespace ctrun::launcher {
+namespace {
+
+TEST_CASE("ctrun status reads the launcher's rendezvous flags, spellings and PET_* variables") {
+  auto a = ParseStatusArgs({"--rdzv-endpoint", "10.0.0.1:1234", "--rdzv_id=job7"}, {});
+  REQUIRE(a.ok());
+  CHECK(a->endpoint == "10.0.0.1:1234");
+  CHECK(a->run_id == "job7");
+
+  a = ParseStatusArgs({}, {{"PET_RDZV_ENDPOINT", "head"}, {"PET_RDZV_ID", "k8s"}});
+  REQUIRE(a.ok());
+  CHECK(a->endpoint == "head:29400");
+  CHECK(a->run_id == "k8s");
+
+  a = ParseStatusArgs({"--rdzv-id", "flag"}, {{"PET_RDZV_ID", "env"}});
+  REQUIRE(a.ok());
+  CHECK(a->run_id == "flag");  // the flag wins
+
+  a = ParseStatusArgs({}, {});
+  REQUIRE(a.ok());
+  CHECK(a->endpoint == "localhost:29400");
+  CHECK(a->run_id == "none");  // torchrun's default run id
+
+  a = ParseStatusArgs({"--rdzv-endpoint=[::1]:5", "--rdzv-conf", "token_file=/t"}, {});
+  REQUIRE(a.ok());
+  CHECK(a->endpoint == "[::1]:5");
+  CHECK(a->config.rdzv_conf.token_file == "/t");
+
+  a = ParseStatusArgs({"-h"}, {});
+  REQUIRE(a.ok());
+  CHECK(a->help);
+}
+
+TEST_CASE("ctrun status refuses other flags and bad values in one line") {
+  auto a = ParseStatusArgs({"--nproc-per-node", "2"}, {});
+  REQUIRE(!a.ok());
+  CHECK(a.status().message() ==
+        "ctrun status: unknown argument '--nproc-per-node' (it takes only --rdzv-endpoint, --rdzv-id and --rdzv-conf)");
+  a = ParseStatusArgs({"--rdzv-id"}, {});
+  REQUIRE(!a.ok());
+  CHECK(a.status().message().rfind("--rdzv-id needs a value", 0) == 0);
+  a = ParseStatusArgs({"--rdzv-endpoint", "h:99999"}, {});
+  REQUIRE(!a.ok());
+  CHECK(a.status().message().rfind("--rdzv-endpoint 'h:99999': ", 0) == 0);
+  a = ParseStatusArgs({}, {{"PET_RDZV_CONF", "bogus=1"}});
+  REQUIRE(!a.ok());
+  CHECK(a.status().message().rfind("PET_RDZV_CONF 'bogus=1': unknown key 'bogus'", 0) == 0);
+}
+
+TEST_CASE("The status table: one header line, then a line per node") {
+  rdzv::RunView v;
+  v.counts.round = 3;
+  v.counts.complete = true;
+  v.counts.min_nodes = 2;
+  v.counts.max_nodes = 4;
+  v.counts.live_nodes = 3;
+  v.world_size = 4;
+  v.nodes = {{rdzv::NodeId{"node-a", 11, 0}, "member", 0, 2, "10.0.0.1", 0.25, {}, {}},
+             {rdzv::NodeId{"node-b", 22, 0}, "member", 1, 2, "10.0.0.2", 1.5, {}, {}},
+             {rdzv::NodeId{"node-c", 33, 0}, "spare", std::nullopt, 2, "10.0.0.3", 12.4, {}, {}}};
+  CHECK(FormatStatus("job", "head:29400", v) ==
+        "run 'job' on head:29400: round 3, running, world size 4; nodes 2..4, 3 live\n"
+        "RANK  STATE       NODE      WORKERS  ADDR      LAST KEEP-ALIVE\n"
+        "0     member      node-a#11       2  10.0.0.1  0.2 s ago\n"
+        "1     member      node-b#22       2  10.0.0.2  1.5 s ago\n"
+        "-     spare       node-c#33       2  10.0.0.3  12 s ago\n");
+  v.counts.complete = false;
+  v.counts.participants = 1;
+  v.counts.rejoining = 1;
+  v.nodes.clear();
+  CHECK(FormatStatus("job", "head:29400", v) ==
+        "run 'job' on head:29400: round 3, forming, 1/4 nodes (min 2), 1 expected back; nodes 2..4, 3 live\n"
+        "no nodes\n");
+}
+
+TEST_CASE("The status table ends with the unhealthy nodes, the budget and each report") {
+  rdzv::RunView v;
+  v.counts.closed = true;
+  v.counts.min_nodes = 2;
+  v.counts.max_nodes = 3;
+  v.counts.unhealthy = 2;
+  v.counts.max_unhealthy = 1;
+  v.unhealthy = {{rdzv::NodeId{"node-b", 22, 0}, "health check 'c.sh' exited with 1\n  disk full"},
+                 {rdzv::NodeId{"node-c", 33, 0}, "a worker asked to exclude this node"}};
+  CHECK(FormatStatus("job", "head:29400", v) ==
+        "run 'job' on head:29400: round 0, closed; nodes 2..3, 0 live\n"
+        "no nodes\n"
+        "unhealthy nodes: 2 (the job ends above 1, --max-unhealthy-nodes)\n"
+        "  node-b#22:\n"
+        "    health check 'c.sh' exited with 1\n"
+        "      disk full\n"
+        "  node-c#33:\n"
+        "    a worker asked to exclude this node\n");
+}
+
+TEST_CASE("The status table shows each node's median step and the stragglers") {
+  rdzv::RunView v;
+  v.counts.round = 1;
+  v.counts.complete = true;
+  v.counts.min_nodes = 3;
+  v.counts.max_nodes = 3;
+  v.counts.live_nodes = 3;
+  v.world_size = 3;
+  v.nodes = {{rdzv::NodeId{"a", 1, 0}, "member", 0, 1, "10.0.0.1", 0.25, 0.1, {}},
+             {rdzv::NodeId{"b", 2, 0}, "member", 1, 1, "10.0.0.2", 0.25, 0.2, {1}},
+             {rdzv::NodeId{"c", 3, 0}, "member", 2, 1, "10.0.0.3", 0.25, std::nullopt, {}}};
+  CHECK(FormatStatus("job", "head:29400", v) ==
+        "run 'job' on head:29400: round 1, running, world size 3; nodes 3..3, 3 live\n"
+        "RANK  STATE       NODE WORKERS  ADDR      STEP      LAST KEEP-ALIVE\n"
+        "0     member      a#1        1  10.0.0.1  0.100 s   0.2 s ago\n"
+        "1     member      b#2        1  10.0.0.2  0.200 s   0.2 s ago\n"
+        "2     member      c#3        1  10.0.0.3  -         0.2 s ago\n"
+        "stragglers: rank 1 on b#2\n");
+}
+
+}  // namespace
+}  // namespace ctrun::launcher
