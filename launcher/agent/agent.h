@@ -71,12 +71,20 @@
 // With an EventLog, each event above but the close and the drain is also
 // written there as a JSON line, and so are the restart and the end.
 //
+// Files: agent.cc (rounds, workers, restarts), agent_stop.cc (the stop, and
+// signals), node_health.cc (the health check, exclusion requests, the
+// unhealthy leave). Each started group is one Attempt (attempt.h); its
+// specs and tee plan come from worker_specs.h, its failure report from
+// failure_report.h, its step reports from a StepReporter (stragglers.h), its
+// heartbeat and step watches from a LivenessWatchers (launcher/liveness/
+// watch.h; the real ones unless SetLivenessWatchers says otherwise).
+//
 // The workers' c10d store, when this agent hosts it (`store` not null), is
 // cleared at the start of every rendezvous: each round's group starts from an
 // empty store with no clients.
 //
-// Ownership: borrows everything given to the constructor; all of it must
-// outlive the Agent. Thread model: io_context thread only.
+// Ownership: borrows everything given to the constructor and the setters;
+// all of it must outlive the Agent. Thread model: io_context thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -87,22 +95,20 @@
 #include <string>
 #include <vector>
 
+#include "launcher/agent/attempt.h"
+#include "launcher/agent/restart_policy.h"
+#include "launcher/agent/stop.h"
+#include "launcher/agent/stragglers.h"
 #include "launcher/cli/config.h"
 #include "launcher/cli/exit_codes.h"
-#include "launcher/health/exclusion_request.h"
 #include "launcher/health/health_check.h"
+#include "launcher/liveness/watch.h"
 #include "launcher/logs/event_log.h"
-#include "launcher/logs/filtered_log.h"
-#include "launcher/liveness/heartbeat.h"
-#include "launcher/liveness/step_watcher.h"
 #include "launcher/logs/log_dir.h"
-#include "launcher/rdzv/rendezvous_handler.h"
-#include "launcher/logs/report.h"
-#include "rendezvous/store/store_server.h"
-#include "launcher/logs/stream_tee.h"
 #include "launcher/process/worker_env.h"
 #include "launcher/process/worker_group.h"
-#include "launcher/agent/restart_policy.h"
+#include "launcher/rdzv/rendezvous_handler.h"
+#include "rendezvous/store/store_server.h"
 
 namespace ctrun::launcher {
 
@@ -131,6 +137,10 @@ class Agent {
   // --health-check-interval, while the workers run (borrowed; must outlive
   // the Agent). Call before Start; none by default.
   void SetHealthCheck(HealthChecker* check) { health_ = check; }
+  // What watches each group's heartbeat files and step times
+  // (--heartbeat-timeout; borrowed; must outlive the Agent). Call before
+  // Start; RealLivenessWatchers() by default.
+  void SetLivenessWatchers(LivenessWatchers* watchers) { liveness_ = watchers; }
   // The file a worker writes to ask for this node's exclusion
   // (CTRUN_EXCLUDE_NODE_FILE): <run log dir>/exclude_node.
   std::string ExcludeNodeFile() const;
@@ -142,99 +152,42 @@ class Agent {
   State state() const { return state_; }
 
  private:
-  // A stop of the worker group under way: why, and what comes after it.
-  struct Stop {
-    enum class Then {
-      kRestart,        // re-rendezvous and start a new group (budget permitting)
-      kSucceed,        // every worker exited 0: finish with kExitSuccess
-      kExitForSignal,  // finish with kExitSignalBase + signal
-      kLeaveUnhealthy, // leave the job as unhealthy: finish with kExitNodeUnhealthy
-    };
-    Then then = Then::kRestart;
-    std::string cause;          // kRestart: the "restart" event's cause; kLeaveUnhealthy: the report
-    bool charged = true;        // kRestart: counts against --max-restarts
-    int signal = 0;             // kExitForSignal, kLeaveUnhealthy: the last signal received (0: none)
-    bool group_closed = false;  // the WorkerGroup's Close has completed
-    AttemptEnd attempt;         // the stopped group's run, for RestartPolicy
-    std::vector<StuckProcess> stuck;  // the close gave up on these (--kill-timeout)
-
-    static Stop ToRestart(std::string cause, bool charged) {
-      Stop s;
-      s.cause = std::move(cause);
-      s.charged = charged;
-      s.attempt.membership_changed = s.cause == "membership_changed";
-      return s;
-    }
-    static Stop ToSucceed() {
-      Stop s;
-      s.then = Then::kSucceed;
-      return s;
-    }
-    static Stop ToLeaveUnhealthy(std::string report) {
-      Stop s;
-      s.then = Then::kLeaveUnhealthy;
-      s.cause = std::move(report);
-      return s;
-    }
-    static Stop ToExitForSignal(int sig) {
-      Stop s;
-      s.then = Then::kExitForSignal;
-      s.signal = sig;
-      return s;
-    }
-  };
-
+  // agent.cc: rounds, workers, restarts.
   void BeginRendezvous();
   void OnRound(const Result<Round>& round);
   void StartWorkers(const Round& round);
-  RoundEnv MakeRoundEnv(const Round& round) const;
-  WorkerSpec MakeSpec(const WorkerRanks& ranks, const RoundEnv& round_env) const;
+  AttemptInputs Inputs() const;
   void EmitWorkersStarted();
   void StartHeartbeat();
-  // Tees each pipe of `pipes` (per worker: stdout, stderr; -1 none), and
-  // opens this attempt's --duplicate-*-filters files.
-  void StartTees(const std::vector<std::pair<int, int>>& pipes);
-  void StartTee(int pipe_fd, bool tee, bool redirect, bool on_console, const std::string& path,
-                int console_fd, const std::string& prefix, FilteredLog* filtered);
-  // The filtered log at `path`, or null when `filters` is empty or the file
-  // cannot be made (a warning; the job goes on).
-  std::unique_ptr<FilteredLog> OpenFilteredLog(const std::vector<std::string>& filters,
-                                               const std::string& path) const;
-  bool OnConsole(int local_rank) const;
-  const WorkerBinding* BindingOf(int local_rank) const;  // null: not bound
   void OnWorkerExit(const WorkerExit& exit);
   void EmitWorkerExited(const WorkerExit& exit);
   void RecordFailure(const WorkerExit& exit);
   void OnMembershipChange(bool charged, const std::string& why);
   void OnHeartbeatMiss(const HeartbeatMiss& miss);
-  // agent_steps.cc: straggler detection. The step report for this keep-alive
-  // (nullopt unless workers run with a heartbeat), and a flag or recovery of
-  // one of this node's ranks from the rendezvous (a `straggler` event).
-  std::optional<rdzv::StepReport> StepReportNow();
-  void OnStraggler(const rdzv::StragglerChange& change);
-  // This attempt's heartbeat file of `local_rank` (in its log directory).
-  std::string HeartbeatFile(int local_rank) const;
   void ArmSignals();
-  // The one way to stop the group: sends `sig` (SIGKILL after the grace),
-  // makes `stop` the stop under way, and ends it once the group is closed
-  // and its tees have drained. Called again during a stop (a second
-  // signal), it escalates that stop to SIGKILL and replaces it.
-  void StopGroup(int sig, Stop stop);
-  void OnGroupClosed(const std::vector<StuckProcess>& stuck);
-  // Ends the stop under way if its group is closed and every tee drained;
-  // returns whether it did.
-  bool EndStopIfDrained();
-  bool SignalReceived() const;
-  void Restart(const Stop& stop);
+  void Restart(const Stop& stop, const std::vector<WorkerFailure>& failures);
   // Waits `delay` in kBackoff, then begins the next rendezvous.
   void BackOff(Duration delay);
   void Finish(State final_state, int code, ShutdownReason reason);
-  // Prints the failure report and finishes with `code`, or (nullopt) with 1
-  // or the root cause's own code (--exit-code-from-root-cause).
-  void ReportFailure(std::optional<int> code = std::nullopt);
-  void StopAtStartup(const Stop& stop);
-  void ReportStuck(const std::vector<StuckProcess>& stuck);
-  // Node health (launcher/health/).
+  // Prints the failure report of `failures` and finishes with `code`, or
+  // (nullopt) with 1 or the root cause's own code (--exit-code-from-root-cause).
+  void ReportFailure(const std::vector<WorkerFailure>& failures, std::optional<int> code = std::nullopt);
+  void StopAtStartup(const Stop& stop, const std::vector<WorkerFailure>& failures);
+
+  // agent_stop.cc. The one way to stop the group: sends `sig` (SIGKILL
+  // after the grace), makes `stop` the stop under way, and ends it once the
+  // group is closed and its tees have drained. Called again during a stop
+  // (a second signal), it escalates that stop to SIGKILL and replaces it.
+  void StopGroup(int sig, Stop stop);
+  void OnGroupClosed(const std::vector<StuckProcess>& stuck);
+  // Ends the stop under way, and with it the attempt, if its group is closed
+  // and every tee drained; returns whether it did.
+  bool EndStopIfDrained();
+  // Signals while a stop is under way (HandleSignal in kRunning, kStopping).
+  void SignalWhileLeaving(int sig);
+  bool SignalReceived() const;
+
+  // node_health.cc: node health (launcher/health/).
   void OnPreJoinCheck(const HealthResult& result);
   void ArmHealthTimer();
   void OnPeriodicCheck(const HealthResult& result);
@@ -259,28 +212,26 @@ class Agent {
   boost::asio::signal_set signals_;
   boost::asio::steady_timer backoff_timer_;  // armed exactly while state_ is kBackoff
   RestartPolicy policy_;
+  std::vector<WorkerBinding> bindings_;          // --numa-binding; empty: none
+  HealthChecker* health_ = nullptr;              // --health-check; null: none
+  LivenessWatchers* liveness_;                   // never null
+  boost::asio::steady_timer health_timer_;       // --health-check-interval, armed while kRunning
 
   State state_ = State::kInit;
-  std::optional<Stop> stop_;  // set exactly while state_ is kStopping
   int exit_code_ = kExitFailure;
   int restart_count_ = 0;
   int remaining_restarts_;
-  Round round_;
-  TimePoint attempt_started_{};  // when the current group was started
-  std::vector<WorkerRanks> ranks_;
-  int running_ = 0;
-  std::vector<WorkerFailure> failures_;
-  // Declared before tees_, which borrow them: destroyed after.
-  std::unique_ptr<FilteredLog> filtered_stdout_;
-  std::unique_ptr<FilteredLog> filtered_stderr_;
-  std::vector<std::unique_ptr<StreamTee>> tees_;
-  int open_tees_ = 0;
-  std::unique_ptr<HeartbeatWatcher> heartbeat_;  // null when --heartbeat-timeout is 0
-  std::unique_ptr<StepWatcher> steps_;           // exactly while heartbeat_ is set
-  std::vector<WorkerBinding> bindings_;          // --numa-binding; empty: none
-  HealthChecker* health_ = nullptr;              // --health-check; null: none
-  boost::asio::steady_timer health_timer_;       // --health-check-interval, armed while kRunning
-  std::unique_ptr<ExclusionWatch> exclusion_;    // live while the group runs or stops
+  // The attempt under way: made by StartWorkers, destroyed when its stop has
+  // drained (so set exactly in kRunning and kStopping), or by Finish when its
+  // workers could not start.
+  std::unique_ptr<Attempt> attempt_;
+  std::optional<Stop> stop_;  // set exactly while state_ is kStopping
+  // The last ended attempt's tees (attempt.h): dropped at the next start.
+  std::unique_ptr<AttemptTees> ended_tees_;
+  StepReporter steps_;  // watching exactly while attempt_ has a heartbeat watch
 };
+
+// The state's name in events ("running", ...).
+const char* StateName(Agent::State state);
 
 }  // namespace ctrun::launcher

@@ -1,28 +1,33 @@
-// Agent's part in straggler detection (rendezvous/machine/straggler.h): the
-// step report each keep-alive carries, and the events for this node's ranks
-// that the rendezvous flags or clears.
+#include "launcher/agent/stragglers.h"
+
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "launcher/agent/agent.h"
-
 namespace ctrun::launcher {
 
-std::optional<rdzv::StepReport> Agent::StepReportNow() {
-  if (!steps_ || state_ != State::kRunning) return std::nullopt;
+void StepReporter::Watch(std::unique_ptr<StepWatch> watch, int round, std::vector<WorkerRanks> ranks) {
+  watch_ = std::move(watch);
+  round_ = round;
+  ranks_ = std::move(ranks);
+}
+
+void StepReporter::Stop() { watch_.reset(); }
+
+std::optional<rdzv::StepReport> StepReporter::Report() {
+  if (!watch_) return std::nullopt;
   rdzv::StepReport report;
-  report.round = static_cast<uint64_t>(round_.round);
-  report.params = rdzv::StragglerParams{config_.straggler_factor, config_.straggler_intervals};
-  for (const StepSample& s : steps_->Take()) {
+  report.round = static_cast<uint64_t>(round_);
+  report.params = params_;
+  for (const StepSample& s : watch_->Take()) {
     if (s.local_rank < 0 || s.local_rank >= static_cast<int>(ranks_.size())) continue;
     report.ranks.push_back(rdzv::RankStep{ranks_[s.local_rank].rank, s.local_rank, s.step, s.steps});
   }
   return report;
 }
 
-void Agent::OnStraggler(const rdzv::StragglerChange& c) {
+void StepReporter::OnChange(const rdzv::StragglerChange& c, int restart_count) {
   const double step = std::chrono::duration<double>(c.step).count();
   const double median = std::chrono::duration<double>(c.job_median).count();
   if (c.slow) {
@@ -36,7 +41,7 @@ void Agent::OnStraggler(const rdzv::StragglerChange& c) {
   if (!events_) return;
   nlohmann::ordered_json f{{"rank", c.rank},        {"local_rank", c.local_rank}, {"step_s", step},
                            {"job_median_s", median}, {"factor", c.params.factor},  {"intervals", c.params.intervals},
-                           {"restart_count", restart_count_}};
+                           {"restart_count", restart_count}};
   events_->Emit(c.slow ? "straggler" : "straggler_recovered", f);
 }
 

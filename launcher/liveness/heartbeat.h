@@ -22,20 +22,11 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "launcher/liveness/watch.h"
 
 namespace ctrun::launcher {
 
-struct HeartbeatTimeouts {
-  Duration initial{};  // start -> first touch
-  Duration steady{};   // touch -> next touch
-};
-
-// A worker whose heartbeat expired.
-struct HeartbeatMiss {
-  int local_rank = 0;
-  Duration silent_for{};     // since its last touch, or since its start if none
-  bool ever_touched = false;
-};
+// HeartbeatTimeouts and HeartbeatMiss: launcher/liveness/watch.h.
 
 // Deadlines of one started group. Plain copyable state; deterministic.
 class HeartbeatDeadlines {
@@ -77,30 +68,30 @@ class HeartbeatDeadlines {
   std::vector<Rank> ranks_;
 };
 
-// Watches one heartbeat file per local rank on the io_context's thread. The
+// The real HeartbeatWatch (launcher/liveness/watch.h): watches one heartbeat file per local rank on the
+// io_context's thread. The
 // timer fires only at the next check; then every watched file is stat'ed
 // (mtime against the wall clock) and either a miss is reported or the timer
 // is re-armed. Not thread-safe; `io` must outlive the watcher. Destroying it
 // cancels the timer; `on_miss` is never called after that.
-class HeartbeatWatcher {
+class HeartbeatWatcher : public HeartbeatWatch {
  public:
-  using MissHandler = std::function<void(const HeartbeatMiss&)>;
 
   // Starts watching `files` (index = local rank) from now. `on_miss` runs at
   // most once, for the first expired rank; watching then stops. `on_miss` may
   // destroy the watcher.
   HeartbeatWatcher(boost::asio::io_context& io, HeartbeatTimeouts timeouts,
                    std::vector<std::string> files, MissHandler on_miss);
-  ~HeartbeatWatcher();
+  ~HeartbeatWatcher() override;
   HeartbeatWatcher(const HeartbeatWatcher&) = delete;
   HeartbeatWatcher& operator=(const HeartbeatWatcher&) = delete;
 
   // Stops watching `local_rank` (it exited).
-  void Forget(int local_rank);
+  void Forget(int local_rank) override;
 
   // Whether any worker, watched or forgotten, has touched its file since the
   // watcher started (the files are stat'ed now): the group made progress.
-  bool AnyTouched() const;
+  bool AnyTouched() const override;
 
  private:
   void Arm();

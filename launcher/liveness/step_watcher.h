@@ -19,21 +19,23 @@
 #include <vector>
 
 #include "launcher/liveness/step_times.h"
+#include "launcher/liveness/watch.h"
 
 namespace ctrun::launcher {
 
-class StepWatcher {
+// The real StepWatch (launcher/liveness/watch.h).
+class StepWatcher : public StepWatch {
  public:
   // Starts watching `files` (index = local rank) for a group started now.
   // Where inotify cannot be used (no descriptors left, a directory missing),
   // it logs one warning and measures the ranks it could watch (maybe none).
   StepWatcher(boost::asio::io_context& io, std::vector<std::string> files);
-  ~StepWatcher();
+  ~StepWatcher() override;
   StepWatcher(const StepWatcher&) = delete;
   StepWatcher& operator=(const StepWatcher&) = delete;
 
   // StepTimes::Take: the ranks that finished a step since the last call.
-  std::vector<StepSample> Take() { return times_.Take(); }
+  std::vector<StepSample> Take() override { return times_.Take(); }
 
  private:
   void Read();

@@ -1,5 +1,6 @@
-// The agent under test with a scripted worker group, health checker and
-// rendezvous (tests/launcher/agent_test.cc, agent_health_test.cc): events
+// The agent under test with a scripted worker group, health checker,
+// rendezvous and liveness watchers (tests/launcher/agent/agent_test.cc,
+// agent_health_test.cc, agent_watchers_test.cc): events
 // in, actions out; the agent's io_context is only polled. Test code: each
 // test file includes it once.
 #pragma once
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <utility>
 
 
 namespace ctrun::launcher {
@@ -50,6 +52,10 @@ class FakeWorkers : public WorkerGroup {
 
   std::vector<pid_t> Pids() const override { return pids_; }
 
+  void SaveStacks(int local_rank, const std::string& why) override {
+    stacks_saved.push_back({local_rank, why});
+  }
+
   // Worker `local_rank` exits with `code` (< 0: killed by signal -code).
   void Exit(int local_rank, int code) {
     REQUIRE(running_.erase(local_rank) == 1);
@@ -83,6 +89,7 @@ class FakeWorkers : public WorkerGroup {
   std::vector<int> close_signals;
   Duration last_kill_timeout{};
   Status start_status;
+  std::vector<std::pair<int, std::string>> stacks_saved;  // SaveStacks: local rank, why
 
  private:
   ExitHandler on_exit_;
@@ -108,11 +115,14 @@ class FakeHealth : public HealthChecker {
   const std::string& command() const override { return command_; }
 
   void Answer(bool healthy, std::vector<std::string> lines = {}) {
-    REQUIRE(done_);
     HealthResult r;
     r.healthy = healthy;
     if (!healthy) r.failure = "exited with 1";
     r.last_lines = std::move(lines);
+    AnswerWith(r);
+  }
+  void AnswerWith(const HealthResult& r) {
+    REQUIRE(done_);
     auto done = std::move(done_);
     done_ = nullptr;
     done(r);
@@ -172,6 +182,20 @@ class FakeRendezvous : public RendezvousHandler {
   void ChangeMembership(bool charged, const std::string& why) { change_(charged, why); }
   bool waiting() const { return next_ != nullptr; }
   void SetUnhealthyReport(const std::string& report) override { unhealthy_report = report; }
+  void TrackSteps(StepSource source, StragglerCallback on_change) override {
+    step_source_ = std::move(source);
+    straggler_ = std::move(on_change);
+  }
+  // A keep-alive asks the agent for its step report.
+  std::optional<rdzv::StepReport> AskStepReport() {
+    REQUIRE(step_source_);
+    return step_source_();
+  }
+  // The rendezvous flags (slow) or clears one of this node's ranks.
+  void SendStraggler(const rdzv::StragglerChange& change) {
+    REQUIRE(straggler_);
+    straggler_(change);
+  }
 
   int rounds_asked = 0;
   std::optional<ShutdownReason> shutdown;
@@ -182,6 +206,69 @@ class FakeRendezvous : public RendezvousHandler {
   std::function<void(Result<Round>)> next_;
   std::function<void()> leave_;
   ChangeCallback change_;
+  StepSource step_source_;
+  StragglerCallback straggler_;
+};
+
+// The liveness watchers as the agent sees them: each group's watches are
+// recorded; a heartbeat miss and step times come when the test says so.
+class FakeLiveness : public LivenessWatchers {
+ public:
+  class Heartbeat : public HeartbeatWatch {
+   public:
+    Heartbeat(FakeLiveness& owner, MissHandler on_miss) : owner_(owner), on_miss_(std::move(on_miss)) {
+      owner_.heartbeat_ = this;
+    }
+    ~Heartbeat() override { owner_.heartbeat_ = nullptr; }
+    void Forget(int local_rank) override { owner_.forgotten.push_back(local_rank); }
+    bool AnyTouched() const override { return owner_.touched; }
+    void Miss(const HeartbeatMiss& miss) { on_miss_(miss); }
+
+   private:
+    FakeLiveness& owner_;
+    MissHandler on_miss_;
+  };
+  class Steps : public StepWatch {
+   public:
+    explicit Steps(FakeLiveness& owner) : owner_(owner) { owner_.steps_ = this; }
+    ~Steps() override { owner_.steps_ = nullptr; }
+    std::vector<StepSample> Take() override { return std::exchange(owner_.samples, {}); }
+
+   private:
+    FakeLiveness& owner_;
+  };
+
+  std::unique_ptr<HeartbeatWatch> WatchHeartbeats(boost::asio::io_context&, HeartbeatTimeouts t,
+                                                  std::vector<std::string> files,
+                                                  HeartbeatWatch::MissHandler on_miss) override {
+    timeouts = t;
+    heartbeat_files = std::move(files);
+    ++heartbeat_watches;
+    return std::make_unique<Heartbeat>(*this, std::move(on_miss));
+  }
+  std::unique_ptr<StepWatch> WatchSteps(boost::asio::io_context&, std::vector<std::string> files) override {
+    step_files = std::move(files);
+    return std::make_unique<Steps>(*this);
+  }
+
+  // The live heartbeat watch misses `local_rank`'s heartbeat.
+  void Miss(int local_rank, Duration silent_for, bool ever_touched) {
+    REQUIRE(heartbeat_);
+    heartbeat_->Miss(HeartbeatMiss{local_rank, silent_for, ever_touched});
+  }
+  bool heartbeat_watched() const { return heartbeat_ != nullptr; }
+  bool steps_watched() const { return steps_ != nullptr; }
+
+  int heartbeat_watches = 0;
+  HeartbeatTimeouts timeouts;
+  std::vector<std::string> heartbeat_files, step_files;
+  std::vector<int> forgotten;
+  bool touched = false;             // AnyTouched's answer
+  std::vector<StepSample> samples;  // the next Take's answer
+
+ private:
+  Heartbeat* heartbeat_ = nullptr;
+  Steps* steps_ = nullptr;
 };
 
 class AgentFixture {
@@ -212,6 +299,7 @@ class AgentFixture {
                                      std::move(*log_dir), nullptr, events_.get());
     agent_->SetWorkerBindings(bindings);
     agent_->SetHealthCheck(health);
+    if (liveness) agent_->SetLivenessWatchers(liveness);
     agent_->Start();
     Poll();
   }
@@ -270,6 +358,8 @@ class AgentFixture {
   FakeWorkers workers;
   std::vector<WorkerBinding> bindings;  // --numa-binding, per local rank
   HealthChecker* health = nullptr;      // --health-check; set before Start
+  LivenessWatchers* liveness = nullptr; // null: the real watchers; set before Start
+  FakeLiveness fake_liveness;           // outlives the agent: `liveness = &fake_liveness`
 
  private:
   std::string dir_;

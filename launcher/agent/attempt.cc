@@ -1,0 +1,63 @@
+#include "launcher/agent/attempt.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace ctrun::launcher {
+namespace {
+
+// The filtered log at `path`, or null when `filters` is empty or the file
+// cannot be made (a warning; the job goes on).
+std::unique_ptr<FilteredLog> OpenFilteredLog(const std::vector<std::string>& filters, const std::string& path) {
+  if (filters.empty()) return nullptr;
+  Result<std::unique_ptr<FilteredLog>> log = FilteredLog::Open(path, filters);
+  if (!log.ok()) {
+    spdlog::warn("{}", log.status().message());
+    return nullptr;
+  }
+  return std::move(*log);
+}
+
+}  // namespace
+
+void AttemptTees::Start(boost::asio::io_context& io, const TeePlan& plan,
+                        const std::vector<std::pair<int, int>>& pipes, std::function<void()> on_eof) {
+  filtered_stdout_ = OpenFilteredLog(plan.stdout_filters, plan.filtered_stdout_file);
+  filtered_stderr_ = OpenFilteredLog(plan.stderr_filters, plan.filtered_stderr_file);
+  for (const TeeStream& s : plan.streams) {
+    if (s.worker >= pipes.size()) continue;
+    const int fd = s.is_stderr ? pipes[s.worker].second : pipes[s.worker].first;
+    StartTee(io, s, fd, s.is_stderr ? filtered_stderr_.get() : filtered_stdout_.get(), on_eof);
+  }
+}
+
+void AttemptTees::StartTee(boost::asio::io_context& io, const TeeStream& s, int pipe_fd, FilteredLog* filtered,
+                           const std::function<void()>& on_eof) {
+  if (pipe_fd < 0) return;
+  int file_fd = -1;
+  if (!s.file.empty()) {
+    file_fd = ::open(s.file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (file_fd < 0) spdlog::warn("cannot open log file {}: {}", s.file, strerror(errno));
+  }
+  const int console_fd = s.is_stderr ? STDERR_FILENO : STDOUT_FILENO;
+  TeeOptions options;
+  options.prefix_console = s.prefix_console;
+  options.filtered = filtered;
+  ++open_;
+  tees_.push_back(std::make_unique<StreamTee>(io, pipe_fd, file_fd, s.to_console ? console_fd : -1, s.prefix,
+                                              [this, on_eof] {
+                                                --open_;
+                                                on_eof();
+                                              },
+                                              options));
+}
+
+void AttemptTees::DrainAll() {
+  for (auto& tee : tees_) tee->DrainAndFinish();
+}
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,77 @@
+// Attempt: one started worker group of the agent, and everything that lives
+// exactly as long as it — made in Agent::StartWorkers, destroyed when its stop
+// has drained (the group closed, every tee at end-of-file). Outside an
+// attempt the agent holds none of this, so no per-attempt field can be stale.
+//
+// AttemptTees: the attempt's output tees and the filtered logs they write to.
+// Its tees may still have cancelled reads queued on the io_context when the
+// attempt ends, so the agent keeps the ended attempt's AttemptTees (inert:
+// every pipe closed, every on_eof run) until the next attempt starts or the
+// agent goes.
+//
+// Ownership: owns everything here. Thread model: the agent's io_context
+// thread only.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "base/clock.h"
+#include "launcher/agent/worker_specs.h"
+#include "launcher/health/exclusion_request.h"
+#include "launcher/liveness/watch.h"
+#include "launcher/logs/filtered_log.h"
+#include "launcher/logs/report.h"
+#include "launcher/logs/stream_tee.h"
+#include "launcher/process/worker_env.h"
+#include "launcher/rdzv/rendezvous_handler.h"
+
+namespace ctrun::launcher {
+
+class AttemptTees {
+ public:
+  AttemptTees() = default;
+  AttemptTees(const AttemptTees&) = delete;
+  AttemptTees& operator=(const AttemptTees&) = delete;
+
+  // Opens the plan's filtered logs (one that cannot be made is a warning; the
+  // job goes on without it) and starts a tee per planned stream whose pipe
+  // (`pipes`: per worker, stdout and stderr read ends; -1 none) is open.
+  // `on_eof` runs after each tee's end-of-file, once open() has dropped.
+  void Start(boost::asio::io_context& io, const TeePlan& plan, const std::vector<std::pair<int, int>>& pipes,
+             std::function<void()> on_eof);
+  // Tees whose end-of-file has not come yet.
+  int open() const { return open_; }
+  // Takes what each pipe holds now and finishes every tee (the workers are
+  // gone). Each tee's on_eof may end the attempt: the tees stay alive.
+  void DrainAll();
+
+ private:
+  void StartTee(boost::asio::io_context& io, const TeeStream& stream, int pipe_fd, FilteredLog* filtered,
+                const std::function<void()>& on_eof);
+
+  // Declared before tees_, which borrow them: destroyed after.
+  std::unique_ptr<FilteredLog> filtered_stdout_;
+  std::unique_ptr<FilteredLog> filtered_stderr_;
+  std::vector<std::unique_ptr<StreamTee>> tees_;
+  int open_ = 0;
+};
+
+struct Attempt {
+  Round round;
+  std::vector<WorkerRanks> ranks;  // this node's ranks in `round`, by local rank
+  int running = 0;                 // workers not yet exited
+  TimePoint started{};             // when the group was started
+  std::vector<WorkerFailure> failures;  // this attempt's failed workers, as seen
+  // Pointer-stable: outlives the attempt (see above).
+  std::unique_ptr<AttemptTees> tees = std::make_unique<AttemptTees>();
+  // --heartbeat-timeout: set from the start until the stop begins; null when off.
+  std::unique_ptr<HeartbeatWatch> heartbeat;
+  // CTRUN_EXCLUDE_NODE_FILE: armed before the workers start.
+  std::unique_ptr<ExclusionWatch> exclusion;
+};
+
+}  // namespace ctrun::launcher

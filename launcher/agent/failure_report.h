@@ -1,0 +1,62 @@
+// The agent's failure reporting: the record of one failed worker (its exit,
+// its error file, its saved stacks' innermost frame), the run's final
+// failure report and exit code, and the texts of the two unhealthy ends
+// (a node that leaves the job; processes that outlived SIGKILL).
+//
+// The decisions are pure functions of their arguments; ReadWorkerFailure
+// reads the worker's two files, ReportStuck logs and writes an event.
+// Thread model: any thread; no shared state.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/logs/event_log.h"
+#include "launcher/logs/report.h"
+#include "launcher/process/cpu_binding.h"
+#include "launcher/process/worker_group.h"
+
+namespace ctrun::launcher {
+
+// A failed worker's record from its exit alone: no error file, no stacks.
+WorkerFailure FailureOf(const WorkerExit& exit, int rank, const WorkerBinding* binding);
+// The report's stacks field for a worker whose stacks were saved at
+// `stacks_file` (before it was killed for a hang) with text `stacks_text`:
+// the path, and the innermost frame when the text names one.
+std::string StacksField(const std::string& stacks_file, const std::string& stacks_text);
+// FailureOf, completed from what the worker left: its stacks file (when
+// there is one) and its error file (when it wrote one; an unreadable or bad
+// one is a warning).
+WorkerFailure ReadWorkerFailure(const WorkerExit& exit, int rank, const WorkerBinding* binding,
+                                const std::string& stacks_file, const std::string& error_file);
+
+// A root cause's own exit code (--exit-code-from-root-cause): its exit
+// status, or 128+N for a death by signal N.
+int RootCauseExitCode(const WorkerFailure& failure);
+
+// How a failed run ends.
+struct FailureOutcome {
+  std::optional<size_t> root;  // index of the root cause in the failures; nullopt: none seen
+  std::string report;          // the ChildFailedError text for stderr; "" without failures
+  int exit_code = 1;
+};
+// The outcome of a run that failed with `failures` (maybe none: a worker
+// failure after a signal is not recorded). `forced_code` (fail-fast) wins;
+// else --exit-code-from-root-cause's code, else kExitFailure. `name` is the
+// entrypoint's name (EntrypointName), `host` the agent's.
+FailureOutcome DecideFailure(const std::vector<WorkerFailure>& failures, const std::string& name,
+                             const std::string& host, bool exit_code_from_root_cause,
+                             std::optional<int> forced_code);
+
+// The block on stderr of a node that leaves the job as unhealthy: the host,
+// the report's lines indented, the exit code.
+std::string FormatUnhealthyBlock(const std::string& host, const std::string& report);
+
+// The report a node whose workers outlived SIGKILL leaves the rendezvous with.
+std::string StuckReport(const std::vector<StuckProcess>& stuck);
+// Says which processes outlived SIGKILL by --kill-timeout (`kill_timeout_s`),
+// on stderr and in a "workers_stuck" event (`events` null: none).
+void ReportStuck(const std::vector<StuckProcess>& stuck, double kill_timeout_s, EventLog* events);
+
+}  // namespace ctrun::launcher

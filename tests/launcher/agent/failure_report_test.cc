@@ -1,0 +1,136 @@
+// The agent's failure reporting (launcher/agent/failure_report.h): a failed
+// worker's record from its exit and its files, the run's final report and
+// exit code, the unhealthy leave's and stuck processes' texts.
+#include "launcher/agent/failure_report.h"
+
+#include <stdlib.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "launcher/cli/exit_codes.h"
+#include "launcher/forensics/stack_text.h"
+
+namespace ctrun::launcher {
+namespace {
+
+constexpr const char* kPythonStacks =
+    "Thread 0x00007fae238976c0 (most recent call first):\n"
+    "  File \"/job/w.py\", line 3 in stuck_here\n";
+
+// A scratch directory, removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/ctrun_failure_report_test_XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  std::string File(const std::string& name, const std::string& text) const {
+    const std::string p = path_ + "/" + name;
+    std::ofstream(p) << text;
+    return p;
+  }
+  std::string Missing(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+WorkerFailure Failure(int local_rank, int rank, int code, int64_t at) {
+  WorkerFailure f;
+  f.local_rank = local_rank;
+  f.rank = rank;
+  f.exit_code = code;
+  f.pid = 1000 + local_rank;
+  f.observed_at_s = at;
+  return f;
+}
+
+TEST_CASE("failure report: a failure from its exit alone") {
+  const WorkerBinding binding{{0, 1}, {0}, "CPUs 0-1 (test)"};
+  const WorkerFailure f = FailureOf(WorkerExit{1, 4242, -9, 1700000000}, 5, &binding);
+  CHECK(f.local_rank == 1);
+  CHECK(f.rank == 5);
+  CHECK(f.exit_code == -9);
+  CHECK(f.pid == 4242);
+  CHECK(f.observed_at_s == 1700000000);
+  CHECK(f.binding == "CPUs 0-1 (test)");
+  CHECK(FailureOf(WorkerExit{0, 1, 1, 0}, 0, nullptr).binding.empty());
+}
+
+TEST_CASE("failure report: the stacks field names the innermost frame when there is one") {
+  const std::string text = ComposeStacks("h", kPythonStacks, "");
+  CHECK(StacksField("/logs/stacks", text) == "/logs/stacks (innermost frame: stuck_here (/job/w.py:3))");
+  CHECK(StacksField("/logs/stacks", "") == "/logs/stacks");
+}
+
+TEST_CASE("failure report: a worker's stacks file and error file complete its record") {
+  TempDir dir;
+  const std::string stacks = dir.File("stacks", ComposeStacks("h", kPythonStacks, ""));
+  const std::string error = dir.File("error.json", R"({"message": "boom"})");
+  const WorkerFailure f = ReadWorkerFailure(WorkerExit{0, 7, 1, 9}, 0, nullptr, stacks, error);
+  CHECK(f.stacks == stacks + " (innermost frame: stuck_here (/job/w.py:3))");
+  CHECK(f.error_file == error);
+  CHECK(f.error.has_value());
+}
+
+TEST_CASE("failure report: without the files the record has neither") {
+  TempDir dir;
+  const WorkerFailure f =
+      ReadWorkerFailure(WorkerExit{0, 7, 1, 9}, 0, nullptr, dir.Missing("stacks"), dir.Missing("error.json"));
+  CHECK(f.stacks.empty());
+  CHECK(f.error_file.empty());
+  CHECK_FALSE(f.error.has_value());
+}
+
+TEST_CASE("failure report: the root cause's own exit code") {
+  CHECK(RootCauseExitCode(Failure(0, 0, 3, 0)) == 3);
+  CHECK(RootCauseExitCode(Failure(0, 0, -15, 0)) == kExitSignalBase + 15);
+}
+
+TEST_CASE("failure report: the outcome is exit 1 with the first observed failure as root cause") {
+  const std::vector<WorkerFailure> failures = {Failure(0, 0, 3, 200), Failure(1, 1, 7, 100)};
+  const FailureOutcome out = DecideFailure(failures, "train.py", "node0", false, std::nullopt);
+  REQUIRE(out.root.has_value());
+  CHECK(*out.root == 1);
+  CHECK(out.exit_code == kExitFailure);
+  CHECK(out.report == FormatFailureReport("train.py", "node0", failures, 1));
+}
+
+TEST_CASE("failure report: --exit-code-from-root-cause exits with the root cause's code; fail-fast wins") {
+  const std::vector<WorkerFailure> failures = {Failure(0, 0, -6, 100)};
+  CHECK(DecideFailure(failures, "t", "h", true, std::nullopt).exit_code == kExitSignalBase + 6);
+  CHECK(DecideFailure(failures, "t", "h", true, kExitDoNotRequeue).exit_code == kExitDoNotRequeue);
+}
+
+TEST_CASE("failure report: no failure seen, no report") {
+  const FailureOutcome out = DecideFailure({}, "", "", true, std::nullopt);
+  CHECK_FALSE(out.root.has_value());
+  CHECK(out.report.empty());
+  CHECK(out.exit_code == kExitFailure);
+  CHECK(DecideFailure({}, "", "", false, kExitDoNotRequeue).exit_code == kExitDoNotRequeue);
+}
+
+TEST_CASE("failure report: the unhealthy leave's block indents each line of the report") {
+  CHECK(FormatUnhealthyBlock("node7", "health check 'c' exited with 1\n  GPU 3: ECC") ==
+        "[ctrun] node unhealthy: node7\n"
+        "  health check 'c' exited with 1\n"
+        "    GPU 3: ECC\n"
+        "  this node leaves the job (exit code 4); the other nodes go on without it\n");
+}
+
+TEST_CASE("failure report: the stuck processes' report names each one") {
+  CHECK(StuckReport({StuckProcess{0, 11, true, "python3", "D (uninterruptible sleep)"},
+                     StuckProcess{1, 12, false, "", "Z (zombie)"}}) ==
+        "workers outlived SIGKILL by --kill-timeout: pid 11 (python3, D (uninterruptible sleep)) pid 12 (Z "
+        "(zombie))");
+}
+
+}  // namespace
+}  // namespace ctrun::launcher
