@@ -28,4 +28,12 @@ void HandOffToFull(char** argv, const std::string& what) {
                what.c_str(), path.c_str(), std::strerror(err));
 }
 
+std::string WhatNeedsFull(const LaunchConfig& c) {
+  const std::string nodes = c.min_nodes == c.max_nodes
+                                ? std::to_string(c.max_nodes)
+                                : std::to_string(c.min_nodes) + ":" + std::to_string(c.max_nodes);
+  return c.is_single_node() ? "a launch with --rdzv-backend c10d and --rdzv-endpoint"
+                            : "a launch of several nodes (--nnodes " + nodes + ")";
+}
+
 }  // namespace ctrun::launcher

@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "launcher/cli/config.h"
+
 namespace ctrun::launcher {
 
 // ctrun-full's path: beside this program (/proc/self/exe's directory).
@@ -18,5 +20,10 @@ std::string FullProgramPath();
 // ctrun-full, e.g. "a launch of 2 nodes (--nnodes 2)"), the path, the error
 // and the fix; the caller exits with kExitFailure.
 void HandOffToFull(char** argv, const std::string& what);
+
+// HandOffToFull's `what` for a launch that is not config.local_rendezvous():
+// "a launch of several nodes (--nnodes 2:4)", or "a launch with
+// --rdzv-backend c10d and --rdzv-endpoint" for one node.
+std::string WhatNeedsFull(const LaunchConfig& config);
 
 }  // namespace ctrun::launcher
