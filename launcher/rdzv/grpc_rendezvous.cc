@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <utility>
+#include <variant>
 
 #include "launcher/net/free_port.h"
 #include "rendezvous/machine/node_order.h"
@@ -123,100 +124,103 @@ void GrpcRendezvous::OnUpdate(const rdzv::Update& update) {
     reconnecting_ = false;
     spdlog::info("reconnected to the rendezvous at {}", options_.client.endpoint);
   }
-  if (const auto* a = std::get_if<rdzv::Admitted>(&update)) {
-    if (a->state == rdzv::AdmitState::kRedundant) {
-      spdlog::info("the run is full: waiting as a hot spare");
-    }
+  std::visit([this](const auto& u) { Handle(u); }, update);
+}
+
+void GrpcRendezvous::Handle(const rdzv::Admitted& a) {
+  if (a.state == rdzv::AdmitState::kRedundant) {
+    spdlog::info("the run is full: waiting as a hot spare");
+  }
+}
+
+Result<Round> GrpcRendezvous::RoundFrom(const rdzv::RoundComplete& rc) const {
+  Round round;
+  round.round = static_cast<int>(rc.round);
+  round.run_id = options_.client.run_id;
+  round.use_agent_store = options_.store.agent_store;
+  round.group_rank = -1;
+  if (rc.members.empty()) {
+    return Status::Internal("the rendezvous sent a round whose size list is malformed "
+                            "(use the same ctrun version on every node and for ctrund)");
+  }
+  for (const rdzv::Member& m : rc.members) {
+    round.local_world_sizes.push_back(m.local_world_size);
+    if (m.node == options_.client.node) round.group_rank = m.group_rank;
+  }
+  if (round.group_rank < 0) return Status::Internal("the rendezvous completed a round without this node");
+  round.master_addr = rc.members[0].addr;
+  round.master_port = rc.members[0].master_port;
+  if (options_.fixed_master) {
+    round.master_addr = options_.fixed_master->first;
+    round.master_port = options_.fixed_master->second;
+  } else if (rc.store_on_rendezvous_port && options_.store.agent_store) {
+    // One port per job: the server that runs the rendezvous serves the
+    // workers' store on its own port (rendezvous/grpc/port_mux.h).
+    const auto [host, port] = SplitEndpoint(options_.client.endpoint);
+    round.master_addr = host;
+    round.master_port = port;
+  }
+  return round;
+}
+
+void GrpcRendezvous::Handle(const rdzv::RoundComplete& rc) {
+  if (phase_ != Phase::kJoining) return;
+  Result<Round> round = RoundFrom(rc);
+  if (!round.ok()) {
+    FinishJoin(std::move(round));
     return;
   }
-  if (const auto* rc = std::get_if<rdzv::RoundComplete>(&update)) {
-    if (phase_ != Phase::kJoining) return;
-    Round round;
-    round.round = static_cast<int>(rc->round);
-    round.run_id = options_.client.run_id;
-    round.use_agent_store = options_.store.agent_store;
-    round.group_rank = -1;
-    if (rc->members.empty()) {
-      FinishJoin(Status::Internal("the rendezvous sent a round whose size list is malformed "
-                                  "(use the same ctrun version on every node and for ctrund)"));
-      return;
+  if (options_.store.agent_store && !options_.fixed_master && store_on_port_ != rc.store_on_rendezvous_port) {
+    store_on_port_ = rc.store_on_rendezvous_port;
+    if (*store_on_port_) {
+      spdlog::info("the workers' store is served on the rendezvous port ({})", options_.client.endpoint);
+    } else {
+      spdlog::info("the rendezvous at {} does not serve the workers' store on its port for this round: "
+                   "group rank 0's agent hosts it on {}:{}",
+                   options_.client.endpoint, round->master_addr, round->master_port);
     }
-    for (const rdzv::Member& m : rc->members) {
-      round.local_world_sizes.push_back(m.local_world_size);
-      if (m.node == options_.client.node) round.group_rank = m.group_rank;
-    }
-    if (round.group_rank < 0) {
-      FinishJoin(Status::Internal("the rendezvous completed a round without this node"));
-      return;
-    }
-    round.master_addr = rc->members[0].addr;
-    round.master_port = rc->members[0].master_port;
-    if (rc->store_on_rendezvous_port && options_.store.agent_store && !options_.fixed_master) {
-      // One port per job: the server that runs the rendezvous serves the
-      // workers' store on its own port (rendezvous/grpc/port_mux.h).
-      const auto [host, port] = SplitEndpoint(options_.client.endpoint);
-      round.master_addr = host;
-      round.master_port = port;
-    }
-    if (options_.store.agent_store && !options_.fixed_master && store_on_port_ != rc->store_on_rendezvous_port) {
-      store_on_port_ = rc->store_on_rendezvous_port;
-      if (*store_on_port_) {
-        spdlog::info("the workers' store is served on the rendezvous port ({})", options_.client.endpoint);
-      } else {
-        spdlog::info("the rendezvous at {} does not serve the workers' store on its port for this round: "
-                     "group rank 0's agent hosts it on {}:{}",
-                     options_.client.endpoint, round.master_addr, round.master_port);
-      }
-    }
-    if (options_.fixed_master) {
-      round.master_addr = options_.fixed_master->first;
-      round.master_port = options_.fixed_master->second;
-    }
-    round_ = rc->round;
-    if (!rc->hint_note.empty()) spdlog::warn("--node-rank ignored: {}", rc->hint_note);
-    spdlog::info("round {} complete: {} nodes, world size {}, this node is group rank {}",
-                 rc->round, rc->members.size(), rc->world_size, round.group_rank);
-    FinishJoin(round);
+  }
+  round_ = rc.round;
+  if (!rc.hint_note.empty()) spdlog::warn("--node-rank ignored: {}", rc.hint_note);
+  spdlog::info("round {} complete: {} nodes, world size {}, this node is group rank {}",
+               rc.round, rc.members.size(), rc.world_size, round->group_rank);
+  FinishJoin(std::move(round));
+}
+
+void GrpcRendezvous::Handle(const rdzv::RestartRequested& r) {
+  if (phase_ != Phase::kRunning) return;
+  Changed(r.cause == options_.client.node ? "the round changed while the rendezvous was unreachable" : Why(r));
+}
+
+void GrpcRendezvous::Handle(const rdzv::Rejected& r) {
+  if (phase_ != Phase::kJoining) return;
+  FinishJoin(Status(rdzv::ToStatus(r).code() == Status::Code::kAborted
+                        ? Status::Aborted("rendezvous run '" + options_.client.run_id + "' is closed: " +
+                                          r.message + " (use a new --rdzv-id for a new job)")
+                        : rdzv::ToStatus(r)));
+}
+
+void GrpcRendezvous::Handle(const rdzv::TimedOut& t) {
+  if (phase_ == Phase::kJoining) FinishJoin(Status::DeadlineExceeded(t.message));
+}
+
+void GrpcRendezvous::Handle(const rdzv::Evicted& e) {
+  if (phase_ == Phase::kRunning) Changed("this node was evicted: " + e.message);
+}
+
+void GrpcRendezvous::Handle(const rdzv::Closed& c) {
+  closed_ = true;
+  if (c.unhealthy_budget_exceeded) {
+    // The job ends on every node: a joining one fails its join at once;
+    // a running one stops its workers and re-joins, which the closed run
+    // refuses the same way (Rejected{kUnhealthyBudget}).
+    if (phase_ == Phase::kJoining) FinishJoin(Status::ResourceExhausted(c.message));
+    if (phase_ == Phase::kRunning) Changed("the job's unhealthy-node budget is exhausted: " + c.message);
     return;
   }
-  if (const auto* r = std::get_if<rdzv::RestartRequested>(&update)) {
-    if (phase_ != Phase::kRunning) return;
-    Changed(r->cause == options_.client.node ? "the round changed while the rendezvous was unreachable"
-                                             : Why(*r));
-    return;
-  }
-  if (const auto* r = std::get_if<rdzv::Rejected>(&update)) {
-    if (phase_ == Phase::kJoining) {
-      FinishJoin(Status(rdzv::ToStatus(*r).code() == Status::Code::kAborted
-                            ? Status::Aborted("rendezvous run '" + options_.client.run_id +
-                                              "' is closed: " + r->message +
-                                              " (use a new --rdzv-id for a new job)")
-                            : rdzv::ToStatus(*r)));
-    }
-    return;
-  }
-  if (const auto* t = std::get_if<rdzv::TimedOut>(&update)) {
-    if (phase_ == Phase::kJoining) FinishJoin(Status::DeadlineExceeded(t->message));
-    return;
-  }
-  if (const auto* e = std::get_if<rdzv::Evicted>(&update)) {
-    if (phase_ == Phase::kRunning) Changed("this node was evicted: " + e->message);
-    return;
-  }
-  if (const auto* c = std::get_if<rdzv::Closed>(&update)) {
-    closed_ = true;
-    if (c->unhealthy_budget_exceeded) {
-      // The job ends on every node: a joining one fails its join at once;
-      // a running one stops its workers and re-joins, which the closed run
-      // refuses the same way (Rejected{kUnhealthyBudget}).
-      if (phase_ == Phase::kJoining) FinishJoin(Status::ResourceExhausted(c->message));
-      if (phase_ == Phase::kRunning) Changed("the job's unhealthy-node budget is exhausted: " + c->message);
-      return;
-    }
-    if (phase_ == Phase::kJoining) {
-      FinishJoin(Status::Aborted("rendezvous run '" + options_.client.run_id +
-                                 "' was closed while this node was joining"));
-    }
+  if (phase_ == Phase::kJoining) {
+    FinishJoin(Status::Aborted("rendezvous run '" + options_.client.run_id +
+                               "' was closed while this node was joining"));
   }
 }
 

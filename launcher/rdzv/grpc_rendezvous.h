@@ -82,7 +82,19 @@ class GrpcRendezvous : public RendezvousHandler {
   std::string unhealthy_report_;  // Shutdown(kUnhealthy)'s Leave carries it
   enum class Phase { kIdle, kJoining, kRunning, kShutdown };
 
+  // One update of the Join stream: one handler per alternative.
   void OnUpdate(const rdzv::Update& update);
+  void Handle(const rdzv::Admitted& admitted);
+  void Handle(const rdzv::RoundComplete& complete);
+  void Handle(const rdzv::RestartRequested& restart);
+  void Handle(const rdzv::Rejected& rejected);
+  void Handle(const rdzv::TimedOut& timed_out);
+  void Handle(const rdzv::Evicted& evicted);
+  void Handle(const rdzv::Closed& closed);
+  // The Round a RoundComplete gives this node (its group rank, the workers'
+  // MASTER_ADDR:MASTER_PORT); Internal when the round is malformed or
+  // leaves this node out.
+  Result<Round> RoundFrom(const rdzv::RoundComplete& complete) const;
   void OnStreamEnd(const Status& status);
   void Reconnect(const Status& why);
   void FinishJoin(Result<Round> result);

@@ -6,11 +6,11 @@
 #include <unistd.h>
 
 #include <array>
-#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cstdlib>
 
 #include "rendezvous/grpc/port_sniff.h"
+#include "rendezvous/net/listen_tcp.h"
 
 namespace ctrun::rdzv {
 
@@ -24,11 +24,6 @@ constexpr size_t kSniffBytes = 24;
 // Connections that speak neither protocol logged as warnings before the
 // rest go to debug: a port scanner must not flood the log.
 constexpr int kMaxUnknownLogged = 10;
-
-void SetCloexec(int fd) {
-  const int flags = ::fcntl(fd, F_GETFD);
-  if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
-}
 
 // CTRUN_PORT_SNIFF_DEADLINE_MS, when it holds a positive number.
 std::chrono::milliseconds SniffDeadlineFromEnv() {
@@ -67,40 +62,21 @@ Result<std::unique_ptr<PortMux>> PortMux::Bind(const HostPort& hp) {
   std::string host = hp.host;
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   boost::system::error_code ec;
-  tcp::endpoint ep;
+  ListenAddress at{std::nullopt, static_cast<unsigned short>(hp.port)};
   const boost::asio::ip::address any = boost::asio::ip::make_address(host, ec);
-  if (!ec && any.is_unspecified()) {
-    // A wildcard: dual-stack where the host has IPv6, else IPv4.
-    mux->acceptor_.open(tcp::v6(), ec);
-    if (!ec) mux->acceptor_.set_option(boost::asio::ip::v6_only(false), ec);
-    ep = tcp::endpoint(tcp::v6(), static_cast<unsigned short>(hp.port));
-    if (ec) {
-      boost::system::error_code ignored;
-      mux->acceptor_.close(ignored);
-      ec.clear();
-      mux->acceptor_.open(tcp::v4(), ec);
-      ep = tcp::endpoint(tcp::v4(), static_cast<unsigned short>(hp.port));
-    }
-  } else {
+  if (ec || !any.is_unspecified()) {
+    // Not a wildcard (a wildcard takes IPv6 and IPv4 where the host has both).
     tcp::resolver resolver(mux->io_);
     const tcp::resolver::results_type found = resolver.resolve(host, std::to_string(hp.port), ec);
     if (ec || found.empty()) {
       return Status::Unavailable("cannot listen on " + Where(hp) + ": '" + host + "' does not resolve (" +
                                  ec.message() + "); give an address of this host, e.g. 0.0.0.0:PORT");
     }
-    ep = found.begin()->endpoint();
-    mux->acceptor_.open(ep.protocol(), ec);
+    at.address = found.begin()->endpoint().address();
   }
-  if (ec) return CannotListen(hp, ec);
-  SetCloexec(mux->acceptor_.native_handle());
-  // SO_REUSEADDR, never SO_REUSEPORT: a second server on the port must fail
-  // to bind (an agent relies on that to become a client of the first).
-  mux->acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) mux->acceptor_.bind(ep, ec);
-  if (!ec) mux->acceptor_.listen(boost::asio::socket_base::max_listen_connections, ec);
-  if (ec) return CannotListen(hp, ec);
-  mux->port_ = mux->acceptor_.local_endpoint(ec).port();
-  if (ec) return CannotListen(hp, ec);
+  const Listening listening = ListenTcp(mux->acceptor_, at);
+  if (listening.error) return CannotListen(hp, listening.error);
+  mux->port_ = listening.port;
   return mux;
 }
 

@@ -32,7 +32,7 @@
 
 #include "base/result.h"
 #include "rendezvous/grpc/listen_address.h"
-#include "rendezvous/store/accept_loop.h"
+#include "rendezvous/net/accept_loop.h"
 
 namespace grpc::experimental {
 class ExternalConnectionAcceptor;

@@ -55,41 +55,67 @@ std::vector<Decision> RendezvousMachine::Step(const Event& event, TimePoint now)
   return out;
 }
 
+template <class Fn>
+void RendezvousMachine::Mutate(NodeMap::iterator it, Fn&& fn) {
+  Unindex(it->first, it->second);
+  std::forward<Fn>(fn)(it->second);
+  Index(it->first, it->second);
+}
+
+void RendezvousMachine::Erase(NodeMap::iterator it) {
+  Unindex(it->first, it->second);
+  nodes_.erase(it);
+}
+
 void RendezvousMachine::OnJoin(const Join& join, TimePoint now, std::vector<Decision>& out) {
+  if (std::optional<Rejected> rejected = CheckJoin(join)) {
+    out.push_back(std::move(*rejected));
+    return;
+  }
+  if (auto it = nodes_.find(join.node); it != nodes_.end()) {
+    Rejoin(it, join, now, out);
+  } else {
+    Admit(join, now, out);
+  }
+}
+
+std::optional<Rejected> RendezvousMachine::CheckJoin(const Join& join) const {
   const std::string who = "node " + ToString(join.node);
   if (join.local_world_size <= 0) {
-    out.push_back(Rejected{join.node, RejectCode::kInvalidJoin,
-                           who + ": local_world_size " + std::to_string(join.local_world_size) +
-                               " must be at least 1 (check --nproc-per-node)"});
-    return;
+    return Rejected{join.node, RejectCode::kInvalidJoin,
+                    who + ": local_world_size " + std::to_string(join.local_world_size) +
+                        " must be at least 1 (check --nproc-per-node)"};
   }
   if (join.hint_rank && *join.hint_rank < 0) {
-    out.push_back(Rejected{join.node, RejectCode::kInvalidJoin,
-                           who + ": --node-rank " + std::to_string(*join.hint_rank) +
-                               " must not be negative (give 0..nnodes-1, or leave it out)"});
-    return;
+    return Rejected{join.node, RejectCode::kInvalidJoin,
+                    who + ": --node-rank " + std::to_string(*join.hint_rank) +
+                        " must not be negative (give 0..nnodes-1, or leave it out)"};
   }
-
   auto it = nodes_.find(join.node);
   if (it != nodes_.end() && it->second.incarnation != join.incarnation) {
-    out.push_back(Rejected{join.node, RejectCode::kDuplicateNode,
-                           who + " is already in the run as another live agent: give each agent a distinct "
-                                 "--local-addr, or retry after " +
-                               FormatSeconds(KeepAliveTimeout(params_)) + " if the old agent died"});
-    return;
+    return Rejected{join.node, RejectCode::kDuplicateNode,
+                    who + " is already in the run as another live agent: give each agent a distinct "
+                          "--local-addr, or retry after " +
+                        FormatSeconds(KeepAliveTimeout(params_)) + " if the old agent died"};
   }
+  return std::nullopt;
+}
 
-  if (it != nodes_.end()) {
-    NodeRecord& rec = it->second;
-    Unindex(it->first, rec);
-    rec.hint_rank = join.hint_rank;
-    rec.local_world_size = join.local_world_size;
-    rec.addr = join.addr;
-    rec.master_port = join.master_port;
-    rec.last_seen = now;
-    AdmitState state = AdmitState::kParticipant;
+void RendezvousMachine::TakeJoin(NodeRecord& rec, const Join& join, TimePoint now) {
+  rec.hint_rank = join.hint_rank;
+  rec.local_world_size = join.local_world_size;
+  rec.addr = join.addr;
+  rec.master_port = join.master_port;
+  rec.last_seen = now;
+}
+
+void RendezvousMachine::Rejoin(NodeMap::iterator it, const Join& join, TimePoint now, std::vector<Decision>& out) {
+  AdmitState state = AdmitState::kParticipant;
+  bool was_member = false;
+  Mutate(it, [&](NodeRecord& rec) {
+    TakeJoin(rec, join, now);
     switch (rec.status) {
-      case NodeStatus::kParticipant:
+      case NodeStatus::kParticipant:  // a repeated Join: its join deadline is kept
         break;
       case NodeStatus::kRedundant:
         state = AdmitState::kRedundant;
@@ -98,25 +124,22 @@ void RendezvousMachine::OnJoin(const Join& join, TimePoint now, std::vector<Deci
         MakeParticipant(rec, now);
         break;
       case NodeStatus::kMember:
-        // It restarted its workers without a Leave: same as Leave{kFailure} + Join.
-        // (BreakRound leaves this node alone: it is no member any more.)
-        rec.status = NodeStatus::kRejoining;
-        BreakRound(RestartReason::kWorkersFailed, join.node, now, out);
+        was_member = true;
         MakeParticipant(rec, now);
         break;
     }
-    Index(it->first, rec);
-    out.push_back(Admitted{join.node, state, round_});
-    return;
-  }
+  });
+  // A member that joins again restarted its workers without a Leave: same
+  // as Leave{kFailure} + Join. (BreakRound leaves this node alone: it is no
+  // member any more.)
+  if (was_member) BreakRound(RestartReason::kWorkersFailed, join.node, now, out);
+  out.push_back(Admitted{join.node, state, round_});
+}
 
+void RendezvousMachine::Admit(const Join& join, TimePoint now, std::vector<Decision>& out) {
   NodeRecord rec;
   rec.incarnation = join.incarnation;
-  rec.hint_rank = join.hint_rank;
-  rec.local_world_size = join.local_world_size;
-  rec.addr = join.addr;
-  rec.master_port = join.master_port;
-  rec.last_seen = now;
+  TakeJoin(rec, join, now);
   rec.arrival = next_arrival_++;
   AdmitState state = AdmitState::kParticipant;
   if (complete_) {
@@ -153,9 +176,7 @@ void RendezvousMachine::OnKeepAlive(const KeepAlive& keep_alive, TimePoint now, 
                                " is held by another agent incarnation: this agent was replaced; exit"});
     return;
   }
-  Unindex(it->first, it->second);
-  it->second.last_seen = now;
-  Index(it->first, it->second);
+  Mutate(it, [now](NodeRecord& rec) { rec.last_seen = now; });
 }
 
 void RendezvousMachine::OnLeave(const Leave& leave, TimePoint now, std::vector<Decision>& out) {
@@ -172,20 +193,19 @@ void RendezvousMachine::OnLeave(const Leave& leave, TimePoint now, std::vector<D
   NodeRecord& rec = it->second;
   switch (leave.reason) {
     case LeaveReason::kNormalExit:
-      Unindex(it->first, rec);
-      nodes_.erase(it);
+      Erase(it);
       DoClose(out);
       return;
     case LeaveReason::kFailure:
       if (rec.status == NodeStatus::kMember) {
-        Unindex(it->first, rec);
-        rec.status = NodeStatus::kRejoining;
-        rec.join_deadline = now + params_.join_timeout;
+        Mutate(it, [&](NodeRecord& r) {
+          r.status = NodeStatus::kRejoining;
+          r.join_deadline = now + params_.join_timeout;
+        });
+        // BreakRound leaves this node alone: it is no member any more.
         BreakRound(RestartReason::kWorkersFailed, leave.node, now, out);
-        Index(it->first, rec);
       } else if (rec.status != NodeStatus::kRejoining) {
-        Unindex(it->first, rec);
-        nodes_.erase(it);
+        Erase(it);
       }
       return;
     case LeaveReason::kSignal:
@@ -240,8 +260,7 @@ void RendezvousMachine::ApplyDeadlinesUntil(TimePoint now, std::vector<Decision>
                                            FormatSeconds(keep_alive_timeout) +
                                            ": evicted (check that its agent runs and reaches the endpoint)"});
       if (it->second.status == NodeStatus::kMember && !lost_member) lost_member = it->first;
-      Unindex(it->first, it->second);
-      nodes_.erase(it);
+      Erase(it);
     }
     if (lost_member) BreakRound(RestartReason::kNodeLost, *lost_member, *t, out);
     for (const NodeId& id : DueBy(by_join_deadline_, *t)) {
@@ -250,9 +269,7 @@ void RendezvousMachine::ApplyDeadlinesUntil(TimePoint now, std::vector<Decision>
                                      " has " + std::to_string(Count(NodeStatus::kParticipant)) + " of min " +
                                      std::to_string(params_.min_nodes) +
                                      " nodes): start more nodes or raise --rdzv-conf join_timeout"});
-      auto it = nodes_.find(id);
-      Unindex(it->first, it->second);
-      nodes_.erase(it);
+      Erase(nodes_.find(id));
     }
     Reconcile(*t, out);
   }
@@ -262,21 +279,20 @@ void RendezvousMachine::RemoveNode(NodeMap::iterator it, RestartReason reason, T
                                    std::vector<Decision>& out) {
   bool was_member = it->second.status == NodeStatus::kMember;
   NodeId id = it->first;
-  Unindex(it->first, it->second);
-  nodes_.erase(it);
+  Erase(it);
   if (was_member) BreakRound(reason, id, now, out);
 }
 
 void RendezvousMachine::BreakRound(RestartReason reason, const NodeId& cause, TimePoint now,
                                    std::vector<Decision>& out) {
   RestartRequested restart{round_, reason, cause, {}};
-  for (auto& [id, rec] : nodes_) {
-    if (rec.status != NodeStatus::kMember) continue;
-    restart.nodes.push_back(id);
-    Unindex(id, rec);
-    rec.status = NodeStatus::kRejoining;
-    rec.join_deadline = now + params_.join_timeout;
-    Index(id, rec);
+  for (auto it = nodes_.begin(); it != nodes_.end(); ++it) {
+    if (it->second.status != NodeStatus::kMember) continue;
+    restart.nodes.push_back(it->first);
+    Mutate(it, [&](NodeRecord& rec) {
+      rec.status = NodeStatus::kRejoining;
+      rec.join_deadline = now + params_.join_timeout;
+    });
   }
   if (!restart.nodes.empty()) out.push_back(std::move(restart));
   ++round_;
@@ -296,9 +312,7 @@ void RendezvousMachine::Reconcile(TimePoint now, std::vector<Decision>& out) {
   while (Count(NodeStatus::kParticipant) + Count(NodeStatus::kRejoining) < params_.max_nodes) {
     if (spares_.empty()) break;
     NodeMap::iterator spare = nodes_.find(spares_.begin()->second);  // the earliest arrival
-    Unindex(spare->first, spare->second);
-    MakeParticipant(spare->second, now);
-    Index(spare->first, spare->second);
+    Mutate(spare, [&](NodeRecord& rec) { MakeParticipant(rec, now); });
     out.push_back(Admitted{spare->first, AdmitState::kParticipant, round_});
   }
   int participants = Count(NodeStatus::kParticipant);
@@ -324,12 +338,13 @@ void RendezvousMachine::CompleteRound(std::vector<Decision>& out) {
   RankAssignment ranks = AssignGroupRanks(candidates);
   RoundComplete done{round_, {}, 0, ranks.hints_honoured, ranks.hint_note};
   for (int rank = 0; rank < static_cast<int>(ranks.by_rank.size()); ++rank) {
-    NodeRecord& rec = nodes_.at(ranks.by_rank[rank]);
-    Unindex(ranks.by_rank[rank], rec);
-    rec.status = NodeStatus::kMember;
-    rec.previous_rank = rank;
-    rec.join_deadline.reset();
-    Index(ranks.by_rank[rank], rec);
+    auto it = nodes_.find(ranks.by_rank[rank]);
+    Mutate(it, [rank](NodeRecord& r) {
+      r.status = NodeStatus::kMember;
+      r.previous_rank = rank;
+      r.join_deadline.reset();
+    });
+    const NodeRecord& rec = it->second;
     done.members.push_back(Member{ranks.by_rank[rank], rank, rec.local_world_size, rec.addr,
                                           rec.master_port});
     done.world_size += rec.local_world_size;

@@ -251,7 +251,15 @@ class RendezvousMachine {
 
   explicit RendezvousMachine(const Params& params) : params_(params) {}
 
+  // A Join: checked (CheckJoin), then a node the run holds joins again
+  // (Rejoin) or a new node is admitted (Admit). TakeJoin writes what a Join
+  // says about its node (hint, worker count, address, port, last seen) into
+  // its record.
   void OnJoin(const Join& join, TimePoint now, std::vector<Decision>& out);
+  std::optional<Rejected> CheckJoin(const Join& join) const;
+  void Rejoin(NodeMap::iterator it, const Join& join, TimePoint now, std::vector<Decision>& out);
+  void Admit(const Join& join, TimePoint now, std::vector<Decision>& out);
+  static void TakeJoin(NodeRecord& rec, const Join& join, TimePoint now);
   void OnKeepAlive(const KeepAlive& keep_alive, TimePoint now, std::vector<Decision>& out);
   void OnLeave(const Leave& leave, TimePoint now, std::vector<Decision>& out);
   void DoClose(std::vector<Decision>& out);
@@ -273,9 +281,16 @@ class RendezvousMachine {
   // time order, spares in arrival order) make every Step O(log nodes) but
   // for the decisions it emits: no step scans the run. Every change to a
   // node's status, last_seen, join_deadline or arrival, and every insertion
-  // or erasure, goes Unindex -> change -> Index.
+  // or erasure, goes Unindex -> change -> Index: Mutate for a change,
+  // Erase for an erasure; an insertion is indexed once inserted.
   void Index(const NodeId& id, const NodeRecord& rec);
   void Unindex(const NodeId& id, const NodeRecord& rec);
+  // Unindexes *it, calls fn(it->second) (which changes that record only,
+  // never nodes_), and indexes it again. Defined in machine.cc.
+  template <class Fn>
+  void Mutate(NodeMap::iterator it, Fn&& fn);
+  // Unindexes *it and erases it.
+  void Erase(NodeMap::iterator it);
   void ClearNodes();
   // Nodes whose time in `index` is <= t, in NodeIdLess order (the order the
   // decisions about them are emitted in).

@@ -11,7 +11,8 @@
 #include <thread>
 
 #include "rendezvous/metrics/status_page.h"
-#include "rendezvous/store/accept_loop.h"
+#include "rendezvous/net/accept_loop.h"
+#include "rendezvous/net/listen_tcp.h"
 
 namespace ctrun::rdzv {
 
@@ -85,15 +86,12 @@ class MetricsHttpServer::Impl {
                                  " (give an address of this host in --listen)");
     }
     const tcp::endpoint endpoint = results.begin()->endpoint();
-    acceptor_.open(endpoint.protocol(), ec);
-    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(endpoint, ec);
-    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      return Status::Unavailable("cannot listen on " + where + " for metrics: " + ec.message() +
-                                 (ec == asio::error::address_in_use ? " (pick another --metrics-port, or 0)" : ""));
+    const Listening listening = ListenTcp(acceptor_, {endpoint.address(), endpoint.port()});
+    if (const boost::system::error_code& e = listening.error) {
+      return Status::Unavailable("cannot listen on " + where + " for metrics: " + e.message() +
+                                 (e == asio::error::address_in_use ? " (pick another --metrics-port, or 0)" : ""));
     }
-    port_ = acceptor_.local_endpoint().port();
+    port_ = listening.port;
     accepting_.Start();
     thread_ = std::thread([this] { io_.run(); });
     return Status::Ok();

@@ -1,15 +1,14 @@
 #include "rendezvous/store/store_server.h"
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
 #include <optional>
-#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
+#include "rendezvous/net/listen_tcp.h"
 #include "rendezvous/store/store_protocol.h"
 
 namespace ctrun::rdzv {
@@ -22,12 +21,7 @@ using boost::asio::ip::tcp;
 // a confused client must not flood the agent's log.
 constexpr int kMaxRefusalsLogged = 20;
 
-void SetCloexec(int fd) {
-  const int flags = ::fcntl(fd, F_GETFD);
-  if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
-}
-
-// An IPv4 or IPv6 address as written, or nullopt for a host name.
+// An IPv4 or IPv6 address as written, or nullopt for a host name (or "").
 std::optional<boost::asio::ip::address> NumericAddress(const std::string& host) {
   boost::system::error_code ec;
   boost::asio::ip::address a = boost::asio::ip::make_address(host, ec);
@@ -91,26 +85,14 @@ StoreServer::~StoreServer() {
 }
 
 Status StoreServer::Listen(const std::string& host, int port) {
-  boost::system::error_code ec;
   const std::string where = (host.empty() ? std::string("port ") : host + ":") + std::to_string(port);
-  tcp::endpoint ep;
-  if (host.empty()) {
-    acceptor_.open(tcp::v6(), ec);
-    if (!ec) acceptor_.set_option(boost::asio::ip::v6_only(false), ec);
-    ep = tcp::endpoint(tcp::v6(), static_cast<unsigned short>(port));
-    if (ec) {  // no IPv6 on this host
-      boost::system::error_code ignored;
-      acceptor_.close(ignored);
-      ec.clear();
-      acceptor_.open(tcp::v4(), ec);
-      ep = tcp::endpoint(tcp::v4(), static_cast<unsigned short>(port));
-    }
-  } else if (const std::optional<boost::asio::ip::address> numeric = NumericAddress(host)) {
+  ListenAddress at{std::nullopt, static_cast<unsigned short>(port)};
+  if (const std::optional<boost::asio::ip::address> numeric = NumericAddress(host)) {
     // An address needs no resolver (getaddrinfo asks the kernel for the
     // host's interfaces first: a netlink round trip in every launch).
-    ep = tcp::endpoint(*numeric, static_cast<unsigned short>(port));
-    acceptor_.open(ep.protocol(), ec);
-  } else {
+    at.address = *numeric;
+  } else if (!host.empty()) {
+    boost::system::error_code ec;
     tcp::resolver resolver(io_);
     const tcp::resolver::results_type found = resolver.resolve(host, std::to_string(port), ec);
     if (ec || found.empty()) {
@@ -118,21 +100,17 @@ Status StoreServer::Listen(const std::string& host, int port) {
                                      "' does not resolve (" + ec.message() +
                                      "); pass an address of this host as --local-addr");
     }
-    ep = found.begin()->endpoint();
-    acceptor_.open(ep.protocol(), ec);
+    at.address = found.begin()->endpoint().address();
   }
-  if (ec) return Status::IOError("cannot host the workers' store on " + where + ": " + ec.message());
-  SetCloexec(acceptor_.native_handle());
-  acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-  acceptor_.bind(ep, ec);
-  if (ec == boost::asio::error::address_in_use) {
-    return Status::Unavailable("cannot host the workers' store on " + where + ": " + ec.message() +
+  const Listening listening = ListenTcp(acceptor_, at);
+  if (listening.error == boost::asio::error::address_in_use) {
+    return Status::Unavailable("cannot host the workers' store on " + where + ": " + listening.error.message() +
                                " (another process holds it: pick another --master-port, or drop it)");
   }
-  if (!ec) acceptor_.listen(boost::asio::socket_base::max_listen_connections, ec);
-  if (ec) return Status::IOError("cannot host the workers' store on " + where + ": " + ec.message());
-  port_ = acceptor_.local_endpoint(ec).port();
-  if (ec) return Status::IOError("cannot host the workers' store on " + where + ": " + ec.message());
+  if (listening.error) {
+    return Status::IOError("cannot host the workers' store on " + where + ": " + listening.error.message());
+  }
+  port_ = listening.port;
   accepting_.Start();
   return Status::Ok();
 }

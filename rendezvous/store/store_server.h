@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "rendezvous/store/accept_loop.h"
+#include "rendezvous/net/accept_loop.h"
 #include "rendezvous/store/store_protocol.h"
 #include "rendezvous/store/store_state.h"
 

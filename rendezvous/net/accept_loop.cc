@@ -1,4 +1,4 @@
-#include "rendezvous/store/accept_loop.h"
+#include "rendezvous/net/accept_loop.h"
 
 #include <spdlog/spdlog.h>
 
