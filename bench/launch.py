@@ -175,6 +175,23 @@ def main():
 
 def measure(args, ctrun, sizes, rng, realtime):
     build = os.path.dirname(os.path.dirname(ctrun))
+    per_n = time_true(args, ctrun, sizes, rng)
+    allreduce = time_allreduce(args, ctrun, rng)
+    default = per_n[8].get("ctrun_default")
+    print_true_table(args, per_n, default, realtime)
+    print_allreduce_table(args, allreduce)
+    results = launch_results(per_n, allreduce, default)
+    doc = launch_doc(args, ctrun, sizes, realtime, per_n, allreduce, default, results)
+    out = write("launch", doc, ROOT, path=args.json, build=build)
+    print()
+    print(f"machine-readable results: {out}")
+    for name, value in results.items():
+        print(f"RESULT {name} {value:.{1 if name == 'launch_ratio' else 2}f}")
+
+
+def time_true(args, ctrun, sizes, rng):
+    """Per N: the floor, ctrun and torchrun launching N /bin/true (and at N=8
+    the default configuration), interleaved. Returns {N: {case: [seconds]}}."""
     with tempfile.TemporaryDirectory(prefix="ctrun-launch-bench-") as tmp:
         helpers = build_helpers(tmp)
         timer, floor = helpers["launch_timer"], helpers["launch_floor"]
@@ -197,7 +214,12 @@ def measure(args, ctrun, sizes, rng, realtime):
                 if want > 0:
                     fn()
             per_n[n] = interleave(cases, max(want for _, want in cases.values()), rng)
+    return per_n
 
+
+def time_allreduce(args, ctrun, rng):
+    """The all-reduce script at 2 and 4 processes under ctrun, torchrun and by
+    hand, interleaved; {} when --allreduce-reps is 0."""
     allreduce = {}
     for n in (2, 4) if args.allreduce_reps > 0 else ():
         cases = {
@@ -206,7 +228,10 @@ def measure(args, ctrun, sizes, rng, realtime):
             "by_hand": (lambda n=n: by_hand_once(n, ALLREDUCE), args.allreduce_reps),
         }
         allreduce[n] = interleave(cases, args.allreduce_reps, rng)
+    return allreduce
 
+
+def print_true_table(args, per_n, default, realtime):
     med = statistics.median
     print(f"/bin/true, {args.reps} runs (floor, ctrun) and {args.torchrun_reps} (torchrun) per N,"
           f" interleaved, {'real-time' if realtime else 'normal'} priority, TMPDIR under"
@@ -218,20 +243,28 @@ def measure(args, ctrun, sizes, rng, realtime):
         ratio = f"{med(torchrun) / med(t['ctrun']):14.1f}" if torchrun else f"{'-':>14}"
         print(f"{n:>3}  {fmt(t['floor']):>24}  {fmt(t['ctrun']):>24}  "
               f"{fmt(torchrun) if torchrun else '-':>30}  {med(t['ctrun']) / med(t['floor']):11.2f}  {ratio}")
-    default = per_n[8].get("ctrun_default")
     if default:
         t = per_n[8]
         print(f"{'8':>3}  {fmt(t['floor_default']):>24}  {fmt(default):>24}  {'-':>30}  "
               f"{med(default) / med(t['floor_default']):11.2f}  {'-':>14}   <- default: normal "
               f"priority, TMPDIR {USER_TMPDIR or 'unset (/tmp)'}, {args.default_reps} runs each")
-    if allreduce:
-        print()
-        print(f"all-reduce script, {args.allreduce_reps} runs each, interleaved; median (min–max)")
-        print(f"{'N':>3}  {'ctrun':>26}  {'torchrun':>26}  {'by hand':>26}  {'ctrun/hand':>10}")
-        for n, t in allreduce.items():
-            print(f"{n:>3}  {fmt(t['ctrun'], 1, 's'):>26}  {fmt(t['torchrun'], 1, 's'):>26}  "
-                  f"{fmt(t['by_hand'], 1, 's'):>26}  {med(t['ctrun']) / med(t['by_hand']):10.3f}")
 
+
+def print_allreduce_table(args, allreduce):
+    if not allreduce:
+        return
+    med = statistics.median
+    print()
+    print(f"all-reduce script, {args.allreduce_reps} runs each, interleaved; median (min–max)")
+    print(f"{'N':>3}  {'ctrun':>26}  {'torchrun':>26}  {'by hand':>26}  {'ctrun/hand':>10}")
+    for n, t in allreduce.items():
+        print(f"{n:>3}  {fmt(t['ctrun'], 1, 's'):>26}  {fmt(t['torchrun'], 1, 's'):>26}  "
+              f"{fmt(t['by_hand'], 1, 's'):>26}  {med(t['ctrun']) / med(t['by_hand']):10.3f}")
+
+
+def launch_results(per_n, allreduce, default):
+    """The RESULT values, in the order they are printed."""
+    med = statistics.median
     results = {"launch_floor_ratio": med(per_n[8]["ctrun"]) / med(per_n[8]["floor"])}
     if per_n[8]["torchrun"]:
         results["launch_ratio"] = med(per_n[8]["torchrun"]) / med(per_n[8]["ctrun"])
@@ -239,8 +272,12 @@ def measure(args, ctrun, sizes, rng, realtime):
         results["launch_floor_ratio_default"] = med(default) / med(per_n[8]["floor_default"])
     for n, t in allreduce.items():
         results[f"allreduce_{n}_ctrun_vs_hand"] = med(t["ctrun"]) / med(t["by_hand"])
+    return results
 
-    doc = {
+
+def launch_doc(args, ctrun, sizes, realtime, per_n, allreduce, default, results):
+    """The run's JSON document (bench/benchjson.py writes it)."""
+    return {
         "ctrun": os.path.abspath(ctrun),
         "unit": "seconds",
         "priority": "realtime (chrt -f 10)" if realtime else "normal",
@@ -264,11 +301,6 @@ def measure(args, ctrun, sizes, rng, realtime):
                        for name in ("ctrun", "torchrun", "floor") if per_n[sizes[0]][name]},
         }],
     }
-    out = write("launch", doc, ROOT, path=args.json, build=build)
-    print()
-    print(f"machine-readable results: {out}")
-    for name, value in results.items():
-        print(f"RESULT {name} {value:.{1 if name == 'launch_ratio' else 2}f}")
 
 
 if __name__ == "__main__":

@@ -190,6 +190,29 @@ def main():
     print("load before: " + subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), flush=True)
 
     runs = {}
+    plan = make_plan()
+    for run in plan:
+        launch(run)
+        runs[run.name] = run
+    print("load after:  " + subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    print_table(plan)
+
+    results = {}
+    print_bubbles(plan, runs, ncpu)
+    bubble_result(plan, runs, ncpu, results)
+    for tag in ("pp8", "pp2"):
+        activation_memory(tag, runs, results)
+    tp_params(runs, results)
+    path = write_json(plan, results)
+    print(f"\nmachine-readable results: {path}")
+    print()
+    for key in ("act", "bubble", "tp"):
+        if key in results:
+            print(results[key])
+
+
+def make_plan():
+    """The runs CONFIGS asks for, in the order they run."""
     plan = []
     # pp2 first: the bubble RESULT's source on a small machine.
     if "pp2" in CONFIGS:
@@ -207,13 +230,11 @@ def main():
             plan.append(Run(f"pp2-1f1b-r{i}", 2, "pp=2", "1f1b", M, PP2_SPLIT))
         if BUBBLE_FROM == "pp8" and "pp8" in CONFIGS:
             plan.append(Run(f"pp8-1f1b-r{i}", 8, "pp=8", "1f1b", M, PP8_SPLIT))
-    for run in plan:
-        launch(run)
-        runs[run.name] = run
-    print("load after:  " + subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-    print_table(plan)
+    return plan
 
-    results = {}
+
+def print_bubbles(plan, runs, ncpu):
+    """Every pipeline run's measured bubble beside the formula."""
     print("\nbubble: measured = mean over stages of (1 - compute_s / step_s); formula = (p-1)/(m+p-1)")
     for name in [r.name for r in plan if r.pp() > 1]:
         if name in runs:
@@ -229,6 +250,11 @@ def main():
             print(f"  {name:<10} p={p} m={r.micro} ranks={r.world} on {ncpu} CPUs: measured {meas:.3f}  "
                   f"formula {form:.3f}  ratio {meas / form:.3f}  stage compute_s max/min "
                   f"{max(comp) / min(comp):.3f}  step_s / (max compute_s * (m+p-1)/m) {step / predicted:.3f}")
+
+
+def bubble_result(plan, runs, ncpu, results):
+    """The bubble RESULT (results["bubble"]): the median ratio over the
+    source's 1F1B runs, pp2 or pp8 (BUBBLE_FROM)."""
     src = BUBBLE_FROM
     if src == "auto":
         src = "pp2" if (ncpu < 8 and "pp2-1f1b" in runs) or "pp8-1f1b" not in runs else "pp8"
@@ -244,28 +270,35 @@ def main():
         print(f"  RESULT bubble source: {why}")
         results["bubble"] = f"RESULT pp_1f1b_bubble_ratio {ratio:.3f}"
 
-    for tag in ("pp8", "pp2"):
-        a, g = runs.get(f"{tag}-1f1b"), runs.get(f"{tag}-gpipe")
-        if not (a and g):
-            continue
-        p = a.pp()
-        print(f"\nactivation memory, {tag} (p={p}, m={a.micro}): step_bytes per stage, 1F1B vs GPipe")
-        print(f"  {'stage':>5} {'1f1b_MiB':>8} {'gpipe_MiB':>9} {'ratio':>6} {'expect':>6} "
-              f"{'in_flight 1f1b/gpipe':>20}")
-        sa = sg = 0.0
-        for s1, s2 in zip(stage_rows(a), stage_rows(g)):
-            st = int(s1["stage"])
-            expect = min(p - st, a.micro) / a.micro
-            sa += s1["peak_step_bytes"]
-            sg += s2["peak_step_bytes"]
-            print(f"  {st:>5} {mib(s1['peak_step_bytes']):>8} {mib(s2['peak_step_bytes']):>9} "
-                  f"{s1['peak_step_bytes'] / s2['peak_step_bytes']:6.3f} {expect:6.3f} "
-                  f"{int(s1['peak_in_flight']):>10}/{int(s2['peak_in_flight'])}")
-        expect_all = sum(min(p - s, a.micro) for s in range(p)) / (p * a.micro)
-        print(f"  all stages: {sa / sg:.3f} (in-flight count alone predicts {expect_all:.3f})")
-        if tag == "pp8" or "pp8-1f1b" not in runs:
-            results["act"] = f"RESULT pp_1f1b_vs_gpipe_activation_ratio {sa / sg:.3f}"
 
+def activation_memory(tag, runs, results):
+    """Step bytes per stage, 1F1B against GPipe, for pp8 or pp2; sets
+    results["act"] from pp8, or from pp2 when there is no pp8."""
+    a, g = runs.get(f"{tag}-1f1b"), runs.get(f"{tag}-gpipe")
+    if not (a and g):
+        return
+    p = a.pp()
+    print(f"\nactivation memory, {tag} (p={p}, m={a.micro}): step_bytes per stage, 1F1B vs GPipe")
+    print(f"  {'stage':>5} {'1f1b_MiB':>8} {'gpipe_MiB':>9} {'ratio':>6} {'expect':>6} "
+          f"{'in_flight 1f1b/gpipe':>20}")
+    sa = sg = 0.0
+    for s1, s2 in zip(stage_rows(a), stage_rows(g)):
+        st = int(s1["stage"])
+        expect = min(p - st, a.micro) / a.micro
+        sa += s1["peak_step_bytes"]
+        sg += s2["peak_step_bytes"]
+        print(f"  {st:>5} {mib(s1['peak_step_bytes']):>8} {mib(s2['peak_step_bytes']):>9} "
+              f"{s1['peak_step_bytes'] / s2['peak_step_bytes']:6.3f} {expect:6.3f} "
+              f"{int(s1['peak_in_flight']):>10}/{int(s2['peak_in_flight'])}")
+    expect_all = sum(min(p - s, a.micro) for s in range(p)) / (p * a.micro)
+    print(f"  all stages: {sa / sg:.3f} (in-flight count alone predicts {expect_all:.3f})")
+    if tag == "pp8" or "pp8-1f1b" not in runs:
+        results["act"] = f"RESULT pp_1f1b_vs_gpipe_activation_ratio {sa / sg:.3f}"
+
+
+def tp_params(runs, results):
+    """The most parameter bytes of a TP rank against a DP rank's over the TP
+    world size (results["tp"])."""
     if "dp" in runs and "tp" in runs:
         full = runs["dp"].stats[0]["param_bytes"]
         tp_max = max(s["param_bytes"] for s in runs["tp"].stats)
@@ -274,12 +307,6 @@ def main():
               f"full/{tp_n} = {full / tp_n:.0f} B (the excess is what TP replicates: layer norms, "
               f"row-parallel biases, position embedding)")
         results["tp"] = f"RESULT tp_param_mem_ratio {tp_max / (full / tp_n):.3f}"
-    path = write_json(plan, results)
-    print(f"\nmachine-readable results: {path}")
-    print()
-    for key in ("act", "bubble", "tp"):
-        if key in results:
-            print(results[key])
 
 
 def write_json(plan, results):

@@ -153,7 +153,6 @@ def node_loss(start_fn, timeout):
                 p.wait()
 
 
-
 def raise_fd_limit():
     """Soft RLIMIT_NOFILE up to the hard limit (inherited by ctrund and
     rdzv_load: each simulated agent's channel is one socket on both sides).
@@ -295,7 +294,7 @@ def fmt(ts, scale=1.0, digits=3):
     return f"{s['median'] * scale:.{digits}f} ({s['min'] * scale:.{digits}f}–{s['max'] * scale:.{digits}f})"
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,2000,5000,10000",
                     help="simulated agents per run (bench/rdzv_load)")
@@ -314,7 +313,11 @@ def main():
                     help="run only the long-lived daemon check (--daemon-jobs)")
     ap.add_argument("--json", help="where to write the machine-readable results "
                     "(default $CTRUN_BUILD_DIR/bench/rendezvous-<time>.json)")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main():
+    args = parse_args()
     build = os.environ.get("CTRUN_BUILD_DIR", os.path.join(ROOT, "build"))
     ctrun = os.path.join(build, "launcher", "ctrun")
     ctrund = os.path.join(build, "rendezvous", "ctrund")
@@ -337,7 +340,40 @@ def main():
         sys.exit(f"the fd limit ({soft}, hard {hard}) is too low for {need} connections: "
                  f"raise it (ulimit -Hn) or pass --channels below {soft - 256}")
 
-    # Interleaved: every rep runs every size, in a shuffled order.
+    runs = measure_load(args, ctrund, load, sizes)
+    e2e = measure_e2e(args, ctrun)
+    daemon = daemon_check(ctrund, jobs_bin, args.daemon_jobs, args.timeout * 10) if args.daemon_jobs else None
+    c_loss, t_loss = measure_node_loss(args, ctrun)
+
+    print_load_tables(args, sizes, runs, soft, hard)
+    print_e2e(args, e2e, c_loss, t_loss)
+    if daemon:
+        print()
+        print(daemon_line(daemon))
+
+    results = rendezvous_results(args, sizes, runs, e2e, daemon, c_loss)
+    doc = {
+        "fd_limit": {"soft": soft, "hard": hard},
+        "channels": args.channels or "one per agent",
+        "runs": {str(n): runs[n] for n in sizes},
+        "summary": {str(n): {k: spread(nums(runs, n, k)) for k in runs[n][0] if k not in ("ok", "error")}
+                    for n in sizes},
+        "e2e_4_agents_s": {k: {"times": v, **spread(v)} for k, v in e2e.items() if v},
+        "node_loss_restart_s": {"ctrun": c_loss, "torchrun": t_loss},
+        "daemon_jobs": daemon,
+        "plots": rendezvous_plots(runs, sizes),
+        "results": results,
+    }
+    out = write("rendezvous", doc, ROOT, path=args.json, build=build)
+    print()
+    print(f"JSON: {out}")
+    for k, v in results.items():
+        print(f"RESULT {k} {v:.3f}")
+
+
+def measure_load(args, ctrund, load, sizes):
+    """Interleaved: every rep runs every size, in a shuffled order. Returns
+    {N: [derived figures of each run]}."""
     rng = random.Random(20)
     runs = {n: [] for n in sizes}
     for _ in range(args.reps):
@@ -345,38 +381,53 @@ def main():
         rng.shuffle(order)
         for n in order:
             runs[n].append(derived(load_once(ctrund, load, n, args.channels, args.timeout)))
+    return runs
 
-    # End to end, real processes: 4 ctrun agents vs 4 torchrun agents, and
-    # survivors of a kill -9 (one run of each after the others).
+
+def measure_e2e(args, ctrun):
+    """End to end, real processes: 4 ctrun agents vs 4 torchrun agents, in
+    turn, until every worker has started."""
     e2e = {"ctrun": [], "torchrun": []}
     for _ in range(args.e2e_reps):
         e2e["ctrun"].append(time_to_started(
             lambda fifo: ctrun_agents(ctrun, 4, STARTED, free_port(), {"FIFO": fifo}), 4, 120))
         e2e["torchrun"].append(time_to_started(
             lambda fifo: torchrun_agents(4, STARTED, free_port(), extra_env={"FIFO": fifo}), 4, 120))
+    return e2e
 
-    def ctrun_agents_elastic(ctrun, fifo):
-        port = free_port()
-        procs = []
-        for i in range(3):
-            procs.append(subprocess.Popen(
-                [ctrun, "--nnodes", "2:3", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-                 "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "loss",
-                 "--local-addr", f"127.0.0.{i + 1}", "--rdzv-conf",
-                 "is_host=1" if i == 0 else "is_host=0", "--no-python"] + ANNOUNCE,
-                env=env(FIFO=fifo), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        return procs
 
-    daemon = daemon_check(ctrund, jobs_bin, args.daemon_jobs, args.timeout * 10) if args.daemon_jobs else None
+def ctrun_agents_elastic(ctrun, fifo):
+    """3 ctrun agents of a 2:3 run whose workers announce on `fifo`."""
+    port = free_port()
+    procs = []
+    for i in range(3):
+        procs.append(subprocess.Popen(
+            [ctrun, "--nnodes", "2:3", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+             "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "loss",
+             "--local-addr", f"127.0.0.{i + 1}", "--rdzv-conf",
+             "is_host=1" if i == 0 else "is_host=0", "--no-python"] + ANNOUNCE,
+            env=env(FIFO=fifo), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return procs
 
+
+def measure_node_loss(args, ctrun):
+    """Survivors of a kill -9, one run under ctrun then one under torchrun
+    (NaN both when --e2e-reps is 0). Returns (ctrun s, torchrun s)."""
     c_loss = t_loss = float("nan")
     if args.e2e_reps:
         c_loss = node_loss(lambda fifo: ctrun_agents_elastic(ctrun, fifo), args.loss_timeout)
         t_loss = node_loss(lambda fifo: torchrun_agents(3, ANNOUNCE, free_port(), nnodes="2:3",
                                                         extra_env={"FIFO": fifo}), args.loss_timeout)
+    return c_loss, t_loss
 
-    col = lambda n, k: [r[k] for r in runs[n]]
-    nums = lambda n, k: [v for v in col(n, k) if v == v] or [float("nan")]
+
+def nums(runs, n, k):
+    """Figure k of every run at N=n that has one (NaN alone when none has)."""
+    return [v for v in [r[k] for r in runs[n]] if v == v] or [float("nan")]
+
+
+def print_load_tables(args, sizes, runs, soft, hard):
+    cell = lambda n, k, digits=3: fmt(nums(runs, n, k), digits=digits)
     print(f"rdzv_load: N simulated agents against one ctrund on this host, "
           f"{'one channel (TCP connection) per agent' if not args.channels else f'{args.channels} channels'};"
           f" fd limit raised to {soft} (hard {hard}); {args.reps} runs per N, interleaved; median (min–max)")
@@ -387,36 +438,38 @@ def main():
     print(f"{'N':>6}  {'round s':>22}  {'storm s':>22}  {'drop → next round s':>22}  "
           f"{'ctrund peak RSS MiB':>22}")
     for n in sizes:
-        print(f"{n:>6}  {fmt(nums(n, 'round_s')):>22}  {fmt(nums(n, 'storm_s')):>22}  "
-              f"{fmt(nums(n, 'drop_round_s')):>22}  {fmt(nums(n, 'rss_mib'), digits=1):>22}")
+        print(f"{n:>6}  {cell(n, 'round_s'):>22}  {cell(n, 'storm_s'):>22}  {cell(n, 'drop_round_s'):>22}  "
+              f"{cell(n, 'rss_mib', 1):>22}")
     print()
     print("ctrund's cost per agent (flat from 1k to 10k = linear): CPU µs per agent to connect, "
           "to join and get the round, for the drop; KiB of peak RSS over idle per agent")
     print(f"{'N':>6}  {'connect µs':>20}  {'join+round µs':>20}  {'drop µs':>20}  {'KiB':>20}  "
           f"{'ctrund CPU s':>20}")
     for n in sizes:
-        print(f"{n:>6}  {fmt(nums(n, 'connect_cpu_us_per_agent'), digits=0):>20}  "
-              f"{fmt(nums(n, 'join_cpu_us_per_agent'), digits=0):>20}  "
-              f"{fmt(nums(n, 'drop_cpu_us_per_agent'), digits=0):>20}  "
-              f"{fmt(nums(n, 'kib_per_agent'), digits=1):>20}  {fmt(nums(n, 'server_cpu_s'), digits=2):>20}")
-    if args.e2e_reps:
-        print()
-        print(f"end to end, real processes: 4 agents from launch until every worker has started, "
-              f"{args.e2e_reps} runs each; median (min–max)")
-        print(f"  ctrun    {fmt(e2e['ctrun'])} s")
-        print(f"  torchrun {fmt(e2e['torchrun'])} s")
-        fmt_loss = lambda v: "no restart" if v == float("inf") else f"{v:.3f} s"
-        print(f"survivors restarted after kill -9 of one of 3 agents: ctrun {fmt_loss(c_loss)}, "
-              f"torchrun {fmt_loss(t_loss)} (limit {args.loss_timeout:.0f} s)")
+        print(f"{n:>6}  {cell(n, 'connect_cpu_us_per_agent', 0):>20}  {cell(n, 'join_cpu_us_per_agent', 0):>20}  "
+              f"{cell(n, 'drop_cpu_us_per_agent', 0):>20}  {cell(n, 'kib_per_agent', 1):>20}  "
+              f"{cell(n, 'server_cpu_s', 2):>20}")
 
-    if daemon:
-        print()
-        print(daemon_line(daemon))
 
-    med = lambda n, k: statistics.median(nums(n, k))
-    point = lambda n, k, scale=1.0: {"x": n, "median": med(n, k) * scale,
-                                     "min": min(nums(n, k)) * scale, "max": max(nums(n, k)) * scale}
-    plots = [
+def print_e2e(args, e2e, c_loss, t_loss):
+    if not args.e2e_reps:
+        return
+    print()
+    print(f"end to end, real processes: 4 agents from launch until every worker has started, "
+          f"{args.e2e_reps} runs each; median (min–max)")
+    print(f"  ctrun    {fmt(e2e['ctrun'])} s")
+    print(f"  torchrun {fmt(e2e['torchrun'])} s")
+    fmt_loss = lambda v: "no restart" if v == float("inf") else f"{v:.3f} s"
+    print(f"survivors restarted after kill -9 of one of 3 agents: ctrun {fmt_loss(c_loss)}, "
+          f"torchrun {fmt_loss(t_loss)} (limit {args.loss_timeout:.0f} s)")
+
+
+def rendezvous_plots(runs, sizes):
+    """bench/plot.py's plots: time and ctrund's RSS against N."""
+    def point(n, k, scale=1.0):
+        return {"x": n, "median": statistics.median(nums(runs, n, k)) * scale,
+                "min": min(nums(runs, n, k)) * scale, "max": max(nums(runs, n, k)) * scale}
+    return [
         {"file": "rendezvous-time-vs-n.png", "title": "Rendezvous with N simulated agents (one ctrund)",
          "x": "agents", "y": "seconds", "log_x": True, "log_y": False,
          "series": {"last join → all have the round": [point(n, "round_s") for n in sizes],
@@ -426,33 +479,21 @@ def main():
          "x": "agents", "y": "MiB", "log_x": True, "log_y": False,
          "series": {"ctrund VmHWM": [point(n, "rss_mib") for n in sizes]}},
     ]
+
+
+def rendezvous_results(args, sizes, runs, e2e, daemon, c_loss):
+    """The RESULT values, in the order they are printed."""
     results = {}
     big = max(sizes)
     tag = f"{big // 1000}k" if big % 1000 == 0 else str(big)
-    results[f"rdzv_{tag}_round_s"] = med(big, "round_s")
-    results[f"rdzv_{tag}_rss_mib"] = med(big, "rss_mib")
+    results[f"rdzv_{tag}_round_s"] = statistics.median(nums(runs, big, "round_s"))
+    results[f"rdzv_{tag}_rss_mib"] = statistics.median(nums(runs, big, "rss_mib"))
     if daemon:
         results["ctrund_rss_growth_per_1k_jobs_kib"] = daemon["growth_per_1k_jobs_kib"]
     if args.e2e_reps:
         results["rdzv_4_agents_s"] = statistics.median(e2e["ctrun"])
         results["node_loss_restart_s"] = c_loss
-    doc = {
-        "fd_limit": {"soft": soft, "hard": hard},
-        "channels": args.channels or "one per agent",
-        "runs": {str(n): runs[n] for n in sizes},
-        "summary": {str(n): {k: spread(nums(n, k)) for k in runs[n][0] if k not in ("ok", "error")}
-                    for n in sizes},
-        "e2e_4_agents_s": {k: {"times": v, **spread(v)} for k, v in e2e.items() if v},
-        "node_loss_restart_s": {"ctrun": c_loss, "torchrun": t_loss},
-        "daemon_jobs": daemon,
-        "plots": plots,
-        "results": results,
-    }
-    out = write("rendezvous", doc, ROOT, path=args.json, build=build)
-    print()
-    print(f"JSON: {out}")
-    for k, v in results.items():
-        print(f"RESULT {k} {v:.3f}")
+    return results
 
 
 if __name__ == "__main__":

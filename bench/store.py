@@ -233,7 +233,7 @@ def print_storm(args, storms, drops, fd_limit):
     return med([x["seconds"] for x in storms["torch"]]) / med([x["seconds"] for x in storms["ctrun"]])
 
 
-def main():
+def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--reps", type=int, default=3,
                    help="interleaved repetitions of each load case (0: skip the load)")
@@ -248,7 +248,11 @@ def main():
     p.add_argument("--e2e-ops", type=int, default=2000, help="rounds of set+get+add per python client")
     p.add_argument("--json", help="where to write the machine-readable results "
                    "(default $CTRUN_BUILD_DIR/bench/store-<time>.json)")
-    args = p.parse_args()
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
     build = os.environ.get("CTRUN_BUILD_DIR", os.path.join(ROOT, "build"))
     for tool in ("store_load", "store_server"):
         if not os.access(os.path.join(build, "bench", tool), os.X_OK):
@@ -263,6 +267,42 @@ def main():
     fd_limit = raise_fd_limit(args.storm_clients + 64)
     somaxconn = proc_int("/proc/sys/net/core/somaxconn")
     syn_backlog = proc_int("/proc/sys/net/ipv4/tcp_max_syn_backlog")
+    servers = start_servers(args, build, somaxconn, syn_backlog)
+    cases = [(c, v) for v in values for c in conns]
+    runs = measure_load(args, build, servers, cases)
+    storms, drops = measure_storms(args, build)
+    e2e = measure_e2e(args, ctrun)
+
+    # The table.
+    results = {}
+    ratios = {}
+    if args.reps > 0:
+        cpu_ratio = print_load(args, cases, runs, cpu100k, ratios)
+        results["store_cpu_per_req_ratio"] = cpu_ratio
+    if args.storm_reps > 0:
+        results["store_storm_ratio"] = print_storm(args, storms, drops, fd_limit)
+    if e2e["ctrun"]:
+        results["store_ops_ratio"] = print_e2e(args, e2e)
+
+    doc = {
+        "fd_limit": fd_limit, "somaxconn": somaxconn, "tcp_max_syn_backlog": syn_backlog,
+        "listen_backlog": {k: s.backlog for k, s in servers.items()},
+        "load": [{"conns": c, "value_bytes": v, **{k: runs[(c, v)][k] for k in SERVERS},
+                  "cpu_ratio": ratios.get((c, v))} for c, v in cases] if args.reps > 0 else [],
+        "storm": {k: {"runs": storms[k], "listen_drops": drops[k]} for k in SERVERS},
+        "e2e_ops_per_s": e2e,
+        "results": results,
+        "plots": [latency_plot(runs, conns, v) for v in values] if args.reps > 0 else [],
+    }
+    out = write("store", doc, ROOT, path=args.json, build=build)
+    print()
+    print(f"machine-readable results: {out}")
+    for name, value in results.items():
+        print(f"RESULT {name} {value:.2f}")
+
+
+def start_servers(args, build, somaxconn, syn_backlog):
+    """Both servers for the load, with the kernel's listen limits printed."""
     servers = {k: Server(k, build) for k in SERVERS}
     print(f"net.core.somaxconn {somaxconn}, tcp_max_syn_backlog {syn_backlog}; listen backlog "
           f"(accept queue) ctrun {servers['ctrun'].backlog}, torch {servers['torch'].backlog}")
@@ -270,10 +310,13 @@ def main():
         if s.backlog is not None and s.backlog < args.storm_clients:
             print(f"  note: the {s.kind} server's accept queue ({s.backlog}) is shorter than the "
                   f"storm ({args.storm_clients}): connects over it are dropped and retried by TCP")
+    return servers
 
-    # 1. load, interleaved: each repetition runs every case on both servers,
-    # alternating which goes first.
-    cases = [(c, v) for v in values for c in conns]
+
+def measure_load(args, build, servers, cases):
+    """1. load, interleaved: each repetition runs every case on both servers,
+    alternating which goes first; stops the servers after. Returns
+    {(conns, value bytes): {server: [store_load JSON]}}."""
     runs = {(c, v): {k: [] for k in SERVERS} for c, v in cases}
     try:
         for rep in range(args.reps):
@@ -286,8 +329,12 @@ def main():
     finally:
         for s in servers.values():
             s.stop()
+    return runs
 
-    # 2. storms: a fresh pair of servers per repetition, interleaved.
+
+def measure_storms(args, build):
+    """2. storms: a fresh pair of servers per repetition, interleaved.
+    Returns ({server: [store_load JSON]}, {server: [listen drops]})."""
     storms = {k: [] for k in SERVERS}
     drops = {k: [] for k in SERVERS}
     for rep in range(args.storm_reps):
@@ -300,59 +347,45 @@ def main():
                 drops[k].append(listen_drops() - before)
             finally:
                 s.stop()
+    return storms, drops
 
-    # 3. end to end with torch's python client.
+
+def measure_e2e(args, ctrun):
+    """3. end to end with torch's python client: store calls/s per server."""
     e2e = {k: [] for k in SERVERS}
     for rep in range(args.e2e_reps):
         e2e["ctrun"].append(e2e_ctrun(ctrun, args.e2e_clients, args.e2e_ops))
         e2e["torch"].append(e2e_torch(args.e2e_clients, args.e2e_ops))
+    return e2e
 
-    # The table.
-    def cpu100k(r):
-        return r["server_cpu_s"] / r["requests"] * 1e5
 
-    results = {}
-    ratios = {}
-    if args.reps > 0:
-        cpu_ratio = print_load(args, cases, runs, cpu100k, ratios)
-        results["store_cpu_per_req_ratio"] = cpu_ratio
-    if args.storm_reps > 0:
-        results["store_storm_ratio"] = print_storm(args, storms, drops, fd_limit)
-    if e2e["ctrun"]:
-        print()
-        print(f"end to end: {args.e2e_clients} torch 1.13 python TCPStore clients x {args.e2e_ops} "
-              f"rounds of set+get+add; store calls/s, {args.e2e_reps} runs each; median (min–max)")
-        print(f"  ctrun (agent-hosted, clients are its workers) {fmt(e2e['ctrun'])}")
-        print(f"  torch TCPStore server                         {fmt(e2e['torch'])}")
-        results["store_ops_ratio"] = med(e2e["ctrun"]) / med(e2e["torch"])
+def cpu100k(r):
+    """A load run's server CPU seconds per 100k requests."""
+    return r["server_cpu_s"] / r["requests"] * 1e5
 
-    def latency_plot(v):
-        series = {}
-        for k in SERVERS:
-            for q in ("p50", "p99"):
-                series[f"{k} {q}"] = [
-                    {"x": c, **spread([x[f"{q}_us"] / 1000 for x in runs[(c, v)][k]])} for c in conns]
-        label = f"{v // 1024} KB" if v >= 1024 else f"{v} B"
-        return {"file": f"store-latency-{label.replace(' ', '').lower()}.png",
-                "title": f"Store request latency, {label} values (ctrun vs torch 1.13 TCPStore)",
-                "x": "client connections", "y": "latency (ms)", "log_x": True, "log_y": True,
-                "series": series}
 
-    doc = {
-        "fd_limit": fd_limit, "somaxconn": somaxconn, "tcp_max_syn_backlog": syn_backlog,
-        "listen_backlog": {k: s.backlog for k, s in servers.items()},
-        "load": [{"conns": c, "value_bytes": v, **{k: runs[(c, v)][k] for k in SERVERS},
-                  "cpu_ratio": ratios.get((c, v))} for c, v in cases] if args.reps > 0 else [],
-        "storm": {k: {"runs": storms[k], "listen_drops": drops[k]} for k in SERVERS},
-        "e2e_ops_per_s": e2e,
-        "results": results,
-        "plots": [latency_plot(v) for v in values] if args.reps > 0 else [],
-    }
-    out = write("store", doc, ROOT, path=args.json, build=build)
+def print_e2e(args, e2e):
+    """Prints the end-to-end rates; returns ctrun's / torch's."""
     print()
-    print(f"machine-readable results: {out}")
-    for name, value in results.items():
-        print(f"RESULT {name} {value:.2f}")
+    print(f"end to end: {args.e2e_clients} torch 1.13 python TCPStore clients x {args.e2e_ops} "
+          f"rounds of set+get+add; store calls/s, {args.e2e_reps} runs each; median (min–max)")
+    print(f"  ctrun (agent-hosted, clients are its workers) {fmt(e2e['ctrun'])}")
+    print(f"  torch TCPStore server                         {fmt(e2e['torch'])}")
+    return med(e2e["ctrun"]) / med(e2e["torch"])
+
+
+def latency_plot(runs, conns, v):
+    """bench/plot.py's plot of p50 and p99 against connections, value size v."""
+    series = {}
+    for k in SERVERS:
+        for q in ("p50", "p99"):
+            series[f"{k} {q}"] = [
+                {"x": c, **spread([x[f"{q}_us"] / 1000 for x in runs[(c, v)][k]])} for c in conns]
+    label = f"{v // 1024} KB" if v >= 1024 else f"{v} B"
+    return {"file": f"store-latency-{label.replace(' ', '').lower()}.png",
+            "title": f"Store request latency, {label} values (ctrun vs torch 1.13 TCPStore)",
+            "x": "client connections", "y": "latency (ms)", "log_x": True, "log_y": True,
+            "series": series}
 
 
 if __name__ == "__main__":
