@@ -75,95 +75,127 @@ int RunSampler() {
   return 0;
 }
 
-int RunTrain(int argc, char** argv) {
+// The train mode's flags (see the top of this file).
+struct TrainFlags {
   bool single = false, unused = false;
   int world = 1, steps = 3, batch = 4, accum = 1;
   double cap_mb = 25;
   std::string compress = "none", out_path;
+};
+
+ctrun::Status ParseTrainFlags(int argc, char** argv, TrainFlags& f) {
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     auto next = [&]() { return std::string(i + 1 < argc ? argv[++i] : ""); };
-    if (arg == "--single") single = true;
-    else if (arg == "--unused") unused = true;
-    else if (arg == "--world") world = std::stoi(next());
-    else if (arg == "--steps") steps = std::stoi(next());
-    else if (arg == "--batch") batch = std::stoi(next());
-    else if (arg == "--accum") accum = std::stoi(next());
-    else if (arg == "--bucket-cap-mb") cap_mb = std::stod(next());
-    else if (arg == "--compress") compress = next();
-    else if (arg == "--out") out_path = next();
-    else return Fail(ctrun::Status::InvalidArgument("unknown flag " + arg));
+    if (arg == "--single") f.single = true;
+    else if (arg == "--unused") f.unused = true;
+    else if (arg == "--world") f.world = std::stoi(next());
+    else if (arg == "--steps") f.steps = std::stoi(next());
+    else if (arg == "--batch") f.batch = std::stoi(next());
+    else if (arg == "--accum") f.accum = std::stoi(next());
+    else if (arg == "--bucket-cap-mb") f.cap_mb = std::stod(next());
+    else if (arg == "--compress") f.compress = next();
+    else if (arg == "--out") f.out_path = next();
+    else return ctrun::Status::InvalidArgument("unknown flag " + arg);
   }
-  at::set_num_threads(1);
-  at::manual_seed(7);
-  CheckNet net(unused);
-  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  return ctrun::Status::Ok();
+}
 
-  const int64_t global = int64_t{world} * accum * batch;
-  at::Generator data_gen = at::detail::createCPUGenerator(1234);
-  at::Tensor xs = at::randn({steps, global, 1, 28, 28}, data_gen, at::kFloat);
-  at::Tensor ys = at::randint(0, 10, {steps, global}, data_gen, at::kLong);
-
+// One rank's process group and DDP wrapper of `net`, from the launcher's env.
+struct DdpRank {
+  int rank = 0;
   std::shared_ptr<ct::Communicator> comm;
   std::unique_ptr<ct::DistributedDataParallel> ddp;
-  int rank = 0;
-  if (!single) {
-    auto env = ct::ReadDistEnv(ct::ProcessEnv());
-    if (!env.ok()) return Fail(env.status());
-    if (env->world_size != world) {
-      return Fail(ctrun::Status::InvalidArgument("--world differs from WORLD_SIZE"));
+};
+
+ctrun::Status ConnectDdp(const TrainFlags& f, CheckNet& net, DdpRank& out) {
+  auto env = ct::ReadDistEnv(ct::ProcessEnv());
+  if (!env.ok()) return env.status();
+  if (env->world_size != f.world) return ctrun::Status::InvalidArgument("--world differs from WORLD_SIZE");
+  out.rank = env->rank;
+  auto connected = ct::ConnectProcessGroup(*env, {});
+  if (!connected.ok()) return connected.status();
+  out.comm = *connected;
+  ct::DdpOptions options;
+  options.bucket_cap_mb = f.cap_mb;
+  options.first_bucket_cap_mb = std::min(f.cap_mb, 1.0);
+  auto compression = ct::ParseGradCompression(f.compress);
+  if (!compression.ok()) return compression.status();
+  options.compression = *compression;
+  auto made = ct::DistributedDataParallel::Create(*net, *out.comm, options);
+  if (!made.ok()) return made.status();
+  out.ddp = std::move(*made);
+  std::fprintf(stderr, "buckets=%zu\n", out.ddp->BucketLayout().size());
+  return ctrun::Status::Ok();
+}
+
+// This rank's gradients of one step: its A micro-batches of B rows, the
+// first A-1 under NoSync.
+ctrun::Status BackwardRank(const TrainFlags& f, CheckNet& net, DdpRank& r, const at::Tensor& xs,
+                           const at::Tensor& ys) {
+  for (int a = 0; a < f.accum; ++a) {
+    const int64_t begin = (int64_t{r.rank} * f.accum + a) * f.batch;
+    at::Tensor x = xs.narrow(0, begin, f.batch);
+    at::Tensor y = ys.narrow(0, begin, f.batch);
+    at::Tensor loss = at::cross_entropy_loss(net->forward(x), y) / f.accum;
+    ctrun::Status status;
+    if (a + 1 < f.accum) {
+      ct::DistributedDataParallel::NoSync no_sync(*r.ddp);
+      status = r.ddp->Backward(loss);
+    } else {
+      status = r.ddp->Backward(loss);
     }
-    rank = env->rank;
-    auto connected = ct::ConnectProcessGroup(*env, {});
-    if (!connected.ok()) return Fail(connected.status());
-    comm = *connected;
-    ct::DdpOptions options;
-    options.bucket_cap_mb = cap_mb;
-    options.first_bucket_cap_mb = std::min(cap_mb, 1.0);
-    auto compression = ct::ParseGradCompression(compress);
-    if (!compression.ok()) return Fail(compression.status());
-    options.compression = *compression;
-    auto made = ct::DistributedDataParallel::Create(*net, *comm, options);
-    if (!made.ok()) return Fail(made.status());
-    ddp = std::move(*made);
-    std::fprintf(stderr, "buckets=%zu\n", ddp->BucketLayout().size());
+    if (!status.ok()) return status;
+  }
+  return ctrun::Status::Ok();
+}
+
+// Every parameter as float32, in order.
+ctrun::Status WriteParams(CheckNet& net, const std::string& out_path) {
+  std::ofstream out(out_path, std::ios::binary);
+  for (const auto& param : net->parameters()) {
+    at::Tensor flat = param.detach().contiguous().to(at::kFloat).reshape({-1});
+    out.write(reinterpret_cast<const char*>(flat.data_ptr<float>()),
+              static_cast<std::streamsize>(flat.numel() * sizeof(float)));
+  }
+  if (!out) return ctrun::Status::IOError("cannot write " + out_path);
+  return ctrun::Status::Ok();
+}
+
+int RunTrain(int argc, char** argv) {
+  TrainFlags f;
+  if (auto parsed = ParseTrainFlags(argc, argv, f); !parsed.ok()) return Fail(parsed);
+  at::set_num_threads(1);
+  at::manual_seed(7);
+  CheckNet net(f.unused);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+
+  const int64_t global = int64_t{f.world} * f.accum * f.batch;
+  at::Generator data_gen = at::detail::createCPUGenerator(1234);
+  at::Tensor xs = at::randn({f.steps, global, 1, 28, 28}, data_gen, at::kFloat);
+  at::Tensor ys = at::randint(0, 10, {f.steps, global}, data_gen, at::kLong);
+
+  DdpRank r;
+  if (!f.single) {
+    if (auto connected = ConnectDdp(f, net, r); !connected.ok()) return Fail(connected);
   }
 
-  for (int step = 0; step < steps; ++step) {
+  for (int step = 0; step < f.steps; ++step) {
     sgd.zero_grad();
-    if (single) {
+    if (f.single) {
       at::Tensor loss = at::cross_entropy_loss(net->forward(xs[step]), ys[step]);
       loss.backward();
-    } else {
-      for (int a = 0; a < accum; ++a) {
-        const int64_t begin = (int64_t{rank} * accum + a) * batch;
-        at::Tensor x = xs[step].narrow(0, begin, batch);
-        at::Tensor y = ys[step].narrow(0, begin, batch);
-        at::Tensor loss = at::cross_entropy_loss(net->forward(x), y) / accum;
-        ctrun::Status status;
-        if (a + 1 < accum) {
-          ct::DistributedDataParallel::NoSync no_sync(*ddp);
-          status = ddp->Backward(loss);
-        } else {
-          status = ddp->Backward(loss);
-        }
-        if (!status.ok()) return Fail(status);
-      }
+    } else if (auto status = BackwardRank(f, net, r, xs[step], ys[step]); !status.ok()) {
+      return Fail(status);
     }
     sgd.step();
   }
-  if (comm) {
-    auto status = ct::WaitWork(comm->Barrier(), "final barrier");
+  if (r.comm) {
+    auto status = ct::WaitWork(r.comm->Barrier(), "final barrier");
     if (!status.ok()) return Fail(status);
   }
-  if (rank == 0) {
-    std::ofstream out(out_path, std::ios::binary);
-    for (const auto& param : net->parameters()) {
-      at::Tensor flat = param.detach().contiguous().to(at::kFloat).reshape({-1});
-      out.write(reinterpret_cast<const char*>(flat.data_ptr<float>()),
-                static_cast<std::streamsize>(flat.numel() * sizeof(float)));
-    }
-    if (!out) return Fail(ctrun::Status::IOError("cannot write " + out_path));
+  if (r.rank == 0) {
+    if (auto written = WriteParams(net, f.out_path); !written.ok()) return Fail(written);
   }
   return 0;
 }

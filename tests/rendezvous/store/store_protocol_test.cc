@@ -180,19 +180,29 @@ TEST_CASE("reply encoders write torch's little-endian forms") {
   CHECK(out == Str("ab") + Le<int64_t>(-2) + U8(1) + Le<uint32_t>(7));
 }
 
-TEST_CASE("the per-node attempt number is dropped from torch's worker keys") {
+// DropAttemptPrefix on one WAIT of `keys`: the keys it leaves.
+std::vector<std::string> DropAttempt(std::vector<std::string> keys) {
   StoreRequest req;
   req.op = StoreOp::kWait;
-  req.keys = {"/worker/attempt_0/rank_0", "/worker/attempt_12/default_pg/0//cpu//0",
-              "/worker/attempt_/x", "/worker/attempt_3", "/worker/attempt_3x/y", "user/key",
-              "/worker/attempt/z", "//worker/attempt_1/default_pg/rank_0", "///worker/attempt_1/x"};
+  req.keys = std::move(keys);
   DropAttemptPrefix(req);
-  CHECK(req.keys == std::vector<std::string>{"/worker/attempt/rank_0",
-                                             "/worker/attempt/default_pg/0//cpu//0",
-                                             "/worker/attempt_/x", "/worker/attempt_3",
-                                             "/worker/attempt_3x/y", "user/key", "/worker/attempt/z",
-                                             "//worker/attempt/default_pg/rank_0",
-                                             "///worker/attempt_1/x"});
+  return req.keys;
+}
+
+TEST_CASE("the per-node attempt number is dropped from torch's worker keys") {
+  CHECK(DropAttempt({"/worker/attempt_0/rank_0", "/worker/attempt_12/default_pg/0//cpu//0"}) ==
+        std::vector<std::string>{"/worker/attempt/rank_0", "/worker/attempt/default_pg/0//cpu//0"});
+}
+
+TEST_CASE("keys that only look like a worker attempt key are kept as they are") {
+  const std::vector<std::string> kept = {"/worker/attempt_/x", "/worker/attempt_3", "/worker/attempt_3x/y",
+                                         "user/key", "/worker/attempt/z"};
+  CHECK(DropAttempt(kept) == kept);
+}
+
+TEST_CASE("a worker key behind two leading slashes loses its attempt number, behind three not") {
+  CHECK(DropAttempt({"//worker/attempt_1/default_pg/rank_0", "///worker/attempt_1/x"}) ==
+        std::vector<std::string>{"//worker/attempt/default_pg/rank_0", "///worker/attempt_1/x"});
 }
 
 using testing::Req;

@@ -1,0 +1,127 @@
+// store_load's client side: see store_load_loop.h.
+#include "store_load_loop.h"
+
+#include <arpa/inet.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace store_load {
+
+namespace {
+constexpr int kMaxProblemsPrinted = 10;
+}  // namespace
+
+Loop::Loop(const Options& o) : o_(o) {
+  ep_ = epoll_create1(EPOLL_CLOEXEC);
+  addr_.sin_family = AF_INET;
+  addr_.sin_port = htons(static_cast<uint16_t>(o.port));
+  if (inet_pton(AF_INET, o.host.c_str(), &addr_.sin_addr) != 1) {
+    Usage("--host wants an IPv4 address, got '" + o.host + "'");
+  }
+}
+
+void Loop::Problem(const std::string& what) {
+  if (++errors_ <= kMaxProblemsPrinted) std::fprintf(stderr, "store_load: %s\n", what.c_str());
+}
+
+bool Loop::Connect(Conn& c) {
+  c.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (c.fd < 0) {
+    Problem(std::string("socket: ") + std::strerror(errno));
+    return false;
+  }
+  const int one = 1;
+  setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  c.connect_start = Clock::now();
+  if (connect(c.fd, reinterpret_cast<const sockaddr*>(&addr_), sizeof(addr_)) != 0 && errno != EINPROGRESS) {
+    Problem(std::string("connect: ") + std::strerror(errno));
+    ++connect_failures_;
+    return false;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT;
+  ev.data.ptr = &c;
+  c.want_out = true;
+  epoll_ctl(ep_, EPOLL_CTL_ADD, c.fd, &ev);
+  return true;
+}
+
+void Loop::Queue(Conn& c, const StoreRequest& req) {
+  if (ctrun::Status st = AppendStoreRequest(c.out, ctrun::rdzv::StoreDialect::kV1, req); !st.ok()) {
+    Problem(st.message());
+    return;
+  }
+  if (ctrun::rdzv::StoreOpHasReply(req.op)) c.due.push_back(&req);
+}
+
+void Loop::Flush(Conn& c) {
+  while (c.out_off < c.out.size()) {
+    const ssize_t n = send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EAGAIN) break;
+      Problem(std::string("send: ") + std::strerror(errno));
+      Close(c);
+      return;
+    }
+    c.out_off += static_cast<size_t>(n);
+  }
+  if (c.out_off == c.out.size()) {
+    c.out.clear();
+    c.out_off = 0;
+  }
+  const bool want = c.out_off < c.out.size() || !c.connected;
+  if (want != c.want_out) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
+    ev.data.ptr = &c;
+    epoll_ctl(ep_, EPOLL_CTL_MOD, c.fd, &ev);
+    c.want_out = want;
+  }
+}
+
+void Loop::Close(Conn& c) {
+  if (c.fd < 0) return;
+  close(c.fd);
+  c.fd = -1;
+  ++closed_;
+}
+
+bool Loop::FinishConnect(Conn& c) {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err != 0) {
+    Problem(std::string("connect: ") + std::strerror(err));
+    ++connect_failures_;
+    Close(c);
+    return false;
+  }
+  c.connected = true;
+  return true;
+}
+
+bool Loop::Receive(Conn& c, std::vector<char>& buf) {
+  for (;;) {
+    const ssize_t r = recv(c.fd, buf.data(), buf.size(), 0);
+    if (r > 0) {
+      c.in.append(buf.data(), static_cast<size_t>(r));
+      if (static_cast<size_t>(r) < buf.size()) break;
+      continue;
+    }
+    if (r < 0 && errno == EAGAIN) break;
+    if (!c.due.empty() || r < 0) {
+      Problem(r == 0 ? "the server closed a connection with a reply due"
+                     : std::string("recv: ") + std::strerror(errno));
+    }
+    Close(c);
+    break;
+  }
+  return c.fd >= 0;
+}
+
+}  // namespace store_load
