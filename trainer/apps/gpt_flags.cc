@@ -26,6 +26,11 @@ Run under a launcher, e.g.
                           tp in --mesh, no --checkpoint-dir)
   --min-unit-params N     fsdp: parameters per FSDP unit at least (default: one
                           block's, so each block is a unit)
+  --recompute P           activation recomputation: none, full (each block
+                          recomputed in backward, only its input kept) or
+                          selective (only the attention core recomputed);
+                          the same gradients, less activation memory
+                          (default none; --strategy ddp only)
   --optimizer O           adam or sgd (default adam)
   --lr X                  learning rate (default 0.003)
   --momentum X            sgd momentum (default 0.9)
@@ -60,6 +65,11 @@ Status CheckStrategy(const GptFlags& flags) {
                                    ": fsdp shards over all ranks; drop pp and tp from --mesh or use "
                                    "--strategy ddp");
   }
+  if (flags.recompute != RecomputePolicy::kNone) {
+    return Status::InvalidArgument(std::string("--strategy fsdp with --recompute ") +
+                                   RecomputePolicyName(flags.recompute) +
+                                   ": not supported yet; use --strategy ddp, or --recompute none");
+  }
   if (!flags.checkpoint_dir.empty()) {
     return Status::InvalidArgument("--strategy fsdp with --checkpoint-dir: not supported by ctrun-gpt yet; "
                                    "use --strategy ddp, or drop --checkpoint-dir");
@@ -72,6 +82,7 @@ Status CheckStrategy(const GptFlags& flags) {
 Result<GptFlags> ParseGptFlags(const std::vector<std::string>& args) {
   GptFlags flags;
   std::string schedule = "1f1b";
+  std::string recompute = "none";
   const std::map<std::string, FlagSetter> table = {
       {"--mesh", TextFlag(&flags.mesh)},
       {"--pp-schedule", TextFlag(&schedule)},
@@ -84,6 +95,7 @@ Result<GptFlags> ParseGptFlags(const std::vector<std::string>& args) {
       {"--global-batch", IntFlag(&flags.global_batch, 1)},
       {"--strategy", TextFlag(&flags.strategy)},
       {"--min-unit-params", IntFlag(&flags.min_unit_params, 1)},
+      {"--recompute", TextFlag(&recompute)},
       {"--optimizer", TextFlag(&flags.optimizer)},
       {"--lr", RealFlag(&flags.lr, true)},
       {"--momentum", RealFlag(&flags.momentum, false)},
@@ -112,6 +124,15 @@ Result<GptFlags> ParseGptFlags(const std::vector<std::string>& args) {
   auto parsed_schedule = ParsePipeSchedule(schedule);
   if (!parsed_schedule.ok()) return parsed_schedule.status();
   flags.schedule = *parsed_schedule;
+  if (flags.schedule == PipeSchedule::kInterleaved) {
+    // The schedule is computed (pipeline_schedule.h), but the stages do not
+    // hold several model chunks yet: refuse rather than run plain 1F1B.
+    return Status::InvalidArgument(
+        "--pp-schedule interleaved: not supported by ctrun-gpt's pipeline runner yet (use 1f1b or gpipe)");
+  }
+  auto parsed_recompute = ParseRecomputePolicy(recompute);
+  if (!parsed_recompute.ok()) return parsed_recompute.status();
+  flags.recompute = *parsed_recompute;
   if (flags.width % flags.heads != 0) {
     return Status::InvalidArgument("--width " + std::to_string(flags.width) + " is not divisible by --heads " +
                                    std::to_string(flags.heads) + " (each head needs width/heads features)");

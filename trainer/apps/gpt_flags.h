@@ -13,6 +13,7 @@
 #include "base/result.h"
 #include "trainer/comm/mesh_shape.h"
 #include "trainer/parallel/pipeline_schedule.h"
+#include "trainer/parallel/recompute_policy.h"
 
 namespace ctrun::trainer {
 
@@ -32,6 +33,8 @@ struct GptFlags {
   // ranks: pure data parallelism only, one unit per block; no checkpoints).
   std::string strategy = "ddp";
   int64_t min_unit_params = 0;      // fsdp wrap threshold; 0 = one block's size
+  // Activation recomputation per block: none, full or selective (ddp only).
+  RecomputePolicy recompute = RecomputePolicy::kNone;
   std::string optimizer = "adam";   // adam or sgd
   double lr = 3e-3;
   double momentum = 0.9;            // sgd

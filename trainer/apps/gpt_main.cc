@@ -157,7 +157,7 @@ Failure ChooseShape(GptWorker& w) {
   w.shape = flags.mesh_shape;
   if (w.shape.dp == 0) w.shape.dp = std::max(1, w.env.world_size / (w.shape.pp * w.shape.tp));
   w.config = GptConfig{.vocab = kByteVocab, .width = flags.width, .heads = flags.heads, .layers = flags.layers,
-                       .seq_len = flags.seq_len};
+                       .seq_len = flags.seq_len, .recompute = flags.recompute};
   Status fits = CheckMeshShape(w.shape, w.env.world_size,
                                GptLimits(w.config, static_cast<int>(flags.global_batch),
                                          static_cast<int>(flags.micro_batches)));

@@ -18,7 +18,8 @@ GptStageImpl::GptStageImpl(const GptConfig& config, const LayerContext& ctx, int
   for (int layer = first_layer; layer < last_layer; ++layer) {
     const std::string name = "block" + std::to_string(layer);
     blocks_.push_back(register_module(
-        name, TransformerBlock(root.Child(name), config.width, config.heads, config.ffn())));
+        name, TransformerBlock(root.Child(name), config.width, config.heads, config.ffn(),
+                               RecomputeForBlock(config.recompute))));
   }
   if (last()) {
     ln_f_ = register_module("ln_f", ReplicatedLayerNorm(root.Child("ln_f"), config.width));

@@ -23,6 +23,7 @@
 #include "trainer/comm/mesh_shape.h"
 #include "trainer/parallel/parallel_blocks.h"
 #include "trainer/parallel/pipeline_stage.h"
+#include "trainer/parallel/recompute_policy.h"
 #include "trainer/parallel/tensor_parallel.h"
 #include "trainer/parallel/vocab_parallel.h"
 
@@ -34,6 +35,9 @@ struct GptConfig {
   int64_t heads = 4;
   int64_t layers = 4;
   int64_t seq_len = 32;
+  // Activation recomputation of every transformer block (recompute_policy.h);
+  // the gradients are the same bitwise whichever.
+  RecomputePolicy recompute = RecomputePolicy::kNone;
   int64_t ffn() const { return 4 * width; }
 };
 

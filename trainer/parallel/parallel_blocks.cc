@@ -3,6 +3,10 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <limits>
+#include <vector>
+
+#include "trainer/parallel/recompute.h"
 
 namespace ctrun::trainer {
 namespace {
@@ -10,6 +14,17 @@ namespace {
 // Enters a tensor-parallel region: the whole activation on every tp rank.
 at::Tensor EnterRegion(const at::Tensor& x, Communicator* tp, bool sequence_parallel) {
   return sequence_parallel ? GatherSequence(x, tp) : CopyToTp(x, tp);
+}
+
+// The attention core: softmax(mask(q k^T / sqrt(head_dim))) v, on
+// q, k, v [B, heads, S, hd]; returns {context [B, heads, S, hd]}.
+std::vector<at::Tensor> AttentionCore(const std::vector<at::Tensor>& qkv) {
+  const at::Tensor &q = qkv[0], &k = qkv[1], &v = qkv[2];
+  const int64_t seq = q.size(2);
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(3)));
+  at::Tensor future = at::ones({seq, seq}, at::TensorOptions().dtype(at::kBool).device(q.device())).triu(1);
+  scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+  return {at::matmul(at::softmax(scores, -1), v)};
 }
 
 }  // namespace
@@ -24,8 +39,10 @@ at::Tensor ParallelMlpImpl::forward(const at::Tensor& x) {
   return fc2_(at::gelu(fc1_(EnterRegion(x, tp_, sequence_parallel_))));
 }
 
-ParallelSelfAttentionImpl::ParallelSelfAttentionImpl(const LayerContext& ctx, int64_t width, int64_t heads)
-    : tp_(ctx.tp), sequence_parallel_(ctx.sequence_parallel), local_heads_(heads / ctx.tp_size()),
+ParallelSelfAttentionImpl::ParallelSelfAttentionImpl(const LayerContext& ctx, int64_t width, int64_t heads,
+                                                     bool recompute_core)
+    : tp_(ctx.tp), sequence_parallel_(ctx.sequence_parallel), recompute_core_(recompute_core),
+      local_heads_(heads / ctx.tp_size()),
       head_dim_(width / heads) {
   q_ = register_module("q", ColumnParallelLinear(ctx.Child("q"), width, width));
   k_ = register_module("k", ColumnParallelLinear(ctx.Child("k"), width, width));
@@ -40,21 +57,27 @@ at::Tensor ParallelSelfAttentionImpl::forward(const at::Tensor& x) {
     return t.view({batch, seq, local_heads_, head_dim_}).transpose(1, 2);  // [B, heads, S, hd]
   };
   at::Tensor q = split_heads(q_(h)), k = split_heads(k_(h)), v = split_heads(v_(h));
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim_));
-  at::Tensor future = at::ones({seq, seq}, at::TensorOptions().dtype(at::kBool).device(h.device())).triu(1);
-  scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
-  at::Tensor context = at::matmul(at::softmax(scores, -1), v);  // [B, heads, S, hd]
+  at::Tensor context =  // [B, heads, S, hd]
+      recompute_core_ ? Recompute(AttentionCore, {q, k, v}, {})[0] : AttentionCore({q, k, v})[0];
   return out_(context.transpose(1, 2).reshape({batch, seq, local_heads_ * head_dim_}));
 }
 
-TransformerBlockImpl::TransformerBlockImpl(const LayerContext& ctx, int64_t width, int64_t heads, int64_t ffn) {
+TransformerBlockImpl::TransformerBlockImpl(const LayerContext& ctx, int64_t width, int64_t heads, int64_t ffn,
+                                           BlockRecompute recompute)
+    : recompute_whole_(recompute.whole) {
   ln1_ = register_module("ln1", ReplicatedLayerNorm(ctx.Child("ln1"), width));
-  attn_ = register_module("attn", ParallelSelfAttention(ctx.Child("attn"), width, heads));
+  attn_ = register_module("attn", ParallelSelfAttention(ctx.Child("attn"), width, heads, recompute.attention_core));
   ln2_ = register_module("ln2", ReplicatedLayerNorm(ctx.Child("ln2"), width));
   mlp_ = register_module("mlp", ParallelMlp(ctx.Child("mlp"), width, ffn));
 }
 
 at::Tensor TransformerBlockImpl::forward(const at::Tensor& x) {
+  if (!recompute_whole_) return Body(x);
+  auto body = [this](const std::vector<at::Tensor>& in) { return std::vector<at::Tensor>{Body(in[0])}; };
+  return Recompute(body, {x}, parameters())[0];
+}
+
+at::Tensor TransformerBlockImpl::Body(const at::Tensor& x) {
   at::Tensor h = x + attn_(ln1_(x));
   return h + mlp_(ln2_(h));
 }

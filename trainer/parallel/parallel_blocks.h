@@ -13,12 +13,17 @@
 // along the sequence ([B, S/tp, width]): all-gather enters each parallel
 // region and reduce-scatter leaves it (tensor_parallel.h).
 // No dropout: the layouts must compute the same function as one process.
+// Activation recomputation (recompute_policy.h): a block built with
+// BlockRecompute::whole runs under Recompute (recompute.h) and keeps only
+// its input; with ::attention_core only the attention core is recomputed.
+// Either way the gradients are bitwise those of the block without it.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "trainer/parallel/recompute_policy.h"
 #include "trainer/parallel/tensor_parallel.h"
 
 namespace ctrun::trainer {
@@ -38,12 +43,14 @@ TORCH_MODULE(ParallelMlp);
 
 class ParallelSelfAttentionImpl : public torch::nn::Module {
  public:
-  ParallelSelfAttentionImpl(const LayerContext& ctx, int64_t width, int64_t heads);
+  // `recompute_core`: recompute the attention core in backward.
+  ParallelSelfAttentionImpl(const LayerContext& ctx, int64_t width, int64_t heads, bool recompute_core = false);
   at::Tensor forward(const at::Tensor& x);
 
  private:
   Communicator* tp_;
   bool sequence_parallel_;
+  bool recompute_core_;
   int64_t local_heads_, head_dim_;
   ColumnParallelLinear q_{nullptr}, k_{nullptr}, v_{nullptr};
   RowParallelLinear out_{nullptr};
@@ -52,10 +59,14 @@ TORCH_MODULE(ParallelSelfAttention);
 
 class TransformerBlockImpl : public torch::nn::Module {
  public:
-  TransformerBlockImpl(const LayerContext& ctx, int64_t width, int64_t heads, int64_t ffn);
+  TransformerBlockImpl(const LayerContext& ctx, int64_t width, int64_t heads, int64_t ffn,
+                       BlockRecompute recompute = {});
   at::Tensor forward(const at::Tensor& x);
 
  private:
+  at::Tensor Body(const at::Tensor& x);
+
+  bool recompute_whole_;
   ReplicatedLayerNorm ln1_{nullptr}, ln2_{nullptr};
   ParallelSelfAttention attn_{nullptr};
   ParallelMlp mlp_{nullptr};

@@ -104,5 +104,6 @@ TEST_CASE("Both schedules complete and idle (p-1)/(m+p-1) of the step with equal
 TEST_CASE("ParsePipeSchedule") {
   CHECK(*ct::ParsePipeSchedule("1f1b") == ct::PipeSchedule::k1F1B);
   CHECK(*ct::ParsePipeSchedule("gpipe") == ct::PipeSchedule::kGPipe);
-  CHECK(ct::ParsePipeSchedule("zb").status().message() == "--pp-schedule 'zb': unknown (use 1f1b or gpipe)");
+  CHECK(ct::ParsePipeSchedule("zb").status().message() ==
+        "--pp-schedule 'zb': unknown (use 1f1b, gpipe or interleaved)");
 }
