@@ -16,7 +16,9 @@
 #     loops on the GPU: no process may be left, the GPU must be freed;
 #  3. trains ctrun-fashion-mnist (DDP, ZeRO-2, FSDP, FSDP + bf16 with a
 #     checkpoint and a resume) and ctrun-gpt (DDP, FSDP, a mesh checkpoint
-#     and a resume) with --backend nccl.
+#     and a resume) with --backend nccl;
+#  4. runs ctrun-gpt with --recompute none, full and selective
+#     (tests/gpu/recompute.sh): the same losses.
 set -u
 CT=$(readlink -f "$1"); DATA=${2:-/usr/share/datasets/fashion-mnist}
 HERE=$(cd "$(dirname "$0")" && pwd); SRC=$(cd "$HERE/../.." && pwd)
@@ -66,3 +68,5 @@ rm -rf /tmp/ctrun-gpu-gck
 run $A/ctrun-gpt --backend nccl --data "$SRC/docs" --steps 20 --log-every 10 --checkpoint-dir /tmp/ctrun-gpu-gck --checkpoint-every 10
 run $A/ctrun-gpt --backend nccl --data "$SRC/docs" --steps 30 --log-every 10 --checkpoint-dir /tmp/ctrun-gpu-gck
 run $A/ctrun-gpt --backend nccl --data "$SRC/docs" --steps 30 --log-every 10
+step "ctrun-gpt --recompute none, full, selective with NCCL (the same losses)"
+"$HERE/recompute.sh" "$B"
