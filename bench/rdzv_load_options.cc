@@ -24,7 +24,7 @@ Options Parse(int argc, char** argv) {
     auto number = [&](double lo) {
       char* end = nullptr;
       const double v = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || v < lo) {
+      if (value.empty() || *end != '\0' || !(v >= lo)) {  // !(>=): nan too
         Usage(flag + " '" + value + "': give a number >= " + std::to_string(static_cast<long>(lo)));
       }
       return v;

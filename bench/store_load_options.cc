@@ -21,7 +21,7 @@ namespace {
 double Number(const std::string& flag, const char* text) {
   char* end = nullptr;
   const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || v < 0) Usage(flag + " wants a number >= 0, got '" + text + "'");
+  if (end == text || *end != '\0' || !(v >= 0)) Usage(flag + " wants a number >= 0, got '" + text + "'");
   return v;
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -314,6 +315,28 @@ class AgentFixture {
 
   void Poll() {
     if (!io.stopped()) io.poll();
+  }
+
+  // Runs `io` until `done` holds; fails after a bound (the inotify event or a
+  // 1 ms timer are the only things awaited).
+  template <class F>
+  void RunUntil(F done) {
+    for (int i = 0; i < 5000 && !done() && !io.stopped(); ++i) io.run_one_for(std::chrono::milliseconds(1));
+    REQUIRE(done());
+  }
+
+  // `check` as --health-check with a 1 ms --health-check-interval: passes its
+  // pre-join run, the round completes, and the first periodic run is pending.
+  void StartRunningWithPeriodicCheck(FakeHealth& check) {
+    health = &check;
+    config.health_check_interval = Seconds(0.001);
+    Start();
+    check.Answer(true);
+    Poll();
+    rdzv.CompleteRound(2);
+    Poll();
+    REQUIRE(agent().state() == Agent::State::kRunning);
+    RunUntil([&] { return check.pending(); });
   }
 
   Agent& agent() { return *agent_; }

@@ -15,14 +15,6 @@ using namespace agent_testing;
 
 // ---- Node health (--health-check, CTRUN_EXCLUDE_NODE_FILE) ----------------
 
-// Runs `io` until `done` holds; fails after a bound (the inotify event or a
-// 1 ms timer are the only things awaited).
-template <class F>
-void RunUntil(boost::asio::io_context& io, F done) {
-  for (int i = 0; i < 5000 && !done() && !io.stopped(); ++i) io.run_one_for(std::chrono::milliseconds(1));
-  REQUIRE(done());
-}
-
 std::string EnvValue(const WorkerSpec& spec, const std::string& key) {
   for (const std::string& kv : spec.env) {
     if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
@@ -80,17 +72,9 @@ TEST_CASE_METHOD(AgentFixture, "agent: a signal during the pre-join check cancel
 
 TEST_CASE_METHOD(AgentFixture, "agent: with an interval the check runs while the workers run; a failure stops them and leaves") {
   FakeHealth check;
-  health = &check;
-  config.health_check_interval = Seconds(0.001);
-  Start();
-  check.Answer(true);
-  Poll();
-  rdzv.CompleteRound(2);
-  Poll();
-  REQUIRE(agent().state() == Agent::State::kRunning);
-  RunUntil(io, [&] { return check.pending(); });
+  StartRunningWithPeriodicCheck(check);
   check.Answer(true);  // healthy: armed again
-  RunUntil(io, [&] { return check.pending(); });
+  RunUntil([&] { return check.pending(); });
   CHECK(check.runs == 3);
   check.Answer(false, {"disk full"});
   Poll();
@@ -111,7 +95,7 @@ TEST_CASE_METHOD(AgentFixture, "agent: a worker's exclusion request stops the gr
   const std::string file = agent().ExcludeNodeFile();
   CHECK(EnvValue(workers.last_specs.at(0), "CTRUN_EXCLUDE_NODE_FILE") == file);
   std::ofstream(file) << "NIC eth1 flapping\n";
-  RunUntil(io, [&] { return agent().state() == Agent::State::kStopping; });
+  RunUntil([&] { return agent().state() == Agent::State::kStopping; });
   workers.FinishClose();
   Poll();
   CheckFinished(Agent::State::kFailed, kExitNodeUnhealthy, ShutdownReason::kUnhealthy);
@@ -157,14 +141,7 @@ TEST_CASE_METHOD(AgentFixture, "agent: a signal while leaving unhealthy keeps ex
 
 TEST_CASE_METHOD(AgentFixture, "agent: a failed periodic check then two signals: SIGKILL now, still exit 4") {
   FakeHealth check;
-  health = &check;
-  config.health_check_interval = Seconds(0.001);
-  Start();
-  check.Answer(true);
-  Poll();
-  rdzv.CompleteRound(2);
-  Poll();
-  RunUntil(io, [&] { return check.pending(); });
+  StartRunningWithPeriodicCheck(check);
   check.Answer(false, {"disk full"});
   Poll();
   REQUIRE(agent().state() == Agent::State::kStopping);

@@ -197,16 +197,7 @@ TEST_CASE_METHOD(AgentFixture, "agent: a health check killed by a signal before 
 
 TEST_CASE_METHOD(AgentFixture, "agent: a periodic health check that times out stops the workers and leaves with exit 4") {
   FakeHealth check;
-  health = &check;
-  config.health_check_interval = Seconds(0.001);
-  Start();
-  check.Answer(true);
-  Poll();
-  rdzv.CompleteRound(2);
-  Poll();
-  REQUIRE(agent().state() == Agent::State::kRunning);
-  for (int i = 0; i < 5000 && !check.pending(); ++i) io.run_one_for(std::chrono::milliseconds(1));
-  REQUIRE(check.pending());
+  StartRunningWithPeriodicCheck(check);
   check.AnswerWith(Unhealthy("timed out after 30 s (--health-check-timeout)", {}));
   Poll();
   CHECK(agent().state() == Agent::State::kStopping);
