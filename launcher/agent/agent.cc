@@ -17,7 +17,6 @@ namespace ctrun::launcher {
 
 namespace {
 
-Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
 
 using Json = nlohmann::ordered_json;
 

@@ -12,12 +12,6 @@
 
 namespace ctrun::launcher {
 
-namespace {
-
-Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
-
-}  // namespace
-
 void Agent::HandleSignal(int sig) {
   // Final: the rendezvous is being left (bounded by its own timeouts); the
   // exit code and the report stay as they are.

@@ -41,7 +41,7 @@ std::string Agent::ReportFailedCheck(const HealthResult& result, const char* dur
 
 void Agent::ArmHealthTimer() {
   if (!health_ || config_.health_check_interval <= Seconds(0)) return;
-  health_timer_.expires_after(std::chrono::duration_cast<Duration>(config_.health_check_interval));
+  health_timer_.expires_after(ToDuration(config_.health_check_interval));
   health_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || state_ != State::kRunning) return;
     health_->Run([this](const HealthResult& result) { OnPeriodicCheck(result); });

@@ -9,7 +9,6 @@
 namespace ctrun::launcher {
 namespace {
 
-Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
 
 // Where one of a worker's streams goes: a pipe to read (tee, filters), a
 // file only, the console (inherited), or nowhere when the rank is filtered

@@ -80,7 +80,7 @@ Status Wiring::MakeAgent() {
     check_env["CTRUN_LOG_DIR"] = log_dir->path();  // scripts/health-check.sh tests that it is writable
     health_ = std::make_unique<CommandHealthCheck>(
         io_, health_runner_, *config.health_check,
-        std::chrono::duration_cast<Duration>(config.health_check_timeout), ToEnvStrings(check_env));
+        ToDuration(config.health_check_timeout), ToEnvStrings(check_env));
   }
   agent_ = std::make_unique<Agent>(io_, config, launch_.env, *rdzv_, workers_, std::move(*log_dir),
                                    store_.get(), launch_.events.get());

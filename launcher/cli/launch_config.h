@@ -12,9 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
+
 namespace ctrun::launcher {
 
 using Seconds = std::chrono::duration<double>;
+
+// A flag's seconds as the loop's Duration (for timers and deadlines).
+inline Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
 
 enum class RdzvBackend { kStatic, kC10d, kEtcd, kEtcdV2, kEtcdV3 };
 

@@ -13,7 +13,6 @@ namespace ctrun::launcher {
 
 namespace {
 
-Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
 
 constexpr Duration kCallTimeout = std::chrono::seconds(3);
 constexpr int kMaxCasAttempts = 200;

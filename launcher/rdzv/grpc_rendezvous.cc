@@ -27,7 +27,6 @@ std::pair<std::string, int> SplitEndpoint(const std::string& endpoint) {
   return {host, port};
 }
 
-Duration ToDuration(Seconds s) { return std::chrono::duration_cast<Duration>(s); }
 
 constexpr auto kStatusEvery = std::chrono::seconds(10);
 constexpr Duration kSignalLeaveTimeout = std::chrono::seconds(2);

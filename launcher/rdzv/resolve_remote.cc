@@ -38,7 +38,6 @@ std::string HostPort(const std::string& host, int port) {
 // The rendezvous machine's parameters from --nnodes MIN:MAX and the
 // --rdzv-conf timeouts (every backend that runs the machine uses these).
 Result<rdzv::Params> MachineParams(const LaunchConfig& config) {
-  auto ToDuration = [](Seconds s) { return std::chrono::duration_cast<Duration>(s); };
   rdzv::Params params;
   params.min_nodes = config.min_nodes;
   params.max_nodes = config.max_nodes;
