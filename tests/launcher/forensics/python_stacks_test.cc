@@ -13,6 +13,8 @@
 #include <fstream>
 #include <string>
 
+#include "tests/launcher/forensics/sleeper.h"
+
 namespace ctrun::launcher {
 namespace {
 
@@ -138,18 +140,13 @@ TEST_CASE("the frames of every thread of a blocked python3, with their lines; it
 }
 
 TEST_CASE("a process with no CPython is NotFound; a process that is gone is an IOError") {
-  const pid_t sleeper = ::fork();
-  REQUIRE(sleeper >= 0);
-  if (sleeper == 0) {
-    ::execl("/bin/sleep", "sleep", "600", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  // /proc/PID/maps names /bin/sleep once exec is done; before, it is this
-  // test binary, also not a CPython.
+  Sleeper s;
+  const pid_t sleeper = s.pid;
   Result<PythonStacks> native = ReadPythonStacks(sleeper);
   CHECK(native.status().code() == Status::Code::kNotFound);
   ::kill(sleeper, SIGKILL);
   ::waitpid(sleeper, nullptr, 0);
+  s.pid = -1;  // reaped here
   CHECK(ReadPythonStacks(sleeper).status().code() == Status::Code::kIOError);
 }
 

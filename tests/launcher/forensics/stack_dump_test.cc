@@ -18,6 +18,7 @@
 #include <string>
 
 #include "launcher/forensics/stack_text.h"
+#include "tests/launcher/forensics/sleeper.h"
 
 namespace ctrun::launcher {
 namespace {
@@ -30,20 +31,6 @@ std::string Read(const std::string& path) {
   ss << in.rdbuf();
   return ss.str();
 }
-
-struct Sleeper {
-  pid_t pid = ::fork();
-  Sleeper() {
-    if (pid == 0) {
-      ::execl("/bin/sleep", "sleep", "600", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-  }
-  ~Sleeper() {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-};
 
 std::string TempPath(const char* name) {
   char dir[] = "/tmp/ctrun_stacks_XXXXXX";
