@@ -54,6 +54,7 @@ struct PortMux::Pending {
   boost::asio::steady_timer deadline;
   std::array<char, kSniffBytes> in;
   std::string first;
+  bool sniffing = true;  // counted in PortMux::sniffing_
 };
 
 Result<std::unique_ptr<PortMux>> PortMux::Bind(const HostPort& hp) {
@@ -97,7 +98,21 @@ void PortMux::Stop() {
 }
 
 void PortMux::SetCloexecAndSniff(tcp::socket socket) {
+  boost::system::error_code ignored;
+  if (sniffing_ >= max_sniffing_) {
+    ++refused_;
+    ++unknown_logged_;
+    const auto level = unknown_logged_ <= kMaxUnknownLogged ? spdlog::level::warn : spdlog::level::debug;
+    const tcp::endpoint peer = socket.remote_endpoint(ignored);
+    spdlog::log(level,
+                "rendezvous port: refused a connection from {}: {} connections have not yet said what they "
+                "speak, the limit; closed it",
+                peer.address().to_string(), sniffing_);
+    socket.close(ignored);
+    return;
+  }
   SetCloexec(socket.native_handle());
+  ++sniffing_;
   auto p = std::make_shared<Pending>(std::move(socket));
   p->deadline.expires_after(sniff_deadline_);
   p->deadline.async_wait([this, p](const boost::system::error_code& ec) {
@@ -120,12 +135,19 @@ void PortMux::Expire(const std::shared_ptr<Pending>& p) {
   p->socket.close(ignored);  // the pending read ends with operation_aborted
 }
 
+void PortMux::Settle(Pending& p) {
+  if (!p.sniffing) return;
+  p.sniffing = false;
+  --sniffing_;
+}
+
 void PortMux::Sniff(const std::shared_ptr<Pending>& p) {
   const size_t want = kSniffBytes - p->first.size();
   p->socket.async_read_some(boost::asio::buffer(p->in.data(), want),
                             [this, p](const boost::system::error_code& ec, size_t n) {
                               if (ec) {  // closed before it said anything (or expired): dropped
                                 p->deadline.cancel();
+                                Settle(*p);
                                 return;
                               }
                               p->first.append(p->in.data(), n);
@@ -140,6 +162,7 @@ void PortMux::HandOff(const std::shared_ptr<Pending>& p) {
     return;
   }
   p->deadline.cancel();
+  Settle(*p);
   if (verdict == PortProtocol::kStore) {
     store_(std::move(p->socket), std::move(p->first));
     return;

@@ -12,7 +12,9 @@
 // server directly.
 //
 // A connection that has not said what it speaks within the sniff deadline
-// (10 s by default) is closed: silent connections cannot pile up. Tests
+// (10 s by default) is closed, and at most kMaxSniffing connections wait for
+// their verdict at once (one over that is closed at accept, with a warning
+// line): silent connections cannot pile up. Tests
 // shorten it with set_sniff_deadline, or, for a whole ctrund or ctrun
 // process, with the environment variable CTRUN_PORT_SNIFF_DEADLINE_MS (meant
 // for tests; a positive number of milliseconds, anything else is ignored).
@@ -65,6 +67,15 @@ class PortMux {
   void set_sniff_deadline(std::chrono::milliseconds d) { sniff_deadline_ = d; }
   std::chrono::milliseconds sniff_deadline() const { return sniff_deadline_; }
 
+  // Connections waiting for a verdict at once; more are closed at accept.
+  // A gRPC client's first bytes come with its connection, so a storm of
+  // thousands of agents stays far below it. Tests lower it (before Start).
+  static constexpr size_t kMaxSniffing = 4096;
+  void set_max_sniffing(size_t n) { max_sniffing_ = n; }
+  // Connections closed at accept for kMaxSniffing (mux thread; for tests
+  // after Stop).
+  size_t refused() const { return refused_; }
+
   // The mux's io_context: a store connection handed to StoreHandler runs on
   // it, and so must everything that serves one.
   boost::asio::io_context& io() { return io_; }
@@ -84,6 +95,8 @@ class PortMux {
   void HandOff(const std::shared_ptr<Pending>& p);
   // The deadline ran out before a verdict: closes the connection.
   void Expire(const std::shared_ptr<Pending>& p);
+  // p has its verdict (or is gone): it no longer counts as sniffing.
+  void Settle(Pending& p);
 
   boost::asio::io_context io_;
   boost::asio::ip::tcp::acceptor acceptor_{io_};
@@ -97,6 +110,9 @@ class PortMux {
   std::chrono::milliseconds sniff_deadline_ = kDefaultSniffDeadline;
   int unknown_logged_ = 0;  // mux thread only
   int silent_logged_ = 0;   // mux thread only
+  size_t max_sniffing_ = kMaxSniffing;
+  size_t sniffing_ = 0;     // mux thread only
+  size_t refused_ = 0;      // mux thread only
 };
 
 }  // namespace ctrun::rdzv

@@ -57,6 +57,7 @@ struct StoreServer::Session {
   StoreClientId id;
   tcp::socket socket;
   std::string peer;
+  std::string address;  // the peer's address without its port: the per-address count's key
   StoreParser parser;
   StoreRequest req;  // every request of the connection is decoded into it
   size_t read_size = kFirstReadSize;
@@ -116,21 +117,54 @@ Status StoreServer::Listen(const std::string& host, int port) {
 }
 
 void StoreServer::Adopt(tcp::socket socket, std::string_view first) {
-  auto s = std::make_shared<Session>(std::move(socket), next_id_++);
-  SetCloexec(s->socket.native_handle());
   boost::system::error_code ignored;
-  s->socket.set_option(tcp::no_delay(true), ignored);
-  s->socket.non_blocking(true, ignored);  // Send writes at once where the socket takes it
-  const tcp::endpoint peer = s->socket.remote_endpoint(ignored);
+  const tcp::endpoint peer = socket.remote_endpoint(ignored);
   boost::asio::ip::address addr = peer.address();
   if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
     addr = boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, addr.to_v6());
   }
-  s->peer = addr.is_v6() ? "[" + addr.to_string() + "]:" + std::to_string(peer.port())
-                         : addr.to_string() + ":" + std::to_string(peer.port());
+  const std::string address = addr.to_string();
+  if (!AdmitConnection(address)) {
+    socket.close(ignored);
+    return;
+  }
+  auto s = std::make_shared<Session>(std::move(socket), next_id_++);
+  SetCloexec(s->socket.native_handle());
+  s->socket.set_option(tcp::no_delay(true), ignored);
+  s->socket.non_blocking(true, ignored);  // Send writes at once where the socket takes it
+  s->address = address;
+  s->peer = addr.is_v6() ? "[" + address + "]:" + std::to_string(peer.port())
+                         : address + ":" + std::to_string(peer.port());
+  ++per_address_[address];
   sessions_.emplace(s->id, s);
   s->parser.Feed(first.data(), first.size());
   Serve(s);
+}
+
+bool StoreServer::AdmitConnection(const std::string& addr) {
+  const auto it = per_address_.find(addr);
+  const size_t from_addr = it == per_address_.end() ? 0 : it->second;
+  const bool over_total = sessions_.size() >= max_connections_;
+  if (!over_total && from_addr < max_per_address_) return true;
+  ++connections_refused_;
+  ++refusals_logged_;
+  const auto level = refusals_logged_ <= kMaxRefusalsLogged ? spdlog::level::warn : spdlog::level::debug;
+  if (over_total) {
+    spdlog::log(level, "store: refused a connection from {}: {} connections open, the store's limit; closed it",
+                addr, sessions_.size());
+  } else {
+    spdlog::log(level,
+                "store: refused a connection from {}: {} connections open from that address, the limit per "
+                "address; closed it",
+                addr, from_addr);
+  }
+  return false;
+}
+
+void StoreServer::Forget(Session& s) {
+  if (auto it = per_address_.find(s.address); it != per_address_.end() && --it->second == 0) {
+    per_address_.erase(it);
+  }
 }
 
 size_t StoreServer::UnsentLimit() const {
@@ -333,6 +367,7 @@ void StoreServer::Close(Session& s) {
   state_.Disconnect(s.id);
   boost::system::error_code ignored;
   s.socket.close(ignored);
+  Forget(s);
   sessions_.erase(s.id);
 }
 
@@ -344,6 +379,7 @@ void StoreServer::Clear() {
     s->socket.close(ignored);
   }
   sessions_.clear();
+  per_address_.clear();
 }
 
 }  // namespace ctrun::rdzv

@@ -22,7 +22,12 @@
 //    then posts the rest behind the other connections' work (on ctrund every
 //    run's store shares one loop);
 //  - buffers over 1 MiB (the reply being built, a client's queue) are given
-//    back once empty.
+//    back once empty;
+//  - connections: at most kMaxConnectionsPerAddress from one address and
+//    kMaxConnections in all (tests lower them with set_connection_limits); one over either is closed at once, with a
+//    warning line (counted with the refusals above), and the others go on.
+//    A worker holds one or two connections for its whole run, so a node
+//    of 64 workers stays far below the per-address limit.
 //
 // Ownership: `io` must outlive the server. The listening and accepted
 // sockets are close-on-exec: workers never inherit them. Thread model:
@@ -88,6 +93,15 @@ class StoreServer {
   static constexpr size_t kMinUnsentLimitBytes = 1 << 20;
   static constexpr size_t kMaxRequestsPerTurn = 1024;
   static constexpr size_t kMaxReplyBytesPerTurn = 4 << 20;
+  static constexpr size_t kMaxConnectionsPerAddress = 1024;
+  static constexpr size_t kMaxConnections = 16384;
+
+  // The connections refused for a limit above since the server started.
+  size_t connections_refused() const { return connections_refused_; }
+  void set_connection_limits(size_t per_address, size_t total) {
+    max_per_address_ = per_address;
+    max_connections_ = total;
+  }
 
  private:
   struct Session;
@@ -120,6 +134,10 @@ class StoreServer {
   void Flush(const std::shared_ptr<Session>& s);
   void Refuse(const std::shared_ptr<Session>& s, const Status& why);
   void Close(Session& s);
+  // Whether one more connection from `addr` is within the limits; logs the
+  // refusal when it is not.
+  bool AdmitConnection(const std::string& addr);
+  void Forget(Session& s);
 
   boost::asio::io_context& io_;
   boost::asio::ip::tcp::acceptor acceptor_;
@@ -127,6 +145,10 @@ class StoreServer {
   int port_ = 0;
   StoreState state_;
   std::unordered_map<StoreClientId, std::shared_ptr<Session>> sessions_;
+  std::unordered_map<std::string, size_t> per_address_;  // live connections by peer address
+  size_t connections_refused_ = 0;
+  size_t max_per_address_ = kMaxConnectionsPerAddress;
+  size_t max_connections_ = kMaxConnections;
   StoreClientId next_id_ = 1;
   std::vector<StoreClientId> woken_;  // reused across requests
   std::string reply_;                 // reused across reads

@@ -242,5 +242,36 @@ TEST_CASE("a connection that says nothing within the sniff deadline is closed; o
   handed.clear();
 }
 
+TEST_CASE("connections over the limit of those not yet sniffed are closed at accept; a slot frees as one speaks") {
+  Result<std::unique_ptr<PortMux>> bound = PortMux::Bind(HostPort{"127.0.0.1", 0});
+  REQUIRE(bound.ok());
+  std::unique_ptr<PortMux> mux = std::move(bound).value();
+  CHECK(PortMux::kMaxSniffing == 4096);
+  mux->set_max_sniffing(2);
+  std::vector<boost::asio::ip::tcp::socket> handed;  // the mux's thread only, until Stop
+  std::promise<void> two_handed, three_handed;
+  mux->Start(nullptr, [&](boost::asio::ip::tcp::socket socket, std::string) {
+    handed.push_back(std::move(socket));
+    if (handed.size() == 2) two_handed.set_value();
+    if (handed.size() == 3) three_handed.set_value();
+  });
+  StoreConn silent1(mux->port());
+  StoreConn silent2(mux->port());
+  StoreConn over(mux->port());  // a third while two say nothing
+  CHECK(over.ClosedByServer());
+  // The silent ones were not dropped: each speaks now and is handed on.
+  silent1.Send(std::string(1, '\x06'));
+  silent2.Send(std::string(1, '\x06'));
+  REQUIRE(two_handed.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  // Their slots are free again: a new one gets in and is handed on.
+  StoreConn later(mux->port());
+  later.Send(std::string(1, '\x06'));
+  REQUIRE(three_handed.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  mux->Stop();
+  CHECK(mux->refused() == 1);
+  CHECK(handed.size() == 3);
+  handed.clear();
+}
+
 }  // namespace
 }  // namespace ctrun::rdzv

@@ -2,7 +2,9 @@
 // test: a client that pipelines more replies than it reads is held, not
 // buffered without bound, and gets every reply, in order, once it reads; a
 // turn's budget running out loses no request; a MULTI_GET over the cap closes
-// only its own connection. Every read has a deadline; nothing sleeps.
+// only its own connection; connections over the per-address or the total
+// limit are closed at once, the others served. Every read has a deadline;
+// nothing sleeps.
 #include "rendezvous/store/store_server.h"
 
 #include <arpa/inet.h>
@@ -71,10 +73,17 @@ struct Loop {
 // A blocking client with a 20 s receive deadline.
 class Conn {
  public:
-  explicit Conn(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+  // `from`: the loopback address to connect from (all of 127/8 is this host).
+  explicit Conn(int port, const char* from = nullptr) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
     REQUIRE(fd_ >= 0);
     timeval tv{20, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (from != nullptr) {
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      REQUIRE(::inet_pton(AF_INET, from, &local.sin_addr) == 1);
+      REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof(local)) == 0);
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -165,6 +174,43 @@ TEST_CASE("a MULTI_GET over the cap closes its connection alone") {
   other.Send(MultiGet("v", 2));
   CHECK(other.ReadValue() == std::string(32 << 10, 'x'));
   CHECK(other.ReadValue() == std::string(32 << 10, 'x'));
+}
+
+// A connection that works: (VALIDATE first,) then a SET and a GET answered.
+bool Works(Conn& c, const std::string& key, bool first = true) {
+  c.Send((first ? Validate() : std::string()) + Set(key, "v") + Get(key));
+  return c.ReadValue() == "v";
+}
+
+TEST_CASE("connections over the per-address or the total limit are closed; the others are served") {
+  Loop loop;
+  loop.Call([&] {
+    loop.server->set_connection_limits(2, 3);
+    return 0;
+  });
+  const int port = loop.server->port();
+  auto a1 = std::make_unique<Conn>(port, "127.0.0.1");
+  Conn a2(port, "127.0.0.1");
+  REQUIRE(Works(*a1, "a1"));
+  REQUIRE(Works(a2, "a2"));
+  Conn a3(port, "127.0.0.1");  // a third from one address
+  CHECK(a3.ClosedByServer());
+  Conn b1(port, "127.0.0.2");  // another address is still let in
+  CHECK(Works(b1, "b1"));
+  Conn c1(port, "127.0.0.3");  // over the total
+  CHECK(c1.ClosedByServer());
+  CHECK(loop.Call([&] { return loop.server->connections_refused(); }) == 2);
+  CHECK(loop.Call([&] { return loop.server->connections(); }) == 3);
+
+  // One of 127.0.0.1's goes: its place is free again once the server saw it go.
+  a1.reset();
+  for (int i = 0; i < 100000 && loop.Call([&] { return loop.server->connections(); }) != 2; ++i) {
+    std::this_thread::yield();
+  }
+  REQUIRE(loop.Call([&] { return loop.server->connections(); }) == 2);
+  Conn a4(port, "127.0.0.1");
+  CHECK(Works(a4, "a4"));
+  CHECK(Works(a2, "a2-again", false));
 }
 
 }  // namespace
