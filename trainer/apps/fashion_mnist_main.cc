@@ -174,6 +174,8 @@ void LogBench(Worker& w, const BenchWindow& bench) {
   DdpStats window;
   window.comm_span_seconds = s.comm_span_seconds - bench.base.comm_span_seconds;
   window.exposed_seconds = s.exposed_seconds - bench.base.exposed_seconds;
+  window.wire_bytes = s.wire_bytes - bench.base.wire_bytes;
+  window.dense_bytes = s.dense_bytes - bench.base.dense_bytes;
   const double steps = static_cast<double>(w.position.step - w.flags.bench_warmup);
   // Parameter + gradient + optimizer-state bytes this rank holds between
   // steps (tensor storage, each once), and at the peak of a step: DDP's
@@ -197,14 +199,28 @@ void LogBench(Worker& w, const BenchWindow& bench) {
   }
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
-  char line[384];
+  char line[512];
   std::snprintf(line, sizeof line,
                 "BENCH samples_per_s=%.1f hidden_share=%.3f step_ms=%.3f comm_ms=%.3f "
-                "exposed_ms=%.3f steps=%.0f state_bytes=%lld peak_bytes=%lld maxrss_kb=%ld",
+                "exposed_ms=%.3f steps=%.0f state_bytes=%lld peak_bytes=%lld maxrss_kb=%ld "
+                "wire_bytes_per_step=%.0f dense_bytes_per_step=%.0f",
                 static_cast<double>(bench.samples) / seconds, window.HiddenShare(),
                 1e3 * seconds / steps, 1e3 * window.comm_span_seconds / steps,
                 1e3 * window.exposed_seconds / steps, steps, static_cast<long long>(state_bytes),
-                static_cast<long long>(peak_bytes), usage.ru_maxrss);
+                static_cast<long long>(peak_bytes), usage.ru_maxrss,
+                static_cast<double>(window.wire_bytes) / steps, static_cast<double>(window.dense_bytes) / steps);
+  w.Log(line);
+}
+
+// The WIRE line (under --grad-compression): the gradient payload rank 0 put
+// into collectives over the whole run against plain float32 all-reduces.
+void LogWire(Worker& w) {
+  const DdpStats s = w.ddp_stats();
+  char line[256];
+  std::snprintf(line, sizeof line, "WIRE compression=%s synced_steps=%lld wire_bytes=%lld dense_bytes=%lld "
+                "wire_ratio=%.5f", w.flags.grad_compression.c_str(), static_cast<long long>(s.synced_steps),
+                static_cast<long long>(s.wire_bytes), static_cast<long long>(s.dense_bytes),
+                s.dense_bytes > 0 ? static_cast<double>(s.wire_bytes) / static_cast<double>(s.dense_bytes) : 0.0);
   w.Log(line);
 }
 
@@ -266,6 +282,7 @@ Status Run(const TrainFlags& flags) {
   CTRUN_RETURN_IF_ERROR(WaitWork(w.comm->Barrier(), "final barrier"));
   if (flags.bench_warmup > 0 && bench.start > 0) LogBench(w, bench);
   if (!flags.dump_params.empty()) CTRUN_RETURN_IF_ERROR(DumpParams(w));
+  if (w.ddp && flags.grad_compression != "none") LogWire(w);
   w.Log("done: " + std::to_string(w.position.step) + " steps");
   return Status::Ok();
 }

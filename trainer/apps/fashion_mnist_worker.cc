@@ -24,9 +24,13 @@ Result<std::vector<double>> Worker::SumOverRanks(const std::vector<double>& valu
 
 namespace {
 
+// SGD(lr, momentum). Under top-k the momentum is DGC's momentum correction,
+// applied inside the compression (topk_compression.h): the optimizer then
+// runs without momentum.
 std::unique_ptr<torch::optim::Optimizer> MakeSgd(const TrainFlags& flags, std::vector<at::Tensor> params) {
+  const double momentum = flags.topk_density > 0 ? 0.0 : flags.momentum;
   return std::make_unique<torch::optim::SGD>(std::move(params),
-                                             torch::optim::SGDOptions(flags.lr).momentum(flags.momentum));
+                                             torch::optim::SGDOptions(flags.lr).momentum(momentum));
 }
 
 void SetThreads(Worker& w) {
@@ -154,6 +158,11 @@ Status WrapDdp(Worker& w, GradCompression compression) {
   ddp_options.bucket_cap_mb = w.flags.bucket_cap_mb;
   ddp_options.first_bucket_cap_mb = std::min(1.0, w.flags.bucket_cap_mb);
   ddp_options.compression = compression;
+  ddp_options.topk = TopkOptions{.density = w.flags.topk_density,
+                                 .error_feedback = w.flags.topk_error_feedback,
+                                 .momentum = w.flags.momentum,
+                                 .warmup_steps = w.flags.topk_warmup_steps,
+                                 .clip_norm = w.flags.topk_clip};
   auto ddp = DistributedDataParallel::Create(*w.model, *w.comm, ddp_options);
   if (!ddp.ok()) return ddp.status();
   w.ddp = std::move(*ddp);
@@ -189,7 +198,8 @@ Status SetUp(Worker& w) {
   w.chief = w.env.rank == 0;
   auto backend = ParseCommBackend(w.flags.backend);
   if (!backend.ok()) return backend.status();
-  auto compression = ParseGradCompression(w.flags.grad_compression);
+  auto compression = w.flags.topk_density > 0 ? Result<GradCompression>(GradCompression::kTopk)
+                                              : ParseGradCompression(w.flags.grad_compression);
   if (!compression.ok()) return compression.status();
   SetThreads(w);
   CTRUN_RETURN_IF_ERROR(LoadData(w));

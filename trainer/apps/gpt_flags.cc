@@ -3,6 +3,9 @@
 #include <map>
 
 #include "trainer/apps/flag_table.h"
+#include "trainer/apps/gpt_hsdp_flags.h"
+#include "trainer/apps/gpt_precision_flags.h"
+#include "trainer/apps/gpt_pipeline_flags.h"
 
 namespace ctrun::trainer {
 
@@ -14,7 +17,11 @@ Run under a launcher, e.g.
 
   --mesh pp=P,dp=D,tp=T   the mesh; P*D*T = WORLD_SIZE; a missing name is 1
                           (default: dp = WORLD_SIZE)
-  --pp-schedule S         1f1b or gpipe (default 1f1b)
+  --pp-schedule S         1f1b, gpipe or interleaved (default 1f1b)
+  --pp-virtual-stages V   interleaved: model chunks per stage, V >= 2; the
+                          layers are cut into pp*V chunks, stage s holding
+                          chunks s, s+pp, ...; --micro-batches a multiple of
+                          pp (default 1)
   --micro-batches N       micro-batches per step and dp replica (default 4)
   --pp-split A,B,...      layers per pipeline stage (default: by count)
   --sequence-parallel     split activations along the sequence outside the
@@ -26,11 +33,22 @@ Run under a launcher, e.g.
                           tp in --mesh, no --checkpoint-dir)
   --min-unit-params N     fsdp: parameters per FSDP unit at least (default: one
                           block's, so each block is a unit)
+  --dp-shard M            the mesh's dp dimension: none (DDP), full (FSDP,
+                          ZeRO-3) or grad-op (ZeRO-2); tp slices are sharded
+                          too (default none; pp=1 only, no --checkpoint-dir)
+  --dp-shard-size S       with --dp-shard: dp ranks per shard group, dividing
+                          dp; dp/S replicas (HSDP) (default: dp, no replicas)
   --recompute P           activation recomputation: none, full (each block
                           recomputed in backward, only its input kept) or
                           selective (only the attention core recomputed);
                           the same gradients, less activation memory
                           (default none; --strategy ddp only)
+  --precision P           fp32, or fp16: float16 compute (autocast) with
+                          float32 master weights and a dynamic loss scaler
+                          (default fp32; --backend nccl only)
+  --cpu-offload M         fsdp: none, params (shards, gradients and optimizer
+                          state in CPU memory) or optimizer (only the optimizer
+                          state and step on the CPU) (default none; nccl only)
   --optimizer O           adam or sgd (default adam)
   --lr X                  learning rate (default 0.003)
   --momentum X            sgd momentum (default 0.9)
@@ -87,6 +105,7 @@ Result<GptFlags> ParseGptFlags(const std::vector<std::string>& args) {
       {"--mesh", TextFlag(&flags.mesh)},
       {"--pp-schedule", TextFlag(&schedule)},
       {"--micro-batches", IntFlag(&flags.micro_batches, 1)},
+      {"--pp-virtual-stages", IntFlag(&flags.virtual_stages, 1)},
       {"--pp-split", TextFlag(&flags.pp_split)},
       {"--layers", IntFlag(&flags.layers, 1)},
       {"--width", IntFlag(&flags.width, 1)},
@@ -95,8 +114,12 @@ Result<GptFlags> ParseGptFlags(const std::vector<std::string>& args) {
       {"--global-batch", IntFlag(&flags.global_batch, 1)},
       {"--strategy", TextFlag(&flags.strategy)},
       {"--min-unit-params", IntFlag(&flags.min_unit_params, 1)},
+      {"--dp-shard", TextFlag(&flags.dp_shard)},
+      {"--dp-shard-size", IntFlag(&flags.dp_shard_size, 1)},
       {"--recompute", TextFlag(&recompute)},
       {"--optimizer", TextFlag(&flags.optimizer)},
+      {"--precision", TextFlag(&flags.precision)},
+      {"--cpu-offload", TextFlag(&flags.cpu_offload)},
       {"--lr", RealFlag(&flags.lr, true)},
       {"--momentum", RealFlag(&flags.momentum, false)},
       {"--steps", IntFlag(&flags.steps, 0)},
@@ -124,12 +147,7 @@ Result<GptFlags> ParseGptFlags(const std::vector<std::string>& args) {
   auto parsed_schedule = ParsePipeSchedule(schedule);
   if (!parsed_schedule.ok()) return parsed_schedule.status();
   flags.schedule = *parsed_schedule;
-  if (flags.schedule == PipeSchedule::kInterleaved) {
-    // The schedule is computed (pipeline_schedule.h), but the stages do not
-    // hold several model chunks yet: refuse rather than run plain 1F1B.
-    return Status::InvalidArgument(
-        "--pp-schedule interleaved: not supported by ctrun-gpt's pipeline runner yet (use 1f1b or gpipe)");
-  }
+  CTRUN_RETURN_IF_ERROR(CheckPipelineFlags(flags));
   auto parsed_recompute = ParseRecomputePolicy(recompute);
   if (!parsed_recompute.ok()) return parsed_recompute.status();
   flags.recompute = *parsed_recompute;
@@ -141,9 +159,11 @@ Result<GptFlags> ParseGptFlags(const std::vector<std::string>& args) {
     return Status::InvalidArgument("--optimizer '" + flags.optimizer + "': unknown (use adam or sgd)");
   }
   CTRUN_RETURN_IF_ERROR(CheckStrategy(flags));
+  CTRUN_RETURN_IF_ERROR(CheckDpShardFlags(flags));
   if (flags.backend != "gloo" && flags.backend != "nccl") {
     return Status::InvalidArgument("--backend '" + flags.backend + "': unknown (use gloo or nccl)");
   }
+  CTRUN_RETURN_IF_ERROR(CheckPrecisionFlags(flags));
   if (flags.sequence_parallel && flags.seq_len % flags.mesh_shape.tp != 0) {
     return Status::InvalidArgument("--sequence-parallel: --seq-len " + std::to_string(flags.seq_len) +
                                    " is not divisible by tp=" + std::to_string(flags.mesh_shape.tp) +

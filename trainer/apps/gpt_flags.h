@@ -21,6 +21,7 @@ struct GptFlags {
   std::string mesh;                 // "" = pure data parallel (dp = WORLD_SIZE)
   MeshShape mesh_shape;             // parsed --mesh (dp 0 = WORLD_SIZE)
   PipeSchedule schedule = PipeSchedule::k1F1B;
+  int64_t virtual_stages = 1;       // --pp-virtual-stages: model chunks a stage (interleaved)
   int64_t micro_batches = 4;
   std::string pp_split;             // "" = by layer count
   bool sequence_parallel = false;
@@ -33,8 +34,19 @@ struct GptFlags {
   // ranks: pure data parallelism only, one unit per block; no checkpoints).
   std::string strategy = "ddp";
   int64_t min_unit_params = 0;      // fsdp wrap threshold; 0 = one block's size
+  // FSDP/ZeRO on the mesh's dp dimension (HSDP; gpt_hsdp_flags.h): none
+  // (DDP over dp), full (ZeRO-3) or grad-op (ZeRO-2), sharded within groups
+  // of dp_shard_size dp ranks (0 = all of dp) and replicated across them.
+  std::string dp_shard = "none";
+  int64_t dp_shard_size = 0;
   // Activation recomputation per block: none, full or selective (ddp only).
   RecomputePolicy recompute = RecomputePolicy::kNone;
+  // fp32, or fp16: autocast to float16 with a dynamic loss scaler
+  // (gpt_precision.h); GPU (nccl) only.
+  std::string precision = "fp32";
+  // FSDP's CPU offload: none, params or optimizer (parallel/cpu_offload.h);
+  // --strategy fsdp with nccl only.
+  std::string cpu_offload = "none";
   std::string optimizer = "adam";   // adam or sgd
   double lr = 3e-3;
   double momentum = 0.9;            // sgd

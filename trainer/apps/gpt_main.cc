@@ -22,10 +22,14 @@
 
 #include "trainer/apps/error_file.h"
 #include "trainer/apps/gpt_flags.h"
+#include "trainer/apps/gpt_hsdp.h"
+#include "trainer/apps/gpt_hsdp_flags.h"
+#include "trainer/apps/gpt_precision.h"
 #include "trainer/parallel/ddp.h"
 #include "trainer/comm/device_mesh.h"
 #include "trainer/comm/dist_env.h"
 #include "trainer/models/gpt.h"
+#include "trainer/models/gpt_chunks.h"
 #include "trainer/models/gpt_stages.h"
 #include "trainer/parallel/fsdp.h"
 #include "trainer/parallel/storage_bytes.h"
@@ -57,13 +61,12 @@ int64_t PeakRssKb() {
   return usage.ru_maxrss;
 }
 
-std::string LayoutTable(const MeshShape& shape, int layers, const std::vector<int>& split) {
+std::string LayoutTable(const MeshShape& shape, int layers, const std::vector<int>& split, int chunks) {
   std::string out = "mesh " + shape.ToString() + ":";
   for (int rank = 0; rank < shape.size(); ++rank) {
     const MeshCoord c = shape.CoordOf(rank);
-    const auto range = StageLayers(layers, shape.pp, c.pp, split);
     out += "\n  rank " + std::to_string(rank) + ": stage " + std::to_string(c.pp) + " (blocks " +
-           std::to_string(range[0]) + "-" + std::to_string(range[1] - 1) + (c.pp == 0 ? ", embedding" : "") +
+           StageBlocksText(layers, shape.pp, c.pp, chunks, split) + (c.pp == 0 ? ", embedding" : "") +
            (c.pp == shape.pp - 1 ? ", head" : "") + "), dp replica " + std::to_string(c.dp) + ", tp slice " +
            std::to_string(c.tp) + "/" + std::to_string(shape.tp);
   }
@@ -102,7 +105,7 @@ Result<NamedParams> FullParams(torch::nn::Module& stage, FullyShardedDataParalle
   NamedParams out;
   std::map<std::string, at::Tensor> gathered;
   for (size_t u = 0; fsdp != nullptr && u < fsdp->unit_count(); ++u) {
-    at::Tensor send = fsdp->shard(u).detach();
+    at::Tensor send = fsdp->shard(u).detach().to(fsdp->device());
     at::Tensor full = at::empty({send.numel() * fsdp->comm().size()}, send.options());
     CTRUN_RETURN_IF_ERROR(WaitWork(fsdp->comm().AllGather(send, full), "all-gather of parameters"));
     for (const auto& e : fsdp->layout(u).entries) gathered[e.name] = full.narrow(0, e.offset, e.numel).view(e.shape);
@@ -134,9 +137,10 @@ struct GptWorker {
   std::unique_ptr<DeviceMesh> mesh;
   MeshCoord coord;
   ShardRegistry registry;        // the stage's layers point here
-  GptStage stage{nullptr};
+  GptChunks stage{nullptr};     // the stage's model chunks (one unless interleaved)
   std::unique_ptr<DistributedDataParallel> ddp;
   std::unique_ptr<FullyShardedDataParallel> fsdp;  // --strategy fsdp
+  std::unique_ptr<GptPrecision> precision;        // --precision, --cpu-offload
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   int64_t start_step = 0;
   int64_t base_bytes = 0;        // tensor bytes alive before the model was made
@@ -162,6 +166,7 @@ Failure ChooseShape(GptWorker& w) {
                                GptLimits(w.config, static_cast<int>(flags.global_batch),
                                          static_cast<int>(flags.micro_batches)));
   if (!fits.ok()) return {fits, kExitUsage};
+  if (Status shard = CheckDpShardMesh(flags, w.shape); !shard.ok()) return {shard, kExitUsage};
   if (!flags.pp_split.empty()) {
     w.split = *ParseStageSplit(flags.pp_split, w.shape.pp, static_cast<int>(flags.layers));
   }
@@ -187,11 +192,14 @@ Failure JoinMesh(GptWorker& w) {
   w.mesh = std::move(*mesh);
   w.coord = w.mesh->coord();
   if (w.env.rank == 0) {
-    std::printf("%s\n", LayoutTable(w.shape, static_cast<int>(flags.layers), w.split).c_str());
+    const int v = static_cast<int>(flags.virtual_stages);
+    std::printf("%s\n", LayoutTable(w.shape, static_cast<int>(flags.layers), w.split, v).c_str());
     if (w.shape.pp > 1) {
-      std::printf("pipeline: %d stages, %lld micro-batches, %s: bubble (p-1)/(m+p-1) = %.3f of a step\n",
+      const std::string chunks = v > 1 ? " with " + std::to_string(v) + " chunks a stage" : "";
+      std::printf("pipeline: %d stages, %lld micro-batches, %s%s: bubble (p-1)/(%sm+p-1) = %.3f of a step\n",
                   w.shape.pp, static_cast<long long>(flags.micro_batches), PipeScheduleName(flags.schedule),
-                  BubbleFraction(w.shape.pp, static_cast<int>(flags.micro_batches)));
+                  chunks.c_str(), v > 1 ? "v*" : "",
+                  BubbleFraction(w.shape.pp, static_cast<int>(flags.micro_batches), v));
     }
     std::fflush(stdout);
   }
@@ -203,21 +211,12 @@ Status MakeStage(GptWorker& w) {
   const GptFlags& flags = w.flags;
   LayerContext ctx{.name = "", .seed = static_cast<uint64_t>(flags.seed), .tp = w.mesh->group(MeshDim::kTp),
                    .registry = &w.registry, .sequence_parallel = flags.sequence_parallel};
-  const auto layers = StageLayers(static_cast<int>(flags.layers), w.shape.pp, w.coord.pp, w.split);
-  w.stage = GptStage(w.config, ctx, w.coord.pp, w.shape.pp, layers[0], layers[1]);
+  w.stage = GptChunks(w.config, ctx, w.coord.pp, w.shape.pp, static_cast<int>(flags.virtual_stages), w.split);
   // In place (the registry's shards are the same tensors), before DDP or
   // FSDP take the parameters.
   w.stage->to(w.device);
-  if (flags.strategy == "fsdp") {
-    auto stages = GptFsdpStages(*w.stage);
-    if (!stages.ok()) return stages.status();
-    FsdpOptions options;
-    options.strategy = ShardingStrategy::kFullShard;
-    options.min_unit_params = flags.min_unit_params;
-    if (options.min_unit_params == 0) {  // one block per unit
-      for (const auto& p : (*stages)[1].module->parameters()) options.min_unit_params += p.numel();
-    }
-    auto made = FullyShardedDataParallel::Create(*w.stage, std::move(*stages), *w.world, options);
+  if (flags.strategy == "fsdp" || DpSharded(flags)) {  // gpt_hsdp.h
+    auto made = MakeGptFsdp(*w.stage, w.stage->chunk(0), *w.mesh, *w.world, flags);
     if (!made.ok()) return made.status();
     w.fsdp = std::move(*made);
   } else if (Communicator* dp = w.mesh->group(MeshDim::kDp)) {
@@ -226,7 +225,11 @@ Status MakeStage(GptWorker& w) {
     w.ddp = std::move(*made);
   }
   // Under FSDP the optimizer steps this rank's shards (its state is 1/N).
-  std::vector<at::Tensor> params = w.fsdp ? w.fsdp->parameters() : w.stage->parameters();
+  auto precision = MakeGptPrecision(flags, w.device, w.world.get());
+  if (!precision.ok()) return precision.status();
+  w.precision = std::move(*precision);
+  std::vector<at::Tensor> params =
+      w.precision->OptimizerParams(w.fsdp ? w.fsdp->parameters() : w.stage->parameters());
   if (flags.optimizer == "sgd") {
     w.optimizer = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(flags.lr).momentum(flags.momentum));
   } else {
@@ -242,6 +245,7 @@ Status Resume(GptWorker& w) {
   if (!loaded.ok()) return loaded.status();
   if (!loaded->has_value()) return Status::Ok();
   w.start_step = (*loaded)->step;
+  CTRUN_RETURN_IF_ERROR(w.precision->Load(w.flags.checkpoint_dir, w.start_step, w.env.rank));
   if (w.env.rank == 0) {
     std::printf("resumed from step %lld (saved by %lld ranks)\n", static_cast<long long>(w.start_step),
                 static_cast<long long>((*loaded)->world_size));
@@ -300,9 +304,9 @@ Result<PipelineStepStats> FsdpStep(GptWorker& w, const at::Tensor& tokens, const
   const double start = NowSeconds();
   const int64_t bytes_at_start = TensorMemoryMeter::CurrentBytes();
   TensorMemoryMeter::ResetPeak();
-  auto logits = w.fsdp->Forward(tokens);
+  auto logits = w.precision->FsdpForward(*w.fsdp, tokens);
   if (!logits.ok()) return logits.status();
-  at::Tensor loss = w.stage->Loss(*logits, targets);
+  at::Tensor loss = w.precision->ScaleLoss(w.stage->Loss(*logits, targets));
   CTRUN_RETURN_IF_ERROR(w.fsdp->Backward(loss));
   PipelineStepStats stats;
   stats.loss = loss.item<double>();
@@ -331,8 +335,9 @@ Status TrainStep(GptWorker& w, Pipeline& pipeline, int64_t step, RunStats& run) 
   w.optimizer->zero_grad();
   auto stats = w.fsdp ? FsdpStep(w, tokens, targets) : pipeline.Step(tokens, targets);
   if (!stats.ok()) return stats.status();
+  stats->loss = w.precision->UnscaleLoss(stats->loss);
   if (!w.fsdp) CTRUN_RETURN_IF_ERROR(SumPartialGrads(*w.stage, w.registry, w.mesh->group(MeshDim::kTp)));
-  w.optimizer->step();
+  CTRUN_RETURN_IF_ERROR(w.precision->Step(*w.optimizer));
   if (step > w.start_step) run.iter_sum += NowSeconds() - iter_start;
   NoteStats(w, step, *stats, run);
   if (flags.show_schedule && step == w.start_step && coord.dp == 0 && coord.tp == 0) {
@@ -352,6 +357,7 @@ Status TrainStep(GptWorker& w, Pipeline& pipeline, int64_t step, RunStats& run) 
   if (!flags.checkpoint_dir.empty() && ((step + 1) % flags.checkpoint_every == 0 || step + 1 == flags.steps)) {
     TrainPosition position{.step = step + 1, .epoch = 0, .epoch_consumed = 0, .world_size = w.env.world_size,
                            .seed = flags.seed};
+    CTRUN_RETURN_IF_ERROR(w.precision->Save(flags.checkpoint_dir, step + 1, w.env.rank));
     CTRUN_RETURN_IF_ERROR(SaveMeshCheckpoint(flags.checkpoint_dir, *w.mesh, *w.stage, w.registry, *w.optimizer,
                                              position));
   }
@@ -398,7 +404,8 @@ void PrintStats(GptWorker& w, const RunStats& run) {
   std::fprintf(stderr,
                "STATS rank=%d stage=%d dp=%d tp=%d steps=%d step_s=%.6f compute_s=%.6f bubble=%.4f peak_in_flight=%d "
                "param_bytes=%lld peak_step_bytes=%lld peak_tensor_bytes=%lld peak_rss_kb=%lld iter_s=%.6f "
-               "state_bytes=%lld peak_bytes=%lld peak_sum_bytes=%lld max_unit_bytes=%lld step_high_bytes=%lld\n",
+               "state_bytes=%lld peak_bytes=%lld peak_sum_bytes=%lld max_unit_bytes=%lld step_high_bytes=%lld "
+               "skipped_steps=%lld\n",
                w.env.rank, w.coord.pp, w.coord.dp, w.coord.tp, measured, measured ? run.step_sum / measured : 0.0,
                measured ? run.compute_sum / measured : 0.0,
                run.step_sum > 0 ? 1.0 - run.compute_sum / run.step_sum : 0.0, run.peak_in_flight,
@@ -407,15 +414,15 @@ void PrintStats(GptWorker& w, const RunStats& run) {
                measured ? run.iter_sum / measured : 0.0, static_cast<long long>(bytes.state),
                static_cast<long long>(bytes.peak), static_cast<long long>(bytes.peak_sum),
                static_cast<long long>(bytes.max_unit),
-               static_cast<long long>(run.step_high));
+               static_cast<long long>(run.step_high), static_cast<long long>(w.precision->skipped_steps()));
 }
 
 Failure Run(const GptFlags& flags) {
   GptWorker w(flags);
   Failure set_up = SetUp(w);
   if (!set_up.status.ok()) return set_up;
-  Pipeline pipeline(w.stage.get(), w.mesh->group(MeshDim::kPp), w.ddp.get(), flags.schedule,
-                    static_cast<int>(flags.micro_batches));
+  Pipeline pipeline(w.precision->Stages(w.stage->PipelineChunks()), w.mesh->group(MeshDim::kPp), w.ddp.get(),
+                    flags.schedule, static_cast<int>(flags.micro_batches));
   RunStats run;
   for (int64_t step = w.start_step; step < flags.steps; ++step) {
     Status stepped = TrainStep(w, pipeline, step, run);

@@ -26,7 +26,11 @@ struct TrainFlags {
   int64_t test_limit = 0;           // first N test samples; 0 = all
   int64_t max_steps = 0;            // stop after this many steps; 0 = no limit
   double bucket_cap_mb = 25;
-  std::string grad_compression = "none";
+  std::string grad_compression = "none";  // none, fp16, bf16 or topk:D
+  double topk_density = 0;          // D of topk:D; 0 = not top-k
+  bool topk_error_feedback = true;  // --topk-error-feedback on|off
+  int64_t topk_warmup_steps = 50;   // dense synced steps before top-k
+  double topk_clip = 0;             // --topk-clip: DGC's local clipping; 0 = none
   std::string backend = "gloo";
   int threads = 0;                  // intra-op threads per rank; 0 = cores / local ranks
   bool deterministic = false;

@@ -17,6 +17,12 @@
 // cuts its own slice (ShardSpec). Every old shard file must be readable by
 // every rank (a shared directory on several nodes).
 //
+// Keys are the parameters' global names ("block5.attn.q.weight"), and a
+// load looks for each in every old shard-pp<P> file, so which stage held a
+// layer does not matter: a stage holding several non-contiguous chunks
+// (interleaved 1F1B, trainer/models/gpt_chunks.h) saves the same names as a
+// plain one, and either loads on the other.
+//
 // Free functions; everything is borrowed for the call.
 #pragma once
 

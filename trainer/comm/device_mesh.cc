@@ -35,4 +35,27 @@ int DeviceMesh::StageRank(int stage) const {
   return shape_.RankOf(c);
 }
 
+Status DeviceMesh::SplitDp(int shard) {
+  if (world_ == nullptr || dp_shard_ != nullptr) {
+    return Status::FailedPrecondition("DeviceMesh::SplitDp: needs a mesh made by Create, split once");
+  }
+  CTRUN_RETURN_IF_ERROR(CheckDpShardSize(shape_, shard));
+  // Shard groups first, then replicate groups, on every rank (as Create).
+  for (DpSplitDim dim : {DpSplitDim::kShard, DpSplitDim::kReplicate}) {
+    std::shared_ptr<Communicator>& out = dim == DpSplitDim::kShard ? dp_shard_ : dp_replicate_;
+    const std::vector<int> ranks = DpSplitRanks(shape_, shard, dim, rank_);
+    if (ranks.size() == static_cast<size_t>(shape_.dp) && groups_[static_cast<size_t>(MeshDim::kDp)]) {
+      out = groups_[static_cast<size_t>(MeshDim::kDp)];  // the same ranks: reuse dp's group
+      continue;
+    }
+    if (ranks.size() == 1 && dim == DpSplitDim::kReplicate) continue;
+    const std::string name =
+        std::string(DpSplitDimName(dim)) + "/" + std::to_string(DpSplitGroupIndex(shape_, shard, dim, rank_));
+    auto group = world_->NewGroup(name, ranks);
+    if (!group.ok()) return group.status();
+    out = *group;
+  }
+  return Status::Ok();
+}
+
 }  // namespace ctrun::trainer

@@ -4,6 +4,7 @@
 //
 // A dimension of extent 1 has no group (group() returns null): the parallel
 // layers treat a null group as "one rank, nothing to communicate".
+// SplitDp adds HSDP's dp_shard and dp_replicate sub-groups of dp.
 //
 // Lifetimes: the world Communicator is shared; the sub-groups share its
 // store and are destroyed with the mesh. Not copyable. Thread model: one
@@ -42,6 +43,18 @@ class DeviceMesh {
   // The world rank of the pipeline stage `stage` in this rank's pp group.
   int StageRank(int stage) const;
 
+  // HSDP: splits dp into dp_replicate x dp_shard (mesh_shape.h, DpSplitRanks)
+  // and makes this rank's two groups. Collective over the world: every rank
+  // calls it once, after Create, with the same `shard`. InvalidArgument for
+  // a `shard` that does not divide dp (CheckDpShardSize), FailedPrecondition
+  // on Single() or a second call, Unavailable when a group cannot be formed.
+  Status SplitDp(int shard);
+  // After SplitDp: this rank's shard group (never null: a one-rank group
+  // when shard is 1; the dp group itself when shard is dp), and its
+  // replicate group (null when shard is dp: one replica). Null before.
+  Communicator* dp_shard() const { return dp_shard_.get(); }
+  Communicator* dp_replicate() const { return dp_replicate_.get(); }
+
  private:
   DeviceMesh(std::shared_ptr<Communicator> world, MeshShape shape, int rank);
 
@@ -50,6 +63,7 @@ class DeviceMesh {
   int rank_ = 0;
   MeshCoord coord_;
   std::array<std::shared_ptr<Communicator>, 3> groups_;
+  std::shared_ptr<Communicator> dp_shard_, dp_replicate_;  // SplitDp's
 };
 
 }  // namespace ctrun::trainer

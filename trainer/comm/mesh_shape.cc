@@ -79,6 +79,33 @@ int MeshShape::GroupIndex(MeshDim dim, int rank) const {
   return 0;
 }
 
+const char* DpSplitDimName(DpSplitDim dim) { return dim == DpSplitDim::kShard ? "dp_shard" : "dp_replicate"; }
+
+std::vector<int> DpSplitRanks(const MeshShape& shape, int shard, DpSplitDim dim, int rank) {
+  MeshCoord c = shape.CoordOf(rank);
+  const int group = c.dp / shard, position = c.dp % shard;
+  std::vector<int> ranks;
+  const int count = dim == DpSplitDim::kShard ? shard : shape.dp / shard;
+  for (int i = 0; i < count; ++i) {
+    c.dp = dim == DpSplitDim::kShard ? group * shard + i : i * shard + position;
+    ranks.push_back(shape.RankOf(c));
+  }
+  return ranks;
+}
+
+int DpSplitGroupIndex(const MeshShape& shape, int shard, DpSplitDim dim, int rank) {
+  const MeshCoord c = shape.CoordOf(rank);
+  const int dp_group = shape.GroupIndex(MeshDim::kDp, rank);
+  return dim == DpSplitDim::kShard ? dp_group * (shape.dp / shard) + c.dp / shard : dp_group * shard + c.dp % shard;
+}
+
+Status CheckDpShardSize(const MeshShape& shape, int shard) {
+  if (shard >= 1 && shard <= shape.dp && shape.dp % shard == 0) return Status::Ok();
+  return Status::InvalidArgument("--dp-shard-size " + std::to_string(shard) + " does not divide dp=" +
+                                 std::to_string(shape.dp) + " of --mesh " + shape.ToString() +
+                                 "; pick a divisor of dp (dp itself shards over all of dp)");
+}
+
 Result<MeshShape> ParseMeshShape(const std::string& text) {
   MeshShape shape;
   if (text.empty()) return shape;

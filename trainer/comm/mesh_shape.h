@@ -54,6 +54,28 @@ struct MeshShape {
   int GroupIndex(MeshDim dim, int rank) const;
 };
 
+// HSDP (PyTorch's hybrid sharding; FSDP2's 2-D (replicate, shard) mesh):
+// the dp dimension split as dp_replicate x dp_shard. `shard` contiguous dp
+// indices form a shard group (parameters sharded within it); the ranks at
+// the same position of every shard group form a replicate group (the
+// shard's gradient averaged across it). dp index d is in shard group
+// d / shard at position d % shard, and in replicate group d % shard at
+// position d / shard. Requires 1 <= shard, shard dividing dp.
+enum class DpSplitDim { kShard, kReplicate };
+
+// "dp_shard" or "dp_replicate".
+const char* DpSplitDimName(DpSplitDim dim);
+
+// The ranks of `rank`'s group along `dim` of the split, in position order
+// (rank's own position is its index in the list).
+std::vector<int> DpSplitRanks(const MeshShape& shape, int shard, DpSplitDim dim, int rank);
+// Which group along `dim` `rank` is in, unique over the whole mesh and the
+// same for every member (names the group's store prefix).
+int DpSplitGroupIndex(const MeshShape& shape, int shard, DpSplitDim dim, int rank);
+// InvalidArgument (one line naming --dp-shard-size and the fix) unless
+// 1 <= shard <= shape.dp and shard divides shape.dp.
+Status CheckDpShardSize(const MeshShape& shape, int shard);
+
 // Parses "pp=2,dp=2,tp=2": comma-separated name=value pairs, each of pp, dp,
 // tp at most once, in any order; a missing one is 1. The empty string is
 // the 1x1x1 mesh. InvalidArgument "--mesh '<text>': ..." naming the part

@@ -7,7 +7,7 @@
 
 namespace ctrun::trainer {
 
-Result<std::vector<FsdpStage>> GptFsdpStages(GptStageImpl& model) {
+Result<std::vector<FsdpStage>> GptFsdpStages(GptStageImpl& model, Communicator* tp) {
   if (!model.first() || !model.last()) {
     return Status::InvalidArgument("FSDP wraps a GPT built as one pipeline stage (pp = 1) only");
   }
@@ -33,7 +33,9 @@ Result<std::vector<FsdpStage>> GptFsdpStages(GptStageImpl& model) {
   auto final_part = std::make_shared<torch::nn::Module>("GptHead");
   final_part->register_module("ln_f", ln_f);
   final_part->register_module("head", head);
-  stages.push_back({final_part, [ln_f, head](const at::Tensor& h) { return head->forward(ln_f->forward(h)); }});
+  stages.push_back({final_part, [ln_f, head, tp](const at::Tensor& h) {
+                      return head->forward(CopyToTp(ln_f->forward(h), tp));
+                    }});
   return stages;
 }
 

@@ -1,8 +1,10 @@
 // GptFsdpStages: a GptStage as the ordered stages FSDP runs (fsdp.h): the
 // embedding (token embedding + learned positions), each transformer block,
 // and the head (final LayerNorm + LM head). Running them in order is exactly
-// GptStageImpl::forward for a model built as the only pipeline stage with
-// no tensor parallelism (tp = 1), which is the only layout FSDP wraps.
+// GptStageImpl::forward for a model built as the only pipeline stage (the
+// only layout FSDP wraps), without sequence parallelism; with tensor
+// parallelism `tp` must be the model's tp group (the head's input goes
+// through CopyToTp, as in forward). FSDP then shards this rank's TP slices.
 //
 // The embedding stage's module is a small holder that registers the
 // model's own embedding module and `pos` parameter (the same tensors), so
@@ -20,6 +22,6 @@ namespace ctrun::trainer {
 
 // The stages, or InvalidArgument when `model` is not the only pipeline
 // stage (it lacks the embedding or the head).
-Result<std::vector<FsdpStage>> GptFsdpStages(GptStageImpl& model);
+Result<std::vector<FsdpStage>> GptFsdpStages(GptStageImpl& model, Communicator* tp = nullptr);
 
 }  // namespace ctrun::trainer

@@ -73,6 +73,8 @@ struct DistributedDataParallel::Bucket {
   at::Tensor flat;                // gradients, param dtype
   at::Tensor wire;                // what goes on the wire (flat or compressed)
   c10::intrusive_ptr<c10d::Work> work;
+  std::unique_ptr<TopkBucket> topk;  // under kTopk
+  at::Tensor gathered;            // kTopk, sparse step: every rank's message
 };
 
 Result<GradCompression> ParseGradCompression(const std::string& name) {
@@ -120,6 +122,7 @@ Status DistributedDataParallel::Init() {
     }
   }
   CTRUN_RETURN_IF_ERROR(SyncBuffers());
+  CTRUN_RETURN_IF_ERROR(CheckTopk());
 
   // Reverse registration order; a bucket closes when full or when dtype or
   // device change.
@@ -158,6 +161,12 @@ Status DistributedDataParallel::Init() {
     }
     bucket->ready.assign(bucket->params.size(), false);
     bucket->pending = bucket->params.size();
+    if (options_.compression == GradCompression::kTopk) {
+      std::vector<int64_t> numels;
+      for (size_t k : bucket->params) numels.push_back(params_[k].numel());
+      bucket->topk = std::make_unique<TopkBucket>(bucket->offsets, numels, numel, bucket->flat.options(),
+                                                  options_.topk);
+    }
   }
 
   for (size_t k = 0; k < params_.size(); ++k) {
@@ -170,6 +179,21 @@ Status DistributedDataParallel::Init() {
         }));
     // The variable holds its accumulator weakly; keep it (and the hook) alive.
     grad_accumulators_.push_back(std::move(accumulator));
+  }
+  return Status::Ok();
+}
+
+// Top-k's options and dtype (float32 only); every rank sees the same, so
+// every rank refuses alike.
+Status DistributedDataParallel::CheckTopk() const {
+  if (options_.compression != GradCompression::kTopk) return Status::Ok();
+  CTRUN_RETURN_IF_ERROR(CheckTopkOptions(options_.topk));
+  for (const auto& param : params_) {
+    if (param.scalar_type() != at::kFloat) {
+      return Status::InvalidArgument(std::string("--grad-compression topk: parameters must be float32, "
+                                                 "not ") + c10::toString(param.scalar_type()) +
+                                     "; use none or fp16");
+    }
   }
   return Status::Ok();
 }
@@ -220,17 +244,37 @@ void DistributedDataParallel::LaunchReadyBuckets() {
 void DistributedDataParallel::Launch(Bucket& bucket) {
   if (next_launch_ == 0) first_launch_ = NowSeconds();
   at::NoGradGuard no_grad;
+  stats_.dense_bytes += bucket.flat.numel() * static_cast<int64_t>(bucket.flat.element_size());
+  if (bucket.topk && stats_.synced_steps >= options_.topk.warmup_steps) return LaunchTopk(bucket);
   const int world = comm_.size();
   if (world > 1) bucket.flat.div_(world);
   switch (options_.compression) {
-    case GradCompression::kNone: bucket.wire = bucket.flat; break;
+    case GradCompression::kNone:
+    case GradCompression::kTopk: bucket.wire = bucket.flat; break;  // top-k: a dense warm-up step
     case GradCompression::kFp16: bucket.wire = bucket.flat.to(at::kHalf); break;
     case GradCompression::kBf16: bucket.wire = bucket.flat.to(at::kBFloat16); break;
   }
+  stats_.wire_bytes += bucket.wire.numel() * static_cast<int64_t>(bucket.wire.element_size());
   try {
     bucket.work = comm_.AllReduceSum(bucket.wire);
   } catch (const std::exception& error) {
     launch_error_ = Status::Unavailable("all-reduce of a gradient bucket could not start: " +
+                                        TorchErrorLine(error));
+    bucket.work.reset();
+  }
+}
+
+// A sparse step: compress this rank's local gradient, all-gather the
+// messages; FinishGradSync decompresses them into flat.
+void DistributedDataParallel::LaunchTopk(Bucket& bucket) {
+  const int world = comm_.size();
+  bucket.wire = bucket.topk->Compress(bucket.flat, world);
+  bucket.gathered = at::empty({world * bucket.wire.numel()}, bucket.wire.options());
+  stats_.wire_bytes += bucket.wire.numel() * static_cast<int64_t>(bucket.wire.element_size());
+  try {
+    bucket.work = comm_.AllGather(bucket.wire, bucket.gathered);
+  } catch (const std::exception& error) {
+    launch_error_ = Status::Unavailable("all-gather of a top-k gradient bucket could not start: " +
                                         TorchErrorLine(error));
     bucket.work.reset();
   }
@@ -282,7 +326,13 @@ Status DistributedDataParallel::FinishGradSync() {
   if (status.ok()) {
     at::NoGradGuard no_grad;
     for (auto& bucket : buckets_) {
-      if (bucket->wire.data_ptr() != bucket->flat.data_ptr()) bucket->flat.copy_(bucket->wire);
+      if (bucket->gathered.defined()) {
+        bucket->topk->Decompress(bucket->gathered, comm_.size(), bucket->flat);
+      } else if (bucket->topk) {
+        bucket->topk->DenseStep(bucket->flat);
+      } else if (bucket->wire.data_ptr() != bucket->flat.data_ptr()) {
+        bucket->flat.copy_(bucket->wire);
+      }
       // The averages are in flat already: each .grad becomes (stays) its
       // slot's view, so nothing is copied back, now or in later steps.
       for (size_t slot = 0; slot < bucket->params.size(); ++slot) {
@@ -298,6 +348,7 @@ Status DistributedDataParallel::FinishGradSync() {
     bucket->ready.assign(bucket->params.size(), false);
     bucket->pending = bucket->params.size();
     bucket->wire = at::Tensor();
+    bucket->gathered = at::Tensor();
   }
   next_launch_ = 0;
   second_grad_ = false;

@@ -26,6 +26,11 @@
 //   (PyTorch would leave it undefined). No error is raised.
 // - Compression: kFp16/kBf16 cast each bucket (already divided by world size)
 //   before the all-reduce and back after; the result is rounded to that type.
+//   kTopk (Deep Gradient Compression, topk_compression.h) keeps momentum and
+//   a residual per bucket slot, all-gathers each rank's top entries (values
+//   and indices) instead of all-reducing, and leaves the averaged sparse sum
+//   in .grad, momentum already applied: the optimizer must not add its own.
+//   Its first options.topk.warmup_steps synced steps are dense.
 //
 // Lifetimes: `module` and `comm` must outlive this object. Not copyable.
 // Thread model: use from the thread that runs forward/backward (CPU autograd
@@ -40,6 +45,7 @@
 
 #include "base/result.h"
 #include "trainer/comm/communicator.h"
+#include "trainer/parallel/topk_compression.h"
 
 namespace torch::nn {
 class Module;
@@ -50,15 +56,17 @@ struct Node;
 
 namespace ctrun::trainer {
 
-enum class GradCompression { kNone, kFp16, kBf16 };
+enum class GradCompression { kNone, kFp16, kBf16, kTopk };
 
-// Parses "none", "fp16" or "bf16"; InvalidArgument otherwise.
+// Parses "none", "fp16" or "bf16"; InvalidArgument otherwise (top-k has a
+// density: the caller sets kTopk and DdpOptions::topk itself).
 Result<GradCompression> ParseGradCompression(const std::string& name);
 
 struct DdpOptions {
   double bucket_cap_mb = 25.0;
   double first_bucket_cap_mb = 1.0;  // PyTorch's _DEFAULT_FIRST_BUCKET_BYTES
   GradCompression compression = GradCompression::kNone;
+  TopkOptions topk;  // under kTopk
 };
 
 // Communication timing summed over synced backward passes.
@@ -66,6 +74,11 @@ struct DdpStats {
   int64_t synced_steps = 0;
   double comm_span_seconds = 0;   // first bucket launch -> all buckets done
   double exposed_seconds = 0;     // FinishGradSync start -> all buckets done
+  // Gradient payload this rank put into collectives (its own all-reduce
+  // buffers, or its top-k values + indices), and what plain float32
+  // all-reduces of the same buckets would have put in.
+  int64_t wire_bytes = 0;
+  int64_t dense_bytes = 0;
   // Share of the all-reduce span that overlapped backward (0..1).
   double HiddenShare() const {
     return comm_span_seconds > 0 ? 1.0 - exposed_seconds / comm_span_seconds : 0.0;
@@ -132,6 +145,8 @@ class DistributedDataParallel {
   void OnGradReady(size_t param_index);
   void LaunchReadyBuckets();
   void Launch(Bucket& bucket);
+  void LaunchTopk(Bucket& bucket);
+  Status CheckTopk() const;
 
   torch::nn::Module& module_;
   Communicator& comm_;

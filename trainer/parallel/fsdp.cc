@@ -1,6 +1,8 @@
 #include "trainer/parallel/fsdp.h"
 
 #include "trainer/comm/torch_error.h"
+#include "trainer/parallel/cpu_offload.h"
+#include "trainer/parallel/hsdp.h"
 #include "trainer/parallel/wrap_policy.h"
 
 #include <ATen/ATen.h>
@@ -102,6 +104,10 @@ Status FullyShardedDataParallel::Init() {
   auto spans = SizeBasedWrap(stage_params->numels, options_.min_unit_params);
   if (!spans.ok()) return spans.status();
   ProbeBf16Sum();
+  if (options_.offload_params && !sharded()) {
+    return Status::InvalidArgument("FSDP: CPU offload of parameters needs a sharded strategy "
+                                   "(full_shard or shard_grad_op), not no_shard");
+  }
 
   at::NoGradGuard no_grad;
   CTRUN_RETURN_IF_ERROR(FindDevice(*stage_params));
@@ -216,8 +222,10 @@ Result<std::unique_ptr<FullyShardedDataParallel::Unit>> FullyShardedDataParallel
     std::vector<at::Tensor> tensors{flat};
     CTRUN_RETURN_IF_ERROR(WaitWork(comm_.Broadcast(tensors, 0), "broadcast of parameters"));
   }
+  CTRUN_RETURN_IF_ERROR(BroadcastAcrossReplicas(options_.replicate, flat));
   unit->shard = sharded() ? flat.narrow(0, comm_.rank() * layout.shard_numel, layout.shard_numel).clone()
                           : flat;
+  if (options_.offload_params) unit->shard = ToHost(unit->shard, device_.is_cuda());
   unit->shard.set_requires_grad(true);
   at::Tensor full = compute_dtype_ == at::kFloat ? (sharded() ? flat : unit->shard.detach())
                                                  : flat.to(compute_dtype_);
@@ -229,10 +237,11 @@ Result<std::unique_ptr<FullyShardedDataParallel::Unit>> FullyShardedDataParallel
 }
 
 Status FullyShardedDataParallel::BroadcastBuffers() {
-  if (comm_.size() <= 1) return Status::Ok();
+  if (comm_.size() <= 1 && options_.replicate == nullptr) return Status::Ok();
   for (auto& buffer : root_.buffers(true)) {
     std::vector<at::Tensor> tensors{buffer};
     CTRUN_RETURN_IF_ERROR(WaitWork(comm_.Broadcast(tensors, 0), "broadcast of buffers"));
+    CTRUN_RETURN_IF_ERROR(BroadcastAcrossReplicas(options_.replicate, buffer));
   }
   return Status::Ok();
 }
@@ -305,7 +314,7 @@ void FullyShardedDataParallel::StartGather(size_t u) {
   Unit& unit = *units_[u];
   if (!sharded() || unit.full.defined() || unit.gather_work) return;
   at::NoGradGuard no_grad;
-  unit.send = compute_dtype_ == at::kFloat ? unit.shard.detach() : unit.shard.detach().to(compute_dtype_);
+  unit.send = ShardOnDevice(unit.shard, device_, compute_dtype_);
   AllocStorage(unit.buffer, static_cast<size_t>(unit.FullBytes(compute_dtype_)));
   unit.incoming = unit.buffer;
   unit.gathered = gathered_bytes_.Hold(unit.FullBytes(compute_dtype_));
@@ -452,10 +461,11 @@ Status FullyShardedDataParallel::FinishReduction(Unit& unit) {
   if (status.ok() && unit.grad_shard.defined()) {
     at::NoGradGuard no_grad;
     at::Tensor grad = unit.grad_shard.to(at::kFloat);
+    status = AverageAcrossReplicas(options_.replicate, grad);  // HSDP: then across replicas
     if (unit.shard.grad().defined()) {
       unit.shard.mutable_grad().copy_(grad);
     } else {
-      unit.shard.mutable_grad() = grad;
+      unit.shard.mutable_grad() = GradLike(grad, unit.shard);
     }
   }
   unit.reduce_work.reset();

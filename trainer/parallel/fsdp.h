@@ -18,6 +18,8 @@
 //    stay until the unit's backward is done (one all-gather per step).
 //  - kNoShard: every rank keeps the whole flat parameter and all-reduces
 //    gradients (DDP through the same code).
+// With options.replicate (HSDP, hsdp.h), `comm` is one shard group of
+// several replicas: gradients are then also averaged across the replicas.
 // With `prefetch`, the next unit's all-gather is started (asynchronously)
 // before the current unit computes, in forward and in backward, so
 // communication overlaps compute; at most two units are gathered at once.
@@ -40,6 +42,9 @@
 // its gradient buffers are allocated.
 // Gradient accumulation over several backward passes is not supported (each
 // FinishGradSync overwrites the shards' .grad).
+//
+// With offload_params the shards, their gradients and so the optimizer's
+// state are in host memory; Memory()'s shard bytes are host bytes then.
 //
 // Lifetimes: `root`, the stages' modules and `comm` must outlive this object.
 // Not copyable. Thread model: one thread (the one running forward/backward).
@@ -85,6 +90,16 @@ struct FsdpOptions {
   int64_t min_unit_params = 100000;  // wrap policy threshold
   bool prefetch = true;
   bool mixed_precision = false;      // bf16 compute and reduce, fp32 master
+  // CPU offload of parameters (cpu_offload.h, kParams): the shards and their
+  // .grad live in host memory (page-locked on CUDA), copied to the device
+  // for each all-gather and back after each reduce-scatter. Sharded
+  // strategies only.
+  bool offload_params = false;
+  // HSDP (hsdp.h): the group across which this shard group is replicated,
+  // or null (plain FSDP). Parameters and buffers are broadcast from its
+  // rank 0 at Create; each shard's reduce-scattered gradient is averaged
+  // across it. Must outlive the wrapper.
+  Communicator* replicate = nullptr;
 };
 
 // Bytes of tensor storage this object owns, by role (optimizer state is the
@@ -148,6 +163,8 @@ class FullyShardedDataParallel {
   bool sharded() const { return options_.strategy != ShardingStrategy::kNoShard; }
   const FsdpOptions& options() const { return options_; }
   Communicator& comm() { return comm_; }
+  // Where the units are gathered and computed (the parameters' device).
+  const at::Device& device() const { return device_; }
   // Parameter names per unit, for logs and tests.
   std::vector<std::vector<std::string>> UnitNames() const;
 

@@ -81,13 +81,16 @@ Status Validate(const GradScalerOptions& options, const std::string& what, const
 
 Status ValidateGradScalerOptions(const GradScalerOptions& options) { return Validate(options, "GradScaler", "init_scale"); }
 
-Result<GradScaler> GradScaler::Create(const GradScalerOptions& options, Communicator* comm) {
+Result<GradScaler> GradScaler::Create(const GradScalerOptions& options, Communicator* comm,
+                                     std::optional<at::Device> collective_device) {
   CTRUN_RETURN_IF_ERROR(ValidateGradScalerOptions(options));
-  return GradScaler(options, comm);
+  return GradScaler(options, comm, collective_device);
 }
 
-GradScaler::GradScaler(const GradScalerOptions& options, Communicator* comm)
-    : options_(options), comm_(comm), scale_(static_cast<float>(options.init_scale)) {}
+GradScaler::GradScaler(const GradScalerOptions& options, Communicator* comm,
+                       std::optional<at::Device> collective_device)
+    : options_(options), comm_(comm), collective_device_(collective_device),
+      scale_(static_cast<float>(options.init_scale)) {}
 
 at::Tensor GradScaler::Scale(const at::Tensor& loss) const {
   at::ScalarType type = at::promote_types(loss.scalar_type(), at::kFloat);
@@ -96,6 +99,7 @@ at::Tensor GradScaler::Scale(const at::Tensor& loss) const {
 
 Result<bool> GradScaler::AgreeFoundInf(at::Tensor flag) {
   if (comm_ != nullptr) {
+    if (collective_device_.has_value()) flag = flag.to(*collective_device_);
     CTRUN_RETURN_IF_ERROR(WaitWork(comm_->AllReduceSum(flag), "the loss scaler's inf/NaN all-reduce"));
   }
   return flag.item<float>() > 0;

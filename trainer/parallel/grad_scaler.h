@@ -31,6 +31,10 @@
 // Constants (PyTorch's defaults): init_scale 2^16 = 65536, growth_factor 2.0,
 // backoff_factor 0.5, growth_interval 2000.
 //
+// The flag is all-reduced where the gradients are, or on `collective_device`
+// when given (e.g. cuda:N for NCCL while the gradients live on the host
+// under CPU offload).
+//
 // Ownership: `comm` is borrowed (null = one process) and must outlive this
 // object; optimizers are borrowed for each call and identified by address
 // until the next Update(). Not thread-safe: call from the training thread,
@@ -41,6 +45,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "base/result.h"
@@ -69,7 +74,8 @@ using GradScalerState = std::map<std::string, at::Tensor>;
 class GradScaler {
  public:
   // InvalidArgument naming the field when an option is out of range.
-  static Result<GradScaler> Create(const GradScalerOptions& options, Communicator* comm);
+  static Result<GradScaler> Create(const GradScalerOptions& options, Communicator* comm,
+                                   std::optional<at::Device> collective_device = std::nullopt);
 
   // loss * scale, in promote(loss dtype, float32); differentiable.
   at::Tensor Scale(const at::Tensor& loss) const;
@@ -91,8 +97,11 @@ class GradScaler {
 
   double scale() const { return scale_; }
   int64_t growth_tracker() const { return growth_tracker_; }
-  // Optimizer steps skipped for inf/NaN since construction (not saved).
+  // Optimizer steps skipped for inf/NaN since construction, or since the
+  // count given to RestoreSkippedSteps (not part of ToState: PyTorch's
+  // state_dict has no such key; checkpoint/scaler_state.h saves it beside).
   int64_t skipped_steps() const { return skipped_steps_; }
+  void RestoreSkippedSteps(int64_t count) { skipped_steps_ = count; }
   const GradScalerOptions& options() const { return options_; }
 
   GradScalerState ToState() const;
@@ -109,13 +118,14 @@ class GradScaler {
     bool found_inf = false;  // the group's verdict for this optimizer
   };
 
-  GradScaler(const GradScalerOptions& options, Communicator* comm);
+  GradScaler(const GradScalerOptions& options, Communicator* comm, std::optional<at::Device> collective_device);
   // Whether `flag` (this rank's 0/1, one float32 element) is non-zero on
   // any rank: one all-reduce with a communicator, none without.
   Result<bool> AgreeFoundInf(at::Tensor flag);
 
   GradScalerOptions options_;
   Communicator* comm_;
+  std::optional<at::Device> collective_device_;
   float scale_;
   int64_t growth_tracker_ = 0;
   int64_t skipped_steps_ = 0;

@@ -80,3 +80,66 @@ TEST_CASE("StageLayers: by count (earlier stages take the remainder) or a given 
   CHECK(ct::ParseStageSplit("4,0", 2, 4).status().message() ==
         "--pp-split '4,0': '0' is not a positive layer count (use e.g. --pp-split 3,1)");
 }
+
+TEST_CASE("DpSplit: contiguous dp indices shard, equal positions replicate (HSDP)") {
+  // dp=4 split as 2 replicas x 2 shards, with tp=2 and pp=2 around it:
+  // rank = (pp * 4 + dp) * 2 + tp.
+  const ct::MeshShape mesh{2, 4, 2};
+  using D = ct::DpSplitDim;
+  // pp 0, tp 1, dp 3 -> rank 7: shard group dp {2,3}, replicate group dp {1,3}.
+  CHECK(ct::DpSplitRanks(mesh, 2, D::kShard, 7) == std::vector<int>{5, 7});
+  CHECK(ct::DpSplitRanks(mesh, 2, D::kReplicate, 7) == std::vector<int>{3, 7});
+  // pp 1, tp 0, dp 0 -> rank 8.
+  CHECK(ct::DpSplitRanks(mesh, 2, D::kShard, 8) == std::vector<int>{8, 10});
+  CHECK(ct::DpSplitRanks(mesh, 2, D::kReplicate, 8) == std::vector<int>{8, 12});
+  // shard = dp: one shard group = the dp group, one-rank replicate groups;
+  // shard = 1: the reverse.
+  CHECK(ct::DpSplitRanks(mesh, 4, D::kShard, 7) == mesh.GroupRanks(ct::MeshDim::kDp, 7));
+  CHECK(ct::DpSplitRanks(mesh, 4, D::kReplicate, 7) == std::vector<int>{7});
+  CHECK(ct::DpSplitRanks(mesh, 1, D::kShard, 7) == std::vector<int>{7});
+  CHECK(ct::DpSplitRanks(mesh, 1, D::kReplicate, 7) == mesh.GroupRanks(ct::MeshDim::kDp, 7));
+  CHECK(std::string(ct::DpSplitDimName(D::kShard)) == "dp_shard");
+  CHECK(std::string(ct::DpSplitDimName(D::kReplicate)) == "dp_replicate");
+}
+
+TEST_CASE("DpSplit: every rank is in exactly one group of each kind, named alike by its members") {
+  const ct::MeshShape mesh{2, 4, 2};
+  for (int shard : {1, 2, 4}) {
+    for (ct::DpSplitDim dim : {ct::DpSplitDim::kShard, ct::DpSplitDim::kReplicate}) {
+      std::set<int> indices;
+      for (int rank = 0; rank < mesh.size(); ++rank) {
+        const auto ranks = ct::DpSplitRanks(mesh, shard, dim, rank);
+        const int index = ct::DpSplitGroupIndex(mesh, shard, dim, rank);
+        indices.insert(index);
+        int position = -1;
+        for (size_t i = 0; i < ranks.size(); ++i) {
+          if (i > 0) CHECK(ranks[i] > ranks[i - 1]);  // ascending, as NewGroup needs
+          if (ranks[i] == rank) position = static_cast<int>(i);
+          CHECK(ct::DpSplitGroupIndex(mesh, shard, dim, ranks[i]) == index);
+          CHECK(ct::DpSplitRanks(mesh, shard, dim, ranks[i]) == ranks);
+          // the same pp and tp: only dp differs
+          CHECK(mesh.CoordOf(ranks[i]).pp == mesh.CoordOf(rank).pp);
+          CHECK(mesh.CoordOf(ranks[i]).tp == mesh.CoordOf(rank).tp);
+        }
+        const int dp = mesh.CoordOf(rank).dp;
+        CHECK(position == (dim == ct::DpSplitDim::kShard ? dp % shard : dp / shard));
+      }
+      const int per_dp_group = dim == ct::DpSplitDim::kShard ? 4 / shard : shard;
+      CHECK(static_cast<int>(indices.size()) == 4 * per_dp_group);  // pp*tp dp groups
+      CHECK(*indices.begin() == 0);
+      CHECK(*indices.rbegin() == 4 * per_dp_group - 1);
+    }
+  }
+}
+
+TEST_CASE("CheckDpShardSize: a divisor of dp, else one line") {
+  const ct::MeshShape mesh{1, 4, 2};
+  for (int shard : {1, 2, 4}) CHECK(ct::CheckDpShardSize(mesh, shard).ok());
+  for (int shard : {0, 3, 8}) {
+    auto status = ct::CheckDpShardSize(mesh, shard);
+    REQUIRE(!status.ok());
+    CHECK(status.message() == "--dp-shard-size " + std::to_string(shard) +
+                                  " does not divide dp=4 of --mesh pp=1,dp=4,tp=2; pick a divisor of dp (dp "
+                                  "itself shards over all of dp)");
+  }
+}

@@ -380,3 +380,28 @@ TEST_CASE("GradScaler: bad options are one-line InvalidArgument naming the field
   }
   CHECK(ct::GradScaler::Create({}, nullptr).ok());
 }
+
+TEST_CASE("GradScaler: the verdict is all-reduced on the collective device when one is given") {
+  Group group(1);
+  GroupComm comm(group, 0, 1);
+  auto made = ct::GradScaler::Create({}, &comm, at::Device(at::kCPU));
+  REQUIRE(made.ok());
+  ct::GradScaler scaler = std::move(*made);
+  Model model;
+  model.SetScaledGrad(scaler, at::tensor({1.0f, kInf, 1.0f}));
+  auto stepped = scaler.Step(model.sgd);
+  REQUIRE(stepped.ok());
+  CHECK(!*stepped);
+  REQUIRE(comm.numel == std::vector<int64_t>{1});
+  REQUIRE(scaler.Update().ok());
+  CHECK(scaler.scale() == 32768.0);
+}
+
+TEST_CASE("GradScaler: RestoreSkippedSteps sets the count the next skip adds to") {
+  ct::GradScaler scaler = MakeScaler();
+  scaler.RestoreSkippedSteps(41);
+  Model model;
+  model.SetScaledGrad(scaler, at::tensor({kNan, 1.0f, 1.0f}));
+  REQUIRE(!scaler.Step(model.sgd).value());
+  CHECK(scaler.skipped_steps() == 42);
+}

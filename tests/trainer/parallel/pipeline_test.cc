@@ -1,5 +1,6 @@
-// Pipeline::Step's batch checks, on one stage (no pp group): a bad batch is
-// refused before the stage runs.
+// Pipeline::Step's batch checks, on one stage (no pp group): a bad batch, or
+// chunks the schedule or the pipeline cannot run, is refused before the
+// stage runs.
 #include <ATen/ATen.h>
 // torch pulls in glog, whose CHECK would replace Catch's.
 #undef CHECK
@@ -63,4 +64,28 @@ TEST_CASE("an empty batch, a target count that differs, or no micro-batches is I
             .status().IsInvalidArgument());
   CHECK(MakePipeline(stage, 1).Step(at::Tensor(), at::Tensor()).status().IsInvalidArgument());
   CHECK(stage.forwards == 0);
+}
+
+TEST_CASE("several chunks need the interleaved schedule and a pipeline of 2 stages or more") {
+  OneStage first, second;
+  const at::Tensor tokens = at::ones({4, 3}, at::kLong), targets = at::zeros({4, 3}, at::kLong);
+  auto plain = ct::Pipeline({&first, &second}, nullptr, nullptr, ct::PipeSchedule::k1F1B, 2).Step(tokens, targets);
+  REQUIRE_FALSE(plain.ok());
+  CHECK(plain.status().message() ==
+        "--pp-virtual-stages 2 needs --pp-schedule interleaved (1f1b runs one model chunk per stage)");
+  auto alone = ct::Pipeline({&first, &second}, nullptr, nullptr, ct::PipeSchedule::kInterleaved, 2)
+                   .Step(tokens, targets);
+  REQUIRE_FALSE(alone.ok());
+  CHECK(alone.status().IsInvalidArgument());
+  CHECK(alone.status().message() == "pipeline: 2 model chunks a stage need a pipeline of 2 stages or more");
+  CHECK(first.forwards + second.forwards == 0);
+}
+
+TEST_CASE("one chunk under the interleaved schedule runs as 1F1B") {
+  OneStage stage;
+  auto stats = ct::Pipeline({&stage}, nullptr, nullptr, ct::PipeSchedule::kInterleaved, 2)
+                   .Step(at::ones({4, 3}, at::kLong), at::zeros({4, 3}, at::kLong));
+  REQUIRE(stats.ok());
+  CHECK(stats->order == "F0 B0 F1 B1");
+  CHECK(stage.weight.grad().item<double>() == Approx(1.0));
 }
