@@ -68,6 +68,17 @@ close() {
   fi
 }
 
+# close_at STEP A B TOL: A's and B's losses at STEP differ by at most TOL (relative).
+close_at() {
+  local a b
+  a=$(awk -v s="$1" '$2 == s { print $4 }' "$OUT/$2.txt"); b=$(awk -v s="$1" '$2 == s { print $4 }' "$OUT/$3.txt")
+  if awk -v a="$a" -v b="$b" -v t="$4" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= t * b) }'; then
+    echo "$2 vs $3: losses at step $1 $a and $b, within $4"
+  else
+    fails "$2 vs $3" "losses at step $1 $a and $b differ by more than $4"
+  fi
+}
+
 gpt ddp-fp32
 gpt ddp-fp16 --precision fp16
 gpt fsdp-fp32 --strategy fsdp
@@ -82,6 +93,12 @@ done
 close ddp-fp16 ddp-fp32 0.05
 close fsdp-fp16 fsdp-fp32 0.05
 close fsdp-fp16-offload-params fsdp-fp32 0.05
-close fsdp-offload-params fsdp-fp32 0.001
-close fsdp-offload-optimizer fsdp-fp32 0.001
+# Offload steps Adam on the CPU: the same arithmetic as on the GPU but for
+# the last bits (FMA, vector widths), which compound over the steps (on an
+# H200 on 2026-11-27: equal to 7 digits at step 20, 0.3 % apart at step 60).
+# So: equal early, close at the end.
+close_at 20 fsdp-offload-params fsdp-fp32 0.00001
+close_at 20 fsdp-offload-optimizer fsdp-fp32 0.00001
+close fsdp-offload-params fsdp-fp32 0.01
+close fsdp-offload-optimizer fsdp-fp32 0.01
 exit $status
