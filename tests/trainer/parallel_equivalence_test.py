@@ -14,7 +14,7 @@ import os
 import tempfile
 import unittest
 
-from parallel_test_util import MODEL, check_ok, full_params, gpt_tool, losses, run_gpt, worst_difference
+from parallel_test_util import MODEL, check_ok, gpt_tool, run_dumped, run_gpt, worst_difference
 
 TOL = 2e-5
 STEPS = ["--steps", "3"]
@@ -53,15 +53,8 @@ class ParallelEquivalenceTest(unittest.TestCase):
         cls.tmp.cleanup()
 
     def run_layout(self, name, world, extra, model=MODEL):
-        prefix = os.path.join(self.tmp.name, name)
-        results = run_gpt(self.tool, world, [*model, *STEPS, *extra, "--dump-params", prefix])
-        for rank, (code, _, err) in enumerate(results):
-            if code != 0:
-                raise AssertionError(f"{name}: rank {rank} exited {code}: {err[-2000:]}")
-        step_losses = {}
-        for _, out, _ in results:
-            step_losses.update(losses(out))
-        return full_params(prefix), step_losses
+        params, step_losses, _ = run_dumped(self.tool, self.tmp.name, name, world, [*model, *STEPS, *extra])
+        return params, step_losses
 
     def test_every_layout_matches_one_process(self):
         ref_params, ref_losses = self.reference

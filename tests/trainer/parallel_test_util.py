@@ -4,6 +4,7 @@ slices each mesh coordinate dumped, and rebuild the full model by name."""
 import array
 import glob
 import json
+import os
 import re
 
 from trainer_test_util import binary, run_ranks_output
@@ -18,6 +19,21 @@ MODEL = ["--layers", "4", "--width", "32", "--heads", "4", "--seq-len", "16",
 def run_gpt(tool, world, args, timeout=180):
     """Runs `world` ranks of ctrun-gpt; returns [(code, stdout, stderr)] by rank."""
     return run_ranks_output([tool, *args], world, timeout=timeout)
+
+
+def run_dumped(tool, tmpdir, name, world, args):
+    """Runs `world` ranks of ctrun-gpt with `args` plus --dump-params into
+    tmpdir/name; fails unless every rank exits 0. Returns (the full
+    parameters by name, {step: loss}, [(code, stdout, stderr)] by rank)."""
+    prefix = os.path.join(tmpdir, name)
+    results = run_gpt(tool, world, [*args, "--dump-params", prefix])
+    for rank, (code, _, err) in enumerate(results):
+        if code != 0:
+            raise AssertionError(f"{name}: rank {rank} exited {code}: {err[-2000:]}")
+    step_losses = {}
+    for _, out, _ in results:
+        step_losses.update(losses(out))
+    return full_params(prefix), step_losses, results
 
 
 def losses(text):

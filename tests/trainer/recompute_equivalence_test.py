@@ -30,6 +30,9 @@ LAYOUTS = [
     ("pp2_tp2_sp", 4, ["--mesh", "pp=2,tp=2", "--sequence-parallel", "--micro-batches", "4"]),
 ]
 DEADLINE = 120
+# Under ASan + UBSan (scripts/test-sanitized.sh): the DDP layout only.
+if os.environ.get("CTRUN_SANITIZED") == "1":
+    LAYOUTS = LAYOUTS[:1]
 
 
 def dump_bytes(prefix):
