@@ -20,7 +20,6 @@ WARMUP (30), REPS (5), BUCKET_MB (25: SmallCnn fits one bucket; 0.1 splits it).
 """
 import os
 import re
-import socket
 import subprocess
 import sys
 
@@ -39,12 +38,6 @@ PY = "/usr/bin/python3"
 RANKS = 2
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def bench_line(cmd, what):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -56,7 +49,7 @@ def bench_line(cmd, what):
 
 
 def run_cxx(batch):
-    return bench_line([CTRUN, "--nproc-per-node", str(RANKS), "--master-port", str(free_port()),
+    return bench_line([CTRUN, "--standalone", "--nproc-per-node", str(RANKS),
                        "--no-python", WORKER, "--max-steps", str(STEPS), "--bench-warmup", str(WARMUP),
                        "--threads", "1", "--epochs", "1000", "--test-limit", "100", "--log-every", "0",
                        "--checkpoint-every", "0", "--bucket-cap-mb", BUCKET_MB, "--batch-size", str(batch)],
@@ -66,7 +59,7 @@ def run_cxx(batch):
 def run_py(batch):
     return bench_line([PY, os.path.join(ROOT, "bench", "torchrun_compat.py"), "--nnodes", "1",
                        "--nproc_per_node", str(RANKS), "--rdzv_backend", "c10d",
-                       "--rdzv_endpoint", f"127.0.0.1:{free_port()}", "--rdzv_id", f"ddp-bench-{os.getpid()}",
+                       "--rdzv_endpoint", "127.0.0.1:0", "--rdzv_id", f"ddp-bench-{os.getpid()}",
                        "--monitor_interval", "0.1", os.path.join(ROOT, "bench", "ddp_reference.py"),
                        "--steps", str(STEPS), "--warmup", str(WARMUP), "--bucket-cap-mb", BUCKET_MB,
                        "--batch-size", str(batch)],

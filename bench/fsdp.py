@@ -43,7 +43,6 @@ GPT_STEPS (4, the first not timed), REPS (3).
 """
 import os
 import re
-import socket
 import subprocess
 import sys
 
@@ -68,12 +67,6 @@ GPT_STEPS = int(os.environ.get("GPT_STEPS", "4"))
 REPS = int(os.environ.get("REPS", "3"))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(cmd, pattern, what):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -92,7 +85,7 @@ def cnn_section():
     for world in WORLDS:
         base = {}
         for strategy in ("ddp", "zero1", "zero2", "fsdp"):
-            line = run([CTRUN, "--nproc-per-node", str(world), "--master-port", str(free_port()), "--no-python",
+            line = run([CTRUN, "--standalone", "--nproc-per-node", str(world), "--no-python",
                         CNN, "--strategy", strategy, "--min-unit-params", MIN_UNIT,
                         "--max-steps", str(STEPS + WARMUP), "--bench-warmup", str(WARMUP), "--threads", "1",
                         "--epochs", "1000", "--test-limit", "100", "--log-every", "0", "--checkpoint-every", "0"],
@@ -110,7 +103,7 @@ def cnn_section():
 
 
 def gpt_once(strategy, world):
-    stats = run([CTRUN, "--nproc-per-node", str(world), "--master-port", str(free_port()), "--no-python", GPT,
+    stats = run([CTRUN, "--standalone", "--nproc-per-node", str(world), "--no-python", GPT,
                  "--strategy", strategy, "--layers", LAYERS, "--width", WIDTH, "--heads", HEADS,
                  "--seq-len", SEQ_LEN, "--global-batch", str(BATCH * world), "--micro-batches", "1",
                  "--steps", str(GPT_STEPS), "--log-every", "0", "--threads", "1", "--store-timeout", "60"],

@@ -36,7 +36,6 @@ SEQ_LEN (16), BATCH (2), STEPS (4), REPS (3), LAYOUTS (all), RUN_TIMEOUT (600).
 """
 import os
 import re
-import socket
 import subprocess
 import sys
 
@@ -68,15 +67,9 @@ ALL_LAYOUTS = {
 NAMES = os.environ.get("LAYOUTS", " ".join(ALL_LAYOUTS)).split()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_once(name):
     flags, _, _, dp = ALL_LAYOUTS[name]
-    cmd = [CTRUN, "--nproc-per-node", str(RANKS), "--master-port", str(free_port()), "--no-python", GPT, *flags,
+    cmd = [CTRUN, "--standalone", "--nproc-per-node", str(RANKS), "--no-python", GPT, *flags,
            "--layers", LAYERS, "--width", WIDTH, "--heads", HEADS, "--seq-len", SEQ_LEN,
            "--global-batch", str(BATCH * dp), "--micro-batches", "1", "--steps", str(STEPS),
            "--log-every", "0", "--threads", "1", "--store-timeout", "60"]

@@ -20,7 +20,6 @@ rank), STEPS (300), WARMUP (30), REPS (5).
 """
 import os
 import re
-import socket
 import subprocess
 import sys
 
@@ -40,14 +39,8 @@ TOPK_WARMUP = 10
 MODES = {"dense": [], "topk": ["--grad-compression", f"topk:{DENSITY}", "--topk-warmup-steps", str(TOPK_WARMUP)]}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(mode):
-    cmd = [CTRUN, "--nproc-per-node", str(RANKS), "--master-port", str(free_port()), "--no-python", WORKER,
+    cmd = [CTRUN, "--standalone", "--nproc-per-node", str(RANKS), "--no-python", WORKER,
            "--max-steps", str(STEPS), "--bench-warmup", str(WARMUP), "--threads", "1", "--epochs", "1000",
            "--test-limit", "100", "--log-every", "0", "--checkpoint-every", "0", "--batch-size", str(BATCH),
            *MODES[mode]]
