@@ -10,12 +10,10 @@ Each rank's parameters + gradients + optimizer state is at most 1.1 x the
 single process's / (tp * dp_shard). Also: the comparison can fail (another
 seed), and bad --dp-shard flags are one-line usage errors (exit 2)."""
 import os
-import os
 import re
-import tempfile
 import unittest
 
-from parallel_test_util import MODEL, gpt_tool, run_dumped, run_gpt, worst_difference
+from parallel_test_util import GptLayoutTest, MODEL, run_dumped, run_gpt, worst_difference
 
 TOL = 2e-5
 STEPS = ["--steps", "3"]
@@ -36,17 +34,7 @@ def state_bytes(err):
     return int(re.search(r"^STATS .* state_bytes=(\d+)", err, re.M).group(1))
 
 
-class HsdpEquivalenceTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tool = gpt_tool()
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.reference = cls.run_layout(cls, "single", 1, ["--micro-batches", "1"])
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
+class HsdpEquivalenceTest(GptLayoutTest):
     def run_layout(self, name, world, extra, model=MODEL):
         params, step_losses, results = run_dumped(self.tool, self.tmp.name, name, world, [*model, *STEPS, *extra])
         return params, step_losses, [state_bytes(err) for _, _, err in results]

@@ -14,10 +14,9 @@ a plain mesh on an interleaved one, ending equal to one process; a
 micro-batch count that is not a multiple of p is a one-line usage error
 (exit 2)."""
 import os
-import tempfile
 import unittest
 
-from parallel_test_util import check_ok, gpt_tool, run_dumped, run_gpt, worst_difference
+from parallel_test_util import GptLayoutTest, check_ok, run_dumped, run_gpt, worst_difference
 
 LOSS_TOL = 1e-6
 PARAM_TOL = 2e-5
@@ -37,17 +36,7 @@ def interleaved(p, m, dp=1):
             "--micro-batches", str(m)]
 
 
-class InterleavedEquivalenceTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tool = gpt_tool()
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.reference = cls.run_layout(cls, "single", 1, ["--micro-batches", "1"])
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
+class InterleavedEquivalenceTest(GptLayoutTest):
     def run_layout(self, name, world, extra, model=MODEL, steps=STEPS):
         params, step_losses, results = run_dumped(self.tool, self.tmp.name, name, world, [*model, *steps, *extra])
         return params, step_losses, "".join(out for _, out, _ in results)

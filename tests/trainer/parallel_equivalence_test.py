@@ -11,10 +11,9 @@ comparison can fail (another seed differs), each stage executes the
 textbook 1F1B order, and a mesh that does not fit is a one-line usage
 error (exit 2). Under ASan + UBSan, three of the layouts (see LAYOUTS)."""
 import os
-import tempfile
 import unittest
 
-from parallel_test_util import MODEL, check_ok, gpt_tool, run_dumped, run_gpt, worst_difference
+from parallel_test_util import GptLayoutTest, MODEL, check_ok, run_dumped, run_gpt, worst_difference
 
 TOL = 2e-5
 STEPS = ["--steps", "3"]
@@ -41,17 +40,7 @@ if os.environ.get("CTRUN_SANITIZED") == "1":
     LAYOUTS = [l for l in LAYOUTS if l[0] in ("pp2_dp2_tp2", "pp2_gpipe", "tp2_sequence_parallel")]
 
 
-class ParallelEquivalenceTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tool = gpt_tool()
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.reference = cls.run_layout(cls, "single", 1, ["--micro-batches", "1"])
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
+class ParallelEquivalenceTest(GptLayoutTest):
     def run_layout(self, name, world, extra, model=MODEL):
         params, step_losses, _ = run_dumped(self.tool, self.tmp.name, name, world, [*model, *STEPS, *extra])
         return params, step_losses

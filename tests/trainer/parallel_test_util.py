@@ -6,6 +6,8 @@ import glob
 import json
 import os
 import re
+import tempfile
+import unittest
 
 from trainer_test_util import binary, run_ranks_output
 
@@ -83,3 +85,19 @@ def check_ok(testcase, results, what):
 
 def gpt_tool():
     return binary("trainer/apps/ctrun-gpt")
+
+
+class GptLayoutTest(unittest.TestCase):
+    """A test class of ctrun-gpt layouts against one process: setUpClass runs
+    the single-process reference through the subclass's run_layout (as
+    self.reference) in a temporary directory (self.tmp) removed afterwards."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tool = gpt_tool()
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.reference = cls.run_layout(cls, "single", 1, ["--micro-batches", "1"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
