@@ -1,5 +1,6 @@
 #include "trainer/checkpoint/archive_file.h"
 
+#include <ATen/ATen.h>
 #include <torch/serialize/output-archive.h>
 
 #include <cerrno>
@@ -23,5 +24,7 @@ Status SaveArchiveAtomically(torch::serialize::OutputArchive& archive, const std
   }
   return Status::Ok();
 }
+
+at::Tensor CounterTensor(int64_t value) { return at::scalar_tensor(value, at::kLong); }
 
 }  // namespace ctrun::trainer

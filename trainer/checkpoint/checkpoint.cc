@@ -1,5 +1,6 @@
 #include "trainer/checkpoint/checkpoint.h"
 
+#include "trainer/checkpoint/archive_file.h"
 #include "trainer/comm/torch_error.h"
 
 #include <fcntl.h>
@@ -70,8 +71,6 @@ void FsyncDir(const std::string& path) {
   }
 }
 
-at::Tensor Scalar(int64_t value) { return at::scalar_tensor(value, at::kLong); }
-
 Status Corrupt(const std::string& path, const std::string& why) {
   return Status::InvalidArgument("checkpoint '" + path + "' is corrupt (" + why +
                                  "); delete it to start fresh or restore a good copy");
@@ -107,12 +106,12 @@ Status SaveCheckpoint(const std::string& path, torch::nn::Module& module,
     torch::serialize::OutputArchive optim_archive;
     optimizer.save(optim_archive);
     archive.write("optim", optim_archive);
-    archive.write("meta/tensor_count", Scalar(count));
-    archive.write("meta/step", Scalar(position.step));
-    archive.write("meta/epoch", Scalar(position.epoch));
-    archive.write("meta/epoch_consumed", Scalar(position.epoch_consumed));
-    archive.write("meta/world_size", Scalar(position.world_size));
-    archive.write("meta/seed", Scalar(position.seed));
+    archive.write("meta/tensor_count", CounterTensor(count));
+    archive.write("meta/step", CounterTensor(position.step));
+    archive.write("meta/epoch", CounterTensor(position.epoch));
+    archive.write("meta/epoch_consumed", CounterTensor(position.epoch_consumed));
+    archive.write("meta/world_size", CounterTensor(position.world_size));
+    archive.write("meta/seed", CounterTensor(position.seed));
     std::ostringstream stream;
     archive.save_to(stream);
     payload = std::move(stream).str();

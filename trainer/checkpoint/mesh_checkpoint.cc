@@ -21,9 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string ShardName(int pp, int tp) { return "shard-pp" + std::to_string(pp) + "-tp" + std::to_string(tp) + ".pt"; }
-at::Tensor Long(int64_t v) { return at::scalar_tensor(v, at::kLong); }
 
-Status Bad(const std::string& path, const std::string& why) {
+Status Unloadable(const std::string& path, const std::string& why) {
   return Status::InvalidArgument("checkpoint '" + path + "' cannot be loaded (" + why +
                                  "); remove it or use the model it was saved from");
 }
@@ -43,14 +42,14 @@ class OldShards {
       try {
         archive->load_from(path);
       } catch (const std::exception& error) {
-        return Bad(path, "unreadable: " + TorchErrorLine(error));
+        return Unloadable(path, "unreadable: " + TorchErrorLine(error));
       }
       it = open_.emplace(path, std::move(archive)).first;
     }
     try {
       found = it->second->try_read(key, out);
     } catch (const std::exception& error) {
-      return Bad(path, "unreadable entry " + key + ": " + TorchErrorLine(error));
+      return Unloadable(path, "unreadable entry " + key + ": " + TorchErrorLine(error));
     }
     return Status::Ok();
   }
@@ -74,10 +73,10 @@ class OldShards {
         if (!cut) return part;  // replicated, or not element-wise
       }
       if (parts.empty()) continue;
-      if (static_cast<int>(parts.size()) != mesh_.tp) return Bad(dir_, key + " is missing from a tensor-parallel shard");
+      if (static_cast<int>(parts.size()) != mesh_.tp) return Unloadable(dir_, key + " is missing from a tensor-parallel shard");
       at::Tensor full = at::cat(parts, spec.dim);
       if (full.sizes().vec() != spec.full_shape) {
-        return Bad(dir_, key + " has another shape than this model's");
+        return Unloadable(dir_, key + " has another shape than this model's");
       }
       return full;
     }
@@ -127,10 +126,10 @@ Status SaveMeshCheckpoint(const std::string& dir, const DeviceMesh& mesh, torch:
 
   torch::serialize::OutputArchive meta;
   meta.write("mesh", at::tensor(std::vector<int64_t>{mesh.shape().pp, mesh.shape().dp, mesh.shape().tp}));
-  meta.write("step", Long(position.step));
-  meta.write("epoch", Long(position.epoch));
-  meta.write("world_size", Long(position.world_size));
-  meta.write("seed", Long(position.seed));
+  meta.write("step", CounterTensor(position.step));
+  meta.write("epoch", CounterTensor(position.epoch));
+  meta.write("world_size", CounterTensor(position.world_size));
+  meta.write("seed", CounterTensor(position.seed));
   CTRUN_RETURN_IF_ERROR(SaveArchiveAtomically(meta, path + "/meta.pt"));
   {
     std::ofstream latest(dir + "/LATEST.tmp", std::ios::trunc);
@@ -165,7 +164,7 @@ Result<std::optional<TrainPosition>> LoadMeshCheckpoint(const std::string& dir, 
     meta.read("world_size", world);
     meta.read("seed", seed);
   } catch (const std::exception& error) {
-    return Bad(path + "/meta.pt", "unreadable: " + TorchErrorLine(error));
+    return Unloadable(path + "/meta.pt", "unreadable: " + TorchErrorLine(error));
   }
   const MeshShape old{static_cast<int>(saved_mesh[0].item<int64_t>()), static_cast<int>(saved_mesh[1].item<int64_t>()),
                       static_cast<int>(saved_mesh[2].item<int64_t>())};
@@ -181,9 +180,9 @@ Result<std::optional<TrainPosition>> LoadMeshCheckpoint(const std::string& dir, 
     bool absent = false;
     auto full = shards.Full("p/" + item.key(), spec->second, absent);
     if (!full.ok()) return full.status();
-    if (absent) return Bad(path, "no shard holds " + item.key());
+    if (absent) return Unloadable(path, "no shard holds " + item.key());
     at::Tensor value = Cut(*full, spec->second);
-    if (value.sizes() != param.sizes()) return Bad(path, item.key() + " has another shape than this model's");
+    if (value.sizes() != param.sizes()) return Unloadable(path, item.key() + " has another shape than this model's");
     params.emplace_back(param, value);
 
     ParamState state;

@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 constexpr const char* kSkipped = "skipped_steps";
 constexpr const char* kKeys[] = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"};
 
-Status Corrupt(const std::string& path, const std::string& why) {
+Status BadScalerState(const std::string& path, const std::string& why) {
   return Status::InvalidArgument("loss scaler state '" + path + "' " + why +
                                  "; remove that step directory's scaler.pt to restart the scale at 65536");
 }
@@ -49,19 +49,19 @@ Result<bool> LoadScalerState(const std::string& path, GradScaler& scaler) {
     archive.load_from(path);
     for (const char* key : kKeys) {
       at::Tensor value;
-      if (!archive.try_read(key, value)) return Corrupt(path, std::string("has no \"") + key + "\"");
+      if (!archive.try_read(key, value)) return BadScalerState(path, std::string("has no \"") + key + "\"");
       state[key] = value;
     }
-    if (!archive.try_read(kSkipped, skipped)) return Corrupt(path, std::string("has no \"") + kSkipped + "\"");
+    if (!archive.try_read(kSkipped, skipped)) return BadScalerState(path, std::string("has no \"") + kSkipped + "\"");
   } catch (const std::exception& error) {
-    return Corrupt(path, "is unreadable (corrupt or truncated): " + TorchErrorLine(error));
+    return BadScalerState(path, "is unreadable (corrupt or truncated): " + TorchErrorLine(error));
   }
   if (skipped.numel() != 1 || skipped.is_floating_point() || skipped.item<int64_t>() < 0) {
-    return Corrupt(path, "has a bad \"skipped_steps\" (one integer >= 0 expected)");
+    return BadScalerState(path, "has a bad \"skipped_steps\" (one integer >= 0 expected)");
   }
   GradScaler trial = scaler;
   Status loaded = trial.FromState(state);
-  if (!loaded.ok()) return Corrupt(path, "is invalid: " + loaded.message());
+  if (!loaded.ok()) return BadScalerState(path, "is invalid: " + loaded.message());
   trial.RestoreSkippedSteps(skipped.item<int64_t>());
   scaler = trial;
   return true;

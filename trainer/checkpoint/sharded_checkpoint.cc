@@ -38,9 +38,7 @@ std::string Signature(const FlatLayout& layout) {
   return out;
 }
 
-at::Tensor Long(int64_t value) { return at::scalar_tensor(value, at::kLong); }
-
-Status Bad(const std::string& dir, const std::string& why) {
+Status ShardedUnloadable(const std::string& dir, const std::string& why) {
   return Status::InvalidArgument("sharded checkpoint '" + dir + "' cannot be loaded (" + why +
                                  "); use another checkpoint directory or the model it was saved from");
 }
@@ -103,18 +101,18 @@ Status SaveShardedCheckpoint(const std::string& dir, FullyShardedDataParallel& f
       state_keys[u] += key + ",";
     }
   }
-  shard_archive.write("meta/step", Long(position.step));
-  shard_archive.write("meta/world_size", Long(world));
+  shard_archive.write("meta/step", CounterTensor(position.step));
+  shard_archive.write("meta/world_size", CounterTensor(world));
   CTRUN_RETURN_IF_ERROR(SaveArchiveAtomically(shard_archive, ShardFile(dir, rank, world)));
   CTRUN_RETURN_IF_ERROR(WaitWork(comm.Barrier(), "barrier after writing checkpoint shards"));
   if (rank == 0) {
     torch::serialize::OutputArchive meta;
-    meta.write("meta/step", Long(position.step));
-    meta.write("meta/epoch", Long(position.epoch));
-    meta.write("meta/epoch_consumed", Long(position.epoch_consumed));
-    meta.write("meta/seed", Long(position.seed));
-    meta.write("meta/world_size", Long(world));
-    meta.write("meta/units", Long(static_cast<int64_t>(fsdp.unit_count())));
+    meta.write("meta/step", CounterTensor(position.step));
+    meta.write("meta/epoch", CounterTensor(position.epoch));
+    meta.write("meta/epoch_consumed", CounterTensor(position.epoch_consumed));
+    meta.write("meta/seed", CounterTensor(position.seed));
+    meta.write("meta/world_size", CounterTensor(world));
+    meta.write("meta/units", CounterTensor(static_cast<int64_t>(fsdp.unit_count())));
     for (size_t u = 0; u < fsdp.unit_count(); ++u) {
       meta.write(UnitKey(u) + "/signature", c10::IValue(Signature(fsdp.layout(u))));
       meta.write(UnitKey(u) + "/state_keys", c10::IValue(state_keys[u]));
@@ -144,7 +142,7 @@ Result<std::optional<TrainPosition>> LoadShardedCheckpoint(const std::string& di
     position.world_size = Meta(meta, "meta/world_size");
     const int old_world = static_cast<int>(position.world_size);
     if (Meta(meta, "meta/units") != static_cast<int64_t>(fsdp.unit_count())) {
-      return Bad(dir, std::to_string(Meta(meta, "meta/units")) + " units saved, " +
+      return ShardedUnloadable(dir, std::to_string(Meta(meta, "meta/units")) + " units saved, " +
                           std::to_string(fsdp.unit_count()) + " now (same model and --min-unit-params?)");
     }
     std::map<int, torch::serialize::InputArchive> shards;
@@ -163,7 +161,7 @@ Result<std::optional<TrainPosition>> LoadShardedCheckpoint(const std::string& di
     for (size_t u = 0; u < fsdp.unit_count(); ++u) {
       const FlatLayout& layout = fsdp.layout(u);
       if (MetaText(meta, UnitKey(u) + "/signature") != Signature(layout)) {
-        return Bad(dir, "unit " + std::to_string(u) + " holds other parameters or shapes than this model's");
+        return ShardedUnloadable(dir, "unit " + std::to_string(u) + " holds other parameters or shapes than this model's");
       }
       const HeldRange held = Held(fsdp, u, rank);
       const auto pieces = ReshardPlan(layout.numel, held.begin, held.end, old_world);
@@ -192,7 +190,7 @@ Result<std::optional<TrainPosition>> LoadShardedCheckpoint(const std::string& di
       }
     }
   } catch (const std::exception& error) {
-    return Bad(dir, TorchErrorLine(error));
+    return ShardedUnloadable(dir, TorchErrorLine(error));
   }
   CTRUN_RETURN_IF_ERROR(fsdp.Reshard());
   at::NoGradGuard no_grad;

@@ -5,19 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/trainer/apps/gpt_refusal.h"
 #include "trainer/apps/gpt_flags.h"
 #include "trainer/apps/gpt_hsdp_flags.h"
 
 namespace ct = ctrun::trainer;
-
-namespace {
-
-std::string Refusal(const std::vector<std::string>& args) {
-  auto flags = ct::ParseGptFlags(args);
-  return flags.ok() ? "" : flags.status().message();
-}
-
-}  // namespace
+using ctrun::trainer::testing::Refusal;
 
 TEST_CASE("ParseGptFlags, dp-shard: none by default, full and grad-op on a dp x tp mesh") {
   auto plain = ct::ParseGptFlags({});

@@ -6,20 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "tests/trainer/apps/gpt_refusal.h"
 #include "trainer/apps/gpt_flags.h"
 
 namespace ct = ctrun::trainer;
-
-namespace {
-
-std::string Refusal(const std::vector<std::string>& args) {
-  auto flags = ct::ParseGptFlags(args);
-  REQUIRE(!flags.ok());
-  CHECK(flags.status().IsInvalidArgument());
-  return flags.status().message();
-}
-
-}  // namespace
+using ctrun::trainer::testing::Refusal;
 
 TEST_CASE("ParseGptFlags: --pp-virtual-stages defaults to 1; interleaved takes V >= 2") {
   auto plain = ct::ParseGptFlags({"--mesh", "pp=2"});

@@ -5,23 +5,18 @@
 #include <ATen/ATen.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/optim/sgd.h>
-// torch pulls in glog, whose CHECK would replace Catch's.
-#undef CHECK
-#include <catch2/catch.hpp>
+#include "tests/trainer/catch_after_torch.h"
 
 #include <limits>
 
+#include "tests/trainer/apps/gpt_refusal.h"
 #include "trainer/apps/gpt_flags.h"
 #include "trainer/apps/gpt_precision.h"
 
 namespace ct = ctrun::trainer;
+using ctrun::trainer::testing::Refusal;
 
 namespace {
-
-std::string Refusal(const std::vector<std::string>& args) {
-  auto flags = ct::ParseGptFlags(args);
-  return flags.ok() ? "" : flags.status().message();
-}
 
 bool AutocastOn(c10::DispatchKey key) { return !c10::impl::tls_is_dispatch_key_excluded(key); }
 

@@ -1,9 +1,7 @@
 #include <ATen/ATen.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
-// torch pulls in glog, whose CHECK would replace Catch's.
-#undef CHECK
-#include <catch2/catch.hpp>
+#include "tests/trainer/catch_after_torch.h"
 #include <unistd.h>
 
 #include <filesystem>

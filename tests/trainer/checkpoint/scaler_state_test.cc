@@ -3,9 +3,7 @@
 
 #include <ATen/ATen.h>
 #include <torch/serialize/output-archive.h>
-// torch pulls in glog, whose CHECK would replace Catch's.
-#undef CHECK
-#include <catch2/catch.hpp>
+#include "tests/trainer/catch_after_torch.h"
 #include <unistd.h>
 
 #include <filesystem>

@@ -7,9 +7,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
-// torch pulls in glog, whose CHECK would replace Catch's.
-#undef CHECK
-#include <catch2/catch.hpp>
+#include "tests/trainer/catch_after_torch.h"
+#include "tests/trainer/done_work.h"
 
 #include <memory>
 #include <stdexcept>
@@ -19,14 +18,9 @@
 #include "trainer/parallel/fsdp.h"
 
 namespace ct = ctrun::trainer;
+using ctrun::trainer::testing::DoneWork;
 
 namespace {
-
-class DoneWork : public c10d::Work {
- public:
-  bool isCompleted() override { return true; }
-  bool wait(std::chrono::milliseconds) override { return true; }
-};
 
 // A world of one rank: every collective is the identity.
 class SoloComm : public ct::Communicator {
@@ -41,8 +35,8 @@ class SoloComm : public ct::Communicator {
   c10::intrusive_ptr<c10d::Work> Barrier() override { throw std::logic_error("unexpected barrier"); }
 };
 
-struct Net : torch::nn::Module {
-  Net() {
+struct OffloadNet : torch::nn::Module {
+  OffloadNet() {
     torch::manual_seed(7);
     a = register_module("a", torch::nn::Linear(4, 8));
     b = register_module("b", torch::nn::Linear(8, 3));
@@ -50,12 +44,12 @@ struct Net : torch::nn::Module {
   torch::nn::Linear a{nullptr}, b{nullptr};
 };
 
-std::vector<ct::FsdpStage> Stages(Net& net) {
+std::vector<ct::FsdpStage> Stages(OffloadNet& net) {
   return {{net.a.ptr(), [&net](const at::Tensor& x) { return net.a(x).relu(); }},
           {net.b.ptr(), [&net](const at::Tensor& x) { return net.b(x); }}};
 }
 
-std::unique_ptr<ct::FullyShardedDataParallel> Wrap(Net& net, ct::Communicator& comm, bool offload_params) {
+std::unique_ptr<ct::FullyShardedDataParallel> Wrap(OffloadNet& net, ct::Communicator& comm, bool offload_params) {
   ct::FsdpOptions options;
   options.min_unit_params = 1;  // a unit per layer
   options.offload_params = offload_params;
@@ -94,7 +88,7 @@ bool AllEqual(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b
 
 std::vector<at::Tensor> Baseline() {
   SoloComm comm;
-  Net net;
+  OffloadNet net;
   auto fsdp = Wrap(net, comm, false);
   torch::optim::Adam adam(fsdp->parameters(), torch::optim::AdamOptions(0.01));
   return Train(*fsdp, adam, nullptr);
@@ -128,7 +122,7 @@ TEST_CASE("CpuOffload: the helpers copy only across devices or dtypes") {
 
 TEST_CASE("CpuOffload params: shards, gradients and optimizer state on the host; bitwise the same training") {
   SoloComm comm;
-  Net net;
+  OffloadNet net;
   auto fsdp = Wrap(net, comm, true);
   torch::optim::Adam adam(fsdp->parameters(), torch::optim::AdamOptions(0.01));
   std::vector<at::Tensor> trained = Train(*fsdp, adam, nullptr);
@@ -149,7 +143,7 @@ TEST_CASE("CpuOffload params: shards, gradients and optimizer state on the host;
 
 TEST_CASE("CpuOffload params: no_shard is refused") {
   SoloComm comm;
-  Net net;
+  OffloadNet net;
   ct::FsdpOptions options;
   options.strategy = ct::ShardingStrategy::kNoShard;
   options.offload_params = true;
@@ -161,7 +155,7 @@ TEST_CASE("CpuOffload params: no_shard is refused") {
 
 TEST_CASE("CpuOffload optimizer: the optimizer steps host copies; bitwise the same training") {
   SoloComm comm;
-  Net net;
+  OffloadNet net;
   auto fsdp = Wrap(net, comm, false);
   ct::OptimizerOffload offload(fsdp->parameters());
   const auto& host = offload.host_params();

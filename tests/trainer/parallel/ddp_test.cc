@@ -7,31 +7,17 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/module.h>
 #include <torch/optim/sgd.h>
-// torch pulls in glog, whose CHECK would replace Catch's.
-#undef CHECK
-#include <catch2/catch.hpp>
+#include "tests/trainer/catch_after_torch.h"
+#include "tests/trainer/done_work.h"
 #include <functional>
 #include <stdexcept>
 
 #include "trainer/parallel/ddp.h"
 
 namespace ct = ctrun::trainer;
+using ctrun::trainer::testing::DoneWork;
 
 namespace {
-
-// A finished Work; wait() throws when built with an error.
-class DoneWork : public c10d::Work {
- public:
-  explicit DoneWork(bool fail) : fail_(fail) {}
-  bool isCompleted() override { return true; }
-  bool wait(std::chrono::milliseconds) override {
-    if (fail_) throw std::runtime_error("Connection closed by peer [127.0.0.1]:1234\nmore");
-    return true;
-  }
-
- private:
-  bool fail_;
-};
 
 // Plays `size` ranks that all hold this rank's tensor: the sum is size * x.
 class FakeComm : public ct::Communicator {

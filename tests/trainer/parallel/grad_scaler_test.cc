@@ -5,9 +5,8 @@
 
 #include <ATen/ATen.h>
 #include <torch/optim/sgd.h>
-// torch pulls in glog, whose CHECK would replace Catch's.
-#undef CHECK
-#include <catch2/catch.hpp>
+#include "tests/trainer/catch_after_torch.h"
+#include "tests/trainer/done_work.h"
 #include <condition_variable>
 #include <limits>
 #include <mutex>
@@ -18,14 +17,9 @@
 #include "trainer/parallel/grad_scaler.h"
 
 namespace ct = ctrun::trainer;
+using ctrun::trainer::testing::DoneWork;
 
 namespace {
-
-class DoneWork : public c10d::Work {
- public:
-  bool isCompleted() override { return true; }
-  bool wait(std::chrono::milliseconds) override { return true; }
-};
 
 // Ranks played by threads of one process: Sum blocks until every rank has
 // contributed, then each gets the total.

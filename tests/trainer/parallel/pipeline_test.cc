@@ -2,9 +2,7 @@
 // chunks the schedule or the pipeline cannot run, is refused before the
 // stage runs.
 #include <ATen/ATen.h>
-// torch pulls in glog, whose CHECK would replace Catch's.
-#undef CHECK
-#include <catch2/catch.hpp>
+#include "tests/trainer/catch_after_torch.h"
 
 #include "trainer/parallel/pipeline.h"
 

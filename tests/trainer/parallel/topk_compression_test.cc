@@ -7,9 +7,8 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
-// torch pulls in glog, whose CHECK would replace Catch's.
-#undef CHECK
-#include <catch2/catch.hpp>
+#include "tests/trainer/catch_after_torch.h"
+#include "tests/trainer/done_work.h"
 #include <set>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "trainer/parallel/topk_compression.h"
 
 namespace ct = ctrun::trainer;
+using ctrun::trainer::testing::DoneWork;
 
 namespace {
 
@@ -176,12 +176,6 @@ TEST_CASE("A dense warm-up step is momentum SGD's buffer") {
 }
 
 namespace {
-
-class DoneWork : public c10d::Work {
- public:
-  bool isCompleted() override { return true; }
-  bool wait(std::chrono::milliseconds) override { return true; }
-};
 
 // `size` ranks that all hold this rank's tensors.
 class SameComm : public ct::Communicator {
