@@ -16,7 +16,7 @@ import re
 import tempfile
 import unittest
 
-from trainer_test_util import binary, read_floats, run_ranks
+from trainer_test_util import binary, plain_only, read_floats, run_ranks
 
 TOL = 2e-5
 TOL_BF16 = 5e-2
@@ -66,6 +66,7 @@ class FsdpEquivalenceTest(unittest.TestCase):
                     got, _ = self.run_strategy(strategy, world)
                     self.assertLessEqual(self.worst(got, self.ddp[world][0]), TOL)
 
+    @plain_only("the comparison can fail: a check of the test, not a trainer path")
     def test_comparison_can_fail(self):
         got, _ = self.run_strategy("full_shard", 2, global_batch=4)
         self.assertGreater(self.worst(got, self.ddp[2][0]), 100 * TOL)

@@ -17,6 +17,7 @@ import os
 import unittest
 
 from parallel_test_util import GptLayoutTest, check_ok, run_dumped, run_gpt, worst_difference
+from trainer_test_util import plain_only
 
 LOSS_TOL = 1e-6
 PARAM_TOL = 2e-5
@@ -60,6 +61,7 @@ class InterleavedEquivalenceTest(GptLayoutTest):
                 if p == 4:
                     self.assertIn("rank 1: stage 1 (blocks 1-1 + 5-5)", out)
 
+    @plain_only("the comparison can fail: a check of the test, not a trainer path")
     def test_comparison_can_fail(self):
         other = [a if a != "11" else "12" for a in MODEL]  # another seed
         params, step_losses, _ = self.run_layout("pp2_v2_other_seed", 2, interleaved(2, 4), model=other)
@@ -88,6 +90,7 @@ class InterleavedEquivalenceTest(GptLayoutTest):
         self.assertIn("resumed from step 2 (saved by 2 ranks)", out)
         self.assert_matches_reference(params, {**plain_losses, **last_losses}, steps=(2, 3))
 
+    @plain_only("a usage error: gpt_pipeline_flags_test covers the parser")
     def test_micro_batches_not_a_multiple_of_p_is_a_usage_error(self):
         for code, out, err in run_gpt(self.tool, 2, [*MODEL, *STEPS, *interleaved(2, 3)], timeout=60):
             self.assertEqual(code, 2, err)

@@ -14,6 +14,7 @@ import os
 import unittest
 
 from parallel_test_util import GptLayoutTest, MODEL, check_ok, run_dumped, run_gpt, worst_difference
+from trainer_test_util import plain_only
 
 TOL = 2e-5
 STEPS = ["--steps", "3"]
@@ -56,6 +57,7 @@ class ParallelEquivalenceTest(GptLayoutTest):
                     self.assertLessEqual(abs(step_losses[step] - loss), TOL, (step, step_losses, ref_losses))
                 self.assertLessEqual(worst_difference(params, ref_params), TOL)
 
+    @plain_only("the comparison can fail: a check of the test, not a trainer path")
     def test_comparison_can_fail(self):
         other = [a if a != "5" else "6" for a in MODEL]  # another seed
         params, step_losses = self.run_layout("tp2_other_seed", 2, ["--mesh", "tp=2"], model=other)
@@ -77,6 +79,7 @@ class ParallelEquivalenceTest(GptLayoutTest):
                 "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7"]):
             self.assertIn(f"schedule stage={stage}: {order}\n", printed)
 
+    @plain_only("usage errors, raised before any training; mesh_shape_test runs the mesh checks sanitized")
     def test_bad_mesh_is_a_one_line_usage_error(self):
         cases = [
             (4, ["--mesh", "pp=2,dp=2,tp=2"],

@@ -14,6 +14,18 @@ import subprocess
 import unittest
 
 BUILD_DIR = os.environ.get("CTRUN_BUILD_DIR", "")
+# The ASan + UBSan stage (scripts/test-sanitized.sh) sets CTRUN_SANITIZED=1:
+# there every trainer process start costs ~2 s more, so the tests run each of
+# the trainer's C++ paths once rather than every layout and check.
+SANITIZED = os.environ.get("CTRUN_SANITIZED") == "1"
+
+
+def plain_only(why):
+    """Runs a test in the plain suite only. `why` says what it checks that
+    no other C++ path needs under the sanitizers: the comparison's own power
+    to fail, or usage errors the flag parsers' unit tests (run sanitized)
+    already cover."""
+    return unittest.skipIf(SANITIZED, f"plain suite only: {why}")
 
 
 def binary(relpath):
