@@ -5,6 +5,7 @@
 #include "launcher/forensics/python_stacks.h"
 
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <string>
 
+#include "tests/launcher/forensics/blocked_in.h"
 #include "tests/launcher/forensics/sleeper.h"
 
 namespace ctrun::launcher {
@@ -101,6 +103,7 @@ const PythonFrameInfo* FindFrame(const PythonThreadInfo& t, const std::string& f
 TEST_CASE("the frames of every thread of a blocked python3, with their lines; it goes on after") {
   PythonChild child;
   REQUIRE(child.ReadLine() == "ready\n");
+  REQUIRE(BlockedIn(child.pid, SYS_read));  // in sys.stdin.readline(), line 17
 
   Result<PythonStacks> stacks = ReadPythonStacks(child.pid);
   REQUIRE(stacks.ok());

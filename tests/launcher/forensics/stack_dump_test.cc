@@ -7,6 +7,7 @@
 #include "launcher/forensics/stack_dump.h"
 
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <string>
 
 #include "launcher/forensics/stack_text.h"
+#include "tests/launcher/forensics/blocked_in.h"
 #include "tests/launcher/forensics/sleeper.h"
 
 namespace ctrun::launcher {
@@ -115,6 +117,7 @@ TEST_CASE("a Python process: its frames and gdb's; stopped and continued, its sl
     return line;
   };
   REQUIRE(read_line() == "ready");
+  REQUIRE(BlockedIn(py, SYS_clock_nanosleep));  // in time.sleep, line 5
   const std::string path = dir + "stacks.txt";
   const std::vector<Status> r = Save({{0, py, path, "a test"}}, seconds(60));
   REQUIRE(r.size() == 1);
