@@ -3,7 +3,7 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer into build-asan (or
 # $CTRUN_ASAN_BUILD_DIR) and runs the whole CTest suite there. Any sanitizer
 # report fails the test that triggered it (halt_on_error). Part of the README's
-# test command (and so of CI): ~6 min to build and ~15 min to run on 2 cores.
+# test command (and so of CI): ~17 min to build and ~15 min to run on 2 cores.
 #
 # -Og -g1: line tables for the reports. -Og, not -O1: with UBSan, gcc 12 at
 # -O1 takes 2.3x as long on the gRPC-heavy files (server.cc: 72 s vs 32 s),
