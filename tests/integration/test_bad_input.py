@@ -250,7 +250,11 @@ class BadInputTableTest(unittest.TestCase):
             port = held.getsockname()[1]
             args = [self.fill(a, port) for a in argv]
             e = h.base_env(**{"CTRUN_RDZV_TOKEN": None, **{k: self.fill(v, port) for k, v in env.items()}})
-            return args, subprocess.run([program] + args, env=e, capture_output=True, text=True, timeout=60), port
+            try:
+                r = subprocess.run([program] + args, env=e, capture_output=True, text=True, timeout=60)
+            except subprocess.TimeoutExpired as timeout:  # failed in its own subTest below
+                r = timeout
+            return args, r, port
 
     def check(self, program, rows):
         # Four rows at a time: each is a process start (~0.3 s under ASan)
@@ -259,6 +263,7 @@ class BadInputTableTest(unittest.TestCase):
             runs = list(pool.map(lambda row: self.run_row(program, row[1], row[2]), rows))
         for (name, _, env, code, needle), (args, r, port) in zip(rows, runs):
             with self.subTest(name):
+                self.assertNotIsInstance(r, subprocess.TimeoutExpired, f"{name}: {args} did not exit in 60 s")
                 lines = r.stderr.strip().splitlines()
                 # An error line quotes at most ~200 bytes of any input.
                 self.assertLess(len(r.stderr.encode()), 1000, f"{name}: {r.stderr[:2000]}")

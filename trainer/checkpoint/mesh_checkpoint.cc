@@ -73,7 +73,9 @@ class OldShards {
         if (!cut) return part;  // replicated, or not element-wise
       }
       if (parts.empty()) continue;
-      if (static_cast<int>(parts.size()) != mesh_.tp) return Unloadable(dir_, key + " is missing from a tensor-parallel shard");
+      if (static_cast<int>(parts.size()) != mesh_.tp) {
+        return Unloadable(dir_, key + " is missing from a tensor-parallel shard");
+      }
       at::Tensor full = at::cat(parts, spec.dim);
       if (full.sizes().vec() != spec.full_shape) {
         return Unloadable(dir_, key + " has another shape than this model's");

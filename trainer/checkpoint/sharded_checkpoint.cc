@@ -161,7 +161,8 @@ Result<std::optional<TrainPosition>> LoadShardedCheckpoint(const std::string& di
     for (size_t u = 0; u < fsdp.unit_count(); ++u) {
       const FlatLayout& layout = fsdp.layout(u);
       if (MetaText(meta, UnitKey(u) + "/signature") != Signature(layout)) {
-        return ShardedUnloadable(dir, "unit " + std::to_string(u) + " holds other parameters or shapes than this model's");
+        return ShardedUnloadable(dir, "unit " + std::to_string(u) +
+                                          " holds other parameters or shapes than this model's");
       }
       const HeldRange held = Held(fsdp, u, rank);
       const auto pieces = ReshardPlan(layout.numel, held.begin, held.end, old_world);
