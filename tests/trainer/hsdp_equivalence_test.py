@@ -5,9 +5,13 @@ parameter and every step's loss within 2e-5 of the single-process model
 (float32; the layouts differ only in the order of the sums), under:
   - --mesh dp=4 --dp-shard full --dp-shard-size 2: 2 replicas x 2 shards;
   - the same with tp=2 (8 ranks): FSDP shards each rank's TP slices;
-  - --mesh dp=2,tp=2 --dp-shard grad-op: ZeRO-2 over all of dp with TP.
+  - --mesh dp=2,tp=2 --dp-shard grad-op: ZeRO-2 over all of dp with TP;
+  - --mesh pp=2,dp=2 --dp-shard full: FSDP on each pipeline stage (1F1B,
+    4 micro-batches: units gathered for the step, gradients accumulated);
+  - the same with grad-op and interleaved 1F1B (2 chunks a stage);
+  - --mesh pp=2,dp=4 --dp-shard full --dp-shard-size 2 (8 ranks).
 Each rank's parameters + gradients + optimizer state is at most 1.1 x the
-single process's / (tp * dp_shard). Also: the comparison can fail (another
+single process's / (pp * tp * dp_shard). Also: the comparison can fail (another
 seed), and bad --dp-shard flags are one-line usage errors (exit 2)."""
 import os
 import re
@@ -20,13 +24,17 @@ TOL = 2e-5
 STEPS = ["--steps", "3"]
 HSDP = ["--dp-shard", "full", "--dp-shard-size", "2"]
 LAYOUTS = [
-    # (name, world, extra flags, tp * dp_shard: what a rank's state is divided by)
+    # (name, world, extra flags, pp * tp * dp_shard: what a rank's state is divided by)
     ("replicate2_shard2", 4, ["--mesh", "dp=4", *HSDP], 2),
     ("replicate2_shard2_tp2", 8, ["--mesh", "dp=4,tp=2", *HSDP], 4),
     ("grad_op_dp2_tp2", 4, ["--mesh", "dp=2,tp=2", "--dp-shard", "grad-op"], 4),
+    ("pp2_shard2", 4, ["--mesh", "pp=2,dp=2", "--dp-shard", "full"], 4),
+    ("pp2_interleaved_grad_op", 4, ["--mesh", "pp=2,dp=2", "--dp-shard", "grad-op", "--pp-schedule",
+                                    "interleaved", "--pp-virtual-stages", "2"], 4),
+    ("pp2_replicate2_shard2", 8, ["--mesh", "pp=2,dp=4", *HSDP], 4),
 ]
-# Under ASan + UBSan (scripts/test-sanitized.sh) the 8-rank layout alone
-# takes minutes on 2 cores: the sanitized suite runs the two 4-rank ones.
+# Under ASan + UBSan (scripts/test-sanitized.sh) an 8-rank layout alone
+# takes minutes on 2 cores: the sanitized suite runs the 4-rank ones.
 if os.environ.get("CTRUN_SANITIZED") == "1":
     LAYOUTS = [l for l in LAYOUTS if l[1] <= 4]
 
@@ -71,8 +79,8 @@ class HsdpEquivalenceTest(GptLayoutTest):
             (2, ["--dp-shard", "full", "--dp-shard-size", "4"],
              "--dp-shard-size 4 does not divide dp=2 of --mesh pp=1,dp=2,tp=1; pick a divisor of dp "
              "(dp itself shards over all of dp)"),
-            (2, ["--mesh", "pp=2", "--dp-shard", "grad-op"],
-             "--dp-shard grad-op with pp=2 in --mesh: not supported yet; drop it or use --dp-shard none"),
+            (2, ["--mesh", "tp=2", "--dp-shard", "grad-op", "--sequence-parallel"],
+             "--dp-shard grad-op with --sequence-parallel: not supported yet; drop it or use --dp-shard none"),
             (2, ["--dp-shard-size", "2"],
              "--dp-shard-size 2 without --dp-shard: add --dp-shard full or --dp-shard grad-op"),
         ]

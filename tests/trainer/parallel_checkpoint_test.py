@@ -10,6 +10,11 @@ test_dead_stage_restarts_from_checkpoint: under `ctrun --nproc-per-node 4
 --max-restarts 1`, pipeline stage 1 of pp=2,tp=2 SIGKILLs itself before
 step 3 (fault injection on the first attempt); ctrun restarts the group,
 which resumes from the step-3 checkpoint and ends equal to an unbroken run.
+test_sharded_dp_resumes_across_layouts: FSDP/HSDP (--dp-shard) saves and
+loads the same checkpoints: 2 steps on pp=2,dp=2 with --dp-shard full
+(units gathered per pipeline step), 1 more resumed on dp=4 with 2 replicas
+x 2 shards, the last resumed on a DDP mesh (tp=2): every resume re-lays the
+flat shards and their momentum out, and the run ends equal to one process.
 test_corrupt_checkpoint_is_refused: a shard cut short is named in a
 one-line error and nothing is trained.
 test_adam_state_resumes_on_another_mesh: Adam (ctrun-gpt's default) saved
@@ -78,6 +83,25 @@ class ParallelCheckpointTest(unittest.TestCase):
         self.assertIn("fault injection, SIGKILL before step 3", log)
         self.assertIn("resumed from step 3 (saved by 4 ranks)", log)
         self.assertRegex(log, r"restart|Restart")
+        self.assertLessEqual(worst_difference(full_params(prefix), self.reference), TOL)
+
+    def test_sharded_dp_resumes_across_layouts(self):
+        ckpt = os.path.join(self.tmp.name, "sharded_dp_ckpt")
+        chain = [  # (steps, world, flags): each run resumes the one before
+            (2, 4, ["--mesh", "pp=2,dp=2", "--dp-shard", "full"]),
+            (3, 4, ["--mesh", "dp=4", "--dp-shard", "full", "--dp-shard-size", "2"]),
+            (4, 2, ["--mesh", "tp=2"]),
+        ]
+        prefix = os.path.join(self.tmp.name, "sharded_dp_resumed")
+        for steps, world, flags in chain:
+            dump = ["--dump-params", prefix] if steps == 4 else []  # dumps of other layouts have other files
+            results = run_gpt(self.tool, world, [*MODEL, "--steps", str(steps), *flags, "--checkpoint-dir", ckpt,
+                                                 *dump])
+            check_ok(self, results, " ".join(flags))
+            out = "".join(o for _, o, _ in results)
+            if steps > 2:
+                self.assertIn(f"resumed from step {steps - 1} (saved by 4 ranks)", out)
+                self.assertEqual(sorted(losses(out)), [steps])
         self.assertLessEqual(worst_difference(full_params(prefix), self.reference), TOL)
 
     def test_adam_state_resumes_on_another_mesh(self):

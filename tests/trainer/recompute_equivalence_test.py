@@ -7,6 +7,9 @@ bitwise equal to `--recompute none`, and prints the same losses, on:
   pp2_tp2_sp 4 ranks, --mesh pp=2,tp=2 --sequence-parallel, 1F1B with 4
              micro-batches (the recomputed blocks run tensor-parallel
              collectives again in backward, one stage waits on the other)
+  hsdp_tp2   4 ranks, --mesh dp=2,tp=2 --dp-shard full (FSDP frees each
+             unit after its forward and gathers it again for its backward,
+             where the recomputation runs on the regathered parameters)
 
 Bitwise: the dumped parameter files (--dump-params) are compared byte for
 byte. Also: recomputation is really on (full recomputation's peak step bytes
@@ -28,6 +31,7 @@ LAYOUTS = [
     # (name, world, extra flags)
     ("ddp", 2, ["--mesh", "dp=2"]),
     ("pp2_tp2_sp", 4, ["--mesh", "pp=2,tp=2", "--sequence-parallel", "--micro-batches", "4"]),
+    ("hsdp_tp2", 4, ["--mesh", "dp=2,tp=2", "--dp-shard", "full"]),
 ]
 DEADLINE = 120
 # Under ASan + UBSan (scripts/test-sanitized.sh): the DDP layout only.

@@ -30,19 +30,19 @@ Run under a launcher, e.g.
   --global-batch N        sequences per step over all replicas (default 16)
   --strategy S            ddp (the mesh; DDP over dp) or fsdp (full-shard FSDP
                           over all ranks; pure data parallelism only: no pp or
-                          tp in --mesh, no --checkpoint-dir)
+                          tp in --mesh)
   --min-unit-params N     fsdp: parameters per FSDP unit at least (default: one
                           block's, so each block is a unit)
   --dp-shard M            the mesh's dp dimension: none (DDP), full (FSDP,
                           ZeRO-3) or grad-op (ZeRO-2); tp slices are sharded
-                          too (default none; pp=1 only, no --checkpoint-dir)
+                          too (default none)
   --dp-shard-size S       with --dp-shard: dp ranks per shard group, dividing
                           dp; dp/S replicas (HSDP) (default: dp, no replicas)
   --recompute P           activation recomputation: none, full (each block
                           recomputed in backward, only its input kept) or
                           selective (only the attention core recomputed);
                           the same gradients, less activation memory
-                          (default none; --strategy ddp only)
+                          (default none)
   --precision P           fp32, or fp16: float16 compute (autocast) with
                           float32 master weights and a dynamic loss scaler
                           (default fp32; --backend nccl only)
@@ -71,8 +71,7 @@ Run under a launcher, e.g.
 
 namespace {
 
-// --strategy: fsdp shards over every rank, so the mesh must be pure dp; the
-// mesh checkpoints (per mesh slice) do not apply to it.
+// --strategy: fsdp shards over every rank, so the mesh must be pure dp.
 Status CheckStrategy(const GptFlags& flags) {
   if (flags.strategy == "ddp") return Status::Ok();
   if (flags.strategy != "fsdp") {
@@ -82,15 +81,6 @@ Status CheckStrategy(const GptFlags& flags) {
     return Status::InvalidArgument("--strategy fsdp with --mesh " + flags.mesh +
                                    ": fsdp shards over all ranks; drop pp and tp from --mesh or use "
                                    "--strategy ddp");
-  }
-  if (flags.recompute != RecomputePolicy::kNone) {
-    return Status::InvalidArgument(std::string("--strategy fsdp with --recompute ") +
-                                   RecomputePolicyName(flags.recompute) +
-                                   ": not supported yet; use --strategy ddp, or --recompute none");
-  }
-  if (!flags.checkpoint_dir.empty()) {
-    return Status::InvalidArgument("--strategy fsdp with --checkpoint-dir: not supported by ctrun-gpt yet; "
-                                   "use --strategy ddp, or drop --checkpoint-dir");
   }
   return Status::Ok();
 }

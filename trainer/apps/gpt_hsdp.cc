@@ -7,18 +7,21 @@
 
 namespace ctrun::trainer {
 
-Result<std::unique_ptr<FullyShardedDataParallel>> MakeGptFsdp(torch::nn::Module& root, GptStageImpl& model,
-                                                               DeviceMesh& mesh, Communicator& world,
-                                                               const GptFlags& flags) {
+Result<std::unique_ptr<FullyShardedDataParallel>> MakeGptFsdp(GptChunksImpl& chunks, DeviceMesh& mesh,
+                                                               Communicator& world, const GptFlags& flags) {
   Communicator* tp = mesh.group(MeshDim::kTp);
-  auto stages = GptFsdpStages(model, tp);
+  auto stages = GptFsdpStages(chunks, tp);
   if (!stages.ok()) return stages.status();
   FsdpOptions options;
   options.strategy = flags.dp_shard == "grad-op" ? ShardingStrategy::kShardGradOp : ShardingStrategy::kFullShard;
   options.min_unit_params = flags.min_unit_params;
   options.offload_params = flags.cpu_offload == "params";
-  if (options.min_unit_params == 0) {  // one block per unit
-    for (const auto& p : (*stages)[1].module->parameters()) options.min_unit_params += p.numel();
+  if (options.min_unit_params == 0) {  // one block per unit: the first block's size
+    for (const FsdpStage& stage : *stages) {
+      if (std::dynamic_pointer_cast<TransformerBlockImpl>(stage.module) == nullptr) continue;
+      for (const auto& p : stage.module->parameters()) options.min_unit_params += p.numel();
+      break;
+    }
   }
   Communicator* shard = &world;  // --strategy fsdp: the whole world
   if (DpSharded(flags)) {
@@ -27,7 +30,7 @@ Result<std::unique_ptr<FullyShardedDataParallel>> MakeGptFsdp(torch::nn::Module&
     shard = mesh.dp_shard();
     options.replicate = mesh.dp_replicate();
   }
-  return FullyShardedDataParallel::Create(root, std::move(*stages), *shard, options);
+  return FullyShardedDataParallel::Create(chunks, std::move(*stages), *shard, options);
 }
 
 }  // namespace ctrun::trainer

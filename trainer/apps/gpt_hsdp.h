@@ -8,6 +8,10 @@
 // group; gradients are reduce-scattered within the shard group, then
 // all-reduced across the replicate group (FsdpOptions::replicate), i.e.
 // averaged over all of dp. One unit per block unless --min-unit-params.
+// Under pipeline parallelism (pp > 1) the wrapper covers the rank's stage,
+// all its chunks, and the pipeline runs it: ctrun-gpt gathers every unit
+// for the step (FullyShardedDataParallel::GatherForStep) and reduces the
+// gradients the micro-batches accumulated at its end.
 //
 // Lifetimes: `root`, `model`, `mesh` and `world` must outlive the wrapper
 // (the mesh owns the shard and replicate groups). Thread model: the
@@ -19,15 +23,14 @@
 #include "base/result.h"
 #include "trainer/apps/gpt_flags.h"
 #include "trainer/comm/device_mesh.h"
-#include "trainer/models/gpt.h"
+#include "trainer/models/gpt_chunks.h"
 #include "trainer/parallel/fsdp.h"
 
 namespace ctrun::trainer {
 
-// `model` is the pp=1 stage (chunk 0 of `root`). Returns the wrapper, or
-// FSDP's / SplitDp's errors.
-Result<std::unique_ptr<FullyShardedDataParallel>> MakeGptFsdp(torch::nn::Module& root, GptStageImpl& model,
-                                                               DeviceMesh& mesh, Communicator& world,
-                                                               const GptFlags& flags);
+// `chunks` is this rank's part of the model (every chunk of its pipeline
+// stage). Returns the wrapper, or FSDP's / SplitDp's errors.
+Result<std::unique_ptr<FullyShardedDataParallel>> MakeGptFsdp(GptChunksImpl& chunks, DeviceMesh& mesh,
+                                                               Communicator& world, const GptFlags& flags);
 
 }  // namespace ctrun::trainer

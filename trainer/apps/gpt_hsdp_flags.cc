@@ -7,13 +7,8 @@ namespace {
 
 // The first flag --dp-shard does not work with yet, or "".
 std::string Unsupported(const GptFlags& flags) {
-  if (flags.mesh_shape.pp > 1) return "pp=" + std::to_string(flags.mesh_shape.pp) + " in --mesh";
   if (flags.sequence_parallel) return "--sequence-parallel";
-  if (flags.recompute != RecomputePolicy::kNone) {
-    return std::string("--recompute ") + RecomputePolicyName(flags.recompute);
-  }
   if (flags.cpu_offload != "none") return "--cpu-offload " + flags.cpu_offload;
-  if (!flags.checkpoint_dir.empty()) return "--checkpoint-dir";
   return "";
 }
 

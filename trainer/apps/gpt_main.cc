@@ -35,6 +35,7 @@
 #include "trainer/parallel/storage_bytes.h"
 #include "trainer/checkpoint/optimizer_state.h"
 #include "trainer/parallel/memory_meter.h"
+#include "trainer/checkpoint/fsdp_mesh_checkpoint.h"
 #include "trainer/checkpoint/mesh_checkpoint.h"
 #include "trainer/parallel/pipeline.h"
 #include "trainer/comm/process_group.h"
@@ -216,7 +217,7 @@ Status MakeStage(GptWorker& w) {
   // FSDP take the parameters.
   w.stage->to(w.device);
   if (flags.strategy == "fsdp" || DpSharded(flags)) {  // gpt_hsdp.h
-    auto made = MakeGptFsdp(*w.stage, w.stage->chunk(0), *w.mesh, *w.world, flags);
+    auto made = MakeGptFsdp(*w.stage, *w.mesh, *w.world, flags);
     if (!made.ok()) return made.status();
     w.fsdp = std::move(*made);
   } else if (Communicator* dp = w.mesh->group(MeshDim::kDp)) {
@@ -241,7 +242,8 @@ Status MakeStage(GptWorker& w) {
 // Loads --checkpoint-dir's checkpoint, if any; sets start_step.
 Status Resume(GptWorker& w) {
   if (w.flags.checkpoint_dir.empty()) return Status::Ok();
-  auto loaded = LoadMeshCheckpoint(w.flags.checkpoint_dir, *w.mesh, *w.stage, w.registry, *w.optimizer);
+  auto loaded = w.fsdp ? LoadFsdpMeshCheckpoint(w.flags.checkpoint_dir, *w.fsdp, w.registry, *w.optimizer)
+                       : LoadMeshCheckpoint(w.flags.checkpoint_dir, *w.mesh, *w.stage, w.registry, *w.optimizer);
   if (!loaded.ok()) return loaded.status();
   if (!loaded->has_value()) return Status::Ok();
   w.start_step = (*loaded)->step;
@@ -297,10 +299,19 @@ void NoteStats(GptWorker& w, int64_t step, const PipelineStepStats& stats, RunSt
   run.peak_tensor_high = std::max(run.peak_tensor_high, TensorMemoryMeter::PeakBytes());
 }
 
-// One FSDP step (--strategy fsdp): forward through the units, the loss,
-// backward with the gradients reduce-scattered; the same stats as a
-// Pipeline step (all of it is compute: there are no pipeline waits).
-Result<PipelineStepStats> FsdpStep(GptWorker& w, const at::Tensor& tokens, const at::Tensor& targets) {
+// One FSDP step (--strategy fsdp, --dp-shard): forward through the units,
+// the loss, backward with the gradients reduce-scattered; the same stats as
+// a Pipeline step (all of it is compute: there are no pipeline waits).
+// With pp > 1 the pipeline runs the step on the gathered units.
+Result<PipelineStepStats> FsdpStep(GptWorker& w, Pipeline& pipeline, const at::Tensor& tokens,
+                                   const at::Tensor& targets) {
+  if (w.shape.pp > 1) {
+    CTRUN_RETURN_IF_ERROR(w.fsdp->GatherForStep());
+    auto stats = pipeline.Step(tokens, targets);
+    Status reduced = w.fsdp->ReduceAccumulatedGrads();
+    if (stats.ok() && !reduced.ok()) return reduced;
+    return stats;
+  }
   const double start = NowSeconds();
   const int64_t bytes_at_start = TensorMemoryMeter::CurrentBytes();
   TensorMemoryMeter::ResetPeak();
@@ -333,7 +344,7 @@ Status TrainStep(GptWorker& w, Pipeline& pipeline, int64_t step, RunStats& run) 
   at::Tensor targets = batch.targets.narrow(0, coord.dp * rows, rows).to(w.device);
   const double iter_start = NowSeconds();
   w.optimizer->zero_grad();
-  auto stats = w.fsdp ? FsdpStep(w, tokens, targets) : pipeline.Step(tokens, targets);
+  auto stats = w.fsdp ? FsdpStep(w, pipeline, tokens, targets) : pipeline.Step(tokens, targets);
   if (!stats.ok()) return stats.status();
   stats->loss = w.precision->UnscaleLoss(stats->loss);
   if (!w.fsdp) CTRUN_RETURN_IF_ERROR(SumPartialGrads(*w.stage, w.registry, w.mesh->group(MeshDim::kTp)));
@@ -358,8 +369,10 @@ Status TrainStep(GptWorker& w, Pipeline& pipeline, int64_t step, RunStats& run) 
     TrainPosition position{.step = step + 1, .epoch = 0, .epoch_consumed = 0, .world_size = w.env.world_size,
                            .seed = flags.seed};
     CTRUN_RETURN_IF_ERROR(w.precision->Save(flags.checkpoint_dir, step + 1, w.env.rank));
-    CTRUN_RETURN_IF_ERROR(SaveMeshCheckpoint(flags.checkpoint_dir, *w.mesh, *w.stage, w.registry, *w.optimizer,
-                                             position));
+    CTRUN_RETURN_IF_ERROR(w.fsdp ? SaveFsdpMeshCheckpoint(flags.checkpoint_dir, *w.mesh, *w.fsdp, w.registry,
+                                                          *w.optimizer, position)
+                                 : SaveMeshCheckpoint(flags.checkpoint_dir, *w.mesh, *w.stage, w.registry,
+                                                      *w.optimizer, position));
   }
   return Status::Ok();
 }

@@ -100,9 +100,8 @@ at::Tensor Cut(const at::Tensor& full, const ShardSpec& spec) {
 
 }  // namespace
 
-Status SaveMeshCheckpoint(const std::string& dir, const DeviceMesh& mesh, torch::nn::Module& stage,
-                          const ShardRegistry& registry, torch::optim::Optimizer& optimizer,
-                          const TrainPosition& position) {
+Status SaveMeshSlices(const std::string& dir, const DeviceMesh& mesh, const std::vector<NamedSlice>& slices,
+                      const TrainPosition& position) {
   const std::string step_dir = "step-" + std::to_string(position.step);
   const std::string path = dir + "/" + step_dir;
   std::error_code ec;
@@ -113,13 +112,10 @@ Status SaveMeshCheckpoint(const std::string& dir, const DeviceMesh& mesh, torch:
   }
   if (mesh.coord().dp == 0) {
     torch::serialize::OutputArchive archive;
-    for (const auto& item : stage.named_parameters(true)) {
-      if (registry.find(item.key()) == registry.end()) continue;
+    for (const NamedSlice& slice : slices) {
       // Written from the CPU: libtorch 2.x's archive crashes on CUDA tensors.
-      archive.write("p/" + item.key(), item.value().detach().cpu());
-      auto state = GetParamState(optimizer, item.value());
-      if (!state.ok()) return state.status();
-      for (const auto& [key, value] : *state) archive.write("s/" + item.key() + "/" + key, value.cpu());
+      archive.write("p/" + slice.name, slice.value.detach().cpu());
+      for (const auto& [key, value] : slice.state) archive.write("s/" + slice.name + "/" + key, value.cpu());
     }
     CTRUN_RETURN_IF_ERROR(SaveArchiveAtomically(archive, path + "/" + ShardName(mesh.coord().pp, mesh.coord().tp)));
   }
@@ -147,9 +143,8 @@ Status SaveMeshCheckpoint(const std::string& dir, const DeviceMesh& mesh, torch:
   return Status::Ok();
 }
 
-Result<std::optional<TrainPosition>> LoadMeshCheckpoint(const std::string& dir, const DeviceMesh&,
-                                                        torch::nn::Module& stage, const ShardRegistry& registry,
-                                                        torch::optim::Optimizer& optimizer) {
+Result<std::optional<TrainPosition>> LoadMeshSlices(const std::string& dir, const ShardRegistry& registry,
+                                                    std::vector<NamedSlice>& slices) {
   std::ifstream latest_file(dir + "/LATEST");
   if (!latest_file) return std::optional<TrainPosition>();
   std::string step_dir;
@@ -172,38 +167,71 @@ Result<std::optional<TrainPosition>> LoadMeshCheckpoint(const std::string& dir, 
                       static_cast<int>(saved_mesh[2].item<int64_t>())};
   OldShards shards(path, old);
 
-  // Everything is read and cut first; the model changes only once all of it is at hand.
-  std::vector<std::pair<at::Tensor, at::Tensor>> params;  // (parameter, new value)
-  std::vector<std::pair<at::Tensor, ParamState>> states;
-  for (const auto& item : stage.named_parameters(true)) {
-    auto spec = registry.find(item.key());
-    if (spec == registry.end()) continue;
-    const at::Tensor& param = item.value();
+  // Everything is read and cut into `loaded` first; `slices` changes only
+  // once all of it is at hand.
+  std::vector<NamedSlice> loaded;
+  for (const NamedSlice& slice : slices) {
+    auto spec = registry.find(slice.name);
+    if (spec == registry.end()) return Unloadable(path, slice.name + " is not a parameter of this model");
     bool absent = false;
-    auto full = shards.Full("p/" + item.key(), spec->second, absent);
+    auto full = shards.Full("p/" + slice.name, spec->second, absent);
     if (!full.ok()) return full.status();
-    if (absent) return Unloadable(path, "no shard holds " + item.key());
-    at::Tensor value = Cut(*full, spec->second);
-    if (value.sizes() != param.sizes()) return Unloadable(path, item.key() + " has another shape than this model's");
-    params.emplace_back(param, value);
-
-    ParamState state;
+    if (absent) return Unloadable(path, "no shard holds " + slice.name);
+    NamedSlice out{.name = slice.name, .value = Cut(*full, spec->second), .state = {}};
+    if (out.value.sizes() != slice.value.sizes()) {
+      return Unloadable(path, slice.name + " has another shape than this model's");
+    }
     for (const std::string key : {"momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"}) {
       const bool elementwise = key != "step";  // Adam's step count is one number
-      auto value_full = shards.Full("s/" + item.key() + "/" + key, spec->second, absent, elementwise);
+      auto value_full = shards.Full("s/" + slice.name + "/" + key, spec->second, absent, elementwise);
       if (!value_full.ok()) return value_full.status();
-      if (!absent) state[key] = elementwise ? Cut(*value_full, spec->second).to(param.device()) : *value_full;
+      if (!absent) {
+        out.state[key] = elementwise ? Cut(*value_full, spec->second).to(slice.value.device()) : *value_full;
+      }
     }
-    states.emplace_back(param, std::move(state));
+    loaded.push_back(std::move(out));
   }
-  at::NoGradGuard no_grad;
-  for (auto& [param, value] : params) param.copy_(value);
-  for (auto& [param, state] : states) CTRUN_RETURN_IF_ERROR(SetParamState(optimizer, param, state));
+  slices = std::move(loaded);
   return std::optional<TrainPosition>(TrainPosition{.step = step.item<int64_t>(),
                                                     .epoch = epoch.item<int64_t>(),
                                                     .epoch_consumed = 0,
                                                     .world_size = world.item<int64_t>(),
                                                     .seed = seed.item<int64_t>()});
+}
+
+Status SaveMeshCheckpoint(const std::string& dir, const DeviceMesh& mesh, torch::nn::Module& stage,
+                          const ShardRegistry& registry, torch::optim::Optimizer& optimizer,
+                          const TrainPosition& position) {
+  std::vector<NamedSlice> slices;
+  if (mesh.coord().dp == 0) {  // the others write nothing
+    for (const auto& item : stage.named_parameters(true)) {
+      if (registry.find(item.key()) == registry.end()) continue;
+      auto state = GetParamState(optimizer, item.value());
+      if (!state.ok()) return state.status();
+      slices.push_back(NamedSlice{.name = item.key(), .value = item.value(), .state = std::move(*state)});
+    }
+  }
+  return SaveMeshSlices(dir, mesh, slices, position);
+}
+
+Result<std::optional<TrainPosition>> LoadMeshCheckpoint(const std::string& dir, const DeviceMesh&,
+                                                        torch::nn::Module& stage, const ShardRegistry& registry,
+                                                        torch::optim::Optimizer& optimizer) {
+  std::vector<NamedSlice> slices;
+  std::vector<at::Tensor> params;
+  for (const auto& item : stage.named_parameters(true)) {
+    if (registry.find(item.key()) == registry.end()) continue;
+    slices.push_back(NamedSlice{.name = item.key(), .value = item.value(), .state = {}});
+    params.push_back(item.value());
+  }
+  auto loaded = LoadMeshSlices(dir, registry, slices);
+  if (!loaded.ok() || !loaded->has_value()) return loaded;
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) params[i].copy_(slices[i].value);
+  for (size_t i = 0; i < params.size(); ++i) {
+    CTRUN_RETURN_IF_ERROR(SetParamState(optimizer, params[i], slices[i].state));
+  }
+  return loaded;
 }
 
 }  // namespace ctrun::trainer

@@ -23,14 +23,21 @@
 // (interleaved 1F1B, trainer/models/gpt_chunks.h) saves the same names as a
 // plain one, and either loads on the other.
 //
+// The files hold named slices: SaveMeshSlices/LoadMeshSlices work on them
+// directly, for a stage whose parameters are not plain tensors between
+// steps (FSDP's flat shards: fsdp_mesh_checkpoint.h); SaveMeshCheckpoint and
+// LoadMeshCheckpoint take them from a module and its optimizer.
+//
 // Free functions; everything is borrowed for the call.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/optimizer_state.h"
 #include "trainer/comm/device_mesh.h"
 #include "trainer/parallel/tensor_parallel.h"
 
@@ -42,6 +49,27 @@ class Optimizer;
 }
 
 namespace ctrun::trainer {
+
+// One parameter's slice as this rank holds it on the mesh (its tensor-
+// parallel part, ShardRegistry), and that slice's optimizer state.
+struct NamedSlice {
+  std::string name;  // the global name, a key of the registry
+  at::Tensor value;  // the slice; for a load, its shape and device say what is wanted
+  ParamState state;  // optimizer_state.h (empty before the first step)
+};
+
+// Collective over the mesh's world (every rank calls it): the mesh's dp-0
+// ranks write their `slices` (the others' are not read), then rank 0
+// commits. Errors as SaveMeshCheckpoint's.
+Status SaveMeshSlices(const std::string& dir, const DeviceMesh& mesh, const std::vector<NamedSlice>& slices,
+                      const TrainPosition& position);
+
+// Every rank, at start: replaces each slice's value (a new CPU tensor of
+// the same shape) and state (on the value's device) with the checkpoint's,
+// cut for this rank by `registry`. Returns as LoadMeshCheckpoint; `slices`
+// is changed only on success.
+Result<std::optional<TrainPosition>> LoadMeshSlices(const std::string& dir, const ShardRegistry& registry,
+                                                    std::vector<NamedSlice>& slices);
 
 // Collective over the mesh's world (every rank calls it). `stage` is this
 // rank's model part, `registry` its specs, `optimizer` over stage's

@@ -389,6 +389,7 @@ void FullyShardedDataParallel::OnPreBackward(size_t u) {
 }
 
 void FullyShardedDataParallel::OnGradReady(size_t u, size_t slot) {
+  if (accumulating_) return;  // reduced at ReduceAccumulatedGrads
   Unit& unit = *units_[u];
   if (unit.ready || unit.got[slot]) {
     hook_error_ = Status::FailedPrecondition(

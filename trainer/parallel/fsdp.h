@@ -155,6 +155,22 @@ class FullyShardedDataParallel {
   // gathers in flight. Unavailable on failure.
   Status Reshard();
 
+  // Under pipeline parallelism (the pipeline runs the modules itself,
+  // several micro-batches a step: pipeline.h). GatherForStep all-gathers
+  // every unit and keeps it gathered until ReduceAccumulatedGrads; in
+  // between, the micro-batches' backward passes accumulate into the
+  // parameters' .grad as without FSDP (the per-unit reductions that start
+  // in backward are held back). ReduceAccumulatedGrads then reduces each
+  // unit's accumulated gradient as FinishGradSync does (reduce-scatter,
+  // then across replicas), sets the shards' .grad and frees every unit.
+  // One all-gather and one reduce-scatter per unit per step: PyTorch FSDP2's
+  // behaviour under pipeline parallelism (reshard_after_forward=False). The
+  // stage's full parameters and gradients are held during the step, 1/N of
+  // everything between steps. Unavailable when a collective fails (the units
+  // are freed then).
+  Status GatherForStep();
+  Status ReduceAccumulatedGrads();
+
   size_t unit_count() const;
   const FlatLayout& layout(size_t unit) const;
   // The unit's float32 shard (rank's part of the padded flat parameter; the
@@ -214,6 +230,7 @@ class FullyShardedDataParallel {
   at::Tensor placeholder_;             // what freed parameters point to
   size_t reduced_ = 0;                 // units launched, from the last one down
   std::deque<size_t> in_flight_;       // units whose reduction is not finished
+  bool accumulating_ = false;          // between GatherForStep and ReduceAccumulatedGrads
   Status hook_error_;                  // from a backward hook, reported at finish
   Status start_error_;                 // an all-gather that could not start
 };

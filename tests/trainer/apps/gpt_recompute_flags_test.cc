@@ -21,10 +21,15 @@ TEST_CASE("ParseGptFlags: a bad --recompute is a one-line error") {
   auto bad = ct::ParseGptFlags({"--recompute", "half"});
   REQUIRE(!bad.ok());
   CHECK(bad.status().message() == "--recompute 'half': unknown (use none, full or selective)");
+}
+
+TEST_CASE("ParseGptFlags: --recompute composes with --strategy fsdp and --dp-shard") {
   auto fsdp = ct::ParseGptFlags({"--strategy", "fsdp", "--recompute", "full"});
-  REQUIRE(!fsdp.ok());
-  CHECK(fsdp.status().message() ==
-        "--strategy fsdp with --recompute full: not supported yet; use --strategy ddp, or --recompute none");
+  REQUIRE(fsdp.ok());
+  CHECK(fsdp->recompute == ct::RecomputePolicy::kFull);
+  auto hsdp = ct::ParseGptFlags({"--mesh", "dp=2,tp=2", "--dp-shard", "grad-op", "--recompute", "selective"});
+  REQUIRE(hsdp.ok());
+  CHECK(hsdp->recompute == ct::RecomputePolicy::kSelective);
 }
 
 TEST_CASE("ParseGptFlags: --pp-schedule interleaved without chunks is refused (gpt_pipeline_flags_test.cc)") {
