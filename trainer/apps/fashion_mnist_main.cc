@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -21,6 +22,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/optimizer_state.h"
 #include "trainer/checkpoint/sharded_checkpoint.h"
+#include "trainer/checkpoint/topk_state.h"
 #include "trainer/parallel/storage_bytes.h"
 
 namespace ctrun::trainer {
@@ -63,11 +65,36 @@ struct BenchWindow {
   DdpStats base;
 };
 
+// Under top-k, every rank writes its state for this step (topk_state.h),
+// and the ranks agree that every write succeeded before rank 0 commits.
+Status SaveTopk(Worker& w) {
+  if (!w.ddp || w.flags.topk_density <= 0) return Status::Ok();
+  const int64_t step = w.position.step;
+  Status saved = SaveTopkState(w.ddp->topk_state(), TopkStatePath(w.flags.checkpoint_dir, step, w.env.rank), step,
+                               w.env.rank, w.env.world_size);
+  auto failed = w.SumOverRanks({saved.ok() ? 0.0 : 1.0});
+  if (!failed.ok()) return failed.status();
+  if (!saved.ok()) return saved;
+  if ((*failed)[0] > 0) {
+    return Status::IOError("another rank could not write its top-k state for step " + std::to_string(step) +
+                           "; the checkpoint was not saved");
+  }
+  return Status::Ok();
+}
+
+// DDP: the top-k files first, then rank 0's checkpoint.pt, the commit
+// point; older top-k steps go only after it. FSDP: the sharded checkpoint.
 Status Save(Worker& w) {
   if (w.ckpt_path.empty()) return Status::Ok();
   if (w.fsdp) return SaveShardedCheckpoint(w.sharded_dir, *w.fsdp, w.opt(), w.position);
+  CTRUN_RETURN_IF_ERROR(SaveTopk(w));
   if (!w.chief) return Status::Ok();
-  return SaveCheckpoint(w.ckpt_path, *w.model, w.opt(), w.position);
+  const std::string& dir = w.flags.checkpoint_dir;
+  std::error_code ec;  // a stale top-k directory must not pair with a checkpoint saved without top-k
+  if (w.flags.topk_density <= 0) std::filesystem::remove_all(TopkStateDir(dir, w.position.step), ec);
+  CTRUN_RETURN_IF_ERROR(SaveCheckpoint(w.ckpt_path, *w.model, w.opt(), w.position));
+  RemoveOldTopkStates(dir, w.position.step);
+  return Status::Ok();
 }
 
 // One optimizer step on `x`, `y` (`count` samples): forward, backward (grads

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "trainer/checkpoint/sharded_checkpoint.h"
+#include "trainer/checkpoint/topk_state.h"
 #include "trainer/comm/process_group.h"
 #include "trainer/models/small_cnn_stages.h"
 
@@ -130,6 +131,7 @@ Status Resume(Worker& w) {
                                    "; pass the same seed or another --checkpoint-dir");
   }
   w.position = saved;
+  w.resumed = true;
   w.Log("resuming from '" + (w.fsdp ? w.sharded_dir : w.ckpt_path) + "': step " +
         std::to_string(saved.step) + ", epoch " + std::to_string(saved.epoch) + ", " +
         std::to_string(saved.epoch_consumed) + " samples into it (saved with " +
@@ -177,6 +179,27 @@ Status WrapDdp(Worker& w, GradCompression compression) {
   return Status::Ok();
 }
 
+// Under top-k, after a resume: this rank's DGC state from the checkpoint
+// (topk_state.h: the same world size restores it exactly, another starts
+// every rank from the saved ranks' mean). The ranks agree on the outcome, so
+// a rank whose file is bad stops them all.
+Status ResumeTopk(Worker& w) {
+  if (!w.resumed || !w.ddp || w.flags.topk_density <= 0) return Status::Ok();
+  TopkState state = w.ddp->topk_state();
+  auto resumed = ResumeTopkState(w.flags.checkpoint_dir, w.position.step, static_cast<int>(w.position.world_size),
+                                 w.env.rank, w.env.world_size, state);
+  auto failed = w.SumOverRanks({resumed.ok() ? 0.0 : 1.0});
+  if (!failed.ok()) return failed.status();
+  if (!resumed.ok()) return resumed.status();
+  if ((*failed)[0] > 0) {
+    return Status::InvalidArgument("another rank could not restore its top-k state from '" +
+                                   TopkStateDir(w.flags.checkpoint_dir, w.position.step) + "' (see its error)");
+  }
+  w.ddp->set_topk_synced_steps(state.synced_steps);
+  w.Log(resumed->line);
+  return Status::Ok();
+}
+
 Status MakeSampler(Worker& w) {
   SamplerOptions sampler_options;
   sampler_options.dataset_size = w.train.size();
@@ -208,6 +231,7 @@ Status SetUp(Worker& w) {
   CTRUN_RETURN_IF_ERROR(Resume(w));
   CTRUN_RETURN_IF_ERROR(CheckSamePosition(w));
   CTRUN_RETURN_IF_ERROR(WrapDdp(w, *compression));
+  CTRUN_RETURN_IF_ERROR(ResumeTopk(w));
   return MakeSampler(w);
 }
 

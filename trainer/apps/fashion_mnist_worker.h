@@ -69,6 +69,7 @@ struct Worker {
   std::unique_ptr<FullyShardedDataParallel> fsdp;     // zero2/fsdp
   std::unique_ptr<torch::optim::Optimizer> optimizer;  // null under zero1
   TrainPosition position;
+  bool resumed = false;     // a checkpoint was loaded (position.world_size: its world)
   std::string ckpt_path;    // <dir>/checkpoint.pt, or empty without --checkpoint-dir
   // zero2/fsdp: sharded checkpoints in <dir>/sharded (any world size), and a
   // consolidated checkpoint.pt (the DDP format) when training ends.
@@ -81,8 +82,9 @@ struct Worker {
 // Reads the environment, sets the thread count, loads the data (before
 // anything is written), joins the process group, makes the seeded model and
 // its wrapper and optimizer, resumes from --checkpoint-dir when it holds a
-// checkpoint and checks that every rank resumed from the same step, and
-// makes the sampler. Returns OK, or the first failure: InvalidArgument (bad
+// checkpoint and checks that every rank resumed from the same step,
+// restores the top-k state of each rank (topk_state.h) under
+// --grad-compression topk, and makes the sampler. Returns OK, or the first failure: InvalidArgument (bad
 // flags or environment, a checkpoint saved with another seed, zero1 with
 // --checkpoint-dir), NotFound (no dataset, no checkpoint directory),
 // FailedPrecondition (ranks at different steps), Unavailable (the group),

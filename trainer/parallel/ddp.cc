@@ -183,6 +183,23 @@ Status DistributedDataParallel::Init() {
   return Status::Ok();
 }
 
+TopkState DistributedDataParallel::topk_state() const {
+  TopkState state;
+  if (options_.compression != GradCompression::kTopk) return state;
+  state.synced_steps = topk_synced_steps_;
+  for (const auto& item : module_.named_parameters(/*recurse=*/true)) {
+    if (item.value().requires_grad()) state.names.push_back(item.key());
+  }
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const Bucket& bucket = *buckets_[bucket_of_[k]];
+    const int64_t offset = bucket.offsets[slot_of_[k]];
+    const at::Tensor& param = params_[k];
+    state.momentum.push_back(bucket.topk->momentum().narrow(0, offset, param.numel()).view(param.sizes()));
+    state.residual.push_back(bucket.topk->residual().narrow(0, offset, param.numel()).view(param.sizes()));
+  }
+  return state;
+}
+
 // Top-k's options and dtype (float32 only); every rank sees the same, so
 // every rank refuses alike.
 Status DistributedDataParallel::CheckTopk() const {
@@ -245,7 +262,7 @@ void DistributedDataParallel::Launch(Bucket& bucket) {
   if (next_launch_ == 0) first_launch_ = NowSeconds();
   at::NoGradGuard no_grad;
   stats_.dense_bytes += bucket.flat.numel() * static_cast<int64_t>(bucket.flat.element_size());
-  if (bucket.topk && stats_.synced_steps >= options_.topk.warmup_steps) return LaunchTopk(bucket);
+  if (bucket.topk && topk_synced_steps_ >= options_.topk.warmup_steps) return LaunchTopk(bucket);
   const int world = comm_.size();
   if (world > 1) bucket.flat.div_(world);
   switch (options_.compression) {
@@ -341,6 +358,7 @@ Status DistributedDataParallel::FinishGradSync() {
       }
     }
     ++stats_.synced_steps;
+    ++topk_synced_steps_;
     stats_.comm_span_seconds += done - first_launch_;
     stats_.exposed_seconds += done - finish_start;
   }

@@ -85,6 +85,18 @@ struct DdpStats {
   }
 };
 
+// Under kTopk, one rank's DGC state (topk_compression.h), as checkpoints
+// save and restore it (trainer/checkpoint/topk_state.h): for each parameter
+// that requires grad, in registration order, its name and its momentum u and
+// residual v shaped like it, and the synced steps counted toward the dense
+// warm-up. From topk_state(), the tensors are views of the buckets' state:
+// copying into them restores it.
+struct TopkState {
+  int64_t synced_steps = 0;
+  std::vector<std::string> names;
+  std::vector<at::Tensor> momentum, residual;
+};
+
 class DistributedDataParallel {
  public:
   // Broadcasts `module`'s parameters and buffers from rank 0 and installs the
@@ -138,6 +150,12 @@ class DistributedDataParallel {
   std::vector<at::Tensor> Buckets() const;
   const DdpStats& stats() const { return stats_; }
 
+  // kTopk: this rank's top-k state (views, see TopkState); without top-k,
+  // no names. set_topk_synced_steps restores the warm-up's step count (the
+  // STATS counters are this process's own and stay as they are).
+  TopkState topk_state() const;
+  void set_topk_synced_steps(int64_t steps) { topk_synced_steps_ = steps; }
+
  private:
   struct Bucket;
   DistributedDataParallel(torch::nn::Module& module, Communicator& comm, DdpOptions options);
@@ -162,6 +180,7 @@ class DistributedDataParallel {
   Status launch_error_;                   // an all-reduce that failed to start
   double first_launch_ = 0;
   DdpStats stats_;
+  int64_t topk_synced_steps_ = 0;         // synced steps toward the top-k warm-up
 };
 
 }  // namespace ctrun::trainer
