@@ -1,0 +1,145 @@
+#include "rendezvous/machine/quorum.h"
+
+#include <algorithm>
+#include <set>
+
+namespace ctrun::rdzv {
+
+Status CheckQuorumParams(const QuorumParams& params) {
+  if (params.min_replicas < 1) {
+    return Status::InvalidArgument("quorum: min_replicas " + std::to_string(params.min_replicas) +
+                                   " is below 1; give --ft-replicas MIN:MAX with MIN >= 1");
+  }
+  if (params.max_replicas < params.min_replicas) {
+    return Status::InvalidArgument("quorum: max_replicas " + std::to_string(params.max_replicas) +
+                                   " is below min_replicas " + std::to_string(params.min_replicas) +
+                                   "; give --ft-replicas MIN:MAX with MIN <= MAX");
+  }
+  if (params.join_timeout <= Duration::zero() || params.heartbeat_timeout <= Duration::zero()) {
+    return Status::InvalidArgument("quorum: the join and heartbeat timeouts must be positive");
+  }
+  return Status::Ok();
+}
+
+int64_t Quorum::max_step() const {
+  int64_t out = 0;
+  for (const auto& m : members) out = std::max(out, m.step);
+  return out;
+}
+
+std::optional<size_t> Quorum::rank_of(const std::string& member_id) const {
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].id == member_id) return i;
+  }
+  return std::nullopt;
+}
+
+void QuorumMachine::Request(const QuorumMember& member, TimePoint now) {
+  alive_[member.id] = now;
+  const uint64_t order = first_seen_.emplace(member.id, first_seen_.size()).first->second;
+  waiting_[member.id] = Participant{member, now, order};
+}
+
+void QuorumMachine::Heartbeat(const std::string& id, TimePoint now) { alive_[id] = now; }
+
+void QuorumMachine::Lost(const std::string& id, TimePoint) {
+  alive_.erase(id);
+  waiting_.erase(id);
+}
+
+bool QuorumMachine::Healthy(const std::string& id, TimePoint now) const {
+  auto it = alive_.find(id);
+  return it != alive_.end() && now - it->second < params_.heartbeat_timeout;
+}
+
+std::vector<QuorumMember> QuorumMachine::Choose(const std::vector<const Participant*>& ready) const {
+  std::set<std::string> previous;
+  if (last_) {
+    for (const auto& m : last_->members) previous.insert(m.id);
+  }
+  std::vector<const Participant*> order = ready;
+  std::sort(order.begin(), order.end(), [&](const Participant* a, const Participant* b) {
+    const bool pa = previous.count(a->member.id) > 0, pb = previous.count(b->member.id) > 0;
+    if (pa != pb) return pa;
+    if (a->order != b->order) return a->order < b->order;
+    return a->member.id < b->member.id;
+  });
+  if (order.size() > static_cast<size_t>(params_.max_replicas)) order.resize(static_cast<size_t>(params_.max_replicas));
+  std::vector<QuorumMember> members;
+  for (const Participant* p : order) members.push_back(p->member);
+  std::sort(members.begin(), members.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  return members;
+}
+
+Quorum QuorumMachine::Form(std::vector<QuorumMember> members) {
+  bool changed = !last_ || last_->members.size() != members.size();
+  for (size_t i = 0; !changed && i < members.size(); ++i) changed = last_->members[i].id != members[i].id;
+  bool failures = false;
+  for (const auto& m : members) failures = failures || m.commit_failures > 0;
+  Quorum quorum{.id = (changed || failures) ? next_id_++ : last_->id, .members = std::move(members)};
+  for (const auto& m : quorum.members) waiting_.erase(m.id);
+  last_ = quorum;
+  return quorum;
+}
+
+std::optional<Quorum> QuorumMachine::Tick(TimePoint now) {
+  std::vector<const Participant*> ready;
+  for (const auto& [id, p] : waiting_) {
+    if (Healthy(id, now)) ready.push_back(&p);
+  }
+  size_t healthy = 0;
+  for (const auto& [id, at] : alive_) healthy += Healthy(id, now) ? 1 : 0;
+  const std::string counts = " (" + std::to_string(ready.size()) + " asking, " + std::to_string(healthy) +
+                             " healthy, min " + std::to_string(params_.min_replicas) + ")";
+  if (ready.empty()) {
+    reason_ = "no healthy group is asking" + counts;
+    return std::nullopt;
+  }
+  if (last_) {
+    bool all_back = true;
+    for (const auto& m : last_->members) {
+      all_back = all_back && waiting_.count(m.id) > 0 && Healthy(m.id, now);
+    }
+    if (all_back) {
+      reason_ = "fast quorum: every member of quorum " + std::to_string(last_->id) + " asked again" + counts;
+      return Form(Choose(ready));
+    }
+  }
+  if (ready.size() < static_cast<size_t>(params_.min_replicas)) {
+    reason_ = "waiting: fewer groups asking than --ft-replicas MIN" + counts;
+    return std::nullopt;
+  }
+  if (ready.size() * 2 <= healthy) {
+    reason_ = "waiting: the groups asking are not a majority of the healthy ones" + counts;
+    return std::nullopt;
+  }
+  if (ready.size() < healthy) {
+    TimePoint first = ready.front()->asked;
+    for (const Participant* p : ready) first = std::min(first, p->asked);
+    if (now - first < params_.join_timeout) {
+      reason_ = "waiting for healthy groups that have not asked yet, until the join timeout" + counts;
+      return std::nullopt;
+    }
+  }
+  reason_ = "new quorum" + counts;
+  return Form(Choose(ready));
+}
+
+std::optional<TimePoint> QuorumMachine::NextDeadline(TimePoint now) const {
+  if (waiting_.empty()) return std::nullopt;
+  std::optional<TimePoint> next;
+  auto take = [&](TimePoint t) {
+    if (t > now) next = next ? std::min(*next, t) : t;
+  };
+  for (const auto& [id, p] : waiting_) take(p.asked + params_.join_timeout);
+  for (const auto& [id, at] : alive_) take(at + params_.heartbeat_timeout);
+  return next;
+}
+
+std::vector<std::string> QuorumMachine::Waiting() const {
+  std::vector<std::string> out;
+  for (const auto& [id, p] : waiting_) out.push_back(id);
+  return out;
+}
+
+}  // namespace ctrun::rdzv

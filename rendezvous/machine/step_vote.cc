@@ -1,0 +1,39 @@
+#include "rendezvous/machine/step_vote.h"
+
+namespace ctrun::rdzv {
+
+StepVote::StepVote(int64_t quorum_id, int64_t step, const std::vector<std::string>& members)
+    : quorum_id_(quorum_id), step_(step) {
+  for (const auto& id : members) votes_[id] = std::nullopt;
+  if (votes_.empty()) decision_ = false;  // nobody to commit it
+}
+
+bool StepVote::Vote(const std::string& id, int64_t quorum_id, int64_t step, bool ok) {
+  auto it = votes_.find(id);
+  if (it == votes_.end() || quorum_id != quorum_id_ || step != step_) return false;
+  if (!it->second || !ok) it->second = ok;
+  if (decision_) return true;  // decided already: a late vote changes nothing
+  if (!ok) {
+    decision_ = false;
+    return true;
+  }
+  bool all_yes = true;
+  for (const auto& [member, vote] : votes_) all_yes = all_yes && vote.value_or(false);
+  if (all_yes) decision_ = true;
+  return true;
+}
+
+void StepVote::Lost(const std::string& id) {
+  auto it = votes_.find(id);
+  if (it != votes_.end() && !it->second && !decision_) decision_ = false;
+}
+
+std::vector<std::string> StepVote::Pending() const {
+  std::vector<std::string> out;
+  for (const auto& [id, vote] : votes_) {
+    if (!vote) out.push_back(id);
+  }
+  return out;
+}
+
+}  // namespace ctrun::rdzv

@@ -1,0 +1,46 @@
+// StepVote: whether one step of one quorum is committed (torchft's
+// should_commit, decided in one place for all replica groups). Every member
+// of the quorum votes after its step's gradient sync: yes when every
+// collective of the step succeeded on all its ranks, no otherwise. The step
+// commits only when every member voted yes; one no, or a member lost before
+// it voted, decides "discard" for all at once, without waiting for the
+// rest. Every member then gets the same decision, so the replicas apply or
+// discard the step alike and stay equal.
+//
+// Pure; copyable; one owner serialises every call.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ctrun::rdzv {
+
+class StepVote {
+ public:
+  StepVote(int64_t quorum_id, int64_t step, const std::vector<std::string>& members);
+
+  // A member's vote. A vote from outside the quorum, or for another quorum
+  // id or step, is ignored (returns false); a member's second vote counts
+  // only if it is a no.
+  bool Vote(const std::string& id, int64_t quorum_id, int64_t step, bool ok);
+  // The member is gone: a member that has not voted makes it a discard.
+  void Lost(const std::string& id);
+
+  // true: commit; false: discard; nullopt: not decided yet.
+  std::optional<bool> Decision() const { return decision_; }
+  int64_t quorum_id() const { return quorum_id_; }
+  int64_t step() const { return step_; }
+  // Members that have not voted yet.
+  std::vector<std::string> Pending() const;
+
+ private:
+  int64_t quorum_id_;
+  int64_t step_;
+  std::map<std::string, std::optional<bool>> votes_;
+  std::optional<bool> decision_;
+};
+
+}  // namespace ctrun::rdzv
