@@ -18,7 +18,8 @@
 #     checkpoint and a resume) and ctrun-gpt (DDP, FSDP, a mesh checkpoint
 #     and a resume) with --backend nccl;
 #  4. runs ctrun-gpt with --recompute none, full and selective
-#     (tests/gpu/recompute.sh): the same losses;
+#     (tests/gpu/recompute.sh): the same losses; and FSDP with recomputation
+#     saving a checkpoint and resuming it (tests/gpu/fsdp_checkpoint.sh);
 #  5. runs ctrun-gpt with --precision fp16 (DDP and FSDP) and FSDP with
 #     --cpu-offload params and optimizer (tests/gpu/fp16_offload.sh): finite,
 #     falling losses, fp16 close to fp32, offload like no offload.
@@ -73,5 +74,7 @@ run $A/ctrun-gpt --backend nccl --data "$SRC/docs" --steps 30 --log-every 10 --c
 run $A/ctrun-gpt --backend nccl --data "$SRC/docs" --steps 30 --log-every 10
 step "ctrun-gpt --recompute none, full, selective with NCCL (the same losses)"
 "$HERE/recompute.sh" "$B"
+step "ctrun-gpt --strategy fsdp --recompute full: a checkpoint from CUDA shards, resumed (tests/gpu/fsdp_checkpoint.sh)"
+"$HERE/fsdp_checkpoint.sh" "$B"
 step "ctrun-gpt --precision fp16 and --cpu-offload params, optimizer with NCCL"
 "$HERE/fp16_offload.sh" "$B"

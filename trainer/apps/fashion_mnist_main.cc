@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -21,6 +20,7 @@
 #include "trainer/apps/train_flags.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/optimizer_state.h"
+#include "trainer/checkpoint/remove_tree.h"
 #include "trainer/checkpoint/sharded_checkpoint.h"
 #include "trainer/checkpoint/topk_state.h"
 #include "trainer/parallel/storage_bytes.h"
@@ -90,8 +90,11 @@ Status Save(Worker& w) {
   CTRUN_RETURN_IF_ERROR(SaveTopk(w));
   if (!w.chief) return Status::Ok();
   const std::string& dir = w.flags.checkpoint_dir;
-  std::error_code ec;  // a stale top-k directory must not pair with a checkpoint saved without top-k
-  if (w.flags.topk_density <= 0) std::filesystem::remove_all(TopkStateDir(dir, w.position.step), ec);
+  // A stale top-k directory must not pair with a checkpoint saved without top-k.
+  if (w.flags.topk_density <= 0 && !RemoveTree(TopkStateDir(dir, w.position.step))) {
+    return Status::IOError("cannot remove the stale top-k state '" + TopkStateDir(dir, w.position.step) +
+                           "'; remove it by hand (the checkpoint was not saved)");
+  }
   CTRUN_RETURN_IF_ERROR(SaveCheckpoint(w.ckpt_path, *w.model, w.opt(), w.position));
   RemoveOldTopkStates(dir, w.position.step);
   return Status::Ok();

@@ -13,6 +13,7 @@
 
 #include "trainer/checkpoint/archive_file.h"
 #include "trainer/checkpoint/optimizer_state.h"
+#include "trainer/checkpoint/remove_tree.h"
 #include "trainer/comm/torch_error.h"
 
 namespace ctrun::trainer {
@@ -138,7 +139,7 @@ Status SaveMeshSlices(const std::string& dir, const DeviceMesh& mesh, const std:
   if (ec) return Status::IOError("cannot rename '" + dir + "/LATEST.tmp': " + ec.message());
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) == 0 && name != step_dir) fs::remove_all(entry.path(), ec);
+    if (name.rfind("step-", 0) == 0 && name != step_dir) RemoveTree(entry.path().string());
   }
   return Status::Ok();
 }

@@ -1,4 +1,5 @@
 #include "trainer/checkpoint/topk_state.h"
+#include "trainer/checkpoint/remove_tree.h"
 
 #include <ATen/ATen.h>
 #include <torch/serialize/input-archive.h>
@@ -212,7 +213,7 @@ void RemoveOldTopkStates(const std::string& dir, int64_t step) {
     const int64_t n = std::stoll(digits);
     if (n < step) old.push_back(entry.path());
   }
-  for (const auto& path : old) fs::remove_all(path, ec);
+  for (const auto& path : old) RemoveTree(path);
 }
 
 }  // namespace ctrun::trainer
