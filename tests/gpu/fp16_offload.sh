@@ -13,14 +13,7 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd); SRC=$(cd "$HERE/../.." && pwd)
 B=${1:-/tmp/ctrun-gpu-build}
-if [ ! -x "$B/trainer/apps/ctrun-gpt" ]; then
-  TD=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')/Torch
-  if ! cmake -S "$SRC" -B "$B" -G Ninja -DCTRUN_BUILD_LAUNCHER=OFF -DCTRUN_TRAINER_CUDA=ON -DTorch_DIR="$TD" \
-         -DCMAKE_BUILD_TYPE=Release > "$B.configure.log" 2>&1 ||
-     ! cmake --build "$B" --target ctrun-gpt > "$B.build.log" 2>&1; then
-    echo "build failed: $B.configure.log, $B.build.log"; tail -20 "$B.build.log"; exit 1
-  fi
-fi
+. "$HERE/build_gpt.sh" || exit 1
 OUT=/tmp/ctrun-gpu-fp16
 mkdir -p "$OUT"
 status=0
