@@ -30,8 +30,11 @@ class DdpEquivalenceTest(unittest.TestCase):
         return os.path.join(self.tmp.name, name)
 
     def single(self, world, steps, batch, accum=1, unused=False):
+        """The single process's parameters (each configuration run once)."""
         import subprocess
         path = self.out(f"single_{world}_{steps}_{batch}_{accum}_{unused}.bin")
+        if os.path.exists(path):
+            return read_floats(path)
         argv = [self.tool, "train", "--single", "--world", str(world), "--steps", str(steps),
                 "--batch", str(batch * accum), "--out", path]
         if unused:
