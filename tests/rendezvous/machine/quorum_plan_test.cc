@@ -8,7 +8,9 @@ namespace {
 
 Quorum Q(std::vector<std::pair<std::string, int64_t>> steps, int64_t id = 7) {
   Quorum q{.id = id, .members = {}};
-  for (auto& [name, step] : steps) q.members.push_back({.id = name, .step = step, .address = name + ":9", .commit_failures = 0});
+  for (auto& [name, step] : steps) {
+    q.members.push_back({.id = name, .step = step, .address = name + ":9", .commit_failures = 0});
+  }
   return q;
 }
 
