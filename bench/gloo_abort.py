@@ -45,33 +45,41 @@ def store_server():
     return proc, int(proc.stdout.readline())
 
 
+def survivor_delays(out, bound):
+    """Each survivor's delay, once every one wrote it or the wait's bound
+    (start-up, then the kill, then at most `bound`) passed: a survivor whose
+    collective never raised counts as the bound."""
+    files = [os.path.join(out, f"rank-{r}") for r in range(RANKS - 1)]
+    deadline = time.monotonic() + 60 + bound
+    while not all(os.path.exists(f) for f in files) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    delays = []
+    for f in files:
+        try:
+            with open(f) as fh:
+                delays.append(float(fh.read()))
+        except (OSError, ValueError):
+            delays.append(bound)
+    return delays
+
+
 def one_run(cascade):
     """The survivors' delays (seconds, sorted) in one run."""
     store, port = store_server()
     with tempfile.TemporaryDirectory() as out:
+        bound = PG_TIMEOUT + 5
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(RANKS),
+                   LINGER_S=str(60 + bound + 5),
                    PG_TIMEOUT=str(PG_TIMEOUT), VICTIM=str(RANKS - 1), KILL_AT="200", OUT_DIR=out,
                    KILLED_AT=os.path.join(out, "killed_at"), CASCADE="1" if cascade else "0", OMP_NUM_THREADS="1")
         ranks = [subprocess.Popen([PYTHON, os.path.join(HERE, "gloo_abort_rank.py")],
                                   env=dict(env, RANK=str(r)), stderr=subprocess.DEVNULL) for r in range(RANKS)]
-        bound = PG_TIMEOUT + 5
-        files = [os.path.join(out, f"rank-{r}") for r in range(RANKS - 1)]
-        # Bounded wait (start-up, then the kill, then at most the bound): the
-        # survivors write their file when their collective raises; one that
-        # never does counts as the bound.
-        deadline = time.monotonic() + 60 + bound
-        while not all(os.path.exists(f) for f in files) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        delays = []
-        for f in files:
-            try:
-                with open(f) as fh:
-                    delays.append(float(fh.read()))
-            except (OSError, ValueError):
-                delays.append(bound)
-        for proc in ranks:
-            proc.kill()
-            proc.wait()
+        try:
+            delays = survivor_delays(out, bound)
+        finally:
+            for proc in ranks:
+                proc.kill()
+                proc.wait()
     store.stdin.close()
     store.wait()
     return sorted(delays)

@@ -3,11 +3,12 @@ ProcessGroupGloo, a store run by the driver); the victim rank SIGKILLs
 itself at iteration KILL_AT after writing the time to KILLED_AT. Every
 survivor writes, to OUT_DIR/rank-<r>, the seconds from that instant to the
 moment its collective raised, then (CASCADE=1) destroys its process group,
-and stays alive until the driver ends it, so its sockets stay open unless
-the teardown closes them."""
+and stays alive until the driver ends it (at most LINGER_S seconds), so its
+sockets stay open unless the teardown closes them."""
 import datetime
 import os
 import signal
+import sys
 import time
 
 import torch
@@ -33,4 +34,5 @@ for i in range(1_000_000):
             f.write(repr(gap))
         if os.environ.get("CASCADE") == "1":
             dist.destroy_process_group()
-        time.sleep(3600)
+        time.sleep(float(os.environ["LINGER_S"]))
+        sys.exit(0)

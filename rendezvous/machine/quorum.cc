@@ -45,6 +45,7 @@ void QuorumMachine::Heartbeat(const std::string& id, TimePoint now) { alive_[id]
 void QuorumMachine::Lost(const std::string& id, TimePoint) {
   alive_.erase(id);
   waiting_.erase(id);
+  first_seen_.erase(id);  // what is kept is bounded by the live groups; back later, it asks anew
 }
 
 bool QuorumMachine::Healthy(const std::string& id, TimePoint now) const {

@@ -1,5 +1,4 @@
 #include "trainer/checkpoint/topk_state.h"
-#include "trainer/checkpoint/remove_tree.h"
 
 #include <ATen/ATen.h>
 #include <torch/serialize/input-archive.h>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "trainer/checkpoint/archive_file.h"
+#include "trainer/checkpoint/remove_tree.h"
 #include "trainer/comm/torch_error.h"
 
 namespace ctrun::trainer {

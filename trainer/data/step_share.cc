@@ -1,5 +1,6 @@
 #include "trainer/data/step_share.h"
 
+#include <algorithm>
 #include <limits>
 #include <string>
 
