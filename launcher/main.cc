@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   }
 #if CTRUN_ONE_NODE_ONLY
   // Before the warnings: ctrun-full parses the same line again and says them.
-  if (!parsed->config.local_rendezvous()) {
+  if (!parsed->config.local_rendezvous() || parsed->config.ft) {
     HandOffToFull(argv, WhatNeedsFull(parsed->config));
     return kExitFailure;
   }

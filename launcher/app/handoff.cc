@@ -32,6 +32,7 @@ std::string WhatNeedsFull(const LaunchConfig& c) {
   const std::string nodes = c.min_nodes == c.max_nodes
                                 ? std::to_string(c.max_nodes)
                                 : std::to_string(c.min_nodes) + ":" + std::to_string(c.max_nodes);
+  if (c.ft) return "a fault-tolerant launch (--ft-replicas)";
   return c.is_single_node() ? "a launch with --rdzv-backend c10d and --rdzv-endpoint"
                             : "a launch of several nodes (--nnodes " + nodes + ")";
 }

@@ -21,9 +21,10 @@ std::string FullProgramPath();
 // and the fix; the caller exits with kExitFailure.
 void HandOffToFull(char** argv, const std::string& what);
 
-// HandOffToFull's `what` for a launch that is not config.local_rendezvous():
-// "a launch of several nodes (--nnodes 2:4)", or "a launch with
-// --rdzv-backend c10d and --rdzv-endpoint" for one node.
+// HandOffToFull's `what` for a launch that is not config.local_rendezvous(),
+// or that has --ft-replicas: "a launch of several nodes (--nnodes 2:4)", "a
+// launch with --rdzv-backend c10d and --rdzv-endpoint" for one node, or "a
+// fault-tolerant launch (--ft-replicas)".
 std::string WhatNeedsFull(const LaunchConfig& config);
 
 }  // namespace ctrun::launcher

@@ -25,6 +25,7 @@ Status Wiring::Wire() {
   StoreHosting hosting;
   CTRUN_RETURN_IF_ERROR(HostStore(hosting));
   CTRUN_RETURN_IF_ERROR(MakeRendezvousHandler(hosting));
+  CTRUN_RETURN_IF_ERROR(StartFt());
   return MakeAgent();
 }
 
@@ -68,6 +69,16 @@ Status Wiring::MakeRendezvousHandler(const StoreHosting& hosting) {
       MakeRendezvous(io_, launch_.config, launch_.env, hosting);
   if (!rdzv.ok()) return rdzv.status();
   rdzv_ = std::move(*rdzv);
+  return Status::Ok();
+}
+
+// Before the Agent, which copies the environment its workers get.
+Status Wiring::StartFt() {
+  if (!launch_.config.ft) return Status::Ok();
+  Result<std::unique_ptr<FtRuntime>> ft = StartFaultTolerance(io_, launch_.config, launch_.env, launch_.events.get());
+  if (!ft.ok()) return ft.status();
+  ft_ = std::move(*ft);
+  for (const auto& [name, value] : ft_->worker_env()) launch_.env[name] = value;
   return Status::Ok();
 }
 

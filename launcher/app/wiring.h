@@ -13,6 +13,8 @@
 //   two WorkerSets       the workers', and the --health-check's (a process
 //                        group of its own, never the workers')
 //   the health check     --health-check, or none
+//   fault tolerance      --ft-replicas: the quorum server's link and the
+//                        workers' relay (launcher/ft/ft_setup.h), or none
 //   the Agent            borrows all of the above; destroyed first
 // The run's log directory is made after the rendezvous and moved into the
 // Agent. A step that fails leaves the graph as far as it got: main reports
@@ -26,6 +28,7 @@
 #include "base/result.h"
 #include "launcher/agent/agent.h"
 #include "launcher/app/resolved_launch.h"
+#include "launcher/ft/ft_setup.h"
 #include "launcher/health/command_check.h"
 #include "launcher/process/orphan_guard.h"
 #include "launcher/process/workers.h"
@@ -43,7 +46,7 @@ class Wiring {
   static Result<std::unique_ptr<Wiring>> Start(ResolvedLaunch launch);
 
   // Builds the rest in the order above: the store, the rendezvous, the log
-  // directory, the health check, the Agent. Call once, after Start. Errors,
+  // directory, the health check, fault tolerance, the Agent. Call once, after Start. Errors,
   // each with its message as it is: InvalidArgument (a usage error) for a
   // store address or rendezvous configuration that is wrong, and for a log
   // directory that cannot be made; any other code for a failure at run time
@@ -65,6 +68,7 @@ class Wiring {
 
   Status HostStore(StoreHosting& hosting);
   Status MakeRendezvousHandler(const StoreHosting& hosting);
+  Status StartFt();
   Status MakeAgent();
 
   // Declared in the order of the header comment: destroyed in reverse.
@@ -77,6 +81,7 @@ class Wiring {
   WorkerSet workers_;
   WorkerSet health_runner_;
   std::unique_ptr<CommandHealthCheck> health_;  // null without --health-check
+  std::unique_ptr<FtRuntime> ft_;                // null without --ft-replicas
   std::unique_ptr<Agent> agent_;
 };
 

@@ -295,7 +295,34 @@ Status ResolveRendezvous(std::map<std::string_view, Given>& sources, LaunchConfi
   return Status::Ok();
 }
 
+// --ft-replicas: the endpoint serves the quorum, and each node is a replica
+// group of its own (a node count Slurm gives is the job's, not a group's).
+Status CheckFaultTolerance(std::map<std::string_view, Given>& sources, LaunchConfig& config) {
+  const std::string& from = sources["--ft-replicas"].source;
+  if (config.rdzv_backend != RdzvBackend::kC10d || !config.rdzv_endpoint_given) {
+    return Status::InvalidArgument(fmt::format(
+        "{} needs a quorum server: give --rdzv-backend c10d --rdzv-endpoint HOST:PORT (ctrund at HOST:PORT, "
+        "or the node whose address HOST is hosts it)",
+        from));
+  }
+  const Given& nnodes = sources["--nnodes"];
+  if (nnodes.source.rfind("SLURM_", 0) == 0 || nnodes.source.empty()) {
+    config.min_nodes = config.max_nodes = 1;
+    config.node_rank = 0;
+    return Status::Ok();
+  }
+  if (config.max_nodes != 1) {
+    return Status::InvalidArgument(fmt::format(
+        "{} with {}: under --ft-replicas each node is a replica group with a rendezvous of its own, so "
+        "--nnodes counts one group's nodes (give --nnodes 1 or drop it; --ft-replicas counts the groups)",
+        Describe(nnodes, "--nnodes"), from));
+  }
+  config.node_rank = 0;
+  return Status::Ok();
+}
+
 Status CheckCombinations(std::map<std::string_view, Given>& sources, LaunchConfig& config) {
+  if (config.ft) CTRUN_RETURN_IF_ERROR(CheckFaultTolerance(sources, config));
   if (config.node_rank >= config.max_nodes) {
     return Status::InvalidArgument(fmt::format(
         "{}: must be less than the maximum node count {} from {} (use 0..{}, or raise --nnodes)",

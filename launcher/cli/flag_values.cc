@@ -214,6 +214,17 @@ Status ApplyNnodes(std::string_view v, LaunchConfig& c) {
   return Status::Ok();
 }
 
+Status ApplyFtReplicas(std::string_view v, LaunchConfig& c) {
+  constexpr std::string_view kFix = "(use MIN:MAX replica groups with 1 <= MIN <= MAX, e.g. 2:3)";
+  std::vector<std::string_view> parts = Split(v, ':');
+  std::optional<long long> lo = parts.size() == 2 ? ParseInt(parts[0]) : std::nullopt;
+  std::optional<long long> hi = parts.size() == 2 ? ParseInt(parts[1]) : std::nullopt;
+  if (!lo || !hi) return Bad(fmt::format("not a range of replica groups {}", kFix));
+  if (*lo < 1 || *lo > *hi || *hi > 1024) return Bad(fmt::format("out of range {}; at most 1024 groups", kFix));
+  c.ft = FtConfig{.min_replicas = static_cast<int>(*lo), .max_replicas = static_cast<int>(*hi)};
+  return Status::Ok();
+}
+
 Status ApplyNproc(std::string_view v, LaunchConfig& c) {
   if (v == "auto" || v == "cpu" || v == "gpu") {
     c.nproc_kind = v == "auto" ? NprocKind::kAuto : v == "cpu" ? NprocKind::kCpu : NprocKind::kGpu;

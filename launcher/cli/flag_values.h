@@ -80,6 +80,8 @@ Status ApplyRdzvConf(std::string_view v, LaunchConfig& c);
 
 // --nnodes: "N" or "MIN:MAX" with 0 < MIN <= MAX <= 1e6.
 Status ApplyNnodes(std::string_view v, LaunchConfig& c);
+// --ft-replicas MIN:MAX (1 <= MIN <= MAX).
+Status ApplyFtReplicas(std::string_view v, LaunchConfig& c);
 
 // --nproc-per-node: a positive integer, auto, cpu or gpu.
 Status ApplyNproc(std::string_view v, LaunchConfig& c);

@@ -244,6 +244,18 @@ std::vector<FlagSpec> BuildTable() {
        "End the job on every node (exit code 5) once more than N nodes left it as unhealthy "
        "(default: nnodes max - min).",
        G::kCtrun},
+      {"--ft-replicas", {"--ft-replicas", "--ft_replicas"}, "PET_FT_REPLICAS", nullptr, K::kValue,
+       CTRUN_APPLY(return ApplyFtReplicas(v, c);), "MIN:MAX",
+       "Fault tolerance without restarts: each node is a replica group; a failed group restarts alone "
+       "while the others train on in a per-step quorum of MIN to MAX groups served at --rdzv-endpoint "
+       "(needs --rdzv-backend c10d; workers use it with --ft, docs/fault-tolerance.md).",
+       G::kCtrun},
+      {"--ft-join-timeout", {"--ft-join-timeout", "--ft_join_timeout"}, "PET_FT_JOIN_TIMEOUT", "60",
+       K::kValue,
+       CTRUN_APPLY(auto s = PositiveSeconds(v, "60"); if (!s.ok()) return s.status();
+                   c.ft_join_timeout = *s; return Status::Ok();),
+       "SECONDS", "With --ft-replicas: how long a quorum waits for a replica group that is alive but late.",
+       G::kCtrun},
       {"--version", {"--version"}, "", nullptr, K::kAction, nullptr, "", "Print the version and exit.",
        G::kCtrun},
       {"--help", {"-h", "--help"}, "", nullptr, K::kAction, nullptr, "", "Print this help and exit.", G::kCtrun},

@@ -64,6 +64,14 @@ struct RdzvConf {
   std::map<std::string, std::string> given;  // the pairs as the user wrote them
 };
 
+// Fault tolerance without restarts (ctrun only; docs/fault-tolerance.md):
+// each node is a replica group with a rendezvous of its own; the groups
+// train in a per-step quorum served at --rdzv-endpoint.
+struct FtConfig {
+  int min_replicas = 1;             // --ft-replicas MIN:MAX
+  int max_replicas = 1;
+};
+
 struct LaunchConfig {
   // Worker/node size.
   int min_nodes = 1;
@@ -150,6 +158,10 @@ struct LaunchConfig {
   // CUDA_VISIBLE_DEVICES narrowed to its own device (launcher/process/worker_env.h).
   bool virtual_local_rank = false;
 
+  // --ft-replicas (ctrun only); nullopt = off.
+  std::optional<FtConfig> ft;
+  Seconds ft_join_timeout{60};       // --ft-join-timeout: how long a quorum waits for a late group
+
   // Logs.
   std::optional<std::string> log_dir;
   StreamSelection redirects;
@@ -172,7 +184,10 @@ struct LaunchConfig {
   // with an endpoint the user gave, which joins (or hosts) the rendezvous at
   // that endpoint as torchrun's c10d does, so the job shows on that server's
   // status page, /api/runs and metrics.
+  // Under --ft-replicas the node's own rendezvous is local too (its
+  // endpoint serves the quorum instead).
   bool local_rendezvous() const {
+    if (ft) return true;
     return is_single_node() && !(rdzv_backend == RdzvBackend::kC10d && rdzv_endpoint_given);
   }
 };

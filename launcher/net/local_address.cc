@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <set>
 
@@ -67,6 +68,34 @@ bool IsLocalHost(const std::string& host) {
   }
   freeaddrinfo(res);
   return found;
+}
+
+Result<std::string> SourceAddressToward(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    return Status::Unavailable("cannot resolve '" + host + "': " + gai_strerror(rc));
+  }
+  std::string out;
+  std::string why = "no address";
+  for (addrinfo* ai = found; ai != nullptr && out.empty(); ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      out = AddrString(reinterpret_cast<const sockaddr*>(&local));
+    } else {
+      why = std::strerror(errno);
+    }
+    ::close(fd);
+  }
+  freeaddrinfo(found);
+  if (out.empty()) return Status::Unavailable("no route from this machine to '" + host + "': " + why);
+  return out;
 }
 
 }  // namespace ctrun::launcher

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "base/result.h"
+
 namespace ctrun::launcher {
 
 // True for "localhost", a loopback address, this host's name, or a name or
@@ -13,5 +15,10 @@ bool IsLocalHost(const std::string& host);
 
 // This machine's host name ("localhost" when it has none).
 std::string HostName();
+
+// The numeric address this machine sends from toward `host`:`port` (the
+// source address the kernel picks for a route to it; no packet is sent).
+// Unavailable naming the host when it does not resolve or has no route.
+Result<std::string> SourceAddressToward(const std::string& host, int port);
 
 }  // namespace ctrun::launcher

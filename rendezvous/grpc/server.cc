@@ -62,6 +62,12 @@ Status RendezvousServer::Impl::Listen(const HostPort& hp) {
   grpc::ServerBuilder builder;
   grpc_acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
       grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, ServerCredentialsFor(tls_));
+  // Pings every connection with a call open, so a peer whose host is gone
+  // without closing its connection (power loss, a partition) ends its calls
+  // within ~10 s: an FtWatch's end is its group lost (ft_runs.h).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   builder.RegisterService(this);
   server_ = builder.BuildAndStart();
   if (!server_) {
@@ -80,6 +86,7 @@ Status RendezvousServer::Impl::Listen(const HostPort& hp) {
 
 void RendezvousServer::Impl::Shutdown() {
   Outbox out;
+  FtOutbox ft_out;
   {
     std::lock_guard<CheckedMutex> lock(mu_);
     if (stopping_) return;
@@ -89,9 +96,11 @@ void RendezvousServer::Impl::Shutdown() {
         if (stream->RequestFinish(grpc::Status::OK)) out.kicks.push_back(stream);
       }
     }
+    FtEndAll(ft_out);
     timer_cv_.notify_all();
   }
   out.Flush();
+  ft_out.Flush();
   if (timer_.joinable()) timer_.join();
   // No new connections, and the stores' sessions end with the mux thread.
   if (mux_) mux_->Stop();
@@ -171,6 +180,17 @@ void RendezvousServer::Impl::TimerLoop() {
       if (!next) continue;
       if (*next <= now) due.push_back(run_id);
       else if (!timer_target_ || *next < *timer_target_) timer_target_ = next;
+    }
+    // The fault-tolerance runs (ft_runs.h): a due one is ticked on its own pass.
+    if (std::optional<TimePoint> ft = ft_runs_.NextDeadline(); ft && *ft <= now) {
+      FtOutbox ft_out;
+      FtTick(now, ft_out);
+      lock.unlock();
+      ft_out.Flush();
+      lock.lock();
+      continue;
+    } else if (ft && (!timer_target_ || *ft < *timer_target_)) {
+      timer_target_ = ft;
     }
     if (!due.empty()) {
       Outbox out;

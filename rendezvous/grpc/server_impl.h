@@ -7,6 +7,7 @@
 //   resume.cc          a Join that re-opens a broken stream
 //   run_stores.cc      the workers' c10d stores on the listen port
 //   run_steps.cc       keep-alives' step reports: straggler detection
+//   ft_calls.cc        the fault-tolerance calls FtSync, FtWatch, FtLeave (ft_runs.h)
 // and the pieces it uses have files of their own: join_stream (a Join's
 // stream and the Outbox), call_check (token and version), listen_address,
 // grpc_logs, port_mux (the listen port, shared with the stores),
@@ -29,6 +30,8 @@
 #include "rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/call_check.h"
 #include "rendezvous/grpc/checked_mutex.h"
+#include "rendezvous/grpc/ft_runs.h"
+#include "rendezvous/grpc/ft_streams.h"
 #include "rendezvous/grpc/join_stream.h"
 #include "rendezvous/grpc/listen_address.h"
 #include "rendezvous/grpc/port_mux.h"
@@ -45,7 +48,8 @@ namespace ctrun::rdzv {
 // Join is a raw method (serialized bytes both ways): the request is parsed
 // here, and the stream carries serialized Updates (join_stream.h).
 class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMethod_Join<v1::Rendezvous::CallbackService>,
-                                     public StreamOwner {
+                                     public StreamOwner,
+                                     public FtCallOwner {
  public:
   explicit Impl(const ServerOptions& options);
   ~Impl() override;
@@ -82,6 +86,18 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
                                   v1::LeaveReply* reply) override;
   grpc::ServerUnaryReactor* GetState(grpc::CallbackServerContext* context, const v1::StateRequest* request,
                                      v1::StateReply* reply) override;
+
+  // The fault-tolerance calls (ft_calls.cc; ft_runs.h has their semantics).
+  grpc::ServerUnaryReactor* FtSync(grpc::CallbackServerContext* context, const v1::FtSyncRequest* request,
+                                   v1::FtSyncReply* reply) override;
+  grpc::ServerWriteReactor<v1::FtEvent>* FtWatch(grpc::CallbackServerContext* context,
+                                                 const v1::FtWatchRequest* request) override;
+  grpc::ServerUnaryReactor* FtLeave(grpc::CallbackServerContext* context, const v1::FtLeaveRequest* request,
+                                    v1::FtLeaveReply* reply) override;
+  // FtCallOwner: a held FtSync whose client went away is dropped; a watch
+  // that ended on the client's side is its group lost.
+  void FtSyncCancelled(FtSyncCall* call) override;
+  void FtWatchDone(FtWatchStream* stream) override;
 
  private:
   // When StepRun writes the run's state (with --state-dir).
@@ -199,6 +215,16 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   // run that holds its address, else closed.
   void OnStoreConnection(boost::asio::ip::tcp::socket socket, std::string first);
 
+  // ft_calls.cc; each requires mu_.
+  //
+  // Hands FtRuns' output to the reactors it names (taking each answered or
+  // ended one out of ft_calls_/ft_watches_) and re-arms the timer.
+  void FtRoute(FtOutput& output, FtOutbox& out);
+  // The timer's part: ticks the ft runs that are due (FtRuns::TickDue).
+  void FtTick(TimePoint now, FtOutbox& out);
+  // Shutdown: ends every held FtSync and every FtWatch (UNAVAILABLE).
+  void FtEndAll(FtOutbox& out);
+
   // The timer thread: steps Tick{} on each run whose NextDeadline() is due,
   // then sleeps until the earliest one or until Rearm or Shutdown wakes it.
   void TimerLoop();
@@ -216,6 +242,10 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   std::optional<StateStore> store_;  // set with --state-dir; written under mu_
 
   StoreRouting store_routing_;       // guarded by mu_
+  FtRuns ft_runs_;                   // guarded by mu_
+  std::map<uint64_t, FtSyncCall*> ft_calls_;       // held FtSync calls by id; guarded by mu_
+  std::map<uint64_t, FtWatchStream*> ft_watches_;  // open FtWatch streams by id; guarded by mu_
+  uint64_t ft_next_id_ = 1;                        // guarded by mu_
 
   CallCheck call_check_;
   const TlsConfig tls_;

@@ -118,6 +118,17 @@ CTRUN_ROWS = [
     ("straggler intervals zero", ["--straggler-intervals", "0", TRUE], {}, 2,
      "--straggler-intervals '0': must be a whole number of reports >= 1 (e.g. 5)"),
     ("PET_STRAGGLER_FACTOR word", [TRUE], {"PET_STRAGGLER_FACTOR": "big"}, 2, "PET_STRAGGLER_FACTOR 'big'"),
+    # --- fault tolerance without restarts (--ft-replicas)
+    ("ft replicas not a range", ["--ft-replicas", "3", TRUE], {}, 2,
+     "--ft-replicas '3': not a range of replica groups (use MIN:MAX replica groups with 1 <= MIN <= MAX, "
+     "e.g. 2:3)"),
+    ("ft replicas reversed", ["--ft-replicas", "3:2", TRUE], {}, 2, "--ft-replicas '3:2': out of range"),
+    ("ft replicas without a quorum server", ["--ft-replicas", "1:2", TRUE], {}, 2,
+     "--ft-replicas needs a quorum server: give --rdzv-backend c10d --rdzv-endpoint HOST:PORT"),
+    ("ft replicas with several nodes", ["--ft-replicas", "1:2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                                        "127.0.0.1:0", "--nnodes", "2", TRUE], {}, 2,
+     "--nnodes '2' with --ft-replicas: under --ft-replicas each node is a replica group"),
+    ("PET_FT_JOIN_TIMEOUT zero", [TRUE], {"PET_FT_JOIN_TIMEOUT": "0"}, 2, "PET_FT_JOIN_TIMEOUT '0'"),
     # --- torchrun 2.x's newer flags (issue 18)
     ("shutdown timeout fraction", ["--shutdown-timeout", "1.5", TRUE], {}, 2,
      "--shutdown-timeout '1.5': must be a whole number of seconds >= 0"),

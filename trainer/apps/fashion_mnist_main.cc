@@ -16,6 +16,7 @@
 #endif
 
 #include "trainer/apps/error_file.h"
+#include "trainer/apps/fashion_mnist_ft.h"
 #include "trainer/apps/fashion_mnist_worker.h"
 #include "trainer/apps/train_flags.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -285,6 +286,7 @@ Status DumpParams(Worker& w) {
 }
 
 Status Run(const TrainFlags& flags) {
+  if (flags.ft) CTRUN_RETURN_IF_ERROR(CheckFtEnvironment());
   Worker w(flags);
   CTRUN_RETURN_IF_ERROR(SetUp(w));
   w.Log("training SmallCnn on " + std::to_string(w.train.size()) + " Fashion-MNIST images: " +
@@ -292,6 +294,7 @@ Status Run(const TrainFlags& flags) {
         std::to_string(flags.batch_size) + " per rank, strategy " + flags.strategy +
         (w.fsdp ? " (FSDP units: " + std::to_string(w.fsdp->unit_count()) + ")" : std::string()) + ", " +
         std::to_string(flags.epochs) + " epochs, " + std::to_string(w.threads) + " threads per rank");
+  if (flags.ft) return TrainFt(w);
 
   bool stop = false;
   BenchWindow bench;

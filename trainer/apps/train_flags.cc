@@ -72,8 +72,31 @@ Run under a launcher, e.g.  ctrun --nproc-per-node 4 --no-python build/trainer/a
                           gradients) or fsdp (+ sharded parameters) (default ddp)
   --mixed-precision       zero2/fsdp: compute and reduce in bf16, fp32 master weights
   --min-unit-params N     zero2/fsdp: parameters per FSDP unit at least (default 10000)
+  --ft                    fault tolerance across replica groups (under ctrun --ft-replicas):
+                          a per-step quorum and commit vote, healing from a peer
+  --dump-state PATH       --ft: every rank writes its parameters and optimizer state
+                          (float32) to PATH.<group>.<rank> at the end
 )";
 }
+
+// --ft trains DDP with plain gradients and no checkpoint files (a peer heals a
+// restarted group); --dump-state is its output.
+namespace {
+Result<TrainFlags> CheckFtFlags(TrainFlags flags) {
+  if (!flags.ft) {
+    if (!flags.dump_state.empty()) return Status::InvalidArgument("--dump-state needs --ft (without it use --dump-params)");
+    return flags;
+  }
+  if (flags.strategy != "ddp" || flags.grad_compression != "none") {
+    return Status::InvalidArgument("--ft needs --strategy ddp and no --grad-compression");
+  }
+  if (!flags.checkpoint_dir.empty()) {
+    return Status::InvalidArgument("--ft with --checkpoint-dir: not supported yet (a restarted group heals from "
+                                   "a peer); drop --checkpoint-dir");
+  }
+  return flags;
+}
+}  // namespace
 
 Result<TrainFlags> ParseTrainFlags(const std::vector<std::string>& args) {
   TrainFlags flags;
@@ -106,10 +129,12 @@ Result<TrainFlags> ParseTrainFlags(const std::vector<std::string>& args) {
       {"--bench-warmup", IntFlag(&flags.bench_warmup, 0)},
       {"--strategy", TextFlag(&flags.strategy)},
       {"--min-unit-params", IntFlag(&flags.min_unit_params, 1)},
+      {"--dump-state", TextFlag(&flags.dump_state)},
   };
   CTRUN_RETURN_IF_ERROR(ParseFlagTable(args, table,
                                        {{"--deterministic", &flags.deterministic},
-                                        {"--mixed-precision", &flags.mixed_precision}},
+                                        {"--mixed-precision", &flags.mixed_precision},
+                                        {"--ft", &flags.ft}},
                                        &flags.help));
   if (threads > 4096) return Status::InvalidArgument("--threads " + std::to_string(threads) + ": too many");
   flags.threads = static_cast<int>(threads);
@@ -151,7 +176,7 @@ Result<TrainFlags> ParseTrainFlags(const std::vector<std::string>& args) {
   if (flags.backend != "gloo" && flags.backend != "nccl") {
     return Status::InvalidArgument("--backend '" + flags.backend + "': unknown (use gloo or nccl)");
   }
-  return flags;
+  return CheckFtFlags(flags);
 }
 
 }  // namespace ctrun::trainer

@@ -40,6 +40,8 @@ struct TrainFlags {
   std::string strategy = "ddp";     // ddp, zero1, zero2, fsdp
   bool mixed_precision = false;     // fsdp/zero2: bf16 compute and reduce
   int64_t min_unit_params = 10000;  // fsdp/zero2 wrap policy
+  bool ft = false;                  // fault tolerance across replica groups (fashion_mnist_ft.h)
+  std::string dump_state;           // --ft: every rank writes <PATH>.<group>.<rank> at the end
   bool help = false;
 };
 

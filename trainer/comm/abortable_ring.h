@@ -8,6 +8,9 @@
 // Life of a ring (one per quorum; a new quorum builds a new ring):
 //   1. Listen(options): binds a socket at port 0 on options.listen_host and
 //      reads the port back (port()).
+//      Configure(ring_id, rank, size) may then replace the options' ring
+//      id, rank and size, until Connect: a member listens (and reports its
+//      port) before it knows the quorum its ring will serve.
 //   2. The caller exchanges (host, port) among the members by any means.
 //      Every member must have listened before any member connects.
 //   3. Connect(right_host, right_port): connects to the right neighbour
@@ -99,6 +102,11 @@ class AbortableRing {
   std::uint16_t port() const { return port_; }
   int rank() const { return options_.rank; }
   int size() const { return options_.size; }
+
+  // Replaces the ring id, rank and size given to Listen. Only before
+  // Connect: FailedPrecondition after it (or after a failure or Abort),
+  // InvalidArgument unless 0 <= rank < size (the ring is then unchanged).
+  Status Configure(std::uint64_t ring_id, int rank, int size);
 
   // Connects to the right neighbour at right_host (numeric) : right_port and
   // accepts the left neighbour; call once, after Listen. N == 1: no sockets.

@@ -20,6 +20,21 @@ RingHello RingHelloOf(const RingOptions& options, int rank) {
 
 }  // namespace
 
+Status AbortableRing::Configure(std::uint64_t ring_id, int rank, int size) {
+  if (state_ != State::kListening || aborted_.load()) {
+    return Status::FailedPrecondition(Prefix() + "Configure called after Connect, a failure or Abort");
+  }
+  if (size < 1 || rank < 0 || rank >= size) {
+    return Status::InvalidArgument(Prefix() + "cannot configure rank " + std::to_string(rank) + " of " +
+                                   std::to_string(size) + " members: need 0 <= rank < size");
+  }
+  options_.ring_id = ring_id;
+  options_.rank = rank;
+  options_.size = size;
+  scratch_.resize(size > 1 ? options_.chunk_bytes / sizeof(float) : 0);
+  return Status::Ok();
+}
+
 Status AbortableRing::Connect(const std::string& right_host, std::uint16_t right_port) {
   CTRUN_RETURN_IF_ERROR(Usable(State::kListening, "Connect"));
   if (options_.size > 1) {

@@ -86,6 +86,9 @@ std::string Dump(const LaunchConfig& c) {
                      Opt(c.health_check), c.health_check_timeout.count(), c.health_check_interval.count(),
                      c.max_unhealthy_nodes ? *c.max_unhealthy_nodes : -1) +
          fmt::format("straggler_factor={}\nstraggler_intervals={}\n", c.straggler_factor, c.straggler_intervals) +
+         fmt::format("ft={}\nft_join_timeout={}\n",
+                     c.ft ? fmt::format("{}:{}", c.ft->min_replicas, c.ft->max_replicas) : "off",
+                     c.ft_join_timeout.count()) +
          fmt::format("virtual_local_rank={}\nshutdown_timeout_given={}\nduplicate_stdout_filters=[{}]\n"
                      "duplicate_stderr_filters=[{}]\n",
                      c.virtual_local_rank, c.shutdown_timeout_given, Quoted(c.duplicate_stdout_filters),
@@ -340,7 +343,15 @@ const std::map<std::string_view, std::string> kSample = {
     {"--health-check", "/c.sh"}, {"--health-check-timeout", "7"}, {"--health-check-interval", "30"},
     {"--max-unhealthy-nodes", "2"},
     {"--straggler-factor", "2.5"}, {"--straggler-intervals", "7"},
+    {"--ft-replicas", "2:3"}, {"--ft-join-timeout", "9"},
 };
+
+// Flags that need others beside them to be valid: --ft-replicas its quorum
+// server. The loop below gives them these arguments first, in its base too.
+std::vector<std::string> ContextFor(std::string_view flag) {
+  if (flag == "--ft-replicas") return {"--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1"};
+  return {};
+}
 
 TEST_CASE("every spelling of every flag in the table works as --f v and --f=v and PET_", "[config][flags]") {
   const std::string base = Dump(Good({"/abs/t.py"}));
@@ -372,15 +383,20 @@ TEST_CASE("every spelling of every flag in the table works as --f v and --f=v an
       }
       continue;
     }
-    const std::string expected = Dump(Good({std::string(flag.name), v, "/abs/t.py"}));
-    if (flag.name != "--node-rank") CHECK(expected != base);
+    const Args ctx = ContextFor(flag.name);
+    auto with = [&](Args args) {
+      args.insert(args.begin(), ctx.begin(), ctx.end());
+      return args;
+    };
+    const std::string expected = Dump(Good(with({std::string(flag.name), v, "/abs/t.py"})));
+    if (flag.name != "--node-rank") CHECK(expected != Dump(Good(with({"/abs/t.py"}))));
     for (std::string_view s : flag.spellings) {
       INFO(s);
-      CHECK(Dump(Good({std::string(s), v, "/abs/t.py"})) == expected);
-      CHECK(Dump(Good({fmt::format("{}={}", s, v), "/abs/t.py"})) == expected);
-      if (s.size() == 2) CHECK(Dump(Good({fmt::format("{}{}", s, v), "/abs/t.py"})) == expected);
+      CHECK(Dump(Good(with({std::string(s), v, "/abs/t.py"}))) == expected);
+      CHECK(Dump(Good(with({fmt::format("{}={}", s, v), "/abs/t.py"}))) == expected);
+      if (s.size() == 2) CHECK(Dump(Good(with({fmt::format("{}{}", s, v), "/abs/t.py"}))) == expected);
     }
-    if (!flag.env.empty()) CHECK(Dump(Good({"/abs/t.py"}, {{std::string(flag.env), v}})) == expected);
+    if (!flag.env.empty()) CHECK(Dump(Good(with({"/abs/t.py"}), {{std::string(flag.env), v}})) == expected);
   }
 }
 

@@ -45,3 +45,19 @@ TEST_CASE("ParseTrainFlags: errors name the flag and the fix") {
     CHECK(flags.status().message().find(c.needle) != std::string::npos);
   }
 }
+
+TEST_CASE("ParseTrainFlags: --ft and --dump-state") {
+  auto flags = ct::ParseTrainFlags({"--ft", "--dump-state", "/tmp/state"});
+  REQUIRE(flags.ok());
+  CHECK(flags->ft);
+  CHECK(flags->dump_state == "/tmp/state");
+  CHECK_FALSE(ct::ParseTrainFlags({})->ft);
+  CHECK(ct::ParseTrainFlags({"--dump-state", "x"}).status().message() ==
+        "--dump-state needs --ft (without it use --dump-params)");
+  CHECK(ct::ParseTrainFlags({"--ft", "--strategy", "fsdp"}).status().message() ==
+        "--ft needs --strategy ddp and no --grad-compression");
+  CHECK(ct::ParseTrainFlags({"--ft", "--grad-compression", "fp16"}).status().code() ==
+        ctrun::Status::Code::kInvalidArgument);
+  CHECK(ct::ParseTrainFlags({"--ft", "--checkpoint-dir", "/tmp/x"}).status().message().rfind(
+            "--ft with --checkpoint-dir: not supported yet", 0) == 0);
+}

@@ -375,3 +375,53 @@ TEST_CASE("AbortableRing: bad options and calls out of order") {
         "ring 7 rank 0: AllReduceSum called before Connect");
   CHECK(!ring->broken());
 }
+
+TEST_CASE("AbortableRing: Configure after Listen sets the ring the members then connect") {
+  // Listened as three 1-member rings with id 0: configured into one ring of 3.
+  std::vector<RingPtr> rings;
+  for (int r = 0; r < 3; ++r) rings.push_back(RingTestListen(RingTestOptions(0, 1, 0)));
+  for (int r = 0; r < 3; ++r) REQUIRE(rings[r]->Configure(42, r, 3).ok());
+  CHECK(rings[1]->rank() == 1);
+  CHECK(rings[1]->size() == 3);
+  std::vector<ctrun::Status> statuses(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    const std::uint16_t right_port = rings[(r + 1) % 3]->port();
+    threads.emplace_back([&, r, right_port] { statuses[r] = rings[r]->Connect("127.0.0.1", right_port); });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& s : statuses) REQUIRE(s.ToString() == "OK");
+  std::vector<std::vector<float>> data = {{1, 2, 3, 4}, {10, 20, 30, 40}, {100, 200, 300, 400}};
+  for (const auto& s : RingTestAllReduce(rings, data)) REQUIRE(s.ok());
+  for (const auto& d : data) CHECK(d == std::vector<float>({111, 222, 333, 444}));
+  CHECK(rings[0]->Configure(43, 0, 3).code() == ctrun::Status::Code::kFailedPrecondition);
+}
+
+TEST_CASE("AbortableRing: Configure refuses bad values and a member of another ring") {
+  auto ring = RingTestListen(RingTestOptions(0, 2));
+  CHECK(ring->Configure(1, 2, 2).message() == "ring 7 rank 0: cannot configure rank 2 of 2 members: need 0 <= rank < size");
+  CHECK(ring->Configure(1, -1, 2).code() == ctrun::Status::Code::kInvalidArgument);
+  CHECK(ring->Configure(1, 0, 0).code() == ctrun::Status::Code::kInvalidArgument);
+  CHECK(ring->rank() == 0);
+  CHECK(ring->size() == 2);
+  // A 2-member ring whose members were configured with different ids fails its handshake.
+  std::vector<RingPtr> rings;
+  for (int r = 0; r < 2; ++r) rings.push_back(RingTestListen(RingTestOptions(0, 1, 0)));
+  REQUIRE(rings[0]->Configure(5, 0, 2).ok());
+  REQUIRE(rings[1]->Configure(6, 1, 2).ok());
+  std::vector<ctrun::Status> statuses(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    const std::uint16_t right_port = rings[(r + 1) % 2]->port();
+    threads.emplace_back([&, r, right_port] { statuses[r] = rings[r]->Connect("127.0.0.1", right_port); });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(!statuses[0].ok());
+  CHECK(!statuses[1].ok());
+}
+
+TEST_CASE("AbortableRing: Configure after Abort is refused") {
+  auto ring = RingTestListen(RingTestOptions(0, 2));
+  ring->Abort();
+  CHECK(ring->Configure(1, 0, 2).code() == ctrun::Status::Code::kFailedPrecondition);
+}

@@ -1,0 +1,136 @@
+// StartFaultTolerance (ft_setup.h) in ctrun-full.
+#include "launcher/ft/ft_setup.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <random>
+
+#include "launcher/ft/relay.h"
+#include "launcher/net/local_address.h"
+#include "launcher/rdzv/host_server.h"
+#include "launcher/rdzv/resolve.h"
+#include "rendezvous/grpc/ft_client.h"
+#include "rendezvous/grpc/grpc_process.h"
+
+namespace ctrun::launcher {
+namespace {
+
+// The relay's FtQuorumLink over the gRPC client.
+class ClientLink : public FtQuorumLink {
+ public:
+  explicit ClientLink(rdzv::FtClient& client) : client_(client) {}
+  void Sync(const rdzv::SyncCall& call, std::function<void(const Result<rdzv::SyncAnswer>&)> done) override {
+    client_.Sync(call, std::move(done));
+  }
+  void Leave(const std::string& reason) override {
+    client_.Leave(reason, std::chrono::seconds(10), [](const Status& s) {
+      if (!s.ok()) spdlog::warn("could not tell the quorum server this group left: {}", s.message());
+    });
+  }
+
+ private:
+  rdzv::FtClient& client_;
+};
+
+class Runtime : public FtRuntime {
+ public:
+  const std::vector<std::pair<std::string, std::string>>& worker_env() const override { return env_; }
+
+  // Declared in the order they are made; destroyed in reverse (the relay
+  // first, the server last).
+  std::unique_ptr<HostedServer> server;
+  std::unique_ptr<rdzv::FtClient> client;
+  std::unique_ptr<ClientLink> link;
+  std::unique_ptr<FtRelay> relay;
+  std::vector<std::pair<std::string, std::string>> env_;
+
+  ~Runtime() override {
+    relay.reset();
+    link.reset();
+    client.reset();  // ends the watch: the server takes the group as lost
+    if (server) server->Stop();
+  }
+};
+
+std::string RandomHex() {
+  std::random_device rd;
+  return fmt::format("{:08x}", rd());
+}
+
+// The numeric address other groups reach this node at: --local-addr when it
+// is one, else the source address toward the quorum server.
+Result<std::string> ReachableHost(const LaunchConfig& config) {
+  if (config.local_addr && !config.local_addr->empty()) {
+    const std::string& a = *config.local_addr;
+    if (a.find_first_not_of("0123456789.") == std::string::npos || a.find(':') != std::string::npos) return a;
+  }
+  Result<std::string> host = SourceAddressToward(config.rdzv_host, config.rdzv_port == 0 ? 1 : config.rdzv_port);
+  if (!host.ok()) return Status::Unavailable("--ft-replicas: " + host.status().message());
+  return host;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<FtRuntime>> StartFaultTolerance(boost::asio::io_context& io, const LaunchConfig& config,
+                                                       const Environment& env, EventLog* events) {
+  rdzv::RouteGrpcLogsToSpdlog();
+  rdzv::ConfigureGrpcProcess();
+  LaunchConfig quorum = config;
+  quorum.ft.reset();  // as a one-node c10d launch with this endpoint: the same hosting and credentials
+  Result<RendezvousPlan> plan = ResolveRendezvous(quorum, env);
+  if (!plan.ok()) return plan.status();
+  Result<std::string> host = ReachableHost(config);
+  if (!host.ok()) return host.status();
+
+  auto rt = std::make_unique<Runtime>();
+  if (plan->host) {
+    Result<std::unique_ptr<HostedServer>> server = HostRendezvousServer(*plan, *plan->host);
+    if (!server.ok()) return server.status();
+    rt->server = std::move(*server);
+  }
+  const std::string group = rdzv::ToString(plan->node);
+  rdzv::FtClientOptions o;
+  o.endpoint = plan->endpoint;
+  o.run_id = plan->run_id;
+  o.group = group;
+  o.token = plan->token;
+  o.tls = plan->tls;
+  o.params = rdzv::QuorumParams{.min_replicas = config.ft->min_replicas,
+                                .max_replicas = config.ft->max_replicas,
+                                .join_timeout = ToDuration(config.ft_join_timeout),
+                                .heartbeat_timeout = std::chrono::seconds(5)};
+  rt->client = std::make_unique<rdzv::FtClient>(
+      o, [&io](std::function<void()> fn) { boost::asio::post(io, std::move(fn)); });
+  rt->link = std::make_unique<ClientLink>(*rt->client);
+  FtRelayOptions ro{.group = group,
+                    .host = *host,
+                    .nproc = config.nproc_per_node,
+                    .socket_name = fmt::format("ctrun-ft-{}-{}", ::getpid(), RandomHex())};
+  if (ro.nproc > kFtMaxLocalRanks) {
+    return Status::InvalidArgument(fmt::format(
+        "--nproc-per-node {} with --ft-replicas: at most {} workers per node take part in a quorum",
+        ro.nproc, kFtMaxLocalRanks));
+  }
+  rt->relay = std::make_unique<FtRelay>(io, ro, *rt->link, events);
+  CTRUN_RETURN_IF_ERROR(rt->relay->Listen());
+  FtRelay* relay = rt->relay.get();
+  rt->client->Watch(
+      [relay](const std::string& lost, int64_t quorum_id, const std::string& reason) {
+        relay->OnLost(lost, quorum_id, reason);
+      },
+      [](const Status& s) {
+        if (!s.ok()) spdlog::warn("the quorum server's watch of this group ended: {}", s.message());
+      });
+  rt->env_ = {{"CTRUN_FT_SOCKET", relay->socket_env()},
+              {"CTRUN_FT_GROUP", group},
+              {"CTRUN_FT_HOST", *host},
+              {"CTRUN_FT_REPLICAS", fmt::format("{}:{}", config.ft->min_replicas, config.ft->max_replicas)}};
+  spdlog::info("replica group {} ({} workers at {}) trains in a quorum of {} to {} groups served at {}", group,
+               ro.nproc, *host, config.ft->min_replicas, config.ft->max_replicas, plan->endpoint);
+  return std::unique_ptr<FtRuntime>(std::move(rt));
+}
+
+}  // namespace ctrun::launcher

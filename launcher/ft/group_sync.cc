@@ -1,0 +1,151 @@
+#include "launcher/ft/group_sync.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "launcher/cli/text.h"
+#include "rendezvous/machine/quorum_plan.h"
+
+namespace ctrun::launcher {
+namespace {
+
+struct RankPorts {
+  uint16_t ring = 0;
+  uint16_t heal = 0;
+};
+
+struct GroupAddress {
+  std::string host;  // brackets kept for IPv6: ready for "host:port"
+  std::vector<RankPorts> ranks;
+};
+
+bool ParsePort(std::string_view s, uint16_t& out) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return !s.empty() && ec == std::errc() && end == s.data() + s.size() && out != 0;
+}
+
+Result<GroupAddress> ParseAddress(const rdzv::QuorumMember& m) {
+  const size_t bar = m.address.find('|');
+  Status bad = Status::InvalidArgument(fmt::format(
+      "replica group '{}' sent an address this agent cannot read ('{}'): are all nodes running the same "
+      "ctrun?",
+      QuotePart(m.id), QuotePart(m.address)));
+  if (bar == std::string::npos || bar == 0) return bad;
+  GroupAddress out{.host = m.address.substr(0, bar), .ranks = {}};
+  for (std::string_view entry : Split(std::string_view(m.address).substr(bar + 1), ',')) {
+    const std::vector<std::string_view> ports = Split(entry, '/');
+    RankPorts p;
+    if (ports.size() != 2 || !ParsePort(ports[0], p.ring) || !ParsePort(ports[1], p.heal)) return bad;
+    out.ranks.push_back(p);
+  }
+  return out;
+}
+
+std::string HostPort(const std::string& host, uint16_t port) { return host + ":" + std::to_string(port); }
+
+}  // namespace
+
+FtGroupSync::FtGroupSync(std::string group, std::string host, int nproc)
+    : group_(std::move(group)),
+      host_(host.find(':') != std::string::npos ? "[" + host + "]" : std::move(host)),
+      nproc_(nproc),
+      lines_(static_cast<size_t>(nproc)) {}
+
+Status FtGroupSync::Add(const FtSyncLine& line) {
+  if (line.local_rank >= nproc_) {
+    return Status::InvalidArgument(fmt::format(
+        "local rank {} sent a sync line, but this node runs {} workers (local ranks 0..{})", line.local_rank,
+        nproc_, nproc_ - 1));
+  }
+  auto& slot = lines_[static_cast<size_t>(line.local_rank)];
+  if (slot) {
+    return Status::InvalidArgument(fmt::format(
+        "local rank {} sent a second sync line before its first was answered (one line per step)",
+        line.local_rank));
+  }
+  slot = line;
+  ++given_;
+  return Status::Ok();
+}
+
+Result<rdzv::SyncCall> FtGroupSync::Call() const {
+  rdzv::SyncCall call{.group = group_, .committed_step = lines_[0]->committed_step, .address = host_ + "|",
+                      .ballot = std::nullopt};
+  for (int r = 0; r < nproc_; ++r) {
+    const FtSyncLine& line = *lines_[static_cast<size_t>(r)];
+    if (line.committed_step != call.committed_step) {
+      return Status::InvalidArgument(fmt::format(
+          "the workers of this node disagree on the committed step (local rank 0: {}, local rank {}: {}); "
+          "each step is committed by all of them alike, so this is a bug in the training script",
+          call.committed_step, r, line.committed_step));
+    }
+    call.address += fmt::format("{}{}/{}", r == 0 ? "" : ",", line.ring_port, line.heal_port);
+  }
+  for (int r = 0; r < nproc_; ++r) {
+    const std::optional<FtWorkerBallot>& b = lines_[static_cast<size_t>(r)]->ballot;
+    if (!b) continue;
+    if (!call.ballot) {
+      call.ballot = rdzv::Ballot{.quorum_id = b->quorum_id, .step = b->step, .ok = true};
+    }
+    const bool same = b->quorum_id == call.ballot->quorum_id && b->step == call.ballot->step;
+    call.ballot->ok = call.ballot->ok && same && b->ok;
+  }
+  if (call.ballot) {  // a rank that did not vote where the others did votes no
+    for (int r = 0; r < nproc_; ++r) {
+      if (!lines_[static_cast<size_t>(r)]->ballot) call.ballot->ok = false;
+    }
+  }
+  return call;
+}
+
+void FtGroupSync::Reset() {
+  for (auto& line : lines_) line.reset();
+  given_ = 0;
+}
+
+Result<std::vector<FtRankAnswer>> FtRankAnswers(const rdzv::SyncAnswer& answer, const std::string& group,
+                                                int nproc) {
+  const rdzv::Quorum& q = answer.quorum;
+  std::vector<GroupAddress> addresses;
+  for (const rdzv::QuorumMember& m : q.members) {
+    Result<GroupAddress> a = ParseAddress(m);
+    if (!a.ok()) return a.status();
+    if (static_cast<int>(a->ranks.size()) < nproc) {
+      return Status::InvalidArgument(fmt::format(
+          "replica group '{}' runs {} workers and this node {}: under --ft-replicas every node runs the same "
+          "number (--nproc-per-node)",
+          QuotePart(m.id), a->ranks.size(), nproc));
+    }
+    addresses.push_back(std::move(*a));
+  }
+  const std::optional<size_t> me = q.rank_of(group);
+  if (!me) return Status::NotFound(fmt::format("replica group '{}' is not in quorum {}", QuotePart(group), q.id));
+  const int64_t max_step = q.max_step();
+  bool behind = false;
+  for (const auto& m : q.members) behind = behind || m.step < max_step;
+  std::vector<FtRankAnswer> out;
+  const size_t world = q.members.size();
+  for (int r = 0; r < nproc; ++r) {
+    FtRankAnswer a{.commit = answer.commit, .quorum_id = q.id, .replica_rank = static_cast<int>(*me),
+                   .replica_world = static_cast<int>(world), .max_step = max_step, .right = "", .heal = {},
+                   .serve = q.members[*me].step == max_step && behind};
+    const size_t right = (*me + 1) % world;
+    if (world > 1) a.right = HostPort(addresses[right].host, addresses[right].ranks[static_cast<size_t>(r)].ring);
+    Result<rdzv::QuorumPlan> plan = rdzv::PlanFor(q, group, r);
+    if (!plan.ok()) return plan.status();
+    if (plan->heal) {
+      for (const std::string& source : plan->sources) {
+        for (size_t k = 0; k < q.members.size(); ++k) {
+          if (q.members[k].address != source) continue;
+          a.heal.push_back(HostPort(addresses[k].host, addresses[k].ranks[static_cast<size_t>(r)].heal));
+          break;
+        }
+      }
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,242 @@
+#include "launcher/ft/relay.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <boost/asio/write.hpp>
+#include <deque>
+
+namespace ctrun::launcher {
+
+namespace asio = boost::asio;
+using Local = asio::local::stream_protocol;
+
+// One worker's connection. `rank` is set by its first sync line.
+struct FtRelay::Conn {
+  explicit Conn(Local::socket s) : socket(std::move(s)), in(kFtMaxLine) {}
+  Local::socket socket;
+  asio::streambuf in;
+  std::deque<std::string> out;  // lines to write, the front one being written
+  bool close_after = false;     // close once `out` is written
+  bool closed = false;
+  int rank = -1;
+};
+
+FtRelay::FtRelay(asio::io_context& io, FtRelayOptions options, FtQuorumLink& link, EventLog* events)
+    : io_(io),
+      options_(std::move(options)),
+      link_(link),
+      events_(events),
+      acceptor_(io),
+      ranks_(static_cast<size_t>(options_.nproc)),
+      step_(options_.group, options_.host, options_.nproc),
+      healed_(static_cast<size_t>(options_.nproc)),
+      alive_(std::make_shared<bool>(true)) {}
+
+FtRelay::~FtRelay() {
+  *alive_ = false;
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  for (auto& conn : ranks_) {
+    if (conn) conn->socket.close(ignored);
+  }
+}
+
+Status FtRelay::Listen() {
+  boost::system::error_code ec;
+  const Local::endpoint at(std::string(1, '\0') + options_.socket_name);
+  acceptor_.open(at.protocol(), ec);
+  if (!ec) acceptor_.bind(at, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status::IOError(fmt::format("cannot listen on the workers' fault-tolerance socket {}: {}", socket_env(),
+                                       ec.message()));
+  }
+  Accept();
+  return Status::Ok();
+}
+
+void FtRelay::Accept() {
+  acceptor_.async_accept([this, alive = alive_](const boost::system::error_code& ec, Local::socket socket) {
+    if (!*alive || ec == asio::error::operation_aborted) return;
+    if (!ec) Read(std::make_shared<Conn>(std::move(socket)));
+    Accept();
+  });
+}
+
+void FtRelay::Read(const std::shared_ptr<Conn>& conn) {
+  asio::async_read_until(conn->socket, conn->in, '\n',
+                         [this, conn, alive = alive_](const boost::system::error_code& ec, size_t n) {
+                           if (!*alive || conn->closed) return;
+                           if (ec == asio::error::not_found) {
+                             Refuse(conn, "a line longer than 4096 bytes");
+                             return;
+                           }
+                           if (ec) {
+                             OnClosed(conn, ec == asio::error::eof ? "closed its link" : ec.message());
+                             return;
+                           }
+                           std::string line(asio::buffers_begin(conn->in.data()),
+                                            asio::buffers_begin(conn->in.data()) + static_cast<std::ptrdiff_t>(n) - 1);
+                           conn->in.consume(n);
+                           OnLine(conn, line);
+                           if (!conn->closed) Read(conn);
+                         });
+}
+
+void FtRelay::OnLine(const std::shared_ptr<Conn>& conn, std::string_view line) {
+  Result<FtWorkerLine> parsed = ParseFtWorkerLine(line);
+  if (!parsed.ok()) {
+    Refuse(conn, parsed.status().message());
+    return;
+  }
+  if (const auto* sync = std::get_if<FtSyncLine>(&*parsed)) {
+    OnSync(conn, *sync);
+  } else {
+    OnHealed(std::get<FtHealedLine>(*parsed));
+  }
+}
+
+void FtRelay::OnSync(const std::shared_ptr<Conn>& conn, const FtSyncLine& line) {
+  if (line.local_rank >= options_.nproc) {
+    Refuse(conn, fmt::format("local rank {} is not one of this node's {} workers", line.local_rank, options_.nproc));
+    return;
+  }
+  if (conn->rank >= 0 && conn->rank != line.local_rank) {
+    Refuse(conn, fmt::format("this link belongs to local rank {}, not {}", conn->rank, line.local_rank));
+    return;
+  }
+  std::shared_ptr<Conn>& slot = ranks_[static_cast<size_t>(line.local_rank)];
+  if (slot && slot != conn) OnClosed(slot, "was replaced by a new link for the same local rank");
+  slot = conn;
+  conn->rank = line.local_rank;
+  if (Status s = step_.Add(line); !s.ok()) {
+    Refuse(conn, s.message());
+    return;
+  }
+  if (!step_.complete()) return;
+  Result<rdzv::SyncCall> call = step_.Call();
+  if (!call.ok()) {
+    ToAllRanks(FormatFtError(call.status().message()), /*close=*/true);
+    return;
+  }
+  left_ = false;
+  link_.Sync(*call, [this, generation = generation_, alive = alive_](const Result<rdzv::SyncAnswer>& answer) {
+    if (*alive) OnAnswer(generation, answer);
+  });
+}
+
+void FtRelay::OnAnswer(uint64_t generation, const Result<rdzv::SyncAnswer>& answer) {
+  if (generation != generation_) return;  // a failure since: that step is gone
+  if (!answer.ok()) {
+    if (answer.status().IsAborted()) return;  // replaced by a newer call
+    ToAllRanks(FormatFtError("the quorum server refused this group's call: " + answer.status().message()),
+               /*close=*/true);
+    return;
+  }
+  step_.Reset();
+  Result<std::vector<FtRankAnswer>> per_rank = FtRankAnswers(*answer, options_.group, options_.nproc);
+  if (!per_rank.ok()) {
+    ToAllRanks(FormatFtError(per_rank.status().message()), /*close=*/true);
+    return;
+  }
+  const FtRankAnswer& a = per_rank->front();
+  if (quorum_id_ != a.quorum_id) {
+    quorum_id_ = a.quorum_id;
+    nlohmann::ordered_json members = nlohmann::ordered_json::array();
+    for (const auto& m : answer->quorum.members) members.push_back({{"group", m.id}, {"step", m.step}});
+    Emit("quorum_changed", {{"quorum_id", a.quorum_id}, {"replica_rank", a.replica_rank},
+                            {"replica_world", a.replica_world}, {"max_step", a.max_step}, {"members", members}});
+    spdlog::info("replica group {} trains step {} in quorum {} as replica {} of {}", options_.group, a.max_step,
+                 a.quorum_id, a.replica_rank, a.replica_world);
+  }
+  if (!a.heal.empty()) {
+    for (auto& h : healed_) h.reset();
+    Emit("replica_healing", {{"quorum_id", a.quorum_id}, {"step", a.max_step}, {"sources", a.heal}});
+    spdlog::info("replica group {} heals to step {} from {}", options_.group, a.max_step, a.heal.front());
+  }
+  for (size_t r = 0; r < per_rank->size(); ++r) {
+    if (ranks_[r]) Send(ranks_[r], FormatFtQuorum((*per_rank)[r]));
+  }
+}
+
+void FtRelay::OnHealed(const FtHealedLine& line) {
+  if (line.local_rank >= options_.nproc) return;
+  healed_[static_cast<size_t>(line.local_rank)] = line;
+  uint64_t bytes = 0;
+  double seconds = 0;
+  for (const auto& h : healed_) {
+    if (!h || h->step != line.step) return;
+    bytes += h->bytes;
+    seconds = std::max(seconds, h->seconds);
+  }
+  for (auto& h : healed_) h.reset();
+  Emit("replica_healed", {{"step", line.step}, {"bytes", bytes}, {"seconds", seconds}});
+  spdlog::info("replica group {} healed to step {}: {} bytes in {:.3f} s", options_.group, line.step, bytes,
+               seconds);
+}
+
+void FtRelay::OnLost(const std::string& group, int64_t quorum_id, const std::string& reason) {
+  if (group == options_.group) return;
+  spdlog::info("replica group {} of quorum {} was lost ({}); aborting this step's cross-replica all-reduce", group,
+               quorum_id, reason);
+  ToAllRanks(FormatFtAbort(fmt::format("replica group {} of quorum {} was lost: {}", group, quorum_id, reason)));
+}
+
+void FtRelay::OnClosed(const std::shared_ptr<Conn>& conn, const std::string& why) {
+  if (conn->closed) return;
+  conn->closed = true;
+  boost::system::error_code ignored;
+  conn->socket.close(ignored);
+  if (conn->rank < 0) return;
+  std::shared_ptr<Conn>& slot = ranks_[static_cast<size_t>(conn->rank)];
+  if (slot == conn) slot.reset();
+  ++generation_;
+  step_.Reset();
+  if (left_) return;
+  left_ = true;
+  const std::string reason = fmt::format("local rank {}'s worker {}", conn->rank, why);
+  spdlog::info("replica group {} leaves the quorum: {}", options_.group, reason);
+  link_.Leave(reason);
+}
+
+void FtRelay::ToAllRanks(const std::string& line, bool close) {
+  for (auto& conn : ranks_) {
+    if (conn) Send(conn, line, close);
+  }
+}
+
+void FtRelay::Refuse(const std::shared_ptr<Conn>& conn, const std::string& why) {
+  spdlog::warn("a worker's fault-tolerance line was refused: {}", why);
+  Send(conn, FormatFtError(why), /*close_after=*/true);
+}
+
+void FtRelay::Send(const std::shared_ptr<Conn>& conn, std::string line, bool close_after) {
+  if (conn->closed) return;
+  conn->close_after = conn->close_after || close_after;
+  conn->out.push_back(std::move(line));
+  if (conn->out.size() == 1) WriteNext(conn);  // else the write in flight goes on to it
+}
+
+void FtRelay::WriteNext(const std::shared_ptr<Conn>& conn) {
+  asio::async_write(conn->socket, asio::buffer(conn->out.front()),
+                    [this, conn, alive = alive_](const boost::system::error_code& ec, size_t) {
+                      if (!*alive || conn->closed) return;
+                      conn->out.pop_front();
+                      if (ec) {
+                        OnClosed(conn, ec.message());
+                      } else if (!conn->out.empty()) {
+                        WriteNext(conn);
+                      } else if (conn->close_after) {
+                        OnClosed(conn, "was refused");
+                      }
+                    });
+}
+
+void FtRelay::Emit(std::string_view event, const nlohmann::ordered_json& fields) {
+  if (events_ != nullptr) events_->Emit(event, fields);
+}
+
+}  // namespace ctrun::launcher

@@ -1,0 +1,98 @@
+// FtRelay: the agent's side of the worker ↔ agent socket under
+// --ft-replicas (docs/fault-tolerance.md, "Worker ↔ agent: a local socket").
+//
+// It listens on an abstract Unix socket (no file to leave behind; its name
+// goes to the workers as CTRUN_FT_SOCKET, "@" standing for the leading NUL)
+// and keeps one connection per worker. Each step it gathers its local ranks'
+// `sync` lines (FtGroupSync), makes the group's one call on the
+// FtQuorumLink, and answers every rank with its `quorum` line. A lost member
+// of the quorum (OnLost, from the quorum server's push) sends `abort` to
+// every rank, so a rank blocked in the cross-replica all-reduce gives up at
+// once.
+//
+// A worker's connection that closes (the worker exited or died) fails the
+// group's step: the relay leaves the quorum (FtQuorumLink::Leave), forgets
+// the step, drops any answer still due for it, and waits for the next
+// workers' lines (the agent restarts the group as after any failure). A
+// line it cannot read, or one longer than kFtMaxLine, gets `error <why>` and
+// its connection is closed.
+//
+// Events (--events-file): "quorum_changed" when an answer brings a new
+// quorum id (its members, this group's replica rank, the step), a line
+// "replica_healing" when the group must heal first (its sources), and
+// "replica_healed" once every rank reported `healed` (bytes, seconds).
+//
+// Thread model: the io_context's thread only; the link's callbacks must be
+// posted there. Borrows the io_context, the link and the event log: they
+// outlive the relay.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "launcher/ft/group_sync.h"
+#include "launcher/ft/quorum_link.h"
+#include "launcher/logs/event_log.h"
+
+namespace ctrun::launcher {
+
+struct FtRelayOptions {
+  std::string group;       // this replica group's id
+  std::string host;        // the numeric address other groups reach this node at
+  int nproc = 1;           // the workers of this node (<= kFtMaxLocalRanks)
+  std::string socket_name; // the abstract socket's name, without the leading NUL
+};
+
+class FtRelay {
+ public:
+  FtRelay(boost::asio::io_context& io, FtRelayOptions options, FtQuorumLink& link, EventLog* events);
+  ~FtRelay();
+  FtRelay(const FtRelay&) = delete;
+  FtRelay& operator=(const FtRelay&) = delete;
+
+  // Binds the socket and starts accepting. IOError naming the socket.
+  Status Listen();
+  // CTRUN_FT_SOCKET's value: "@" and the name.
+  std::string socket_env() const { return "@" + options_.socket_name; }
+
+  // The quorum server says `group` (a member of quorum `quorum_id`) was lost.
+  void OnLost(const std::string& group, int64_t quorum_id, const std::string& reason);
+
+ private:
+  struct Conn;
+  void Accept();
+  void Read(const std::shared_ptr<Conn>& conn);
+  void OnLine(const std::shared_ptr<Conn>& conn, std::string_view line);
+  void OnSync(const std::shared_ptr<Conn>& conn, const FtSyncLine& line);
+  void OnHealed(const FtHealedLine& line);
+  void OnAnswer(uint64_t generation, const Result<rdzv::SyncAnswer>& answer);
+  // A rank's connection closed or failed: the group's step fails.
+  void OnClosed(const std::shared_ptr<Conn>& conn, const std::string& why);
+  // Every rank's worker gets `line`; `close` then closes their connections.
+  void ToAllRanks(const std::string& line, bool close = false);
+  void Send(const std::shared_ptr<Conn>& conn, std::string line, bool close_after = false);
+  void WriteNext(const std::shared_ptr<Conn>& conn);  // writes conn->out's front, then the rest
+  void Refuse(const std::shared_ptr<Conn>& conn, const std::string& why);
+  void Emit(std::string_view event, const nlohmann::ordered_json& fields);
+
+  boost::asio::io_context& io_;
+  FtRelayOptions options_;
+  FtQuorumLink& link_;
+  EventLog* events_;
+  boost::asio::local::stream_protocol::acceptor acceptor_;
+  std::vector<std::shared_ptr<Conn>> ranks_;  // by local rank; null: none yet
+  FtGroupSync step_;
+  uint64_t generation_ = 0;       // bumped by every failure: answers of an older one are dropped
+  bool left_ = false;             // left the quorum since the last failure
+  std::optional<int64_t> quorum_id_;  // the last quorum answered
+  std::vector<std::optional<FtHealedLine>> healed_;
+  std::shared_ptr<bool> alive_;   // callbacks posted after destruction see false
+};
+
+}  // namespace ctrun::launcher

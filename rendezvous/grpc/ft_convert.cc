@@ -1,0 +1,79 @@
+#include "rendezvous/grpc/ft_convert.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace ctrun::rdzv {
+namespace {
+
+constexpr double kMaxSeconds = 1e8;  // ~3 years: "forever", and no overflow of now + d
+
+Duration FromSeconds(double s) {
+  if (!std::isfinite(s) || s <= 0) return Duration::zero();
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(std::min(s, kMaxSeconds)));
+}
+
+double ToSeconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+QuorumParams FtParamsFromProto(const v1::FtParams& params) {
+  return QuorumParams{.min_replicas = params.min_replicas(),
+                      .max_replicas = params.max_replicas(),
+                      .join_timeout = FromSeconds(params.join_timeout_s()),
+                      .heartbeat_timeout = FromSeconds(params.heartbeat_timeout_s())};
+}
+
+void FtParamsToProto(const QuorumParams& params, v1::FtParams* out) {
+  out->set_min_replicas(params.min_replicas);
+  out->set_max_replicas(params.max_replicas);
+  out->set_join_timeout_s(ToSeconds(params.join_timeout));
+  out->set_heartbeat_timeout_s(ToSeconds(params.heartbeat_timeout));
+}
+
+SyncCall SyncCallFromProto(const v1::FtSyncRequest& request) {
+  SyncCall call{.group = request.group(), .committed_step = request.committed_step(), .address = request.address(),
+                .ballot = std::nullopt};
+  if (request.has_ballot()) {
+    call.ballot = Ballot{.quorum_id = request.ballot().quorum_id(), .step = request.ballot().step(),
+                         .ok = request.ballot().ok()};
+  }
+  return call;
+}
+
+void SyncCallToProto(const SyncCall& call, v1::FtSyncRequest* out) {
+  out->set_group(call.group);
+  out->set_committed_step(call.committed_step);
+  out->set_address(call.address);
+  if (call.ballot) {
+    out->mutable_ballot()->set_quorum_id(call.ballot->quorum_id);
+    out->mutable_ballot()->set_step(call.ballot->step);
+    out->mutable_ballot()->set_ok(call.ballot->ok);
+  }
+}
+
+void SyncAnswerToProto(const SyncAnswer& answer, v1::FtSyncReply* out) {
+  out->set_has_commit(answer.commit.has_value());
+  out->set_commit(answer.commit.value_or(false));
+  out->set_quorum_id(answer.quorum.id);
+  for (const QuorumMember& m : answer.quorum.members) {
+    v1::FtMember* p = out->add_members();
+    p->set_group(m.id);
+    p->set_step(m.step);
+    p->set_address(m.address);
+    p->set_commit_failures(m.commit_failures);
+  }
+}
+
+SyncAnswer SyncAnswerFromProto(const std::string& group, const v1::FtSyncReply& reply) {
+  SyncAnswer answer{.group = group, .commit = std::nullopt, .quorum = Quorum{.id = reply.quorum_id(), .members = {}}};
+  if (reply.has_commit()) answer.commit = reply.commit();
+  for (const v1::FtMember& m : reply.members()) {
+    answer.quorum.members.push_back(QuorumMember{.id = m.group(), .step = m.step(), .address = m.address(),
+                                                 .commit_failures = m.commit_failures()});
+  }
+  return answer;
+}
+
+}  // namespace ctrun::rdzv

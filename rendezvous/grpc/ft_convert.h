@@ -1,0 +1,34 @@
+// The fault-tolerance calls' proto messages (FtParams, FtSyncRequest,
+// FtSyncReply, FtLost) to and from the quorum's own vocabulary
+// (quorum.h, step_sync.h). Used by the server (ft_calls.cc) and by
+// FtClient: proto types stop at these two.
+//
+// Pure functions; no validation beyond the conversion (FtRuns checks sizes
+// and CheckQuorumParams the params).
+#pragma once
+
+#include <string>
+
+#include "rendezvous.pb.h"
+#include "rendezvous/machine/quorum.h"
+#include "rendezvous/machine/step_sync.h"
+
+namespace ctrun::rdzv {
+
+// The initial-metadata key (value "1") of an FtWatch the server holds:
+// it sends it before any event, so the client knows the watch is open.
+inline constexpr char kFtWatchOpenKey[] = "ctrun-ft-watch-open";
+
+// A timeout that is not finite or not positive becomes zero (which
+// CheckQuorumParams refuses).
+QuorumParams FtParamsFromProto(const v1::FtParams& params);
+void FtParamsToProto(const QuorumParams& params, v1::FtParams* out);
+
+// The request's call: ballot only when the request has one.
+SyncCall SyncCallFromProto(const v1::FtSyncRequest& request);
+void SyncCallToProto(const SyncCall& call, v1::FtSyncRequest* out);
+
+void SyncAnswerToProto(const SyncAnswer& answer, v1::FtSyncReply* out);
+SyncAnswer SyncAnswerFromProto(const std::string& group, const v1::FtSyncReply& reply);
+
+}  // namespace ctrun::rdzv

@@ -1,0 +1,252 @@
+#include "rendezvous/grpc/ft_runs.h"
+
+#include <cstdio>
+
+#include "rendezvous/machine/run_registry.h"
+
+namespace ctrun::rdzv {
+namespace {
+
+// `s` cut for a message: an oversize input is named by its start.
+std::string Quoted(const std::string& s) { return "'" + (s.size() > 32 ? s.substr(0, 32) + "...'" : s + "'"); }
+
+std::string Describe(const QuorumParams& p) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%d:%d, join timeout %g s, heartbeat timeout %g s", p.min_replicas, p.max_replicas,
+                std::chrono::duration<double>(p.join_timeout).count(),
+                std::chrono::duration<double>(p.heartbeat_timeout).count());
+  return buf;
+}
+
+Status CheckBytes(const std::string& what, const std::string& value, size_t min, size_t max, const char* fix) {
+  if (value.size() >= min && value.size() <= max) return Status::Ok();
+  return Status::InvalidArgument(what + " " + Quoted(value) + " is " + std::to_string(value.size()) + " bytes: " + fix);
+}
+
+Status CheckRun(const std::string& run_id) {
+  return CheckBytes("fault-tolerance run id", run_id, 1, kMaxRunIdBytes,
+                    "give the same --rdzv-id of 1..128 bytes to every group");
+}
+
+bool IsControl(char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }
+
+// `s` with its control characters (a newline too) as spaces: it goes into
+// log lines and the agents' line protocol.
+std::string OneLine(std::string s) {
+  for (char& c : s) c = IsControl(c) ? ' ' : c;
+  return s;
+}
+
+Status CheckGroup(const std::string& group) {
+  CTRUN_RETURN_IF_ERROR(
+      CheckBytes("replica group id", group, 1, kMaxFtGroupBytes, "give each replica group an id of 1..128 bytes"));
+  for (char c : group) {
+    if (IsControl(c)) {
+      return Status::InvalidArgument("replica group id " + Quoted(OneLine(group)) +
+                                     " has a control character: give an id of printable characters");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string Count(size_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
+
+std::string Names(const std::vector<QuorumMember>& members) {
+  std::string out;
+  for (size_t i = 0; i < members.size() && i < 8; ++i) out += (i ? ", " : "") + members[i].id;
+  if (members.size() > 8) out += ", ...";
+  return out;
+}
+
+}  // namespace
+
+Result<FtRuns::Run*> FtRuns::RunFor(const std::string& run_id, const QuorumParams& params, TimePoint now) {
+  CTRUN_RETURN_IF_ERROR(CheckRun(run_id));
+  if (auto it = runs_.find(run_id); it != runs_.end()) {
+    if (it->second.params == params) return &it->second;
+    return Status::FailedPrecondition("fault-tolerance run '" + run_id + "' has --ft-replicas " +
+                                      Describe(it->second.params) + "; this group gave " + Describe(params) +
+                                      ": give every group the same fault-tolerance settings");
+  }
+  CTRUN_RETURN_IF_ERROR(CheckQuorumParams(params));
+  if (runs_.size() >= limits_.max_runs) {
+    return Status::ResourceExhausted("fault-tolerance run '" + run_id + "' refused: this server already serves " +
+                                     std::to_string(limits_.max_runs) +
+                                     " fault-tolerance runs (the most it takes); end one, or use another server");
+  }
+  Run& run = runs_.emplace(run_id, Run(params)).first->second;
+  run.idle_since = now;
+  return &run;
+}
+
+// A group counts while it is active or its watch is open (a group that
+// left keeps its watch).
+Status FtRuns::Admit(Run& run, const std::string& run_id, const std::string& group) const {
+  if (run.active.count(group) || run.watches.count(group)) return Status::Ok();
+  size_t groups = run.active.size();
+  for (const auto& [g, watch_id] : run.watches) groups += run.active.count(g) ? 0 : 1;
+  if (groups < limits_.max_groups) return Status::Ok();
+  return Status::ResourceExhausted("fault-tolerance run '" + run_id + "' refused group " + Quoted(group) +
+                                   ": it already has " + std::to_string(limits_.max_groups) +
+                                   " replica groups (the most a run takes); use fewer, larger groups");
+}
+
+Status FtRuns::Sync(const std::string& run_id, const QuorumParams& params, const SyncCall& call, uint64_t call_id,
+                    TimePoint now, FtOutput& out) {
+  CTRUN_RETURN_IF_ERROR(CheckGroup(call.group));
+  CTRUN_RETURN_IF_ERROR(CheckBytes("replica group '" + call.group + "': healing address", call.address, 0,
+                                   kMaxFtAddressBytes, "give an address of at most 1024 bytes"));
+  Result<Run*> found = RunFor(run_id, params, now);
+  if (!found.ok()) return found.status();
+  Run& run = **found;
+  CTRUN_RETURN_IF_ERROR(Admit(run, run_id, call.group));
+  run.active.insert(call.group);
+  run.left.erase(call.group);
+  if (auto it = run.held.find(call.group); it != run.held.end()) {
+    out.ended_calls.emplace_back(it->second, Status::Aborted("this FtSync of group '" + call.group +
+                                                             "' was replaced by a newer one from the same group"));
+  }
+  run.held[call.group] = call_id;
+  run.sync.Call(call, now);
+  Settle(run_id, run, now, out);
+  return Status::Ok();
+}
+
+Status FtRuns::Watch(const std::string& run_id, const QuorumParams& params, const std::string& group, uint64_t watch_id,
+                     TimePoint now, FtOutput& out) {
+  CTRUN_RETURN_IF_ERROR(CheckGroup(group));
+  Result<Run*> found = RunFor(run_id, params, now);
+  if (!found.ok()) return found.status();
+  Run& run = **found;
+  CTRUN_RETURN_IF_ERROR(Admit(run, run_id, group));
+  run.active.insert(group);
+  if (auto it = run.watches.find(group); it != run.watches.end()) {
+    out.ended_watches.emplace_back(it->second, Status::Aborted("this FtWatch of group '" + group +
+                                                               "' was replaced by a newer one from the same group"));
+  }
+  run.watches[group] = watch_id;
+  Settle(run_id, run, now, out);
+  return Status::Ok();
+}
+
+Status FtRuns::Leave(const std::string& run_id, const std::string& group, const std::string& reason, TimePoint now,
+                     FtOutput& out) {
+  CTRUN_RETURN_IF_ERROR(CheckRun(run_id));
+  CTRUN_RETURN_IF_ERROR(CheckGroup(group));
+  CTRUN_RETURN_IF_ERROR(CheckBytes("replica group '" + group + "': leave reason", reason, 0, kMaxFtReasonBytes,
+                                   "give a reason of at most 256 bytes"));
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) return Status::Ok();
+  Run& run = it->second;
+  if (run.watches.count(group)) run.left.insert(group);  // its watch stops heartbeating for it
+  Lose(run_id, run, group, reason.empty() ? "it left" : OneLine(reason), now, out);
+  return Status::Ok();
+}
+
+void FtRuns::DropCall(const std::string& run_id, const std::string& group, uint64_t call_id) {
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) return;
+  auto held = it->second.held.find(group);
+  if (held != it->second.held.end() && held->second == call_id) it->second.held.erase(held);
+}
+
+void FtRuns::WatchGone(const std::string& run_id, const std::string& group, uint64_t watch_id, TimePoint now,
+                       FtOutput& out) {
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) return;
+  Run& run = it->second;
+  auto watch = run.watches.find(group);
+  if (watch == run.watches.end() || watch->second != watch_id) return;
+  run.watches.erase(watch);
+  run.left.erase(group);
+  Lose(run_id, run, group, "its agent's watch stream ended", now, out);
+}
+
+void FtRuns::Lose(const std::string& run_id, Run& run, const std::string& group, const std::string& reason,
+                  TimePoint now, FtOutput& out) {
+  const bool was_active = run.active.erase(group) > 0;
+  const std::optional<Quorum>& last = run.sync.last();
+  if (was_active && last && last->rank_of(group)) {
+    size_t told = 0;
+    for (const auto& [other, watch_id] : run.watches) {
+      if (other == group) continue;
+      out.pushes.emplace_back(watch_id, FtLostEvent{group, last->id, reason});
+      ++told;
+    }
+    out.logs.push_back("fault-tolerance run '" + OneLine(run_id) + "': replica group '" + group +
+                       "', a member of quorum " + std::to_string(last->id) + ", was lost (" + reason + "); told " +
+                       Count(told, "other group") + " watching");
+  }
+  if (auto held = run.held.find(group); held != run.held.end()) {
+    out.ended_calls.emplace_back(held->second, Status::Aborted("replica group '" + group + "' left the quorum (" +
+                                                               reason + "); call FtSync again to take part"));
+    run.held.erase(held);
+  }
+  run.sync.Lost(group, now);
+  Settle(run_id, run, now, out);
+}
+
+void FtRuns::Settle(const std::string& run_id, Run& run, TimePoint now, FtOutput& out) {
+  for (const auto& [group, watch_id] : run.watches) {
+    if (!run.left.count(group)) run.sync.Heartbeat(group, now);
+  }
+  for (SyncAnswer& answer : run.sync.Tick(now)) {
+    auto held = run.held.find(answer.group);
+    if (held == run.held.end()) continue;  // its client went away: dropped
+    out.answers.emplace_back(held->second, std::move(answer));
+    run.held.erase(held);
+  }
+  if (const std::optional<Quorum>& last = run.sync.last(); last && last->id != run.logged_quorum) {
+    run.logged_quorum = last->id;
+    out.logs.push_back("fault-tolerance run '" + OneLine(run_id) + "': quorum " + std::to_string(last->id) +
+                       " formed with " + Count(last->members.size(), "replica group") + " (" + Names(last->members) +
+                       ") at step " + std::to_string(last->max_step()) + ": " + run.sync.reason());
+  }
+  run.next_tick = run.sync.NextDeadline(now);
+  if (!run.watches.empty() || !run.held.empty()) {
+    run.idle_since.reset();
+  } else if (!run.idle_since) {
+    run.idle_since = now;
+  }
+}
+
+void FtRuns::TickDue(TimePoint now, FtOutput& out) {
+  for (auto it = runs_.begin(); it != runs_.end();) {
+    Run& run = it->second;
+    if (run.idle_since && *run.idle_since + limits_.idle_ttl <= now) {
+      it = runs_.erase(it);  // no watch and no held call: nobody to tell
+      continue;
+    }
+    if (run.next_tick && *run.next_tick <= now) Settle(it->first, run, now, out);
+    ++it;
+  }
+}
+
+std::optional<TimePoint> FtRuns::NextDeadline() const {
+  std::optional<TimePoint> next;
+  auto take = [&](std::optional<TimePoint> t) {
+    if (t && (!next || *t < *next)) next = t;
+  };
+  for (const auto& [id, run] : runs_) {
+    take(run.next_tick);
+    if (run.idle_since) take(*run.idle_since + limits_.idle_ttl);
+  }
+  return next;
+}
+
+void FtRuns::EndAll(FtOutput& out) {
+  const Status stopping = Status::Unavailable("the rendezvous server is shutting down: retry against the new one");
+  for (auto& [id, run] : runs_) {
+    for (const auto& [group, call_id] : run.held) out.ended_calls.emplace_back(call_id, stopping);
+    for (const auto& [group, watch_id] : run.watches) out.ended_watches.emplace_back(watch_id, stopping);
+  }
+  runs_.clear();
+}
+
+std::optional<Quorum> FtRuns::LastQuorum(const std::string& run_id) const {
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) return std::nullopt;
+  return it->second.sync.last();
+}
+
+}  // namespace ctrun::rdzv

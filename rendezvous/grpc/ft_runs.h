@@ -1,0 +1,151 @@
+// FtRuns: the rendezvous server's fault-tolerance state (docs/fault-
+// tolerance.md, "Agent ↔ rendezvous"): one StepSync (step_sync.h) per ft run
+// id, which group's FtSync call is held, which group's FtWatch stream is
+// open, and which groups left. The three calls of proto/rendezvous.proto:
+//
+//  - FtSync(run, params, call): the group's per-step call. Stepped as
+//    StepSync::Call then Tick; the call is held until its answer is due (a
+//    quorum that includes it formed). A group's second FtSync while one is
+//    held ends the first (CANCELLED, "replaced"). A held call whose client
+//    goes away is dropped (DropCall), not taken as the group lost. It also
+//    ends a leave: the group's watch heartbeats for it again.
+//  - FtWatch(run, params, group): a stream held for the group's life. While
+//    it is open and the group has not left, the group heartbeats at every
+//    step of its run (each call and each timer tick), so a step longer than
+//    heartbeat_timeout does not make it look dead. The stream ending on the
+//    client's side (WatchGone: cancelled, connection broken) is the group
+//    lost at once (StepSync::Lost, then Tick). A second watch for the group
+//    replaces the first, which the server ends (CANCELLED, "replaced").
+//  - FtLeave(run, group, reason): StepSync::Lost at once, then Tick; the
+//    group's held call, if any, ends ABORTED; its watch no longer
+//    heartbeats until its next FtSync. Unknown run: OK, nothing done.
+//  When a group that is a member of the run's last quorum is lost (watch end
+//  or leave; once per loss), every other open watch of the run gets
+//  FtLost{group, quorum_id, reason} and one info line is logged.
+//
+// A run is created by its first FtSync/FtWatch with valid params
+// (CheckQuorumParams: InvalidArgument naming the field); a later call with
+// other params gets FailedPrecondition naming both. Ft runs are apart from
+// the rendezvous runs of the same id.
+//
+// Bounds (everything here is reachable from the network): run id 1..128
+// bytes (kMaxRunIdBytes), group id 1..128 bytes with no control
+// character, address <= 1024 bytes, leave reason <= 256 bytes
+// (InvalidArgument; a reason's control characters become spaces); at most Limits::max_groups
+// groups per run (a group counts from its first FtSync or FtWatch until it
+// is lost and its watch, if any, has ended) and Limits::max_runs runs (ResourceExhausted naming the limit);
+// one held call and one watch per group. A run with no open watch and no
+// held call for Limits::idle_ttl (5 min: longer than any restart of a
+// group's agent) is forgotten: its next call starts it anew, at quorum id 1.
+//
+// Pure: no gRPC, no clock reads, no threads. Held calls and watches are
+// named by ids the caller gives (unique per server); what is to be done
+// with them comes back in an FtOutput. One owner serialises every call (the
+// server, under its lock).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "base/status.h"
+#include "rendezvous/machine/quorum.h"
+#include "rendezvous/machine/step_sync.h"
+
+namespace ctrun::rdzv {
+
+inline constexpr size_t kMaxFtGroupBytes = 128;
+inline constexpr size_t kMaxFtAddressBytes = 1024;
+inline constexpr size_t kMaxFtReasonBytes = 256;
+
+struct FtLostEvent {
+  std::string group;      // the member lost
+  int64_t quorum_id = 0;  // of the quorum it was a member of
+  std::string reason;
+
+  bool operator==(const FtLostEvent&) const = default;
+};
+
+// What the owner does after a call, with no lock held.
+struct FtOutput {
+  std::vector<std::pair<uint64_t, SyncAnswer>> answers;  // held call -> its answer (OK)
+  std::vector<std::pair<uint64_t, Status>> ended_calls;  // held call -> its error (Aborted: replaced or left)
+  std::vector<std::pair<uint64_t, Status>> ended_watches;  // watch -> why the server ends it (replaced: Aborted)
+  std::vector<std::pair<uint64_t, FtLostEvent>> pushes;  // watch -> event
+  std::vector<std::string> logs;                         // info lines
+};
+
+class FtRuns {
+ public:
+  struct Limits {
+    size_t max_runs = 64;
+    size_t max_groups = 1024;
+    Duration idle_ttl = std::chrono::minutes(5);
+  };
+
+  explicit FtRuns(Limits limits) : limits_(limits) {}
+  FtRuns() : FtRuns(Limits{}) {}
+
+  // Holds `call_id` for `call.group`. Errors as the header says; on error
+  // nothing is held or changed.
+  Status Sync(const std::string& run_id, const QuorumParams& params, const SyncCall& call, uint64_t call_id,
+              TimePoint now, FtOutput& out);
+  // Opens `watch_id` for `group`.
+  Status Watch(const std::string& run_id, const QuorumParams& params, const std::string& group, uint64_t watch_id,
+               TimePoint now, FtOutput& out);
+  Status Leave(const std::string& run_id, const std::string& group, const std::string& reason, TimePoint now,
+               FtOutput& out);
+  // The held call's client went away: forgets it if it is still held.
+  void DropCall(const std::string& run_id, const std::string& group, uint64_t call_id);
+  // The watch's client ended it: the group lost, if it is still its watch.
+  void WatchGone(const std::string& run_id, const std::string& group, uint64_t watch_id, TimePoint now,
+                 FtOutput& out);
+  // Ticks every run whose deadline is due at `now` and forgets the idle
+  // runs that are due.
+  void TickDue(TimePoint now, FtOutput& out);
+  // The earliest instant TickDue has something to do; nullopt when none.
+  // May be <= now (due).
+  std::optional<TimePoint> NextDeadline() const;
+  // Ends everything (the server stops): every held call in ended_calls
+  // and every watch in ended_watches (Unavailable); forgets every run.
+  void EndAll(FtOutput& out);
+
+  size_t run_count() const { return runs_.size(); }
+  // The run's last quorum, if it exists and has one (for tests and logs).
+  std::optional<Quorum> LastQuorum(const std::string& run_id) const;
+
+ private:
+  struct Run {
+    explicit Run(QuorumParams p) : params(p), sync(p) {}
+    QuorumParams params;
+    StepSync sync;
+    std::set<std::string> active;             // counted: asked or watched, not lost since
+    std::map<std::string, uint64_t> held;     // group -> held call
+    std::map<std::string, uint64_t> watches;  // group -> open watch
+    std::set<std::string> left;               // watching, but left since its last FtSync: no heartbeat
+    std::optional<TimePoint> next_tick;       // StepSync's deadline after the last step
+    std::optional<TimePoint> idle_since;      // no watch and no held call since
+    int64_t logged_quorum = 0;                // the last quorum id logged
+  };
+
+  // The run for a call that may create it, or the error.
+  Result<Run*> RunFor(const std::string& run_id, const QuorumParams& params, TimePoint now);
+  Status Admit(Run& run, const std::string& run_id, const std::string& group) const;
+  // Heartbeats the watching groups, ticks, routes the answers, updates the
+  // run's deadlines.
+  void Settle(const std::string& run_id, Run& run, TimePoint now, FtOutput& out);
+  void Lose(const std::string& run_id, Run& run, const std::string& group, const std::string& reason, TimePoint now,
+            FtOutput& out);
+
+  Limits limits_;
+  std::map<std::string, Run> runs_;
+};
+
+}  // namespace ctrun::rdzv

@@ -1,0 +1,281 @@
+// FtRelay over a real abstract Unix socket, with a fake quorum link: the
+// test plays the workers (blocking sockets, bounded waits) while the relay
+// runs on its own io thread.
+#include "launcher/ft/relay.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <catch2/catch.hpp>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace ctrun::launcher {
+namespace {
+
+namespace asio = boost::asio;
+
+// The quorum server, as the test drives it: calls and leaves are recorded,
+// and the test answers a call when it chooses.
+class FakeLink : public FtQuorumLink {
+ public:
+  void Sync(const rdzv::SyncCall& call, std::function<void(const Result<rdzv::SyncAnswer>&)> done) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls_.push_back({call, std::move(done)});
+    cv_.notify_all();
+  }
+  void Leave(const std::string& reason) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    leaves_.push_back(reason);
+    cv_.notify_all();
+  }
+  struct Held {
+    rdzv::SyncCall call;
+    std::function<void(const Result<rdzv::SyncAnswer>&)> done;
+  };
+  // The next call (waits for it; REQUIREs it comes within 20 s).
+  Held NextCall() {
+    std::unique_lock<std::mutex> lock(mu_);
+    REQUIRE(cv_.wait_for(lock, std::chrono::seconds(20), [&] { return !calls_.empty(); }));
+    Held h = std::move(calls_.front());
+    calls_.pop_front();
+    return h;
+  }
+  std::string NextLeave() {
+    std::unique_lock<std::mutex> lock(mu_);
+    REQUIRE(cv_.wait_for(lock, std::chrono::seconds(20), [&] { return !leaves_.empty(); }));
+    std::string r = leaves_.front();
+    leaves_.pop_front();
+    return r;
+  }
+  size_t pending_calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Held> calls_;
+  std::deque<std::string> leaves_;
+};
+
+// A worker's end of the socket.
+class Worker {
+ public:
+  explicit Worker(const std::string& name) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path + 1, name.data(), name.size());
+    const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), len) == 0);
+  }
+  ~Worker() { Close(); }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  void Send(const std::string& line) {
+    REQUIRE(::send(fd_, line.data(), line.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(line.size()));
+  }
+  // The next line without '\n', or "<closed>" when the relay closed the
+  // connection (waits at most 20 s).
+  std::string Line() {
+    for (;;) {
+      if (size_t nl = buf_.find('\n'); nl != std::string::npos) {
+        std::string line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return line;
+      }
+      pollfd p{fd_, POLLIN, 0};
+      REQUIRE(::poll(&p, 1, 20000) == 1);
+      char chunk[8192];
+      const ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
+      if (n <= 0) return "<closed>";
+      buf_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  std::string buf_;
+};
+
+struct Fixture {
+  explicit Fixture(int nproc = 2, EventLog* events = nullptr) {
+    name = "ctrun-ft-test-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device()());
+    relay = std::make_unique<FtRelay>(io, FtRelayOptions{.group = "a", .host = "10.0.0.1", .nproc = nproc,
+                                                         .socket_name = name},
+                                      link, events);
+    REQUIRE(relay->Listen().ok());
+    thread = std::thread([this] { io.run(); });
+  }
+  ~Fixture() {
+    asio::post(io, [this] { relay.reset(); });
+    work.reset();
+    io.stop();
+    thread.join();
+  }
+  // Runs `fn` on the relay's thread (answers are delivered there).
+  void OnIo(std::function<void()> fn) { asio::post(io, std::move(fn)); }
+
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work{io.get_executor()};
+  FakeLink link;
+  std::string name;
+  std::unique_ptr<FtRelay> relay;
+  std::thread thread;
+};
+
+rdzv::SyncAnswer TwoGroups(std::optional<bool> commit, int64_t id, int64_t step_a, int64_t step_b) {
+  return rdzv::SyncAnswer{
+      .group = "a",
+      .commit = commit,
+      .quorum = rdzv::Quorum{.id = id,
+                             .members = {{.id = "a", .step = step_a, .address = "10.0.0.1|1000/2000,1001/2001",
+                                          .commit_failures = 0},
+                                         {.id = "b", .step = step_b, .address = "10.0.0.2|1100/2100,1101/2101",
+                                          .commit_failures = 0}}}};
+}
+
+TEST_CASE("the relay makes one call for its ranks and answers each", "[ft][relay]") {
+  Fixture f;
+  CHECK(f.relay->socket_env() == "@" + f.name);
+  Worker w0(f.name), w1(f.name);
+  w1.Send("sync 1 0 1001 2001 -\n");
+  w0.Send("sync 0 0 1000 2000 -\n");
+  FakeLink::Held call = f.link.NextCall();
+  CHECK(call.call.address == "10.0.0.1|1000/2000,1001/2001");
+  CHECK_FALSE(call.call.ballot.has_value());
+  f.OnIo([&] { call.done(TwoGroups(std::nullopt, 1, 0, 0)); });
+  CHECK(w0.Line() == "quorum - 1 0 2 0 10.0.0.2:1100 - 0");
+  CHECK(w1.Line() == "quorum - 1 0 2 0 10.0.0.2:1101 - 0");
+
+  w0.Send("sync 0 0 1000 2000 1/0/1\n");
+  w1.Send("sync 1 0 1001 2001 1/0/1\n");
+  call = f.link.NextCall();
+  CHECK(call.call.ballot == rdzv::Ballot{1, 0, true});
+  f.OnIo([&] { call.done(TwoGroups(true, 1, 1, 1)); });
+  CHECK(w0.Line() == "quorum 1 1 0 2 1 10.0.0.2:1100 - 0");
+  CHECK(w1.Line() == "quorum 1 1 0 2 1 10.0.0.2:1101 - 0");
+}
+
+TEST_CASE("the relay pushes abort when another member is lost", "[ft][relay]") {
+  Fixture f;
+  Worker w0(f.name), w1(f.name);
+  w0.Send("sync 0 0 1000 2000 -\n");
+  w1.Send("sync 1 0 1001 2001 -\n");
+  FakeLink::Held call = f.link.NextCall();
+  f.OnIo([&] { call.done(TwoGroups(std::nullopt, 1, 0, 0)); });
+  REQUIRE(w0.Line().rfind("quorum", 0) == 0);
+  REQUIRE(w1.Line().rfind("quorum", 0) == 0);
+  f.OnIo([&] { f.relay->OnLost("a", 1, "its own loss is not pushed to itself"); });
+  f.OnIo([&] { f.relay->OnLost("b", 1, "its agent's watch stream ended"); });
+  CHECK(w0.Line() == "abort replica group b of quorum 1 was lost: its agent's watch stream ended");
+  CHECK(w1.Line() == "abort replica group b of quorum 1 was lost: its agent's watch stream ended");
+}
+
+TEST_CASE("a worker that exits fails the group's step: leave, and the old answer is dropped", "[ft][relay]") {
+  Fixture f;
+  auto w0 = std::make_unique<Worker>(f.name);
+  Worker w1(f.name);
+  w0->Send("sync 0 0 1000 2000 -\n");
+  w1.Send("sync 1 0 1001 2001 -\n");
+  FakeLink::Held stale = f.link.NextCall();
+  w0->Close();
+  CHECK_THAT(f.link.NextLeave(), Catch::Contains("local rank 0's worker closed its link"));
+  f.OnIo([&] { stale.done(TwoGroups(std::nullopt, 1, 0, 0)); });  // dropped: that step is gone
+  w1.Close();
+
+  // The restarted workers start over; only their answer reaches them.
+  Worker n0(f.name), n1(f.name);
+  n0.Send("sync 0 0 1000 2000 -\n");
+  n1.Send("sync 1 0 1001 2001 -\n");
+  FakeLink::Held call = f.link.NextCall();
+  f.OnIo([&] { call.done(TwoGroups(std::nullopt, 2, 0, 3)); });
+  CHECK(n0.Line() == "quorum - 2 0 2 3 10.0.0.2:1100 10.0.0.2:2100 0");
+  CHECK(n1.Line() == "quorum - 2 0 2 3 10.0.0.2:1101 10.0.0.2:2101 0");
+}
+
+TEST_CASE("bad lines get one error line and the connection is closed", "[ft][relay]") {
+  Fixture f;
+  const std::pair<std::string, std::string> cases[] = {
+      {"hello\n", "error worker line: unknown word 'hello' (a worker sends 'sync' or 'healed')"},
+      {"sync 5 0 1 2 -\n", "error local rank 5 is not one of this node's 2 workers"},
+      {std::string(5000, 'x') + "\n", "error a line longer than 4096 bytes"},
+  };
+  for (const auto& [line, want] : cases) {
+    Worker w(f.name);
+    w.Send(line);
+    CHECK(w.Line() == want);
+    CHECK(w.Line() == "<closed>");
+  }
+  // The relay still serves.
+  Worker w0(f.name), w1(f.name);
+  w0.Send("sync 0 0 1000 2000 -\n");
+  w1.Send("sync 1 0 1001 2001 -\n");
+  f.link.NextCall();
+}
+
+TEST_CASE("a refused call fails every rank with the server's reason", "[ft][relay]") {
+  Fixture f;
+  Worker w0(f.name), w1(f.name);
+  w0.Send("sync 0 0 1000 2000 -\n");
+  w1.Send("sync 1 0 1001 2001 -\n");
+  FakeLink::Held call = f.link.NextCall();
+  f.OnIo([&] { call.done(Status::FailedPrecondition("another --ft-replicas than the run's")); });
+  CHECK(w0.Line() == "error the quorum server refused this group's call: another --ft-replicas than the run's");
+  CHECK(w0.Line() == "<closed>");
+  CHECK(w1.Line().rfind("error the quorum server refused", 0) == 0);
+}
+
+TEST_CASE("events: quorum_changed, replica_healing, and replica_healed once every rank reported", "[ft][relay]") {
+  char dir[] = "/tmp/ctrun-ft-relay-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const std::string path = std::string(dir) + "/events.jsonl";
+  Result<std::unique_ptr<EventLog>> events = EventLog::Open(path, "run", "a");
+  REQUIRE(events.ok());
+  {
+    Fixture f(2, events->get());
+    Worker w0(f.name), w1(f.name);
+    w0.Send("sync 0 0 1000 2000 -\n");
+    w1.Send("sync 1 0 1001 2001 -\n");
+    FakeLink::Held call = f.link.NextCall();
+    f.OnIo([&] { call.done(TwoGroups(std::nullopt, 2, 0, 3)); });
+    REQUIRE(w0.Line().rfind("quorum", 0) == 0);
+    REQUIRE(w1.Line().rfind("quorum", 0) == 0);
+    w0.Send("healed 0 3 10.0.0.2:2100 100 0.5\n");
+    w0.Send("sync 0 3 1000 2000 -\n");  // the healed line is read before this one
+    w1.Send("healed 1 3 10.0.0.2:2101 50 0.25\n");
+    w1.Send("sync 1 3 1001 2001 -\n");
+    call = f.link.NextCall();
+    CHECK(call.call.committed_step == 3);
+  }
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ::unlink(path.c_str());
+  ::rmdir(dir);
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0]["event"] == "quorum_changed");
+  CHECK(lines[0]["quorum_id"] == 2);
+  CHECK(lines[0]["members"].size() == 2);
+  CHECK(lines[1]["event"] == "replica_healing");
+  CHECK(lines[1]["sources"][0] == "10.0.0.2:2100");
+  CHECK(lines[2]["event"] == "replica_healed");
+  CHECK(lines[2]["bytes"] == 150);
+  CHECK(lines[2]["seconds"] == 0.5);
+}
+
+}  // namespace
+}  // namespace ctrun::launcher

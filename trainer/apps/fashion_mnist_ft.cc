@@ -1,0 +1,184 @@
+#include "trainer/apps/fashion_mnist_ft.h"
+
+#include <ATen/ATen.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainer/checkpoint/optimizer_state.h"
+#include "trainer/data/step_share.h"
+#include "trainer/ft/ft_replica.h"
+#include "trainer/ft/heal_state.h"
+
+namespace ctrun::trainer {
+namespace {
+
+struct FtEnv {
+  std::string socket, host, group;
+  int max_replicas = 1;
+};
+
+std::string FtEnvText(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+Result<FtEnv> ReadFtEnv() {
+  FtEnv env{.socket = FtEnvText("CTRUN_FT_SOCKET"), .host = FtEnvText("CTRUN_FT_HOST"),
+            .group = FtEnvText("CTRUN_FT_GROUP"), .max_replicas = 1};
+  if (env.socket.empty()) return Status::InvalidArgument("--ft needs ctrun --ft-replicas");
+  if (env.host.empty()) env.host = "127.0.0.1";
+  if (env.group.empty()) env.group = "0";
+  const std::string replicas = FtEnvText("CTRUN_FT_REPLICAS");
+  const size_t colon = replicas.find(':');
+  char* end = nullptr;
+  const long max = colon == std::string::npos ? 0 : std::strtol(replicas.c_str() + colon + 1, &end, 10);
+  if (max < 1 || max > 1 << 20 || end == nullptr || *end != '\0') {
+    return Status::InvalidArgument("CTRUN_FT_REPLICAS '" + replicas + "': need MIN:MAX (set by ctrun --ft-replicas)");
+  }
+  env.max_replicas = static_cast<int>(max);
+  return env;
+}
+
+// The sampler's permutation of the epoch in progress, kept while steps stay in it.
+struct FtOrder {
+  int64_t epoch = -1;
+  std::vector<int64_t> order;
+};
+
+// This rank's images and labels of step `step` under `plan`.
+Result<std::pair<at::Tensor, at::Tensor>> FtBatch(Worker& w, FtOrder& cache, int64_t step,
+                                                   const ft::FtPlan& plan, int64_t global_batch) {
+  const int group_world = w.env.world_size;
+  auto range = StepShare(step, global_batch, plan.replica_rank * group_world + w.env.rank,
+                         plan.replica_world * group_world);
+  if (!range.ok()) return range.status();
+  std::vector<int64_t> indices;
+  for (int64_t pos = range->begin; pos < range->end; ++pos) {
+    const StreamPlace place = PlaceOf(pos, w.train.size());
+    if (place.epoch != cache.epoch) cache = FtOrder{place.epoch, w.sampler->EpochOrder(place.epoch)};
+    indices.push_back(cache.order[static_cast<size_t>(place.offset)]);
+  }
+  at::Tensor idx = at::tensor(indices, at::kLong);
+  return std::make_pair(w.train.images.index_select(0, idx).to(w.device),
+                        w.train.labels.index_select(0, idx).to(w.device));
+}
+
+// Gradients averaged within the group (DDP), then across the quorum's
+// groups; false (the ballot is no) when the ring failed.
+Result<std::pair<double, bool>> FtGradients(Worker& w, ft::FtReplica& replica, const at::Tensor& x,
+                                            const at::Tensor& y, std::vector<float>& flat) {
+  w.opt().zero_grad();
+  auto logits = w.Forward()(x);
+  if (!logits.ok()) return logits.status();
+  at::Tensor loss = at::cross_entropy_loss(*logits, y);
+  CTRUN_RETURN_IF_ERROR(w.ddp->Backward(loss));
+  std::vector<at::Tensor> grads;
+  for (const auto& p : w.model->parameters()) grads.push_back(p.grad().detach().cpu().contiguous().reshape({-1}));
+  const at::Tensor joined = at::cat(grads).to(at::kFloat);
+  flat.resize(static_cast<size_t>(joined.numel()));
+  at::Tensor flat_view = at::from_blob(flat.data(), {joined.numel()}, at::kFloat);
+  flat_view.copy_(joined);
+  const bool ok = replica.AllReduceMean(flat.data(), flat.size());
+  if (ok) {
+    int64_t offset = 0;
+    at::NoGradGuard no_grad;
+    for (const auto& p : w.model->parameters()) {
+      at::Tensor g = p.grad();
+      g.copy_(flat_view.narrow(0, offset, g.numel()).view(g.sizes()));
+      offset += g.numel();
+    }
+  }
+  return std::make_pair(loss.item<double>(), ok);
+}
+
+void FtWriteFloats(std::ofstream& out, const at::Tensor& t) {
+  at::Tensor flat = t.detach().to(at::kCPU, at::kFloat).contiguous().reshape({-1});
+  out.write(reinterpret_cast<const char*>(flat.data_ptr<float>()),
+            static_cast<std::streamsize>(flat.numel() * sizeof(float)));
+}
+
+// --dump-state: parameters, then their optimizer state, raw float32.
+Status DumpFtState(Worker& w, const std::string& group) {
+  const std::string path = w.flags.dump_state + "." + group + "." + std::to_string(w.env.rank);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  const std::vector<at::Tensor> params = w.model->parameters();
+  for (const auto& p : params) FtWriteFloats(out, p);
+  for (const auto& p : params) {
+    auto state = GetParamState(w.opt(), p);
+    if (!state.ok()) return state.status();
+    for (const auto& [key, value] : *state) FtWriteFloats(out, value);
+  }
+  if (!out) return Status::IOError("cannot write --dump-state '" + path + "'");
+  return Status::Ok();
+}
+
+// Loads a fetched state (plan.heal_state) and checks its step.
+Status FtHeal(Worker& w, const ft::FtPlan& plan, int64_t& committed) {
+  auto step = ft::LoadHealState(*plan.heal_state, *w.model, w.opt());
+  if (!step.ok()) return step.status();
+  if (*step != plan.max_step) {
+    return Status::FailedPrecondition("healed to step " + std::to_string(*step) + ", but the quorum trains step " +
+                                      std::to_string(plan.max_step));
+  }
+  committed = *step;
+  w.Log("ft healed step " + std::to_string(committed) + " quorum " + std::to_string(plan.quorum_id));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckFtEnvironment() { return ReadFtEnv().status(); }
+
+Status TrainFt(Worker& w) {
+  auto env = ReadFtEnv();
+  if (!env.ok()) return env.status();
+  auto replica = ft::FtReplica::Start(ft::FtReplicaOptions{.socket_path = env->socket, .host = env->host,
+                                                           .local_rank = w.env.local_rank});
+  if (!replica.ok()) return replica.status();
+  const int64_t global_batch = w.flags.batch_size * w.env.world_size * env->max_replicas;
+  const int64_t total = w.flags.max_steps > 0 ? w.flags.max_steps
+                                              : w.flags.epochs * ((w.train.size() + global_batch - 1) / global_batch);
+  int64_t committed = 0;
+  auto joined = (*replica)->Join(committed);
+  if (!joined.ok()) return joined.status();
+  ft::FtPlan plan = std::move(*joined);
+  FtOrder order;
+  std::vector<float> flat;
+  while (committed < total) {
+    if (plan.heal_state) CTRUN_RETURN_IF_ERROR(FtHeal(w, plan, committed));
+    if (plan.serve) {
+      auto snapshot = ft::SaveHealState(*w.model, w.opt(), committed);
+      if (!snapshot.ok()) return snapshot.status();
+      (*replica)->Offer(std::make_shared<const std::string>(std::move(*snapshot)));
+    }
+    auto batch = FtBatch(w, order, committed, plan, global_batch);
+    if (!batch.ok()) return batch.status();
+    auto step = FtGradients(w, **replica, batch->first, batch->second, flat);
+    if (!step.ok()) return step.status();
+    auto decision = (*replica)->Vote(step->second);
+    if (!decision.ok()) return decision.status();
+    char line[200];
+    if (decision->commit.value_or(false)) {
+      w.opt().step();
+      std::snprintf(line, sizeof line, "ft step %lld quorum %lld replicas %d loss %.6f",
+                    static_cast<long long>(committed), static_cast<long long>(plan.quorum_id),
+                    plan.replica_world, step->first);
+      ++committed;
+    } else {
+      std::snprintf(line, sizeof line, "ft discard step %lld quorum %lld: %s", static_cast<long long>(committed),
+                    static_cast<long long>(plan.quorum_id),
+                    step->second ? "another member voted no" : (*replica)->last_failure().message().c_str());
+    }
+    w.Log(line);
+    plan = std::move(decision->next);
+  }
+  if (!w.flags.dump_state.empty()) CTRUN_RETURN_IF_ERROR(DumpFtState(w, env->group));
+  w.Log("done: " + std::to_string(committed) + " committed steps");
+  return Status::Ok();
+}
+
+}  // namespace ctrun::trainer

@@ -1,0 +1,150 @@
+#include "trainer/ft/ft_replica.h"
+
+#include <utility>
+
+#include "trainer/ft/heal_fetch.h"
+
+namespace ctrun::trainer::ft {
+
+FtReplica::FtReplica(FtReplicaOptions options) : options_(std::move(options)) {}
+
+FtReplica::~FtReplica() {
+  link_.reset();  // joins the reader thread: no abort callback runs after this
+}
+
+Result<std::unique_ptr<FtReplica>> FtReplica::Start(FtReplicaOptions options) {
+  std::unique_ptr<FtReplica> replica(new FtReplica(std::move(options)));
+  auto server = HealServer::Listen(replica->options_.host);
+  if (!server.ok()) return server.status();
+  replica->heal_server_ = std::move(*server);
+  CTRUN_RETURN_IF_ERROR(replica->ListenSpare());
+  FtReplica* self = replica.get();
+  auto link = AgentLink::Connect(replica->options_.socket_path, [self](const std::string&) { self->AbortRing(); });
+  if (!link.ok()) return link.status();
+  replica->link_ = std::move(*link);
+  return replica;
+}
+
+Status FtReplica::ListenSpare() {
+  RingOptions ring_options;
+  ring_options.listen_host = options_.host;
+  ring_options.stall_timeout = options_.stall_timeout;
+  auto spare = AbortableRing::Listen(std::move(ring_options));
+  if (!spare.ok()) return spare.status();
+  spare_ = std::move(*spare);
+  return Status::Ok();
+}
+
+void FtReplica::AbortRing() noexcept {
+  std::lock_guard<std::mutex> lock(ring_mu_);
+  if (ring_) ring_->Abort();
+}
+
+Result<FtPlan> FtReplica::Join(int64_t committed_step) {
+  committed_ = committed_step;
+  SyncLine line{.local_rank = options_.local_rank, .committed_step = committed_step,
+                .ring_port = spare_->port(), .heal_port = heal_server_->port(), .ballot = std::nullopt};
+  return Sync(line);
+}
+
+void FtReplica::Offer(std::shared_ptr<const std::string> state) {
+  offered_ = true;
+  heal_server_->Offer(plan_.quorum_id, plan_.max_step, std::move(state));
+}
+
+bool FtReplica::AllReduceMean(float* data, std::size_t count) {
+  if (!step_ok_) return false;
+  AbortableRing* ring = ring_.get();
+  Status status = ring == nullptr ? Status::FailedPrecondition("no cross-replica ring yet")
+                                  : ring->AllReduceSum(data, count);
+  if (!status.ok()) {
+    last_failure_ = std::move(status);
+    step_ok_ = false;
+    return false;
+  }
+  const float world = static_cast<float>(plan_.replica_world);
+  for (std::size_t i = 0; i < count; ++i) data[i] /= world;
+  return true;
+}
+
+Result<FtDecision> FtReplica::Vote(bool ok) {
+  SyncLine line{.local_rank = options_.local_rank, .committed_step = committed_,
+                .ring_port = spare_->port(), .heal_port = heal_server_->port(),
+                .ballot = LineBallot{.quorum_id = plan_.quorum_id, .step = plan_.max_step, .ok = ok && step_ok_}};
+  const int64_t voted_step = plan_.max_step;
+  auto answer = link_->Sync(line);
+  if (!answer.ok()) return answer.status();
+  FtDecision decision;
+  decision.commit = answer->commit;
+  if (answer->commit.value_or(false)) committed_ = voted_step + 1;
+  auto plan = Apply(*answer);
+  if (!plan.ok()) return plan.status();
+  decision.next = std::move(*plan);
+  return decision;
+}
+
+Result<FtPlan> FtReplica::Sync(const SyncLine& line) {
+  auto answer = link_->Sync(line);
+  if (!answer.ok()) return answer.status();
+  return Apply(*answer);
+}
+
+// Withdraws the last offer, moves to the answer's quorum and heals.
+Result<FtPlan> FtReplica::Apply(const QuorumLine& answer) {
+  if (offered_) heal_server_->Withdraw();
+  offered_ = false;
+  step_ok_ = true;
+  if (!ring_quorum_ || *ring_quorum_ != answer.quorum_id) CTRUN_RETURN_IF_ERROR(UseQuorum(answer));
+  FtPlan plan{.quorum_id = answer.quorum_id, .replica_rank = answer.replica_rank,
+              .replica_world = answer.replica_world, .max_step = answer.max_step,
+              .heal_state = std::nullopt, .serve = answer.serve};
+  if (!answer.heal_sources.empty()) {
+    CTRUN_RETURN_IF_ERROR(Heal(answer, plan));
+  } else if (answer.max_step != committed_) {
+    return Status::FailedPrecondition("the agent says every member trains step " + std::to_string(answer.max_step) +
+                                      " but this worker has committed " + std::to_string(committed_) +
+                                      " steps and was not told to heal");
+  }
+  plan_ = plan;
+  return plan;
+}
+
+// The spare ring becomes the quorum's ring (current before it connects, so
+// the agent's abort cuts a Connect short); a new spare listens. A ring that
+// cannot connect stays current, broken: the step's vote is no.
+Status FtReplica::UseQuorum(const QuorumLine& answer) {
+  std::unique_ptr<AbortableRing> old;
+  {
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    old = std::move(ring_);
+    ring_ = std::move(spare_);
+  }
+  old.reset();  // closes the last quorum's sockets
+  ring_quorum_ = answer.quorum_id;
+  CTRUN_RETURN_IF_ERROR(ListenSpare());
+  Status status = ring_->Configure(static_cast<uint64_t>(answer.quorum_id), answer.replica_rank,
+                                   answer.replica_world);
+  if (status.ok()) {
+    status = ring_->Connect(answer.right_host.empty() ? options_.host : answer.right_host, answer.right_port);
+  }
+  if (!status.ok()) {
+    last_failure_ = std::move(status);
+    step_ok_ = false;
+  }
+  return Status::Ok();
+}
+
+Status FtReplica::Heal(const QuorumLine& answer, FtPlan& plan) {
+  FetchOptions fetch;
+  fetch.stall_timeout = options_.stall_timeout;
+  fetch.max_bytes = options_.max_heal_bytes;
+  auto fetched = FetchHealState(answer.heal_sources, answer.quorum_id, answer.max_step, fetch);
+  if (!fetched.ok()) return fetched.status();
+  CTRUN_RETURN_IF_ERROR(link_->Healed(options_.local_rank, answer.max_step, fetched->source,
+                                      fetched->state.size(), fetched->seconds));
+  committed_ = answer.max_step;
+  plan.heal_state = std::move(fetched->state);
+  return Status::Ok();
+}
+
+}  // namespace ctrun::trainer::ft
