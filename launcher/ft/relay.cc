@@ -123,6 +123,9 @@ void FtRelay::OnSync(const std::shared_ptr<Conn>& conn, const FtSyncLine& line) 
     return;
   }
   left_ = false;
+  if (!call->ballot) {
+    spdlog::info("replica group {} asks to join the quorum at step {}", options_.group, call->committed_step);
+  }
   link_.Sync(*call, [this, generation = generation_, alive = alive_](const Result<rdzv::SyncAnswer>& answer) {
     if (*alive) OnAnswer(generation, answer);
   });
@@ -167,13 +170,15 @@ void FtRelay::OnHealed(const FtHealedLine& line) {
   healed_[static_cast<size_t>(line.local_rank)] = line;
   uint64_t bytes = 0;
   double seconds = 0;
+  std::vector<std::string> sources;
   for (const auto& h : healed_) {
     if (!h || h->step != line.step) return;
     bytes += h->bytes;
     seconds = std::max(seconds, h->seconds);
+    sources.push_back(h->source);
   }
   for (auto& h : healed_) h.reset();
-  Emit("replica_healed", {{"step", line.step}, {"bytes", bytes}, {"seconds", seconds}});
+  Emit("replica_healed", {{"step", line.step}, {"bytes", bytes}, {"seconds", seconds}, {"sources", sources}});
   spdlog::info("replica group {} healed to step {}: {} bytes in {:.3f} s", options_.group, line.step, bytes,
                seconds);
 }

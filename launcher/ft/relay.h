@@ -20,7 +20,8 @@
 // Events (--events-file): "quorum_changed" when an answer brings a new
 // quorum id (its members, this group's replica rank, the step), a line
 // "replica_healing" when the group must heal first (its sources), and
-// "replica_healed" once every rank reported `healed` (bytes, seconds).
+// "replica_healed" once every rank reported `healed` (bytes, seconds, and
+// the source each local rank healed from).
 //
 // Thread model: the io_context's thread only; the link's callbacks must be
 // posted there. Borrows the io_context, the link and the event log: they

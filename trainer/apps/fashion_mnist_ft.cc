@@ -10,6 +10,7 @@
 
 #include "trainer/checkpoint/optimizer_state.h"
 #include "trainer/data/step_share.h"
+#include "trainer/ft/fault_point.h"
 #include "trainer/ft/ft_replica.h"
 #include "trainer/ft/heal_state.h"
 
@@ -136,6 +137,11 @@ Status CheckFtEnvironment() { return ReadFtEnv().status(); }
 Status TrainFt(Worker& w) {
   auto env = ReadFtEnv();
   if (!env.ok()) return env.status();
+  auto fault = ft::ParseFtFault(std::getenv("CTRUN_FT_FAULT"), std::getenv("TORCHELASTIC_RESTART_COUNT"));
+  if (!fault.ok()) return fault.status();
+  auto hold = ft::ParseFtHold(std::getenv("CTRUN_FT_HOLD"));
+  if (!hold.ok()) return hold.status();
+  const int local_rank = w.env.local_rank;
   auto replica = ft::FtReplica::Start(ft::FtReplicaOptions{.socket_path = env->socket, .host = env->host,
                                                            .local_rank = w.env.local_rank});
   if (!replica.ok()) return replica.status();
@@ -154,11 +160,15 @@ Status TrainFt(Worker& w) {
       auto snapshot = ft::SaveHealState(*w.model, w.opt(), committed);
       if (!snapshot.ok()) return snapshot.status();
       (*replica)->Offer(std::make_shared<const std::string>(std::move(*snapshot)));
+      ft::MaybeFail(*fault, local_rank, committed, ft::FaultPoint::kServe);
     }
+    ft::MaybeFail(*fault, local_rank, committed, ft::FaultPoint::kTrain);
+    CTRUN_RETURN_IF_ERROR(ft::MaybeHold(*hold, committed));
     auto batch = FtBatch(w, order, committed, plan, global_batch);
     if (!batch.ok()) return batch.status();
     auto step = FtGradients(w, **replica, batch->first, batch->second, flat);
     if (!step.ok()) return step.status();
+    ft::MaybeFail(*fault, local_rank, committed, ft::FaultPoint::kVote);
     auto decision = (*replica)->Vote(step->second);
     if (!decision.ok()) return decision.status();
     char line[200];

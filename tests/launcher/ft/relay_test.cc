@@ -275,6 +275,7 @@ TEST_CASE("events: quorum_changed, replica_healing, and replica_healed once ever
   CHECK(lines[2]["event"] == "replica_healed");
   CHECK(lines[2]["bytes"] == 150);
   CHECK(lines[2]["seconds"] == 0.5);
+  CHECK(lines[2]["sources"] == nlohmann::json::array({"10.0.0.2:2100", "10.0.0.2:2101"}));
 }
 
 }  // namespace

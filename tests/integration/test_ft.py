@@ -1,0 +1,242 @@
+"""Fault tolerance without restarts (ctrun --ft-replicas; docs/fault-tolerance.md),
+end to end: real ctrun agents, a real ctrund serving the quorum, real
+ctrun-fashion-mnist --ft workers (Gloo within a group, the abortable ring
+across groups), real SIGKILLs, the loopback.
+
+Three replica groups of two ranks each. The groups' ids are their
+--local-addr (127.0.0.1, .2, .3) and pid, so the quorum ranks them in that
+order and the healing sources of each rank are known in advance. A fault is
+injected with CTRUN_FT_FAULT (trainer/ft/fault_point.h): a rank kills itself
+with SIGKILL at a step. The survivors must train on with the same worker
+processes, and the failed group restart and heal from a live peer, then
+train on with them. To keep the survivors from finishing before the
+restarted group has asked to join (a race with the end of the run, not
+part of what is tested), one survivor group holds at a later step
+(CTRUN_FT_HOLD) until the restarted group's agent logs that it asked; the
+whole quorum waits on its vote meanwhile.
+
+At the end every rank of every group holds bitwise equal parameters and
+optimizer state, and every committed step was taken once by the quorum of
+its time: each group's rank 0 logs `ft step S quorum Q replicas W`, and the
+groups that logged step S are exactly W, all under the same Q."""
+import collections
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+import unittest
+
+from harness import Ctrund, base_env, build_dir, ctrun_bin
+
+STEPS = 14
+HOLD_STEP = 7
+TRAIN = ["--train-limit", "256", "--test-limit", "64", "--batch-size", "8", "--deterministic", "--log-every", "0",
+         "--max-steps", str(STEPS), "--ft"]
+STEP_LINE = re.compile(r"^ft step (\d+) quorum (\d+) replicas (\d+) loss", re.M)
+ASKED = "asks to join the quorum at step"
+
+
+class Group:
+    """One replica group: a ctrun agent with two workers, its output in files."""
+
+    def __init__(self, test, ctrund, run_id, index, replicas, fault=None, hold=None):
+        self.dir = test.dir
+        self.index = index
+        self.addr = f"127.0.0.{index + 1}"
+        self.events = os.path.join(self.dir, f"events{index}.jsonl")
+        self.out_path = os.path.join(self.dir, f"out{index}.log")
+        self.err_path = os.path.join(self.dir, f"err{index}.log")
+        env = base_env(CTRUN_FT_FAULT=fault, CTRUN_FT_HOLD=hold)
+        args = [ctrun_bin(), "--ft-replicas", replicas, "--max-restarts", "3", "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", ctrund.endpoint, "--rdzv-id", run_id, "--local-addr", self.addr,
+                "--nproc-per-node", "2", "--events-file", self.events, "--no-python",
+                os.path.join(build_dir(), "trainer", "apps", "ctrun-fashion-mnist"), *TRAIN,
+                "--dump-state", os.path.join(self.dir, "state")]
+        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
+            self.proc = subprocess.Popen(args, env=env, stdout=out, stderr=err, cwd=self.dir)
+        test.addCleanup(self.kill)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+
+    def stderr(self):
+        with open(self.err_path) as f:
+            return f.read()
+
+    def stdout(self):
+        with open(self.out_path) as f:
+            return f.read()
+
+    def event_list(self):
+        with open(self.events) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def wait_for(self, text, count, timeout=120):
+        """Waits until this agent's stderr holds `text` `count` times (checked
+        every 20 ms, for at most `timeout` s)."""
+        deadline = time.monotonic() + timeout
+        while self.stderr().count(text) < count:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"group {self.index}: {text!r} not seen {count} times "
+                                     f"(exit {self.proc.returncode}); stderr tail:\n"
+                                     + "\n".join(self.stderr().splitlines()[-20:]))
+            time.sleep(0.02)
+
+
+class FaultTolerance(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"):
+            raise unittest.SkipTest("dataset-fashion-mnist is not installed")
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="ctrun-ft-")
+        self.addCleanup(self.tmp.cleanup)
+        self.dir = self.tmp.name
+        self.ctrund = Ctrund(self)
+
+    def release(self, name):
+        path = os.path.join(self.dir, name)
+        open(path, "w").close()
+        return path
+
+    def finish(self, groups, timeout=240):
+        deadline = time.monotonic() + timeout
+        for g in groups:
+            try:
+                g.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for g in groups:
+            if g.proc.returncode != 0:
+                tails = "\n".join(f"--- group {h.index} (exit {h.proc.poll()}):\n" +
+                                  "\n".join((h.stderr() + h.stdout()).splitlines()[-25:]) for h in groups)
+                self.fail(f"group {g.index} did not succeed\n{tails}")
+
+    def check_equal_state(self):
+        dumps = sorted(f for f in os.listdir(self.dir) if f.startswith("state."))
+        self.assertEqual(len(dumps), 6, dumps)
+        contents = {}
+        for name in dumps:
+            with open(os.path.join(self.dir, name), "rb") as f:
+                contents[name] = f.read()
+        first = contents[dumps[0]]
+        self.assertGreater(len(first), 0)
+        for name, data in contents.items():
+            self.assertEqual(data, first, f"{name} differs from {dumps[0]}")
+
+    def check_steps(self, groups):
+        """Every committed step once per member of the quorum of its time."""
+        by_step = collections.defaultdict(list)
+        for g in groups:
+            seen = set()
+            for step, quorum, world in STEP_LINE.findall(g.stdout()):
+                step = int(step)
+                self.assertNotIn(step, seen, f"group {g.index} committed step {step} twice")
+                seen.add(step)
+                by_step[step].append((g.index, int(quorum), int(world)))
+        self.assertEqual(sorted(by_step), list(range(STEPS)))
+        for step, entries in by_step.items():
+            quorums = {(q, w) for _, q, w in entries}
+            self.assertEqual(len(quorums), 1, f"step {step} was committed under several quorums: {entries}")
+            (_, world), = quorums
+            self.assertEqual(len(entries), world, f"step {step}: {world} replicas, logged by {entries}")
+        return by_step
+
+    def check_survivor(self, g):
+        events = g.event_list()
+        kinds = [e["event"] for e in events]
+        self.assertNotIn("restart", kinds, f"group {g.index} restarted")
+        pids = [e["pid"] for e in events if e["event"] == "worker_started"]
+        self.assertEqual(len(pids), 2, f"group {g.index}'s workers were started again: {pids}")
+        self.assertGreaterEqual(kinds.count("quorum_changed"), 2, kinds)
+
+    def check_healed(self, g):
+        kinds = [e["event"] for e in g.event_list()]
+        self.assertEqual(kinds.count("restart"), 1, kinds)
+        self.assertIn("replica_healing", kinds)
+        self.assertIn("replica_healed", kinds)
+        self.assertIn("ft healed step", g.stdout())
+
+    def test_a_killed_rank_restarts_its_group_alone_which_heals_and_trains_on(self):
+        release = os.path.join(self.dir, "release")
+        groups = [Group(self, self.ctrund, "kill1", 0, "1:3", hold=f"{HOLD_STEP}:{release}"),
+                  Group(self, self.ctrund, "kill1", 1, "1:3", fault="1:3:train"),
+                  Group(self, self.ctrund, "kill1", 2, "1:3")]
+        groups[1].wait_for(ASKED, 2)
+        self.release("release")
+        self.finish(groups)
+        self.check_equal_state()
+        by_step = self.check_steps(groups)
+        self.assertEqual(len(by_step[4]), 2, "the survivors trained step 4 as a quorum of two")
+        self.assertEqual(len(by_step[STEPS - 1]), 3, "the healed group trained the last step with the others")
+        self.check_survivor(groups[0])
+        self.check_survivor(groups[2])
+        self.check_healed(groups[1])
+        self.assertIn("ft discard step 3", groups[0].stdout())
+
+    def test_a_kill_during_the_vote(self):
+        release = os.path.join(self.dir, "release")
+        groups = [Group(self, self.ctrund, "vote", 0, "1:3", hold=f"{HOLD_STEP}:{release}"),
+                  Group(self, self.ctrund, "vote", 1, "1:3", fault="0:4:vote"),
+                  Group(self, self.ctrund, "vote", 2, "1:3")]
+        groups[1].wait_for(ASKED, 2)
+        self.release("release")
+        self.finish(groups)
+        self.check_equal_state()
+        self.check_steps(groups)
+        self.check_survivor(groups[0])
+        self.check_survivor(groups[2])
+        self.check_healed(groups[1])
+
+    def test_two_of_three_groups_killed_with_min_one(self):
+        release = os.path.join(self.dir, "release")
+        groups = [Group(self, self.ctrund, "two", 0, "1:3", hold=f"{HOLD_STEP}:{release}"),
+                  Group(self, self.ctrund, "two", 1, "1:3", fault="0:3:train"),
+                  Group(self, self.ctrund, "two", 2, "1:3", fault="1:3:train")]
+        groups[1].wait_for(ASKED, 2)
+        groups[2].wait_for(ASKED, 2)
+        self.release("release")
+        self.finish(groups)
+        self.check_equal_state()
+        by_step = self.check_steps(groups)
+        self.assertEqual(len(by_step[4]), 1, "the one survivor trained on alone")
+        self.check_survivor(groups[0])
+        self.check_healed(groups[1])
+        self.check_healed(groups[2])
+
+    def test_a_healing_source_that_dies_is_replaced_by_the_next(self):
+        # Group 1 dies at step 3 and asks again while group 0 holds at step 7;
+        # it heals at step 8 (HOLD_STEP + 1): its rank 0's assigned source is
+        # group 0's rank 0 (group ranks by address, the first healer starts at
+        # source 0), which dies right after it offered its state. Rank 0 then
+        # heals from group 2, and group 0 restarts and heals in turn, while
+        # group 2 holds at step 11 until it asked.
+        first = os.path.join(self.dir, "first")
+        second = os.path.join(self.dir, "second")
+        groups = [Group(self, self.ctrund, "source", 0, "1:3", hold=f"{HOLD_STEP}:{first}",
+                        fault=f"0:{HOLD_STEP + 1}:serve"),
+                  Group(self, self.ctrund, "source", 1, "1:3", fault="1:3:train"),
+                  Group(self, self.ctrund, "source", 2, "1:3", hold=f"11:{second}")]
+        groups[1].wait_for(ASKED, 2)
+        self.release("first")
+        groups[0].wait_for(ASKED, 2)
+        self.release("second")
+        self.finish(groups)
+        self.check_equal_state()
+        self.check_steps(groups)
+        self.check_survivor(groups[2])
+        self.check_healed(groups[0])
+        self.check_healed(groups[1])
+        healing = [e for e in groups[1].event_list() if e["event"] == "replica_healing"]
+        self.assertTrue(healing[0]["sources"][0].startswith("127.0.0.1:"), healing)  # rank 0's assigned source
+        healed = [e for e in groups[1].event_list() if e["event"] == "replica_healed"]
+        self.assertTrue(healed[0]["sources"][0].startswith("127.0.0.3:"), healed)  # it died: the next one served
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,52 @@
+// FtFaultPoint: the fault injection the fault-tolerance tests use
+// (tests/integration/test_ft.py, bench/ft.sh): CTRUN_FT_FAULT="R:S:POINT"
+// makes local rank R of the worker group kill itself with SIGKILL at step S,
+// at POINT:
+//   train   before it trains step S (a rank dying mid-step);
+//   vote    after step S's all-reduce, before it sends its vote (a kill
+//           during the vote);
+//   serve   step S, right after it offered its state to a healing group (a
+//           healing source dying while the healer fetches from it).
+// Only in the group's first attempt (TORCHELASTIC_RESTART_COUNT 0 or
+// unset): the restarted workers run on. Unset or empty: no fault. A value
+// that does not parse is an InvalidArgument naming the variable, so a test
+// never runs without the fault it asked for.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/result.h"
+
+namespace ctrun::trainer::ft {
+
+enum class FaultPoint { kTrain, kVote, kServe };
+
+struct FtFault {
+  int local_rank = 0;
+  int64_t step = 0;
+  FaultPoint point = FaultPoint::kTrain;
+};
+
+// CTRUN_FT_FAULT and TORCHELASTIC_RESTART_COUNT as given (null: unset).
+Result<std::optional<FtFault>> ParseFtFault(const char* fault, const char* restart_count);
+
+// Kills this process with SIGKILL when `fault` is for this local rank, step and point.
+void MaybeFail(const std::optional<FtFault>& fault, int local_rank, int64_t step, FaultPoint point);
+
+// CTRUN_FT_HOLD="S:PATH": every rank waits before it trains step S until
+// PATH exists (checked every 10 ms, for at most 300 s: then
+// DeadlineExceeded), so a test can keep the survivors of a failure training
+// until the restarted group has asked to join, and never race the end of
+// the run. Every attempt holds (the step is passed once). Unset or empty:
+// none; a value that does not parse is InvalidArgument naming it.
+struct FtHold {
+  int64_t step = 0;
+  std::string path;
+};
+Result<std::optional<FtHold>> ParseFtHold(const char* hold);
+Status MaybeHold(const std::optional<FtHold>& hold, int64_t step);
+
+}  // namespace ctrun::trainer::ft
