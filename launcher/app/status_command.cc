@@ -49,7 +49,9 @@ std::string StatusHelpText() {
          "\n"
          "Shows a run as its rendezvous server (the hosting node's ctrun, or ctrund) sees it:\n"
          "the round, whether it is forming, running or closed, and every node with its group\n"
-         "rank, workers, address and the time since its last keep-alive.\n"
+         "rank, workers, address and the time since its last keep-alive. For a fault-tolerant\n"
+         "run (--ft-replicas), the per-step quorum: its id, each replica group's committed step,\n"
+         "the groups lost or waiting.\n"
          "\n"
          "  --rdzv-endpoint, --rdzv_endpoint HOST[:PORT]  the server (default localhost:29400; $PET_RDZV_ENDPOINT)\n"
          "  --rdzv-id, --rdzv_id ID                       the run (default none; $PET_RDZV_ID)\n"
@@ -126,7 +128,61 @@ std::string FormatUnhealthy(const rdzv::RunView& view) {
   return out;
 }
 
+namespace {
+
+// The rendezvous part of FormatStatus: the round and a line per node.
+std::string FormatRendezvous(const std::string& run_id, const std::string& endpoint, const rdzv::RunView& view);
+
+// The per-step quorum of a fault-tolerant run (--ft-replicas): its id and
+// members with their committed steps, the groups waiting for the next one.
+std::string FormatFt(const rdzv::FtRunView& ft) {
+  std::string out = fmt::format("fault tolerance: replicas {}..{}, ", ft.min_replicas, ft.max_replicas);
+  if (!ft.quorum) {
+    out += fmt::format("no quorum yet ({})\n", ft.reason);
+  } else {
+    out += fmt::format("quorum {} of {} replica groups, training step {}\n", ft.quorum->id,
+                       ft.quorum->members.size(), ft.quorum->max_step());
+  }
+  std::vector<std::string> groups = ft.groups;
+  if (ft.quorum) {
+    for (const rdzv::QuorumMember& m : ft.quorum->members) {
+      if (std::find(groups.begin(), groups.end(), m.id) == groups.end()) groups.push_back(m.id);
+    }
+  }
+  std::sort(groups.begin(), groups.end());
+  size_t width = 5;
+  for (const std::string& g : groups) width = std::max(width, g.size());
+  out += fmt::format("{:<{}} {:>8}  {}\n", "GROUP", width, "STEP", "STATE");
+  for (const std::string& g : groups) {
+    std::string step = "-";
+    std::string state = "not in the quorum";
+    if (ft.quorum) {
+      if (auto rank = ft.quorum->rank_of(g)) {
+        step = std::to_string(ft.quorum->members[*rank].step);
+        state = fmt::format("replica {}", *rank);
+      }
+    }
+    if (std::find(ft.groups.begin(), ft.groups.end(), g) == ft.groups.end()) state += ", lost";
+    if (std::find(ft.waiting.begin(), ft.waiting.end(), g) != ft.waiting.end()) state += ", waiting for the next quorum";
+    out += fmt::format("{:<{}} {:>8}  {}\n", g, width, step, state);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string FormatStatus(const std::string& run_id, const std::string& endpoint, const rdzv::RunView& view) {
+  if (!view.has_rendezvous) {
+    return fmt::format("run '{}' on {}: a fault-tolerant quorum (each replica group runs its own rendezvous)\n",
+                       run_id, endpoint) +
+           (view.ft ? FormatFt(*view.ft) : "");
+  }
+  return FormatRendezvous(run_id, endpoint, view) + (view.ft ? FormatFt(*view.ft) : "");
+}
+
+namespace {
+
+std::string FormatRendezvous(const std::string& run_id, const std::string& endpoint, const rdzv::RunView& view) {
   const rdzv::Counts& c = view.counts;
   std::string state;
   if (c.closed) {
@@ -170,6 +226,8 @@ std::string FormatStatus(const std::string& run_id, const std::string& endpoint,
   if (!stragglers.empty()) out += "stragglers: " + stragglers + "\n";
   return out + FormatUnhealthy(view);
 }
+
+}  // namespace
 
 int RunStatusCommand(const std::vector<std::string>& args, const Environment& env) {
   Result<StatusArgs> parsed = ParseStatusArgs(args, env);

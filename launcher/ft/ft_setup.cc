@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <random>
 
 #include "launcher/ft/relay.h"
@@ -45,9 +46,11 @@ class Runtime : public FtRuntime {
   std::unique_ptr<rdzv::FtClient> client;
   std::unique_ptr<ClientLink> link;
   std::unique_ptr<FtRelay> relay;
+  std::unique_ptr<boost::asio::steady_timer> rewatch;  // opens the watch again (OpenWatch)
   std::vector<std::pair<std::string, std::string>> env_;
 
   ~Runtime() override {
+    rewatch.reset();  // its pending wait ends with operation_aborted
     relay.reset();
     link.reset();
     client.reset();  // ends the watch: the server takes the group as lost
@@ -70,6 +73,33 @@ Result<std::string> ReachableHost(const LaunchConfig& config) {
   Result<std::string> host = SourceAddressToward(config.rdzv_host, config.rdzv_port == 0 ? 1 : config.rdzv_port);
   if (!host.ok()) return Status::Unavailable("--ft-replicas: " + host.status().message());
   return host;
+}
+
+// Opens the group's watch. A watch that ends Unavailable (the server's
+// connection broke: a partition that healed, a ctrund restarted) is opened
+// again a second later (the call waits for the server to be reachable), so
+// the group heartbeats and hears of lost members again; without it, a group
+// that came back would train on unwatched. Any other end (a refusal) is
+// left as it is. The callbacks run on io's thread, never after `rt` is gone
+// (destroying the client makes them stale).
+void OpenWatch(Runtime& rt, const std::string& group, bool again) {
+  FtRelay* relay = rt.relay.get();
+  rt.client->Watch(
+      [relay](const std::string& lost, int64_t quorum_id, const std::string& reason) {
+        relay->OnLost(lost, quorum_id, reason);
+      },
+      [&rt, group](const Status& s) {
+        if (s.ok()) return;
+        spdlog::warn("the quorum server's watch of this group ended: {}", s.message());
+        if (!s.IsUnavailable()) return;
+        rt.rewatch->expires_after(std::chrono::seconds(1));
+        rt.rewatch->async_wait([&rt, group](const boost::system::error_code& ec) {
+          if (!ec) OpenWatch(rt, group, /*again=*/true);
+        });
+      },
+      [group, again] {
+        if (again) spdlog::info("the quorum server watches replica group {} again", group);
+      });
 }
 
 }  // namespace
@@ -117,13 +147,8 @@ Result<std::unique_ptr<FtRuntime>> StartFaultTolerance(boost::asio::io_context& 
   rt->relay = std::make_unique<FtRelay>(io, ro, *rt->link, events);
   CTRUN_RETURN_IF_ERROR(rt->relay->Listen());
   FtRelay* relay = rt->relay.get();
-  rt->client->Watch(
-      [relay](const std::string& lost, int64_t quorum_id, const std::string& reason) {
-        relay->OnLost(lost, quorum_id, reason);
-      },
-      [](const Status& s) {
-        if (!s.ok()) spdlog::warn("the quorum server's watch of this group ended: {}", s.message());
-      });
+  rt->rewatch = std::make_unique<boost::asio::steady_timer>(io);
+  OpenWatch(*rt, group, /*again=*/false);
   rt->env_ = {{"CTRUN_FT_SOCKET", relay->socket_env()},
               {"CTRUN_FT_GROUP", group},
               {"CTRUN_FT_HOST", *host},

@@ -21,6 +21,7 @@ struct FtRelay::Conn {
   std::deque<std::string> out;  // lines to write, the front one being written
   bool close_after = false;     // close once `out` is written
   bool closed = false;
+  bool done = false;  // said `done`: its close is no failure
   int rank = -1;
 };
 
@@ -94,8 +95,10 @@ void FtRelay::OnLine(const std::shared_ptr<Conn>& conn, std::string_view line) {
   }
   if (const auto* sync = std::get_if<FtSyncLine>(&*parsed)) {
     OnSync(conn, *sync);
+  } else if (const auto* healed = std::get_if<FtHealedLine>(&*parsed)) {
+    OnHealed(*healed);
   } else {
-    OnHealed(std::get<FtHealedLine>(*parsed));
+    conn->done = true;
   }
 }
 
@@ -198,6 +201,7 @@ void FtRelay::OnClosed(const std::shared_ptr<Conn>& conn, const std::string& why
   if (conn->rank < 0) return;
   std::shared_ptr<Conn>& slot = ranks_[static_cast<size_t>(conn->rank)];
   if (slot == conn) slot.reset();
+  if (conn->done) return;  // it finished: its group did not fail
   ++generation_;
   step_.Reset();
   if (left_) return;

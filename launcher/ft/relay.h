@@ -10,8 +10,8 @@
 // every rank, so a rank blocked in the cross-replica all-reduce gives up at
 // once.
 //
-// A worker's connection that closes (the worker exited or died) fails the
-// group's step: the relay leaves the quorum (FtQuorumLink::Leave), forgets
+// A worker's connection that closes (the worker exited or died) without
+// having said `done` fails the group's step: the relay leaves the quorum (FtQuorumLink::Leave), forgets
 // the step, drops any answer still due for it, and waits for the next
 // workers' lines (the agent restarts the group as after any failure). A
 // line it cannot read, or one longer than kFtMaxLine, gets `error <why>` and

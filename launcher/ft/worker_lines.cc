@@ -103,8 +103,14 @@ Result<FtWorkerLine> ParseFtWorkerLine(std::string_view line) {
   std::vector<std::string_view> words = Split(line, ' ');
   if (words[0] == "sync") return ParseSync(words);
   if (words[0] == "healed") return ParseHealed(words);
+  if (words[0] == "done") {
+    if (words.size() != 2) return Status::InvalidArgument("worker line: 'done' takes 1 field: LOCAL_RANK");
+    FtDoneLine done;
+    CTRUN_RETURN_IF_ERROR(Take(LocalRank(words[1]), done.local_rank));
+    return FtWorkerLine(done);
+  }
   return Status::InvalidArgument(
-      fmt::format("worker line: unknown word '{}' (a worker sends 'sync' or 'healed')", QuotePart(words[0])));
+      fmt::format("worker line: unknown word '{}' (a worker sends 'sync', 'healed' or 'done')", QuotePart(words[0])));
 }
 
 std::string FormatFtQuorum(const FtRankAnswer& a) {

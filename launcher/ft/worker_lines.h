@@ -53,7 +53,14 @@ struct FtHealedLine {
   bool operator==(const FtHealedLine&) const = default;
 };
 
-using FtWorkerLine = std::variant<FtSyncLine, FtHealedLine>;
+// `done <local_rank>`: the worker finished; its link closing is no failure.
+struct FtDoneLine {
+  int local_rank = 0;
+
+  bool operator==(const FtDoneLine&) const = default;
+};
+
+using FtWorkerLine = std::variant<FtSyncLine, FtHealedLine, FtDoneLine>;
 
 // One line from a worker, without its '\n'.
 Result<FtWorkerLine> ParseFtWorkerLine(std::string_view line);

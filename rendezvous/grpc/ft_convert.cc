@@ -53,12 +53,12 @@ void SyncCallToProto(const SyncCall& call, v1::FtSyncRequest* out) {
   }
 }
 
-void SyncAnswerToProto(const SyncAnswer& answer, v1::FtSyncReply* out) {
-  out->set_has_commit(answer.commit.has_value());
-  out->set_commit(answer.commit.value_or(false));
-  out->set_quorum_id(answer.quorum.id);
-  for (const QuorumMember& m : answer.quorum.members) {
-    v1::FtMember* p = out->add_members();
+namespace {
+
+void MembersToProto(const std::vector<QuorumMember>& members,
+                    google::protobuf::RepeatedPtrField<v1::FtMember>* out) {
+  for (const QuorumMember& m : members) {
+    v1::FtMember* p = out->Add();
     p->set_group(m.id);
     p->set_step(m.step);
     p->set_address(m.address);
@@ -66,14 +66,50 @@ void SyncAnswerToProto(const SyncAnswer& answer, v1::FtSyncReply* out) {
   }
 }
 
-SyncAnswer SyncAnswerFromProto(const std::string& group, const v1::FtSyncReply& reply) {
-  SyncAnswer answer{.group = group, .commit = std::nullopt, .quorum = Quorum{.id = reply.quorum_id(), .members = {}}};
-  if (reply.has_commit()) answer.commit = reply.commit();
-  for (const v1::FtMember& m : reply.members()) {
-    answer.quorum.members.push_back(QuorumMember{.id = m.group(), .step = m.step(), .address = m.address(),
-                                                 .commit_failures = m.commit_failures()});
+std::vector<QuorumMember> MembersFromProto(const google::protobuf::RepeatedPtrField<v1::FtMember>& members) {
+  std::vector<QuorumMember> out;
+  for (const v1::FtMember& m : members) {
+    out.push_back(QuorumMember{.id = m.group(), .step = m.step(), .address = m.address(),
+                               .commit_failures = m.commit_failures()});
   }
+  return out;
+}
+
+}  // namespace
+
+void SyncAnswerToProto(const SyncAnswer& answer, v1::FtSyncReply* out) {
+  out->set_has_commit(answer.commit.has_value());
+  out->set_commit(answer.commit.value_or(false));
+  out->set_quorum_id(answer.quorum.id);
+  MembersToProto(answer.quorum.members, out->mutable_members());
+}
+
+SyncAnswer SyncAnswerFromProto(const std::string& group, const v1::FtSyncReply& reply) {
+  SyncAnswer answer{.group = group, .commit = std::nullopt,
+                    .quorum = Quorum{.id = reply.quorum_id(), .members = MembersFromProto(reply.members())}};
+  if (reply.has_commit()) answer.commit = reply.commit();
   return answer;
+}
+
+void FtRunViewToProto(const FtRunView& view, v1::FtRunState* out) {
+  out->set_min_replicas(view.min_replicas);
+  out->set_max_replicas(view.max_replicas);
+  out->set_has_quorum(view.quorum.has_value());
+  if (view.quorum) {
+    out->set_quorum_id(view.quorum->id);
+    MembersToProto(view.quorum->members, out->mutable_members());
+  }
+  for (const std::string& g : view.groups) out->add_groups(g);
+  for (const std::string& g : view.waiting) out->add_waiting(g);
+  out->set_reason(view.reason);
+}
+
+FtRunView FtRunViewFromProto(const v1::FtRunState& state) {
+  FtRunView view{.min_replicas = state.min_replicas(), .max_replicas = state.max_replicas(), .quorum = std::nullopt,
+                 .groups = {state.groups().begin(), state.groups().end()},
+                 .waiting = {state.waiting().begin(), state.waiting().end()}, .reason = state.reason()};
+  if (state.has_quorum()) view.quorum = Quorum{.id = state.quorum_id(), .members = MembersFromProto(state.members())};
+  return view;
 }
 
 }  // namespace ctrun::rdzv

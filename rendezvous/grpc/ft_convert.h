@@ -11,6 +11,7 @@
 
 #include "rendezvous.pb.h"
 #include "rendezvous/machine/quorum.h"
+#include "rendezvous/machine/run_view.h"
 #include "rendezvous/machine/step_sync.h"
 
 namespace ctrun::rdzv {
@@ -30,5 +31,9 @@ void SyncCallToProto(const SyncCall& call, v1::FtSyncRequest* out);
 
 void SyncAnswerToProto(const SyncAnswer& answer, v1::FtSyncReply* out);
 SyncAnswer SyncAnswerFromProto(const std::string& group, const v1::FtSyncReply& reply);
+
+// The GetState reply's fault-tolerance part (`ctrun status`).
+void FtRunViewToProto(const FtRunView& view, v1::FtRunState* out);
+FtRunView FtRunViewFromProto(const v1::FtRunState& state);
 
 }  // namespace ctrun::rdzv

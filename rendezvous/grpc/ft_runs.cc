@@ -249,4 +249,16 @@ std::optional<Quorum> FtRuns::LastQuorum(const std::string& run_id) const {
   return it->second.sync.last();
 }
 
+std::optional<FtRunView> FtRuns::View(const std::string& run_id) const {
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) return std::nullopt;
+  const Run& run = it->second;
+  return FtRunView{.min_replicas = run.params.min_replicas,
+                   .max_replicas = run.params.max_replicas,
+                   .quorum = run.sync.last(),
+                   .groups = {run.active.begin(), run.active.end()},
+                   .waiting = run.sync.Pending(),
+                   .reason = run.sync.reason()};
+}
+
 }  // namespace ctrun::rdzv

@@ -57,6 +57,7 @@
 #include "base/result.h"
 #include "base/status.h"
 #include "rendezvous/machine/quorum.h"
+#include "rendezvous/machine/run_view.h"
 #include "rendezvous/machine/step_sync.h"
 
 namespace ctrun::rdzv {
@@ -120,6 +121,9 @@ class FtRuns {
   size_t run_count() const { return runs_.size(); }
   // The run's last quorum, if it exists and has one (for tests and logs).
   std::optional<Quorum> LastQuorum(const std::string& run_id) const;
+  // The run as `ctrun status` shows it; nullopt for a run this server does
+  // not hold.
+  std::optional<FtRunView> View(const std::string& run_id) const;
 
  private:
   struct Run {

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "rendezvous/grpc/ft_convert.h"
+
 namespace ctrun::rdzv {
 namespace {
 
@@ -224,6 +226,8 @@ void StateReplyAddView(const RunView& view, v1::StateReply* out) {
 
 RunView RunViewFromStateReply(const v1::StateReply& reply, TimePoint now) {
   RunView view;
+  view.has_rendezvous = !reply.no_rendezvous_run();
+  if (reply.has_ft()) view.ft = FtRunViewFromProto(reply.ft());
   view.counts = CountsFromStateReply(reply, now);
   view.world_size = reply.world_size();
   for (const v1::NodeView& p : reply.nodes()) {

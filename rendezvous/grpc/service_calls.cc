@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "rendezvous/grpc/ft_convert.h"
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/server_impl.h"
 #include "rendezvous/machine/run_view.h"
@@ -182,6 +183,13 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::GetState(grpc::CallbackServerC
     const TimePoint now = Clock::now();
     ForgetDue(now, out);
     Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
+    if (std::optional<FtRunView> ft = ft_runs_.View(request->run_id()); ft && !stopping_) {
+      FtRunViewToProto(*ft, reply->mutable_ft());
+      if (!machine.ok()) {  // only the quorum: each replica group runs its own rendezvous
+        reply->set_no_rendezvous_run(true);
+        status = grpc::Status::OK;
+      }
+    }
     if (machine.ok() && request->counts_only()) {
       StateReplyFromCounts((*machine)->Tally(), now, reply);
     } else if (machine.ok()) {

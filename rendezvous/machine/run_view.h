@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "rendezvous/machine/machine.h"
 #include "rendezvous/machine/node_order.h"
+#include "rendezvous/machine/quorum.h"
 #include "rendezvous/machine/straggler.h"
 
 namespace ctrun::rdzv {
@@ -35,7 +36,25 @@ struct NodeView {
   bool operator==(const NodeView&) const = default;
 };
 
+// A fault-tolerant run's per-step quorum (--ft-replicas; step_sync.h), as
+// `ctrun status` shows it.
+struct FtRunView {
+  int min_replicas = 0;
+  int max_replicas = 0;
+  std::optional<Quorum> quorum;       // the last one formed
+  std::vector<std::string> groups;    // the groups the server counts: asked or watching, not lost
+  std::vector<std::string> waiting;   // groups whose call for the next quorum is held
+  std::string reason;                 // why the last decision did or did not form a quorum
+
+  bool operator==(const FtRunView&) const = default;
+};
+
 struct RunView {
+  // False when the server holds only the fault-tolerant quorum of this run
+  // id (each replica group runs its own rendezvous): counts and nodes are
+  // then empty.
+  bool has_rendezvous = true;
+  std::optional<FtRunView> ft;
   Counts counts;
   int world_size = 0;            // workers in the running round; 0 while forming
   std::vector<NodeView> nodes;   // members in group-rank order, then the others in NodeLess order

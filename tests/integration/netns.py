@@ -81,8 +81,12 @@ class Hosts:
         """argv run inside host i's network namespace."""
         return ["nsenter", f"--net=/run/netns/{self.names[i]}", "--"] + list(argv)
 
-    def partition(self, i):
+    def partition(self, i, op="-A"):
         """Drops every packet to and from host i (its eth0)."""
         for chain in ("INPUT", "OUTPUT"):
-            sh("ip", "netns", "exec", self.names[i], "iptables", "-A", chain, "-i" if chain == "INPUT" else "-o",
+            sh("ip", "netns", "exec", self.names[i], "iptables", op, chain, "-i" if chain == "INPUT" else "-o",
                "eth0", "-j", "DROP")
+
+    def heal(self, i):
+        """Ends partition(i): its two rules are deleted."""
+        self.partition(i, op="-D")

@@ -18,7 +18,10 @@ whole quorum waits on its vote meanwhile.
 At the end every rank of every group holds bitwise equal parameters and
 optimizer state, and every committed step was taken once by the quorum of
 its time: each group's rank 0 logs `ft step S quorum Q replicas W`, and the
-groups that logged step S are exactly W, all under the same Q."""
+groups that logged step S are exactly W, all under the same Q.
+
+GptFaultTolerance runs the killed-rank case with ctrun-gpt --ft (a tiny
+model, Adam) instead."""
 import collections
 import json
 import os
@@ -34,14 +37,21 @@ STEPS = 14
 HOLD_STEP = 7
 TRAIN = ["--train-limit", "256", "--test-limit", "64", "--batch-size", "8", "--deterministic", "--log-every", "0",
          "--max-steps", str(STEPS), "--ft"]
+FASHION = ("ctrun-fashion-mnist", TRAIN)
+# ctrun-gpt --ft (trainer/apps/gpt_ft.h): a tiny model, a global batch of
+# 12 sequences shared by up to 3 x 2 ranks.
+GPT_STEPS = 8
+GPT = ("ctrun-gpt", ["--layers", "1", "--width", "16", "--heads", "2", "--seq-len", "16", "--global-batch", "12",
+                     "--micro-batches", "1", "--log-every", "0", "--steps", str(GPT_STEPS), "--ft"])
 STEP_LINE = re.compile(r"^ft step (\d+) quorum (\d+) replicas (\d+) loss", re.M)
 ASKED = "asks to join the quorum at step"
 
 
 class Group:
-    """One replica group: a ctrun agent with two workers, its output in files."""
+    """One replica group: a ctrun agent with two workers of `trainer` (the
+    binary in trainer/apps and its flags), its output in files."""
 
-    def __init__(self, test, ctrund, run_id, index, replicas, fault=None, hold=None):
+    def __init__(self, test, ctrund, run_id, index, replicas, fault=None, hold=None, trainer=FASHION):
         self.dir = test.dir
         self.index = index
         self.addr = f"127.0.0.{index + 1}"
@@ -52,7 +62,7 @@ class Group:
         args = [ctrun_bin(), "--ft-replicas", replicas, "--max-restarts", "3", "--rdzv-backend", "c10d",
                 "--rdzv-endpoint", ctrund.endpoint, "--rdzv-id", run_id, "--local-addr", self.addr,
                 "--nproc-per-node", "2", "--events-file", self.events, "--no-python",
-                os.path.join(build_dir(), "trainer", "apps", "ctrun-fashion-mnist"), *TRAIN,
+                os.path.join(build_dir(), "trainer", "apps", trainer[0]), *trainer[1],
                 "--dump-state", os.path.join(self.dir, "state")]
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
             self.proc = subprocess.Popen(args, env=env, stdout=out, stderr=err, cwd=self.dir)
@@ -87,11 +97,8 @@ class Group:
             time.sleep(0.02)
 
 
-class FaultTolerance(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if not os.path.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"):
-            raise unittest.SkipTest("dataset-fashion-mnist is not installed")
+class FtCase(unittest.TestCase):
+    """A ctrund per test, a temporary directory, and the checks."""
 
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory(prefix="ctrun-ft-")
@@ -129,7 +136,7 @@ class FaultTolerance(unittest.TestCase):
         for name, data in contents.items():
             self.assertEqual(data, first, f"{name} differs from {dumps[0]}")
 
-    def check_steps(self, groups):
+    def check_steps(self, groups, steps=STEPS):
         """Every committed step once per member of the quorum of its time."""
         by_step = collections.defaultdict(list)
         for g in groups:
@@ -139,7 +146,7 @@ class FaultTolerance(unittest.TestCase):
                 self.assertNotIn(step, seen, f"group {g.index} committed step {step} twice")
                 seen.add(step)
                 by_step[step].append((g.index, int(quorum), int(world)))
-        self.assertEqual(sorted(by_step), list(range(STEPS)))
+        self.assertEqual(sorted(by_step), list(range(steps)))
         for step, entries in by_step.items():
             quorums = {(q, w) for _, q, w in entries}
             self.assertEqual(len(quorums), 1, f"step {step} was committed under several quorums: {entries}")
@@ -161,6 +168,13 @@ class FaultTolerance(unittest.TestCase):
         self.assertIn("replica_healing", kinds)
         self.assertIn("replica_healed", kinds)
         self.assertIn("ft healed step", g.stdout())
+
+
+class FaultTolerance(FtCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"):
+            raise unittest.SkipTest("dataset-fashion-mnist is not installed")
 
     def test_a_killed_rank_restarts_its_group_alone_which_heals_and_trains_on(self):
         release = os.path.join(self.dir, "release")
@@ -236,6 +250,61 @@ class FaultTolerance(unittest.TestCase):
         self.assertTrue(healing[0]["sources"][0].startswith("127.0.0.1:"), healing)  # rank 0's assigned source
         healed = [e for e in groups[1].event_list() if e["event"] == "replica_healed"]
         self.assertTrue(healed[0]["sources"][0].startswith("127.0.0.3:"), healed)  # it died: the next one served
+
+
+class StockScript(unittest.TestCase):
+    def test_a_stock_pytorch_script_follows_the_quorum(self):
+        """tests/integration/workers/ft_stock.py, the contract's example: two
+        groups of two ranks commit the same steps in the same quorum."""
+        tmp = tempfile.TemporaryDirectory(prefix="ctrun-ft-stock-")
+        self.addCleanup(tmp.cleanup)
+        ctrund = Ctrund(self)
+        procs = []
+        for index in range(2):
+            args = [ctrun_bin(), "--ft-replicas", "2:2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                    ctrund.endpoint, "--rdzv-id", "stock", "--local-addr", f"127.0.0.{index + 1}",
+                    "--nproc-per-node", "2", os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers",
+                                                          "ft_stock.py"), "5"]
+            procs.append(subprocess.Popen(args, env=base_env(), cwd=tmp.name, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        outs = []
+        for p in procs:
+            try:
+                outs.append(p.communicate(timeout=120))
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    q.kill()
+                self.fail("a group did not finish within 120 s")
+        for p, (out, err) in zip(procs, outs):
+            self.assertEqual(p.returncode, 0, err)
+        logged = [re.findall(r"^stock step (\d+) quorum (\d+) replicas (\d+)$", out, re.M) for out, _ in outs]
+        self.assertEqual(logged[0], [(str(s), "1", "2") for s in range(5)])
+        self.assertEqual(logged[1], logged[0])
+
+
+class GptFaultTolerance(FtCase):
+    """The same under ctrun-gpt --ft (DDP within a group, Adam)."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.isdir("/usr/share/common-licenses"):
+            raise unittest.SkipTest("/usr/share/common-licenses (ctrun-gpt's default corpus) is missing")
+
+    def test_gpt_a_killed_rank_restarts_its_group_alone_which_heals_and_trains_on(self):
+        release = os.path.join(self.dir, "release")
+        groups = [Group(self, self.ctrund, "gpt", 0, "1:3", hold=f"5:{release}", trainer=GPT),
+                  Group(self, self.ctrund, "gpt", 1, "1:3", fault="1:3:train", trainer=GPT),
+                  Group(self, self.ctrund, "gpt", 2, "1:3", trainer=GPT)]
+        groups[1].wait_for(ASKED, 2)
+        self.release("release")
+        self.finish(groups)
+        self.check_equal_state()
+        by_step = self.check_steps(groups, GPT_STEPS)
+        self.assertEqual(len(by_step[4]), 2, "the survivors trained step 4 as a quorum of two")
+        self.assertEqual(len(by_step[GPT_STEPS - 1]), 3, "the healed group trained the last step with the others")
+        self.check_survivor(groups[0])
+        self.check_survivor(groups[2])
+        self.check_healed(groups[1])
 
 
 if __name__ == "__main__":

@@ -3,46 +3,21 @@
 #include <ATen/ATen.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "trainer/checkpoint/optimizer_state.h"
 #include "trainer/data/step_share.h"
 #include "trainer/ft/fault_point.h"
+#include "trainer/ft/ft_env.h"
 #include "trainer/ft/ft_replica.h"
 #include "trainer/ft/heal_state.h"
+#include "trainer/ft/state_dump.h"
 
 namespace ctrun::trainer {
 namespace {
 
-struct FtEnv {
-  std::string socket, host, group;
-  int max_replicas = 1;
-};
-
-std::string FtEnvText(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? std::string() : std::string(value);
-}
-
-Result<FtEnv> ReadFtEnv() {
-  FtEnv env{.socket = FtEnvText("CTRUN_FT_SOCKET"), .host = FtEnvText("CTRUN_FT_HOST"),
-            .group = FtEnvText("CTRUN_FT_GROUP"), .max_replicas = 1};
-  if (env.socket.empty()) return Status::InvalidArgument("--ft needs ctrun --ft-replicas");
-  if (env.host.empty()) env.host = "127.0.0.1";
-  if (env.group.empty()) env.group = "0";
-  const std::string replicas = FtEnvText("CTRUN_FT_REPLICAS");
-  const size_t colon = replicas.find(':');
-  char* end = nullptr;
-  const long max = colon == std::string::npos ? 0 : std::strtol(replicas.c_str() + colon + 1, &end, 10);
-  if (max < 1 || max > 1 << 20 || end == nullptr || *end != '\0') {
-    return Status::InvalidArgument("CTRUN_FT_REPLICAS '" + replicas + "': need MIN:MAX (set by ctrun --ft-replicas)");
-  }
-  env.max_replicas = static_cast<int>(max);
-  return env;
-}
+using ft::ReadFtEnv;  // ft_env.h
 
 // The sampler's permutation of the epoch in progress, kept while steps stay in it.
 struct FtOrder {
@@ -96,25 +71,10 @@ Result<std::pair<double, bool>> FtGradients(Worker& w, ft::FtReplica& replica, c
   return std::make_pair(loss.item<double>(), ok);
 }
 
-void FtWriteFloats(std::ofstream& out, const at::Tensor& t) {
-  at::Tensor flat = t.detach().to(at::kCPU, at::kFloat).contiguous().reshape({-1});
-  out.write(reinterpret_cast<const char*>(flat.data_ptr<float>()),
-            static_cast<std::streamsize>(flat.numel() * sizeof(float)));
-}
-
-// --dump-state: parameters, then their optimizer state, raw float32.
+// --dump-state: parameters, then their optimizer state, raw float32 (state_dump.h).
 Status DumpFtState(Worker& w, const std::string& group) {
-  const std::string path = w.flags.dump_state + "." + group + "." + std::to_string(w.env.rank);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  const std::vector<at::Tensor> params = w.model->parameters();
-  for (const auto& p : params) FtWriteFloats(out, p);
-  for (const auto& p : params) {
-    auto state = GetParamState(w.opt(), p);
-    if (!state.ok()) return state.status();
-    for (const auto& [key, value] : *state) FtWriteFloats(out, value);
-  }
-  if (!out) return Status::IOError("cannot write --dump-state '" + path + "'");
-  return Status::Ok();
+  return ft::DumpFtState(w.flags.dump_state + "." + group + "." + std::to_string(w.env.rank),
+                         w.model->parameters(), w.opt());
 }
 
 // Loads a fetched state (plan.heal_state) and checks its step.
@@ -186,6 +146,7 @@ Status TrainFt(Worker& w) {
     w.Log(line);
     plan = std::move(decision->next);
   }
+  CTRUN_RETURN_IF_ERROR((*replica)->Finish());
   if (!w.flags.dump_state.empty()) CTRUN_RETURN_IF_ERROR(DumpFtState(w, env->group));
   w.Log("done: " + std::to_string(committed) + " committed steps");
   return Status::Ok();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <map>
@@ -24,6 +25,7 @@
 #include "trainer/checkpoint/remove_tree.h"
 #include "trainer/checkpoint/sharded_checkpoint.h"
 #include "trainer/checkpoint/topk_state.h"
+#include "trainer/ft/fault_point.h"
 #include "trainer/parallel/storage_bytes.h"
 
 namespace ctrun::trainer {
@@ -160,9 +162,13 @@ Result<bool> AfterStep(Worker& w, const at::Tensor& loss, size_t count, BenchWin
 // Trains on the rest of the current epoch's samples. Returns true when
 // --max-steps stopped it early.
 Result<bool> TrainEpoch(Worker& w, EpochTotals& totals, BenchWindow& bench) {
+  // CTRUN_FT_FAULT's train point (fault_point.h), for bench/ft.sh's whole-job restart baseline.
+  auto fault = ft::ParseFtFault(std::getenv("CTRUN_FT_FAULT"), std::getenv("TORCHELASTIC_RESTART_COUNT"));
+  if (!fault.ok()) return fault.status();
   const std::vector<int64_t> indices = w.sampler->IndicesFrom(w.position.epoch, w.position.epoch_consumed);
   const size_t batch = static_cast<size_t>(w.flags.batch_size);
   for (size_t begin = 0; begin < indices.size(); begin += batch) {
+    ft::MaybeFail(*fault, w.env.local_rank, w.position.step, ft::FaultPoint::kTrain);
     const size_t count = std::min(indices.size() - begin, batch);
     at::Tensor idx = at::from_blob(const_cast<int64_t*>(indices.data() + begin),
                                    {static_cast<int64_t>(count)}, at::kLong);

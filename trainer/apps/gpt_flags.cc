@@ -3,6 +3,7 @@
 #include <map>
 
 #include "trainer/apps/flag_table.h"
+#include "trainer/apps/gpt_ft_flags.h"
 #include "trainer/apps/gpt_hsdp_flags.h"
 #include "trainer/apps/gpt_precision_flags.h"
 #include "trainer/apps/gpt_pipeline_flags.h"
@@ -66,6 +67,11 @@ Run under a launcher, e.g.
   --backend B             gloo or nccl (default gloo)
   --crash-stage S --crash-at-step K   fault injection (tests): on the first
                           attempt, stage S's ranks SIGKILL themselves before step K
+  --ft                    fault tolerance across replica groups, under ctrun
+                          --ft-replicas MIN:MAX: pure data parallelism within a
+                          group, --micro-batches 1, fp32 (docs/trainer.md)
+  --dump-state PATH       --ft: at the end every rank writes its parameters and
+                          optimizer state as raw float32 to PATH.<group>.<rank>
 )";
 }
 
@@ -124,10 +130,12 @@ Result<GptFlags> ParseGptFlags(const std::vector<std::string>& args) {
       {"--backend", TextFlag(&flags.backend)},
       {"--crash-stage", IntFlag(&flags.crash_stage, 0)},
       {"--crash-at-step", IntFlag(&flags.crash_at_step, 0)},
+      {"--dump-state", TextFlag(&flags.dump_state)},
   };
   CTRUN_RETURN_IF_ERROR(ParseFlagTable(args, table,
                                        {{"--sequence-parallel", &flags.sequence_parallel},
-                                        {"--show-schedule", &flags.show_schedule}},
+                                        {"--show-schedule", &flags.show_schedule},
+                                        {"--ft", &flags.ft}},
                                        &flags.help));
   if (flags.help) return flags;
   auto mesh = ParseMeshShape(flags.mesh);
@@ -154,6 +162,7 @@ Result<GptFlags> ParseGptFlags(const std::vector<std::string>& args) {
     return Status::InvalidArgument("--backend '" + flags.backend + "': unknown (use gloo or nccl)");
   }
   CTRUN_RETURN_IF_ERROR(CheckPrecisionFlags(flags));
+  CTRUN_RETURN_IF_ERROR(CheckGptFtFlags(flags));
   if (flags.sequence_parallel && flags.seq_len % flags.mesh_shape.tp != 0) {
     return Status::InvalidArgument("--sequence-parallel: --seq-len " + std::to_string(flags.seq_len) +
                                    " is not divisible by tp=" + std::to_string(flags.mesh_shape.tp) +

@@ -65,6 +65,10 @@ struct GptFlags {
   // crash_stage kill themselves with SIGKILL before step crash_at_step.
   int64_t crash_stage = -1;
   int64_t crash_at_step = 0;
+  // --ft: fault tolerance across replica groups under ctrun --ft-replicas
+  // (gpt_ft.h; gpt_ft_flags.h says what it allows); --dump-state: its output.
+  bool ft = false;
+  std::string dump_state;
   bool help = false;
 };
 

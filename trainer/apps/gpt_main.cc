@@ -22,6 +22,7 @@
 
 #include "trainer/apps/error_file.h"
 #include "trainer/apps/gpt_flags.h"
+#include "trainer/apps/gpt_ft.h"
 #include "trainer/apps/gpt_hsdp.h"
 #include "trainer/apps/gpt_hsdp_flags.h"
 #include "trainer/apps/gpt_precision.h"
@@ -432,8 +433,10 @@ void PrintStats(GptWorker& w, const RunStats& run) {
 
 Failure Run(const GptFlags& flags) {
   GptWorker w(flags);
+  if (Status ft = flags.ft ? CheckGptFtEnvironment() : Status::Ok(); !ft.ok()) return {ft, kExitUsage};
   Failure set_up = SetUp(w);
   if (!set_up.status.ok()) return set_up;
+  if (flags.ft) return {TrainGptFt({flags, w.env, w.corpus, w.device, *w.stage, w.ddp.get(), *w.optimizer})};
   Pipeline pipeline(w.precision->Stages(w.stage->PipelineChunks()), w.mesh->group(MeshDim::kPp), w.ddp.get(),
                     flags.schedule, static_cast<int>(flags.micro_batches));
   RunStats run;

@@ -107,6 +107,14 @@ Status AgentLink::Healed(int local_rank, int64_t step, const std::string& source
   return SendLine(FormatHealed(HealedLine{local_rank, step, source, bytes, seconds}));
 }
 
+Status AgentLink::Done(int local_rank) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return failure_;
+  }
+  return SendLine("done " + std::to_string(local_rank) + "\n");
+}
+
 Status AgentLink::SendLine(const std::string& text) {
   std::size_t sent = 0;
   while (sent < text.size()) {

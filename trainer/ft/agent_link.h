@@ -64,6 +64,9 @@ class AgentLink {
   // Sends `healed <local_rank> <step> <source> <bytes> <seconds>`; the agent
   // does not answer. The link's failure if it is broken.
   Status Healed(int local_rank, int64_t step, const std::string& source, uint64_t bytes, double seconds);
+  // `done <local_rank>`: this worker finished training; its link closing
+  // next is not a failure of its group. No answer.
+  Status Done(int local_rank);
 
  private:
   AgentLink(int fd, int stop_fd, AbortHandler on_abort);

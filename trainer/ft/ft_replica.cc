@@ -12,6 +12,8 @@ FtReplica::~FtReplica() {
   link_.reset();  // joins the reader thread: no abort callback runs after this
 }
 
+Status FtReplica::Finish() { return link_->Done(options_.local_rank); }
+
 Result<std::unique_ptr<FtReplica>> FtReplica::Start(FtReplicaOptions options) {
   std::unique_ptr<FtReplica> replica(new FtReplica(std::move(options)));
   auto server = HealServer::Listen(replica->options_.host);

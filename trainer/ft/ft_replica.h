@@ -100,6 +100,10 @@ class FtReplica {
   // that plan succeeded, and `ok`), gets the decision and the next plan.
   Result<FtDecision> Vote(bool ok = true);
 
+  // Tells the agent this worker finished (its link closing is then no
+  // failure of its group). Call once, after the last Vote.
+  Status Finish();
+
   const Status& last_failure() const { return last_failure_; }
 
  private:

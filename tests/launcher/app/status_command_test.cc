@@ -119,5 +119,37 @@ TEST_CASE("The status table shows each node's median step and the stragglers") {
         "stragglers: rank 1 on b#2\n");
 }
 
+TEST_CASE("A fault-tolerant run: the quorum, each group's step, the groups lost or waiting") {
+  rdzv::RunView v;
+  v.has_rendezvous = false;
+  v.ft = rdzv::FtRunView{
+      .min_replicas = 2,
+      .max_replicas = 3,
+      .quorum = rdzv::Quorum{.id = 4,
+                             .members = {{.id = "10.0.0.1#11", .step = 12, .address = "", .commit_failures = 0},
+                                         {.id = "10.0.0.2#22", .step = 12, .address = "", .commit_failures = 0},
+                                         {.id = "10.0.0.3#33", .step = 3, .address = "", .commit_failures = 0}}},
+      .groups = {"10.0.0.1#11", "10.0.0.3#33", "10.0.0.4#44"},
+      .waiting = {"10.0.0.4#44"},
+      .reason = ""};
+  CHECK(FormatStatus("job", "head:29400", v) ==
+        "run 'job' on head:29400: a fault-tolerant quorum (each replica group runs its own rendezvous)\n"
+        "fault tolerance: replicas 2..3, quorum 4 of 3 replica groups, training step 12\n"
+        "GROUP           STEP  STATE\n"
+        "10.0.0.1#11       12  replica 0\n"
+        "10.0.0.2#22       12  replica 1, lost\n"
+        "10.0.0.3#33        3  replica 2\n"
+        "10.0.0.4#44        -  not in the quorum, waiting for the next quorum\n");
+  v.ft->quorum.reset();
+  v.ft->groups = {"10.0.0.1#11"};
+  v.ft->waiting = {"10.0.0.1#11"};
+  v.ft->reason = "1 of 2 asking (min 2)";
+  CHECK(FormatStatus("job", "head:29400", v) ==
+        "run 'job' on head:29400: a fault-tolerant quorum (each replica group runs its own rendezvous)\n"
+        "fault tolerance: replicas 2..3, no quorum yet (1 of 2 asking (min 2))\n"
+        "GROUP           STEP  STATE\n"
+        "10.0.0.1#11        -  not in the quorum, waiting for the next quorum\n");
+}
+
 }  // namespace
 }  // namespace ctrun::launcher

@@ -207,10 +207,25 @@ TEST_CASE("a worker that exits fails the group's step: leave, and the old answer
   CHECK(n1.Line() == "quorum - 2 0 2 3 10.0.0.2:1101 10.0.0.2:2101 0");
 }
 
+TEST_CASE("a worker that said done closes its link without failing the group", "[ft][relay]") {
+  Fixture f;
+  Worker w0(f.name), w1(f.name);
+  w0.Send("sync 0 0 1000 2000 -\n");
+  w1.Send("sync 1 0 1001 2001 -\n");
+  FakeLink::Held call = f.link.NextCall();
+  f.OnIo([&] { call.done(TwoGroups(std::nullopt, 1, 0, 0)); });
+  REQUIRE(w0.Line().rfind("quorum", 0) == 0);
+  REQUIRE(w1.Line().rfind("quorum", 0) == 0);
+  w0.Send("done 0\n");
+  w0.Close();
+  w1.Close();  // no done: this one fails the group
+  CHECK_THAT(f.link.NextLeave(), Catch::Contains("local rank 1's worker"));
+}
+
 TEST_CASE("bad lines get one error line and the connection is closed", "[ft][relay]") {
   Fixture f;
   const std::pair<std::string, std::string> cases[] = {
-      {"hello\n", "error worker line: unknown word 'hello' (a worker sends 'sync' or 'healed')"},
+      {"hello\n", "error worker line: unknown word 'hello' (a worker sends 'sync', 'healed' or 'done')"},
       {"sync 5 0 1 2 -\n", "error local rank 5 is not one of this node's 2 workers"},
       {std::string(5000, 'x') + "\n", "error a line longer than 4096 bytes"},
   };

@@ -26,6 +26,14 @@ TEST_CASE("a healed line", "[ft][lines]") {
   CHECK(h.seconds == 0.25);
 }
 
+TEST_CASE("a done line", "[ft][lines]") {
+  Result<FtWorkerLine> line = ParseFtWorkerLine("done 3");
+  REQUIRE(line.ok());
+  CHECK(std::get<FtDoneLine>(*line).local_rank == 3);
+  CHECK_THAT(ParseFtWorkerLine("done").status().message(), Catch::Contains("takes 1 field"));
+  CHECK_THAT(ParseFtWorkerLine("done x").status().message(), Catch::Contains("bad local rank"));
+}
+
 TEST_CASE("bad worker lines are one-line errors naming the field", "[ft][lines]") {
   const std::pair<std::string, std::string> cases[] = {
       {"", "unknown word"},

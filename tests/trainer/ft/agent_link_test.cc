@@ -118,6 +118,8 @@ TEST_CASE("sync waits for the quorum answer; healed is one line", "[agent_link]"
   }
   REQUIRE(link->Healed(0, 5, "10.0.0.2:5000", 1024, 1.5).ok());
   CHECK(agent.ReadLine() == "healed 0 5 10.0.0.2:5000 1024 1.500");
+  REQUIRE(link->Done(0).ok());
+  CHECK(agent.ReadLine() == "done 0");
 }
 
 TEST_CASE("an abort pushed while sync waits runs on_abort and sync still gets its answer", "[agent_link]") {

@@ -1,0 +1,174 @@
+#include "trainer/apps/gpt_ft.h"
+
+#include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainer/data/step_share.h"
+#include "trainer/ft/fault_point.h"
+#include "trainer/ft/ft_env.h"
+#include "trainer/ft/ft_replica.h"
+#include "trainer/ft/heal_state.h"
+#include "trainer/ft/state_dump.h"
+
+namespace ctrun::trainer {
+namespace {
+
+void Log(const GptFtParts& p, const std::string& line) {
+  if (p.env.rank != 0) return;
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+// This rank's rows (tokens, targets) of step `step` under `plan`.
+Result<std::pair<at::Tensor, at::Tensor>> FtRows(const GptFtParts& p, int64_t step, const ft::FtPlan& plan) {
+  const int group_world = p.env.world_size;
+  auto range = StepShare(step, p.flags.global_batch, plan.replica_rank * group_world + p.env.rank,
+                         plan.replica_world * group_world);
+  if (!range.ok()) return range.status();
+  TokenBatch batch = SampleBatch(p.corpus, step, p.flags.seed, p.flags.global_batch, p.flags.seq_len);
+  const int64_t first = range->begin - step * p.flags.global_batch;  // the step's row of stream position begin
+  const int64_t rows = range->end - range->begin;
+  return std::make_pair(batch.tokens.narrow(0, first, rows).to(p.device),
+                        batch.targets.narrow(0, first, rows).to(p.device));
+}
+
+// Gradients averaged within the group (DDP), then across the quorum's
+// groups; false (the ballot is no) when the ring failed.
+Result<std::pair<double, bool>> FtGradients(const GptFtParts& p, ft::FtReplica& replica, const at::Tensor& tokens,
+                                            const at::Tensor& targets, std::vector<float>& flat) {
+  p.optimizer.zero_grad();
+  at::Tensor loss = p.model.Loss(p.model.chunk(0).Forward(tokens), targets);
+  if (p.ddp != nullptr) {
+    CTRUN_RETURN_IF_ERROR(p.ddp->Backward(loss));
+  } else {
+    loss.backward();
+  }
+  const std::vector<at::Tensor> params = p.model.parameters();
+  std::vector<at::Tensor> grads;
+  for (const auto& param : params) {
+    if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
+    grads.push_back(param.grad().detach().cpu().contiguous().reshape({-1}));
+  }
+  const at::Tensor joined = at::cat(grads).to(at::kFloat);
+  flat.resize(static_cast<size_t>(joined.numel()));
+  at::Tensor flat_view = at::from_blob(flat.data(), {joined.numel()}, at::kFloat);
+  flat_view.copy_(joined);
+  const bool ok = replica.AllReduceMean(flat.data(), flat.size());
+  if (ok) {
+    int64_t offset = 0;
+    at::NoGradGuard no_grad;
+    for (const auto& param : params) {
+      at::Tensor g = param.grad();
+      g.copy_(flat_view.narrow(0, offset, g.numel()).view(g.sizes()));
+      offset += g.numel();
+    }
+  }
+  return std::make_pair(loss.item<double>(), ok);
+}
+
+// Loads a fetched state (plan.heal_state) and checks its step.
+Status FtHeal(const GptFtParts& p, const ft::FtPlan& plan, int64_t& committed) {
+  auto step = ft::LoadHealState(*plan.heal_state, p.model, p.optimizer);
+  if (!step.ok()) return step.status();
+  if (*step != plan.max_step) {
+    return Status::FailedPrecondition("healed to step " + std::to_string(*step) + ", but the quorum trains step " +
+                                      std::to_string(plan.max_step));
+  }
+  committed = *step;
+  Log(p, "ft healed step " + std::to_string(committed) + " quorum " + std::to_string(plan.quorum_id));
+  return Status::Ok();
+}
+
+// The test hooks (fault_point.h), read once.
+struct FtHooks {
+  std::optional<ft::FtFault> fault;
+  std::optional<ft::FtHold> hold;
+};
+
+Result<FtHooks> ReadHooks() {
+  auto fault = ft::ParseFtFault(std::getenv("CTRUN_FT_FAULT"), std::getenv("TORCHELASTIC_RESTART_COUNT"));
+  if (!fault.ok()) return fault.status();
+  auto hold = ft::ParseFtHold(std::getenv("CTRUN_FT_HOLD"));
+  if (!hold.ok()) return hold.status();
+  return FtHooks{*fault, *hold};
+}
+
+// The step loop from the first plan until --steps are committed.
+Status FtLoop(const GptFtParts& p, ft::FtReplica& replica, const FtHooks& hooks, ft::FtPlan plan,
+              int64_t& committed) {
+  const int local_rank = p.env.local_rank;
+  std::vector<float> flat;
+  while (committed < p.flags.steps) {
+    if (plan.heal_state) CTRUN_RETURN_IF_ERROR(FtHeal(p, plan, committed));
+    if (plan.serve) {
+      auto snapshot = ft::SaveHealState(p.model, p.optimizer, committed);
+      if (!snapshot.ok()) return snapshot.status();
+      replica.Offer(std::make_shared<const std::string>(std::move(*snapshot)));
+      ft::MaybeFail(hooks.fault, local_rank, committed, ft::FaultPoint::kServe);
+    }
+    ft::MaybeFail(hooks.fault, local_rank, committed, ft::FaultPoint::kTrain);
+    CTRUN_RETURN_IF_ERROR(ft::MaybeHold(hooks.hold, committed));
+    auto rows = FtRows(p, committed, plan);
+    if (!rows.ok()) return rows.status();
+    auto step = FtGradients(p, replica, rows->first, rows->second, flat);
+    if (!step.ok()) return step.status();
+    ft::MaybeFail(hooks.fault, local_rank, committed, ft::FaultPoint::kVote);
+    auto decision = replica.Vote(step->second);
+    if (!decision.ok()) return decision.status();
+    char line[200];
+    if (decision->commit.value_or(false)) {
+      p.optimizer.step();
+      std::snprintf(line, sizeof line, "ft step %lld quorum %lld replicas %d loss %.6f",
+                    static_cast<long long>(committed), static_cast<long long>(plan.quorum_id),
+                    plan.replica_world, step->first);
+      ++committed;
+    } else {
+      std::snprintf(line, sizeof line, "ft discard step %lld quorum %lld: %s", static_cast<long long>(committed),
+                    static_cast<long long>(plan.quorum_id),
+                    step->second ? "another member voted no" : replica.last_failure().message().c_str());
+    }
+    Log(p, line);
+    plan = std::move(decision->next);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckGptFtEnvironment() { return ft::ReadFtEnv().status(); }
+
+Status TrainGptFt(const GptFtParts& p) {
+  auto env = ft::ReadFtEnv();
+  if (!env.ok()) return env.status();
+  const int64_t shares = static_cast<int64_t>(env->max_replicas) * p.env.world_size;
+  if (p.flags.global_batch < shares) {
+    return Status::InvalidArgument("--ft: --global-batch " + std::to_string(p.flags.global_batch) +
+                                   " is less than MAX replicas x WORLD_SIZE (" + std::to_string(shares) +
+                                   "); every rank needs a row");
+  }
+  auto hooks = ReadHooks();
+  if (!hooks.ok()) return hooks.status();
+  auto replica = ft::FtReplica::Start(ft::FtReplicaOptions{.socket_path = env->socket, .host = env->host,
+                                                           .local_rank = p.env.local_rank});
+  if (!replica.ok()) return replica.status();
+  int64_t committed = 0;
+  auto joined = (*replica)->Join(committed);
+  if (!joined.ok()) return joined.status();
+  CTRUN_RETURN_IF_ERROR(FtLoop(p, **replica, *hooks, std::move(*joined), committed));
+  CTRUN_RETURN_IF_ERROR((*replica)->Finish());
+  if (!p.flags.dump_state.empty()) {
+    const std::string path = p.flags.dump_state + "." + env->group + "." + std::to_string(p.env.rank);
+    CTRUN_RETURN_IF_ERROR(ft::DumpFtState(path, p.model.parameters(), p.optimizer));
+  }
+  Log(p, "done: " + std::to_string(committed) + " committed steps");
+  return Status::Ok();
+}
+
+}  // namespace ctrun::trainer
