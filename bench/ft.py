@@ -23,19 +23,21 @@ baseline: from its last checkpoint up to the kill). "Discarded": a step in
 flight at the kill that no one committed (the survivors' step K under ft,
 voted down and retrained by the new quorum; the restart baseline loses its
 in-flight step too, but it has no vote to count it by); reported apart,
-never as recomputed. The survivor gap is from the victim's worker_exited
-event ("ts") to the arrival of the first survivor's line for step K (ft)
-or the job's first step line past K after its restart (restart); the
-heal time and bytes come from the replica_healed event, and are set
-against a loopback TCP stream of the same byte count measured in the same
-round (bench/ft.py's loopback_seconds).
+never as recomputed. The gap is from the arrival of the last line of step
+K-1 (at or just before the kill: the victim dies right after that step's
+vote) to the first line of a new committed step (ft: a survivor's step K;
+restart: the job's first step past K after its restart), an upper bound;
+gap_from_exited_s in the JSON counts from the victim's worker_exited event
+("ts", after the kill) instead. The heal time and bytes come from the
+replica_healed event, set against a loopback TCP stream of the same byte
+count measured in the same round (loopback_seconds).
 
-Env knobs: ROUNDS (3), FT_STEPS (200; group 0 holds at step
-FT_STEPS-20 until the restarted group asked to join, if it has not: the
-table says how long that held), KILL_STEP (25),
-CKPT_EVERY (10: the kill falls half-way between checkpoints, N/2 steps
-recomputed as on average), OVERHEAD_STEPS (150), WARMUP (10), BATCH (8), TRAIN_LIMIT (4000), QUICK=1
-(1 round, short no-failure runs: a smoke check of the script, not a
+Env knobs: ROUNDS (3), FT_STEPS (200; group 0 holds before step
+FT_STEPS-20 until the restarted group has asked to join, if it has not yet:
+the table says how long that held), KILL_STEP (25), CKPT_EVERY (10: the kill
+falls half-way between checkpoints, N/2 steps recomputed as on average),
+OVERHEAD_STEPS (150), WARMUP (10), BATCH (8), TRAIN_LIMIT (4000), QUICK=1 (1
+round, short no-failure runs: a smoke check of the script, not a
 measurement). `bench/ft.sh --redraw RUN.json` draws the chart again from a
 run's JSON.
 Prints a table and ends with RESULT lines; writes its JSON via
@@ -134,8 +136,9 @@ def ft_fault_run(ctrund, tmp, r):
     # How long group 0 waited at HOLD_STEP for the restarted group (0: it had asked already).
     reached = [t for t, step, _ in committed[0] if step == HOLD_STEP - 1]
     held = max(0.0, job.released_at - reached[0]) if reached and job.released_at else 0.0
+    hold_t = [reached[0] - job.start, job.released_at - job.start] if held > 0 else None
     return {"gap_s": min(survivors) - killed, "gap_from_exited_s": min(survivors) - kill, "recomputed": recomputed, "discarded": len(discarded),
-            "heal_s": heal["seconds"], "heal_bytes": heal["bytes"], "held_s": held,
+            "heal_s": heal["seconds"], "heal_bytes": heal["bytes"], "held_s": held, "hold_t": hold_t,
             "loopback_s": statistics.median(loopback_seconds(heal["bytes"]) for _ in range(5)),
             "wall_s": max(t for a in job.agents for t, _ in a.lines) - job.start,
             "curve": [(t - job.start, loss) for t, _, loss in committed[0]], "kill_t": killed - job.start}
@@ -193,25 +196,35 @@ def overhead_run(ctrund, tmp, r, ft):
 
 
 def draw(chart, ft, restart):
+    """Loss against wall time, both runs aligned on their kill (x = 0)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     for run, name, color in ((ft, "ft (--ft-replicas 1:3)", "tab:blue"),
                              (restart, f"restart (checkpoint every {CKPT_EVERY})", "tab:orange")):
-        # Rank 0's batch losses (faint) and their mean over 10 steps, broken at the kill.
-        for part in ([p for p in run["curve"] if p[0] <= run["kill_t"]],
-                     [p for p in run["curve"] if p[0] > run["kill_t"]]):
+        # Rank 0's batch losses (faint) and their mean over 10 steps, broken at
+        # the kill and wherever no step came for 0.5 s.
+        kill = run["kill_t"]
+        parts, last = [], None
+        for x, y in run["curve"]:
+            x -= kill
+            if last is None or x - last > 0.5 or (last <= 0 < x):
+                parts.append([])
+            parts[-1].append((x, y))
+            last = x
+        for i, part in enumerate(parts):
             xs, ys = [x for x, _ in part], [y for _, y in part]
             ax.plot(xs, ys, ".", color=color, markersize=2, alpha=0.25)
-            mean = [statistics.mean(ys[max(0, i - 9):i + 1]) for i in range(len(ys))]
-            ax.plot(xs, mean, "-", color=color, linewidth=1.5, label=name if part[0][0] > run["kill_t"] else None)
-        ax.axvline(run["kill_t"], color=color, linestyle="--", linewidth=1)
-    ax.axvline(-1, color="grey", linestyle="--", linewidth=1, label=f"SIGKILL before step {KILL_STEP}")
-    ax.set_xlim(left=0)
-    ax.set_xlabel("wall time since launch (s)")
+            mean = [statistics.mean(ys[max(0, j - 9):j + 1]) for j in range(len(ys))]
+            ax.plot(xs, mean, "-", color=color, linewidth=1.5, label=None if i else name)
+        if run.get("hold_t"):
+            ax.axvspan(run["hold_t"][0] - kill, run["hold_t"][1] - kill, color=color, alpha=0.12, linewidth=0,
+                       label="ft: group 0 held until the restarted group asked to join")
+    ax.axvline(0, color="grey", linestyle="--", linewidth=1, label=f"SIGKILL of one rank after step {KILL_STEP - 1}")
+    ax.set_xlabel("wall time since the kill (s)")
     ax.set_ylabel("training loss (rank 0's batch; line: mean of 10)")
-    ax.set_title(f"3 groups x 2 ranks, one rank killed at step {KILL_STEP}: ft against whole-job restart")
+    ax.set_title(f"3 groups x 2 ranks, one rank killed before step {KILL_STEP}: ft against whole-job restart")
     ax.title.set_fontsize(9)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -272,7 +285,8 @@ def report(ft, restart, ft_step, ddp_step):
     print("| | ft (--ft-replicas 1:3) | whole-job restart |\n|---|---|---|")
     print(f"| steps recomputed | {f([r['recomputed'] for r in ft], digits=0)} | "
           f"{f([r['recomputed'] for r in restart], digits=0)} |")
-    print(f"| steps discarded (in flight at the kill) | {f([r['discarded'] for r in ft], digits=0)} | - |")
+    print(f"| steps discarded (in flight at the kill) | {f([r['discarded'] for r in ft], digits=0)} | "
+          "lost, not counted |")
     print(f"| kill to next new committed step | {f([r['gap_s'] for r in ft], digits=3)} s | "
           f"{f([r['gap_s'] for r in restart], digits=3)} s |")
     print(f"| whole run, launch to last step | {f([r['wall_s'] for r in ft], digits=2)} s | "

@@ -227,7 +227,8 @@ class FaultTolerance(FtCase):
         # Group 1 dies at step 3 and asks again while group 0 holds at step 7;
         # it heals at step 8 (HOLD_STEP + 1): its rank 0's assigned source is
         # group 0's rank 0 (group ranks by address, the first healer starts at
-        # source 0), which dies right after it offered its state. Rank 0 then
+        # source 0), which dies while it sends its state (CTRUN_FT_FAULT's
+        # serve: the reply's header is out, the state not). Rank 0 then
         # heals from group 2, and group 0 restarts and heals in turn, while
         # group 2 holds at step 11 until it asked.
         first = os.path.join(self.dir, "first")

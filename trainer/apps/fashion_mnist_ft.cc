@@ -102,8 +102,9 @@ Status TrainFt(Worker& w) {
   auto hold = ft::ParseFtHold(std::getenv("CTRUN_FT_HOLD"));
   if (!hold.ok()) return hold.status();
   const int local_rank = w.env.local_rank;
-  auto replica = ft::FtReplica::Start(ft::FtReplicaOptions{.socket_path = env->socket, .host = env->host,
-                                                           .local_rank = w.env.local_rank});
+  ft::FtReplicaOptions options{.socket_path = env->socket, .host = env->host, .local_rank = w.env.local_rank};
+  options.heal_send_hook = ft::ServeFault(*fault, local_rank);
+  auto replica = ft::FtReplica::Start(std::move(options));
   if (!replica.ok()) return replica.status();
   const int64_t global_batch = w.flags.batch_size * w.env.world_size * env->max_replicas;
   const int64_t total = w.flags.max_steps > 0 ? w.flags.max_steps
@@ -120,7 +121,6 @@ Status TrainFt(Worker& w) {
       auto snapshot = ft::SaveHealState(*w.model, w.opt(), committed);
       if (!snapshot.ok()) return snapshot.status();
       (*replica)->Offer(std::make_shared<const std::string>(std::move(*snapshot)));
-      ft::MaybeFail(*fault, local_rank, committed, ft::FaultPoint::kServe);
     }
     ft::MaybeFail(*fault, local_rank, committed, ft::FaultPoint::kTrain);
     CTRUN_RETURN_IF_ERROR(ft::MaybeHold(*hold, committed));

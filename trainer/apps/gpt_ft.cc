@@ -111,7 +111,6 @@ Status FtLoop(const GptFtParts& p, ft::FtReplica& replica, const FtHooks& hooks,
       auto snapshot = ft::SaveHealState(p.model, p.optimizer, committed);
       if (!snapshot.ok()) return snapshot.status();
       replica.Offer(std::make_shared<const std::string>(std::move(*snapshot)));
-      ft::MaybeFail(hooks.fault, local_rank, committed, ft::FaultPoint::kServe);
     }
     ft::MaybeFail(hooks.fault, local_rank, committed, ft::FaultPoint::kTrain);
     CTRUN_RETURN_IF_ERROR(ft::MaybeHold(hooks.hold, committed));
@@ -155,8 +154,9 @@ Status TrainGptFt(const GptFtParts& p) {
   }
   auto hooks = ReadHooks();
   if (!hooks.ok()) return hooks.status();
-  auto replica = ft::FtReplica::Start(ft::FtReplicaOptions{.socket_path = env->socket, .host = env->host,
-                                                           .local_rank = p.env.local_rank});
+  ft::FtReplicaOptions options{.socket_path = env->socket, .host = env->host, .local_rank = p.env.local_rank};
+  options.heal_send_hook = ft::ServeFault(hooks->fault, p.env.local_rank);
+  auto replica = ft::FtReplica::Start(std::move(options));
   if (!replica.ok()) return replica.status();
   int64_t committed = 0;
   auto joined = (*replica)->Join(committed);

@@ -43,6 +43,11 @@ void MaybeFail(const std::optional<FtFault>& fault, int local_rank, int64_t step
   }
 }
 
+HealServer::SendHook ServeFault(const std::optional<FtFault>& fault, int local_rank) {
+  if (!fault || fault->point != FaultPoint::kServe) return nullptr;
+  return [fault, local_rank](int64_t step, std::size_t) { MaybeFail(fault, local_rank, step, FaultPoint::kServe); };
+}
+
 Result<std::optional<FtHold>> ParseFtHold(const char* hold) {
   if (hold == nullptr || *hold == '\0') return std::optional<FtHold>();
   const std::string text(hold);

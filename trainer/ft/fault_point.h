@@ -5,8 +5,10 @@
 //   train   before it trains step S (a rank dying mid-step);
 //   vote    after step S's all-reduce, before it sends its vote (a kill
 //           during the vote);
-//   serve   step S, right after it offered its state to a healing group (a
-//           healing source dying while the healer fetches from it).
+//   serve   while it sends its state before step S to a healing group,
+//           the reply's header sent and the state not (a healing source
+//           dying mid-transfer): ServeFault gives its healing server's send
+//           hook.
 // Only in the group's first attempt (TORCHELASTIC_RESTART_COUNT 0 or
 // unset): the restarted workers run on. Unset or empty: no fault. A value
 // that does not parse is an InvalidArgument naming the variable, so a test
@@ -19,6 +21,7 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "trainer/ft/heal_server.h"
 
 namespace ctrun::trainer::ft {
 
@@ -35,6 +38,11 @@ Result<std::optional<FtFault>> ParseFtFault(const char* fault, const char* resta
 
 // Kills this process with SIGKILL when `fault` is for this local rank, step and point.
 void MaybeFail(const std::optional<FtFault>& fault, int local_rank, int64_t step, FaultPoint point);
+
+// The healing server's send hook for `fault` (empty unless its point is
+// serve): it kills this process while it sends the state before the fault's
+// step.
+HealServer::SendHook ServeFault(const std::optional<FtFault>& fault, int local_rank);
 
 // CTRUN_FT_HOLD="S:PATH": every rank waits before it trains step S until
 // PATH exists (checked every 10 ms, for at most 300 s: then

@@ -16,7 +16,7 @@ Status FtReplica::Finish() { return link_->Done(options_.local_rank); }
 
 Result<std::unique_ptr<FtReplica>> FtReplica::Start(FtReplicaOptions options) {
   std::unique_ptr<FtReplica> replica(new FtReplica(std::move(options)));
-  auto server = HealServer::Listen(replica->options_.host);
+  auto server = HealServer::Listen(replica->options_.host, replica->options_.heal_send_hook);
   if (!server.ok()) return server.status();
   replica->heal_server_ = std::move(*server);
   CTRUN_RETURN_IF_ERROR(replica->ListenSpare());

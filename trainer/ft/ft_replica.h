@@ -57,6 +57,8 @@ struct FtReplicaOptions {
   // The longest a ring wait or a healing transfer may make no progress.
   std::chrono::milliseconds stall_timeout{30000};
   uint64_t max_heal_bytes = uint64_t{8} << 30;
+  // The healing server's send hook (heal_server.h): the fault tests' `serve`.
+  HealServer::SendHook heal_send_hook = nullptr;
 };
 
 // What the caller does next: the step to train and under which quorum.

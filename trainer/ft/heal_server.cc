@@ -34,6 +34,7 @@ struct HealConn {
   HealRequest wanted;
   std::string head;                          // reply header (+ refusal reason)
   std::shared_ptr<const std::string> state;  // null for a refusal
+  int64_t step = 0;                          // the offer's, when serving
   std::size_t sent = 0;                      // over head, then state
   HealClock::time_point deadline;
 };
@@ -69,6 +70,7 @@ void HealDecide(HealConn& c, const std::optional<HealServer::Offered>& offer, He
   const auto header = EncodeHealReply(HealReply{kHealState, offer->state ? offer->state->size() : 0});
   c.head.assign(header.data(), header.size());
   c.state = offer->state;
+  c.step = offer->step;
   c.sent = 0;
   c.phase = HealPhase::kSending;
   c.deadline = now + kHealIdleTimeout;
@@ -93,7 +95,7 @@ bool HealReadRequest(HealConn& c, const std::optional<HealServer::Offered>& offe
 }
 
 // Sends the next piece; false when done or failed (close the connection).
-bool HealSendSome(HealConn& c, HealClock::time_point now) {
+bool HealSendSome(HealConn& c, HealClock::time_point now, const HealServer::SendHook& on_send) {
   const std::size_t state_size = c.state ? c.state->size() : 0;
   const char* from = nullptr;
   std::size_t left = 0;
@@ -104,6 +106,7 @@ bool HealSendSome(HealConn& c, HealClock::time_point now) {
     const std::size_t at = c.sent - c.head.size();
     from = c.state ? c.state->data() + at : nullptr;
     left = state_size - at;
+    if (on_send && c.state && left > 0) on_send(c.step, at);
   }
   if (left == 0) return false;
   const ssize_t n = ::send(c.fd, from, std::min(left, kHealSendChunk), MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -174,12 +177,12 @@ void HealExpire(std::list<HealConn>& conns, HealClock::time_point now) {
 
 // Handles a ready connection; false when it is to be closed.
 bool HealStep(HealConn& c, short revents, const std::optional<HealServer::Offered>& offer,
-              HealClock::time_point now) {
+              HealClock::time_point now, const HealServer::SendHook& on_send) {
   switch (c.phase) {
     case HealPhase::kRequest: return HealReadRequest(c, offer, now);
     case HealPhase::kHeld: return HealHeldStillQuiet(c);
     case HealPhase::kSending:
-      if (revents & (POLLOUT | POLLERR | POLLHUP)) return HealSendSome(c, now);
+      if (revents & (POLLOUT | POLLERR | POLLHUP)) return HealSendSome(c, now, on_send);
       return true;
   }
   return false;
@@ -187,7 +190,9 @@ bool HealStep(HealConn& c, short revents, const std::optional<HealServer::Offere
 
 }  // namespace
 
-Result<std::unique_ptr<HealServer>> HealServer::Listen(const std::string& host) {
+Result<std::unique_ptr<HealServer>> HealServer::Listen(const std::string& host) { return Listen(host, nullptr); }
+
+Result<std::unique_ptr<HealServer>> HealServer::Listen(const std::string& host, SendHook on_send) {
   auto listener = RingListen(host);
   if (!listener.ok()) return RingWithPrefix("heal server: ", listener.status());
   const int wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -196,13 +201,13 @@ Result<std::unique_ptr<HealServer>> HealServer::Listen(const std::string& host) 
     ::close(listener->fd);
     return Status::IOError(std::string("heal server: cannot create an eventfd: ") + std::strerror(err));
   }
-  std::unique_ptr<HealServer> server(new HealServer(listener->fd, wake_fd, listener->port));
+  std::unique_ptr<HealServer> server(new HealServer(listener->fd, wake_fd, listener->port, std::move(on_send)));
   server->thread_ = std::thread([raw = server.get()] { raw->Run(); });
   return server;
 }
 
-HealServer::HealServer(int listen_fd, int wake_fd, uint16_t port)
-    : listen_fd_(listen_fd), wake_fd_(wake_fd), port_(port) {}
+HealServer::HealServer(int listen_fd, int wake_fd, uint16_t port, SendHook on_send)
+    : listen_fd_(listen_fd), wake_fd_(wake_fd), port_(port), on_send_(std::move(on_send)) {}
 
 HealServer::~HealServer() {
   {
@@ -283,7 +288,7 @@ void HealServer::Run() {
     }
     std::size_t i = 2;
     for (auto it = conns.begin(); it != conns.end(); ++i) {
-      if (fds[i].revents == 0 || HealStep(*it, fds[i].revents, offer, now)) {
+      if (fds[i].revents == 0 || HealStep(*it, fds[i].revents, offer, now, on_send_)) {
         ++it;
         continue;
       }

@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -55,6 +56,13 @@ class HealServer {
   // thread. InvalidArgument for a host that is not numeric, IOError when it
   // cannot bind.
   static Result<std::unique_ptr<HealServer>> Listen(const std::string& host);
+  // Called on the server's thread before each piece of a state it sends
+  // (the reply's header is out by then), with the offer's step and the
+  // state's bytes sent so far on that connection (0 first): the fault tests
+  // kill the process there, mid-transfer (fault_point.h, CTRUN_FT_FAULT's
+  // `serve`). Must not call into the server.
+  using SendHook = std::function<void(int64_t step, std::size_t state_bytes_sent)>;
+  static Result<std::unique_ptr<HealServer>> Listen(const std::string& host, SendHook on_send);
   ~HealServer();  // stops the thread, closes every connection
   HealServer(const HealServer&) = delete;
   HealServer& operator=(const HealServer&) = delete;
@@ -78,13 +86,14 @@ class HealServer {
   };
 
  private:
-  HealServer(int listen_fd, int wake_fd, uint16_t port);
+  HealServer(int listen_fd, int wake_fd, uint16_t port, SendHook on_send);
   void Run();
   void Wake();
 
   int listen_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: readable = the offer changed, or stop
   uint16_t port_ = 0;
+  const SendHook on_send_;  // may be empty; fixed at Listen
   mutable std::mutex mu_;
   std::optional<Offered> offer_;  // mu_
   uint64_t offer_version_ = 0;    // mu_: bumped by Offer and Withdraw

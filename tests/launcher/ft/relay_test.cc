@@ -148,6 +148,17 @@ rdzv::SyncAnswer TwoGroups(std::optional<bool> commit, int64_t id, int64_t step_
                                           .commit_failures = 0}}}};
 }
 
+// Both workers' first sync lines, the one call they make, answered with
+// `answer`; each worker's quorum line is read (and must be one).
+void FirstStep(Fixture& f, Worker& w0, Worker& w1, const rdzv::SyncAnswer& answer) {
+  w0.Send("sync 0 0 1000 2000 -\n");
+  w1.Send("sync 1 0 1001 2001 -\n");
+  FakeLink::Held call = f.link.NextCall();
+  f.OnIo([&f, done = call.done, answer] { done(answer); });
+  REQUIRE(w0.Line().rfind("quorum", 0) == 0);
+  REQUIRE(w1.Line().rfind("quorum", 0) == 0);
+}
+
 TEST_CASE("the relay makes one call for its ranks and answers each", "[ft][relay]") {
   Fixture f;
   CHECK(f.relay->socket_env() == "@" + f.name);
@@ -173,12 +184,7 @@ TEST_CASE("the relay makes one call for its ranks and answers each", "[ft][relay
 TEST_CASE("the relay pushes abort when another member is lost", "[ft][relay]") {
   Fixture f;
   Worker w0(f.name), w1(f.name);
-  w0.Send("sync 0 0 1000 2000 -\n");
-  w1.Send("sync 1 0 1001 2001 -\n");
-  FakeLink::Held call = f.link.NextCall();
-  f.OnIo([&] { call.done(TwoGroups(std::nullopt, 1, 0, 0)); });
-  REQUIRE(w0.Line().rfind("quorum", 0) == 0);
-  REQUIRE(w1.Line().rfind("quorum", 0) == 0);
+  FirstStep(f, w0, w1, TwoGroups(std::nullopt, 1, 0, 0));
   f.OnIo([&] { f.relay->OnLost("a", 1, "its own loss is not pushed to itself"); });
   f.OnIo([&] { f.relay->OnLost("b", 1, "its agent's watch stream ended"); });
   CHECK(w0.Line() == "abort replica group b of quorum 1 was lost: its agent's watch stream ended");
@@ -210,12 +216,7 @@ TEST_CASE("a worker that exits fails the group's step: leave, and the old answer
 TEST_CASE("a worker that said done closes its link without failing the group", "[ft][relay]") {
   Fixture f;
   Worker w0(f.name), w1(f.name);
-  w0.Send("sync 0 0 1000 2000 -\n");
-  w1.Send("sync 1 0 1001 2001 -\n");
-  FakeLink::Held call = f.link.NextCall();
-  f.OnIo([&] { call.done(TwoGroups(std::nullopt, 1, 0, 0)); });
-  REQUIRE(w0.Line().rfind("quorum", 0) == 0);
-  REQUIRE(w1.Line().rfind("quorum", 0) == 0);
+  FirstStep(f, w0, w1, TwoGroups(std::nullopt, 1, 0, 0));
   w0.Send("done 0\n");
   w0.Close();
   w1.Close();  // no done: this one fails the group
@@ -263,18 +264,12 @@ TEST_CASE("events: quorum_changed, replica_healing, and replica_healed once ever
   {
     Fixture f(2, events->get());
     Worker w0(f.name), w1(f.name);
-    w0.Send("sync 0 0 1000 2000 -\n");
-    w1.Send("sync 1 0 1001 2001 -\n");
-    FakeLink::Held call = f.link.NextCall();
-    f.OnIo([&] { call.done(TwoGroups(std::nullopt, 2, 0, 3)); });
-    REQUIRE(w0.Line().rfind("quorum", 0) == 0);
-    REQUIRE(w1.Line().rfind("quorum", 0) == 0);
+    FirstStep(f, w0, w1, TwoGroups(std::nullopt, 2, 0, 3));
     w0.Send("healed 0 3 10.0.0.2:2100 100 0.5\n");
     w0.Send("sync 0 3 1000 2000 -\n");  // the healed line is read before this one
     w1.Send("healed 1 3 10.0.0.2:2101 50 0.25\n");
     w1.Send("sync 1 3 1001 2001 -\n");
-    call = f.link.NextCall();
-    CHECK(call.call.committed_step == 3);
+    CHECK(f.link.NextCall().call.committed_step == 3);
   }
   std::ifstream in(path);
   std::vector<nlohmann::json> lines;

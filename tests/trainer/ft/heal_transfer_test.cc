@@ -16,6 +16,7 @@
 #include <functional>
 #include <future>
 #include <random>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -148,6 +149,29 @@ TEST_CASE("a few MB round trip bitwise equal", "[heal_transfer]") {
   auto empty = ft::FetchHealState({Where(server->port())}, 4, 11, {});
   REQUIRE(empty.ok());
   CHECK(empty->state.empty());
+}
+
+TEST_CASE("the send hook sees the offer's step and the state's bytes before each piece", "[heal_transfer]") {
+  std::mutex mu;
+  std::vector<std::pair<int64_t, std::size_t>> calls;
+  auto listened = ft::HealServer::Listen("127.0.0.1", [&](int64_t step, std::size_t sent) {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.emplace_back(step, sent);
+  });
+  REQUIRE(listened.ok());
+  auto& server = *listened;
+  const auto state = RandomState(1024 * 1024, 3);
+  server->Offer(2, 7, state);
+  auto fetched = ft::FetchHealState({Where(server->port())}, 2, 7, SmallChunks());
+  REQUIRE(fetched.ok());
+  server.reset();  // joins the server's thread: every call has been made
+  REQUIRE_FALSE(calls.empty());
+  CHECK(calls.front().second == 0);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    CHECK(calls[i].first == 7);
+    CHECK(calls[i].second < state->size());
+    if (i > 0) CHECK(calls[i].second > calls[i - 1].second);
+  }
 }
 
 TEST_CASE("a fetch that arrives before the offer is held until it comes", "[heal_transfer]") {
