@@ -31,6 +31,15 @@ class ClientLink : public FtQuorumLink {
       if (!s.ok()) spdlog::warn("could not tell the quorum server this group left: {}", s.message());
     });
   }
+  void Finished(int64_t step, std::function<void()> done) override {
+    client_.Leave(
+        "its workers finished training", std::chrono::seconds(10),
+        [done = std::move(done)](const Status& s) {
+          if (!s.ok()) spdlog::warn("could not tell the quorum server this group finished: {}", s.message());
+          done();
+        },
+        step);
+  }
 
  private:
   rdzv::FtClient& client_;

@@ -4,7 +4,9 @@
 //   - the quorum server at --rdzv-endpoint, hosted here when this node is
 //     that endpoint's host (as a c10d rendezvous would be, is_host too);
 //   - the group's link to it (rendezvous/grpc's FtClient): its watch, whose
-//     pushes abort the workers' cross-replica all-reduce, and its calls;
+//     pushes abort the workers' cross-replica all-reduce (opened again a
+//     second after it ends Unavailable: a broken connection, a server that
+//     restarted), and its calls;
 //   - the relay (relay.h) the workers talk to.
 // The group's id is this agent's node id (`host#pid`, as `ctrun status`
 // shows it); the quorum ranks the groups by it.

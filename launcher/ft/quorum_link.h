@@ -21,6 +21,10 @@ class FtQuorumLink {
   // The group stops taking part for now (its workers failed); `reason` is
   // plain English.
   virtual void Leave(const std::string& reason) = 0;
+  // The group's workers all finished training at `step`: the run is over
+  // (a group that asks later is told so). `done` runs once the server
+  // answered (or the call failed: the run ends all the same).
+  virtual void Finished(int64_t step, std::function<void()> done) = 0;
 };
 
 }  // namespace ctrun::launcher

@@ -98,7 +98,7 @@ void FtRelay::OnLine(const std::shared_ptr<Conn>& conn, std::string_view line) {
   } else if (const auto* healed = std::get_if<FtHealedLine>(&*parsed)) {
     OnHealed(*healed);
   } else {
-    conn->done = true;
+    OnDone(conn, std::get<FtDoneLine>(*parsed));
   }
 }
 
@@ -143,6 +143,12 @@ void FtRelay::OnAnswer(uint64_t generation, const Result<rdzv::SyncAnswer>& answ
     return;
   }
   step_.Reset();
+  if (answer->finished_step) {
+    spdlog::info("the run finished at step {} before replica group {} rejoined: nothing is left to train",
+                 *answer->finished_step, options_.group);
+    ToAllRanks(FormatFtFinished(*answer->finished_step));
+    return;
+  }
   Result<std::vector<FtRankAnswer>> per_rank = FtRankAnswers(*answer, options_.group, options_.nproc);
   if (!per_rank.ok()) {
     ToAllRanks(FormatFtError(per_rank.status().message()), /*close=*/true);
@@ -184,6 +190,24 @@ void FtRelay::OnHealed(const FtHealedLine& line) {
   Emit("replica_healed", {{"step", line.step}, {"bytes", bytes}, {"seconds", seconds}, {"sources", sources}});
   spdlog::info("replica group {} healed to step {}: {} bytes in {:.3f} s", options_.group, line.step, bytes,
                seconds);
+}
+
+void FtRelay::OnDone(const std::shared_ptr<Conn>& conn, const FtDoneLine& line) {
+  if (conn->rank < 0 || conn->rank != line.local_rank) {
+    Refuse(conn, fmt::format("'done' from local rank {} on a link that is not its own", line.local_rank));
+    return;
+  }
+  conn->done = true;
+  finished_step_ = std::max(finished_step_, line.step);
+  for (const auto& c : ranks_) {
+    if (!c || !c->done) return;  // the others are still training
+  }
+  link_.Finished(finished_step_, [this, alive = alive_] {
+    if (!*alive) return;
+    for (const auto& c : ranks_) {
+      if (c && c->done) Send(c, "bye\n");
+    }
+  });
 }
 
 void FtRelay::OnLost(const std::string& group, int64_t quorum_id, const std::string& reason) {

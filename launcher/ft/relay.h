@@ -10,8 +10,11 @@
 // every rank, so a rank blocked in the cross-replica all-reduce gives up at
 // once.
 //
-// A worker's connection that closes (the worker exited or died) without
-// having said `done` fails the group's step: the relay leaves the quorum (FtQuorumLink::Leave), forgets
+// A worker that finished says `done`; once all have, the server learns the
+// run is over (FtQuorumLink::Finished) and each gets `bye`. A `sync` after
+// the run is over is answered `finished <step>`. A worker's connection that
+// closes (the worker exited or died) without having said `done` fails the
+// group's step: the relay leaves the quorum (FtQuorumLink::Leave), forgets
 // the step, drops any answer still due for it, and waits for the next
 // workers' lines (the agent restarts the group as after any failure). A
 // line it cannot read, or one longer than kFtMaxLine, gets `error <why>` and
@@ -72,6 +75,9 @@ class FtRelay {
   void OnLine(const std::shared_ptr<Conn>& conn, std::string_view line);
   void OnSync(const std::shared_ptr<Conn>& conn, const FtSyncLine& line);
   void OnHealed(const FtHealedLine& line);
+  // A rank finished; once all have, the server learns the run is over and
+  // each gets `bye`.
+  void OnDone(const std::shared_ptr<Conn>& conn, const FtDoneLine& line);
   void OnAnswer(uint64_t generation, const Result<rdzv::SyncAnswer>& answer);
   // A rank's connection closed or failed: the group's step fails.
   void OnClosed(const std::shared_ptr<Conn>& conn, const std::string& why);
@@ -92,6 +98,7 @@ class FtRelay {
   uint64_t generation_ = 0;       // bumped by every failure: answers of an older one are dropped
   bool left_ = false;             // left the quorum since the last failure
   std::optional<int64_t> quorum_id_;  // the last quorum answered
+  int64_t finished_step_ = 0;     // the step the ranks that said `done` finished at
   std::vector<std::optional<FtHealedLine>> healed_;
   std::shared_ptr<bool> alive_;   // callbacks posted after destruction see false
 };

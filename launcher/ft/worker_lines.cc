@@ -104,9 +104,10 @@ Result<FtWorkerLine> ParseFtWorkerLine(std::string_view line) {
   if (words[0] == "sync") return ParseSync(words);
   if (words[0] == "healed") return ParseHealed(words);
   if (words[0] == "done") {
-    if (words.size() != 2) return Status::InvalidArgument("worker line: 'done' takes 1 field: LOCAL_RANK");
+    if (words.size() != 3) return Status::InvalidArgument("worker line: 'done' takes 2 fields: LOCAL_RANK STEP");
     FtDoneLine done;
     CTRUN_RETURN_IF_ERROR(Take(LocalRank(words[1]), done.local_rank));
+    CTRUN_RETURN_IF_ERROR(Take(Step("step", words[2]), done.step));
     return FtWorkerLine(done);
   }
   return Status::InvalidArgument(
@@ -125,6 +126,7 @@ std::string FormatFtQuorum(const FtRankAnswer& a) {
 }
 
 std::string FormatFtAbort(std::string_view reason) { return OneLine("abort", reason); }
+std::string FormatFtFinished(int64_t step) { return fmt::format("finished {}\n", step); }
 std::string FormatFtError(std::string_view message) { return OneLine("error", message); }
 
 }  // namespace ctrun::launcher

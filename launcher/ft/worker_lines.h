@@ -53,9 +53,11 @@ struct FtHealedLine {
   bool operator==(const FtHealedLine&) const = default;
 };
 
-// `done <local_rank>`: the worker finished; its link closing is no failure.
+// `done <local_rank> <step>`: the worker finished training at `step`; its
+// link closing is no failure. Answered `bye`.
 struct FtDoneLine {
   int local_rank = 0;
+  int64_t step = 0;
 
   bool operator==(const FtDoneLine&) const = default;
 };
@@ -84,6 +86,8 @@ std::string FormatFtQuorum(const FtRankAnswer& answer);
 // `abort <reason>\n` and `error <message>\n`; control characters in the
 // text become spaces, and it is cut to fit kFtMaxLine.
 std::string FormatFtAbort(std::string_view reason);
+// `finished <step>\n`: the answer to a `sync` once the run is over.
+std::string FormatFtFinished(int64_t step);
 std::string FormatFtError(std::string_view message);
 
 }  // namespace ctrun::launcher

@@ -95,7 +95,8 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::FtLeave(grpc::CallbackServerCo
     } else {
       FtOutput output;
       status = ToGrpcStatus(
-          ft_runs_.Leave(request->run_id(), request->group(), request->reason(), Clock::now(), output));
+          ft_runs_.Leave(request->run_id(), request->group(), request->reason(), Clock::now(), output,
+                         request->finished() ? std::optional<int64_t>(request->finished_step()) : std::nullopt));
       FtRoute(output, out);
     }
   }

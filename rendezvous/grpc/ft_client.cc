@@ -232,13 +232,16 @@ void FtClient::Watch(std::function<void(const std::string&, int64_t, const std::
 
 void FtClient::CancelWatch() { impl_->CancelWatch(); }
 
-void FtClient::Leave(const std::string& reason, Duration timeout, std::function<void(const Status&)> done) {
+void FtClient::Leave(const std::string& reason, Duration timeout, std::function<void(const Status&)> done,
+                     std::optional<int64_t> finished_step) {
   v1::FtLeaveRequest req;
   req.set_version(kProtocolVersion);
   req.set_run_id(options_.run_id);
   req.set_token(options_.token);
   req.set_group(options_.group);
   req.set_reason(reason);
+  req.set_finished(finished_step.has_value());
+  req.set_finished_step(finished_step.value_or(0));
   impl_->Unary<v1::FtLeaveRequest, v1::FtLeaveReply>(
       [](auto* a, grpc::ClientContext* c, const v1::FtLeaveRequest* q, v1::FtLeaveReply* r, auto cb) {
         a->FtLeave(c, q, r, std::move(cb));

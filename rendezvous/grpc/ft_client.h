@@ -73,7 +73,10 @@ class FtClient {
   void CancelWatch();
 
   // `done` gets OK or the error; bounded by `timeout` (DeadlineExceeded).
-  void Leave(const std::string& reason, Duration timeout, std::function<void(const Status&)> done);
+  // `finished_step`: the group finished training there (a leave that is no
+  // loss; the run is then over for every group that asks later).
+  void Leave(const std::string& reason, Duration timeout, std::function<void(const Status&)> done,
+             std::optional<int64_t> finished_step = std::nullopt);
 
   const FtClientOptions& options() const { return options_; }
 

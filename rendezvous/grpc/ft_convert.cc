@@ -82,12 +82,15 @@ void SyncAnswerToProto(const SyncAnswer& answer, v1::FtSyncReply* out) {
   out->set_commit(answer.commit.value_or(false));
   out->set_quorum_id(answer.quorum.id);
   MembersToProto(answer.quorum.members, out->mutable_members());
+  out->set_finished(answer.finished_step.has_value());
+  out->set_finished_step(answer.finished_step.value_or(0));
 }
 
 SyncAnswer SyncAnswerFromProto(const std::string& group, const v1::FtSyncReply& reply) {
   SyncAnswer answer{.group = group, .commit = std::nullopt,
                     .quorum = Quorum{.id = reply.quorum_id(), .members = MembersFromProto(reply.members())}};
   if (reply.has_commit()) answer.commit = reply.commit();
+  if (reply.finished()) answer.finished_step = reply.finished_step();
   return answer;
 }
 

@@ -100,6 +100,11 @@ Status FtRuns::Sync(const std::string& run_id, const QuorumParams& params, const
   if (!found.ok()) return found.status();
   Run& run = **found;
   CTRUN_RETURN_IF_ERROR(Admit(run, run_id, call.group));
+  if (run.finished_step) {  // the run is over: nothing is left to train
+    out.answers.emplace_back(call_id, SyncAnswer{.group = call.group, .commit = std::nullopt, .quorum = {},
+                                                 .finished_step = run.finished_step});
+    return Status::Ok();
+  }
   run.active.insert(call.group);
   run.left.erase(call.group);
   if (auto it = run.held.find(call.group); it != run.held.end()) {
@@ -130,7 +135,7 @@ Status FtRuns::Watch(const std::string& run_id, const QuorumParams& params, cons
 }
 
 Status FtRuns::Leave(const std::string& run_id, const std::string& group, const std::string& reason, TimePoint now,
-                     FtOutput& out) {
+                     FtOutput& out, std::optional<int64_t> finished_step) {
   CTRUN_RETURN_IF_ERROR(CheckRun(run_id));
   CTRUN_RETURN_IF_ERROR(CheckGroup(group));
   CTRUN_RETURN_IF_ERROR(CheckBytes("replica group '" + group + "': leave reason", reason, 0, kMaxFtReasonBytes,
@@ -139,7 +144,13 @@ Status FtRuns::Leave(const std::string& run_id, const std::string& group, const 
   if (it == runs_.end()) return Status::Ok();
   Run& run = it->second;
   if (run.watches.count(group)) run.left.insert(group);  // its watch stops heartbeating for it
-  Lose(run_id, run, group, reason.empty() ? "it left" : OneLine(reason), now, out);
+  if (finished_step) {
+    if (*finished_step < 0) return Status::InvalidArgument("replica group '" + group + "': a negative finished step");
+    run.finished_step = std::max(run.finished_step.value_or(0), *finished_step);
+    out.logs.push_back("fault-tolerance run '" + OneLine(run_id) + "': replica group '" + group +
+                       "' finished training at step " + std::to_string(*finished_step));
+  }
+  Lose(run_id, run, group, reason.empty() ? "it left" : OneLine(reason), now, out, finished_step.has_value());
   return Status::Ok();
 }
 
@@ -163,10 +174,10 @@ void FtRuns::WatchGone(const std::string& run_id, const std::string& group, uint
 }
 
 void FtRuns::Lose(const std::string& run_id, Run& run, const std::string& group, const std::string& reason,
-                  TimePoint now, FtOutput& out) {
+                  TimePoint now, FtOutput& out, bool finished) {
   const bool was_active = run.active.erase(group) > 0;
   const std::optional<Quorum>& last = run.sync.last();
-  if (was_active && last && last->rank_of(group)) {
+  if (was_active && !finished && last && last->rank_of(group)) {
     size_t told = 0;
     for (const auto& [other, watch_id] : run.watches) {
       if (other == group) continue;

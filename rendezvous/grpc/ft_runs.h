@@ -101,8 +101,10 @@ class FtRuns {
   // Opens `watch_id` for `group`.
   Status Watch(const std::string& run_id, const QuorumParams& params, const std::string& group, uint64_t watch_id,
                TimePoint now, FtOutput& out);
+  // `finished_step`: the group finished training there (not a loss: no
+  // push); every later Sync of the run is answered at once with it.
   Status Leave(const std::string& run_id, const std::string& group, const std::string& reason, TimePoint now,
-               FtOutput& out);
+               FtOutput& out, std::optional<int64_t> finished_step = std::nullopt);
   // The held call's client went away: forgets it if it is still held.
   void DropCall(const std::string& run_id, const std::string& group, uint64_t call_id);
   // The watch's client ended it: the group lost, if it is still its watch.
@@ -137,6 +139,7 @@ class FtRuns {
     std::optional<TimePoint> next_tick;       // StepSync's deadline after the last step
     std::optional<TimePoint> idle_since;      // no watch and no held call since
     int64_t logged_quorum = 0;                // the last quorum id logged
+    std::optional<int64_t> finished_step;     // a group finished training there: the run is over
   };
 
   // The run for a call that may create it, or the error.
@@ -146,7 +149,7 @@ class FtRuns {
   // run's deadlines.
   void Settle(const std::string& run_id, Run& run, TimePoint now, FtOutput& out);
   void Lose(const std::string& run_id, Run& run, const std::string& group, const std::string& reason, TimePoint now,
-            FtOutput& out);
+            FtOutput& out, bool finished = false);
 
   Limits limits_;
   std::map<std::string, Run> runs_;

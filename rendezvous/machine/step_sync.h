@@ -59,6 +59,9 @@ struct SyncAnswer {
   std::string group;
   std::optional<bool> commit;  // the decision on its ballot (none: no ballot counted)
   Quorum quorum;               // the quorum it trains its next step in
+  // Set by the server (not StepSync) when the run finished at this step
+  // before the group asked: commit and quorum are then empty.
+  std::optional<int64_t> finished_step = std::nullopt;
 
   bool operator==(const SyncAnswer&) const = default;
 };

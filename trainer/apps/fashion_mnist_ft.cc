@@ -99,7 +99,7 @@ Status TrainFt(Worker& w) {
   if (!env.ok()) return env.status();
   auto fault = ft::ParseFtFault(std::getenv("CTRUN_FT_FAULT"), std::getenv("TORCHELASTIC_RESTART_COUNT"));
   if (!fault.ok()) return fault.status();
-  auto hold = ft::ParseFtHold(std::getenv("CTRUN_FT_HOLD"));
+  auto hold = ft::ParseFtHold(std::getenv("CTRUN_FT_HOLD"), std::getenv("TORCHELASTIC_RESTART_COUNT"));
   if (!hold.ok()) return hold.status();
   const int local_rank = w.env.local_rank;
   ft::FtReplicaOptions options{.socket_path = env->socket, .host = env->host, .local_rank = w.env.local_rank};
@@ -110,12 +110,13 @@ Status TrainFt(Worker& w) {
   const int64_t total = w.flags.max_steps > 0 ? w.flags.max_steps
                                               : w.flags.epochs * ((w.train.size() + global_batch - 1) / global_batch);
   int64_t committed = 0;
+  CTRUN_RETURN_IF_ERROR(ft::MaybeHold(*hold, ft::FtHold::kJoin));
   auto joined = (*replica)->Join(committed);
   if (!joined.ok()) return joined.status();
   ft::FtPlan plan = std::move(*joined);
   FtOrder order;
   std::vector<float> flat;
-  while (committed < total) {
+  while (committed < total && !plan.finished_step) {
     if (plan.heal_state) CTRUN_RETURN_IF_ERROR(FtHeal(w, plan, committed));
     if (plan.serve) {
       auto snapshot = ft::SaveHealState(*w.model, w.opt(), committed);
@@ -147,6 +148,11 @@ Status TrainFt(Worker& w) {
     plan = std::move(decision->next);
   }
   CTRUN_RETURN_IF_ERROR((*replica)->Finish());
+  if (plan.finished_step) {  // no state of the run's end to dump
+    w.Log("ft the run finished at step " + std::to_string(*plan.finished_step) +
+          " before this group rejoined: nothing is left to train");
+    return Status::Ok();
+  }
   if (!w.flags.dump_state.empty()) CTRUN_RETURN_IF_ERROR(DumpFtState(w, env->group));
   w.Log("done: " + std::to_string(committed) + " committed steps");
   return Status::Ok();

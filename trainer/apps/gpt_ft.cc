@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -95,17 +96,17 @@ struct FtHooks {
 Result<FtHooks> ReadHooks() {
   auto fault = ft::ParseFtFault(std::getenv("CTRUN_FT_FAULT"), std::getenv("TORCHELASTIC_RESTART_COUNT"));
   if (!fault.ok()) return fault.status();
-  auto hold = ft::ParseFtHold(std::getenv("CTRUN_FT_HOLD"));
+  auto hold = ft::ParseFtHold(std::getenv("CTRUN_FT_HOLD"), std::getenv("TORCHELASTIC_RESTART_COUNT"));
   if (!hold.ok()) return hold.status();
   return FtHooks{*fault, *hold};
 }
 
 // The step loop from the first plan until --steps are committed.
 Status FtLoop(const GptFtParts& p, ft::FtReplica& replica, const FtHooks& hooks, ft::FtPlan plan,
-              int64_t& committed) {
+              int64_t& committed, std::optional<int64_t>& finished) {
   const int local_rank = p.env.local_rank;
   std::vector<float> flat;
-  while (committed < p.flags.steps) {
+  while (committed < p.flags.steps && !plan.finished_step) {
     if (plan.heal_state) CTRUN_RETURN_IF_ERROR(FtHeal(p, plan, committed));
     if (plan.serve) {
       auto snapshot = ft::SaveHealState(p.model, p.optimizer, committed);
@@ -136,6 +137,7 @@ Status FtLoop(const GptFtParts& p, ft::FtReplica& replica, const FtHooks& hooks,
     Log(p, line);
     plan = std::move(decision->next);
   }
+  finished = plan.finished_step;
   return Status::Ok();
 }
 
@@ -159,10 +161,17 @@ Status TrainGptFt(const GptFtParts& p) {
   auto replica = ft::FtReplica::Start(std::move(options));
   if (!replica.ok()) return replica.status();
   int64_t committed = 0;
+  CTRUN_RETURN_IF_ERROR(ft::MaybeHold(hooks->hold, ft::FtHold::kJoin));
   auto joined = (*replica)->Join(committed);
   if (!joined.ok()) return joined.status();
-  CTRUN_RETURN_IF_ERROR(FtLoop(p, **replica, *hooks, std::move(*joined), committed));
+  std::optional<int64_t> finished;
+  CTRUN_RETURN_IF_ERROR(FtLoop(p, **replica, *hooks, std::move(*joined), committed, finished));
   CTRUN_RETURN_IF_ERROR((*replica)->Finish());
+  if (finished) {  // no state of the run's end to dump
+    Log(p, "ft the run finished at step " + std::to_string(*finished) +
+               " before this group rejoined: nothing is left to train");
+    return Status::Ok();
+  }
   if (!p.flags.dump_state.empty()) {
     const std::string path = p.flags.dump_state + "." + env->group + "." + std::to_string(p.env.rank);
     CTRUN_RETURN_IF_ERROR(ft::DumpFtState(path, p.model.parameters(), p.optimizer));

@@ -79,13 +79,15 @@ AgentLink::~AgentLink() {
   ::close(stop_fd_);
 }
 
-Result<QuorumLine> AgentLink::Sync(const SyncLine& line) {
+Result<QuorumLine> AgentLink::Sync(const SyncLine& line) { return Ask(FormatSync(line)); }
+
+Result<QuorumLine> AgentLink::Ask(const std::string& text) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!failure_.ok()) return failure_;
   waiting_ = true;
   answer_.reset();
   lock.unlock();
-  const Status sent = SendLine(FormatSync(line));
+  const Status sent = SendLine(text);
   lock.lock();
   if (!sent.ok()) {
     waiting_ = false;
@@ -107,12 +109,8 @@ Status AgentLink::Healed(int local_rank, int64_t step, const std::string& source
   return SendLine(FormatHealed(HealedLine{local_rank, step, source, bytes, seconds}));
 }
 
-Status AgentLink::Done(int local_rank) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!failure_.ok()) return failure_;
-  }
-  return SendLine("done " + std::to_string(local_rank) + "\n");
+Status AgentLink::Done(int local_rank, int64_t step) {
+  return Ask("done " + std::to_string(local_rank) + " " + std::to_string(step) + "\n").status();
 }
 
 Status AgentLink::SendLine(const std::string& text) {
@@ -196,15 +194,26 @@ Status AgentLink::HandleLine(std::string_view line) {
   if (LinkVerbIs(line, "error")) {
     return Status::FailedPrecondition("the agent refused this worker's line: " + LinkRest(line, "error"));
   }
-  if (!LinkVerbIs(line, "quorum")) {
-    return Status::InvalidArgument("the agent sent a line this worker does not understand: " + LinkShown(line));
+  Result<QuorumLine> parsed = QuorumLine{};
+  if (LinkVerbIs(line, "finished")) {
+    const std::string rest = LinkRest(line, "finished");
+    char* end = nullptr;
+    const long long step = std::strtoll(rest.c_str(), &end, 10);
+    if (rest.empty() || *end != '\0' || step < 0) {
+      return Status::InvalidArgument("the agent's answer does not parse: " + LinkShown(line));
+    }
+    parsed->finished_step = step;
+  } else if (!LinkVerbIs(line, "bye")) {  // `bye` answers `done`: an empty answer
+    if (!LinkVerbIs(line, "quorum")) {
+      return Status::InvalidArgument("the agent sent a line this worker does not understand: " + LinkShown(line));
+    }
+    parsed = ParseQuorum(line);
+    if (!parsed.ok()) return Status::InvalidArgument("the agent's answer does not parse: " + parsed.status().message());
   }
-  auto parsed = ParseQuorum(line);
-  if (!parsed.ok()) return Status::InvalidArgument("the agent's answer does not parse: " + parsed.status().message());
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!waiting_ || answer_) {
-      return Status::InvalidArgument("the agent sent a quorum line while no sync waited for one: " + LinkShown(line));
+      return Status::InvalidArgument("the agent sent an answer while no sync waited for one: " + LinkShown(line));
     }
     answer_ = std::move(parsed).value();
   }

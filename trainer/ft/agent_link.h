@@ -64,9 +64,11 @@ class AgentLink {
   // Sends `healed <local_rank> <step> <source> <bytes> <seconds>`; the agent
   // does not answer. The link's failure if it is broken.
   Status Healed(int local_rank, int64_t step, const std::string& source, uint64_t bytes, double seconds);
-  // `done <local_rank>`: this worker finished training; its link closing
-  // next is not a failure of its group. No answer.
-  Status Done(int local_rank);
+  // `done <local_rank> <step>`: this worker finished training at `step`;
+  // its link closing next is not a failure of its group. Blocks until the
+  // agent's `bye` (sent once the quorum server knows the run is over), so
+  // the agent cannot end before the server heard it.
+  Status Done(int local_rank, int64_t step);
 
  private:
   AgentLink(int fd, int stop_fd, AbortHandler on_abort);
@@ -74,6 +76,9 @@ class AgentLink {
   Status ReadSome(std::string& pending);
   Status HandleLine(std::string_view line);
   Status SendLine(const std::string& text);
+  // Sends `text` and waits for the agent's answer to it (`quorum`,
+  // `finished` or `bye`).
+  Result<QuorumLine> Ask(const std::string& text);
   void Break(const Status& status);
 
   int fd_ = -1;
@@ -81,7 +86,7 @@ class AgentLink {
   AbortHandler on_abort_;
   std::mutex mu_;
   std::condition_variable answered_;
-  bool waiting_ = false;                    // a Sync waits for its answer (mu_)
+  bool waiting_ = false;                    // a Sync or Done waits for its answer (mu_)
   std::optional<QuorumLine> answer_;        // its answer once read (mu_)
   Status failure_;                          // the first failure; OK while the link works (mu_)
   std::thread reader_;

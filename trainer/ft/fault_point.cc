@@ -48,14 +48,18 @@ HealServer::SendHook ServeFault(const std::optional<FtFault>& fault, int local_r
   return [fault, local_rank](int64_t step, std::size_t) { MaybeFail(fault, local_rank, step, FaultPoint::kServe); };
 }
 
-Result<std::optional<FtHold>> ParseFtHold(const char* hold) {
+Result<std::optional<FtHold>> ParseFtHold(const char* hold, const char* restart_count) {
   if (hold == nullptr || *hold == '\0') return std::optional<FtHold>();
   const std::string text(hold);
+  if (text.rfind("join:", 0) == 0 && text.size() > 5) {
+    if (restart_count == nullptr || std::string(restart_count) == "0") return std::optional<FtHold>();
+    return std::optional<FtHold>(FtHold{.step = FtHold::kJoin, .path = text.substr(5)});
+  }
   const size_t colon = text.find(':');
   char* end = nullptr;
   const long long step = std::strtoll(text.c_str(), &end, 10);
   if (colon == std::string::npos || end != text.c_str() + colon || step < 0 || colon + 1 == text.size()) {
-    return Status::InvalidArgument("CTRUN_FT_HOLD '" + text + "': use STEP:PATH (e.g. 8:/tmp/release)");
+    return Status::InvalidArgument("CTRUN_FT_HOLD '" + text + "': use STEP:PATH or join:PATH (e.g. 8:/tmp/release)");
   }
   return std::optional<FtHold>(FtHold{.step = step, .path = text.substr(colon + 1)});
 }

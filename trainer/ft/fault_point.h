@@ -48,13 +48,18 @@ HealServer::SendHook ServeFault(const std::optional<FtFault>& fault, int local_r
 // PATH exists (checked every 10 ms, for at most 300 s: then
 // DeadlineExceeded), so a test can keep the survivors of a failure training
 // until the restarted group has asked to join, and never race the end of
-// the run. Every attempt holds (the step is passed once). Unset or empty:
-// none; a value that does not parse is InvalidArgument naming it.
+// the run. Every attempt holds (the step is passed once).
+// CTRUN_FT_HOLD="join:PATH": a restarted group's workers (attempt > 0) wait
+// before they first ask to join, so a test can make a group come back after
+// the others finished. Unset or empty: none; a value that does not parse is
+// InvalidArgument naming it.
 struct FtHold {
+  static constexpr int64_t kJoin = -1;  // `step` of a hold before joining
   int64_t step = 0;
   std::string path;
 };
-Result<std::optional<FtHold>> ParseFtHold(const char* hold);
+// `restart_count`: TORCHELASTIC_RESTART_COUNT (null: unset, the first attempt).
+Result<std::optional<FtHold>> ParseFtHold(const char* hold, const char* restart_count = nullptr);
 Status MaybeHold(const std::optional<FtHold>& hold, int64_t step);
 
 }  // namespace ctrun::trainer::ft

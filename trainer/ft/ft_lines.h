@@ -52,6 +52,9 @@ struct QuorumLine {
   uint16_t right_port = 0;                // port 0: none (world 1)
   std::vector<std::string> heal_sources;  // "host:port", assigned first; empty: no healing
   bool serve = false;
+  // `finished <step>` instead of `quorum ...`: the run finished at that
+  // step before this group asked; nothing is left to train.
+  std::optional<int64_t> finished_step = std::nullopt;
 };
 
 // `healed <local_rank> <step> <source> <bytes> <seconds>` (seconds with

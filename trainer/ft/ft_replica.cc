@@ -12,7 +12,7 @@ FtReplica::~FtReplica() {
   link_.reset();  // joins the reader thread: no abort callback runs after this
 }
 
-Status FtReplica::Finish() { return link_->Done(options_.local_rank); }
+Status FtReplica::Finish() { return link_->Done(options_.local_rank, committed_); }
 
 Result<std::unique_ptr<FtReplica>> FtReplica::Start(FtReplicaOptions options) {
   std::unique_ptr<FtReplica> replica(new FtReplica(std::move(options)));
@@ -96,6 +96,11 @@ Result<FtPlan> FtReplica::Apply(const QuorumLine& answer) {
   if (offered_) heal_server_->Withdraw();
   offered_ = false;
   step_ok_ = true;
+  if (answer.finished_step) {
+    plan_ = FtPlan{.quorum_id = 0, .replica_rank = 0, .replica_world = 1, .max_step = committed_,
+                   .heal_state = std::nullopt, .serve = false, .finished_step = answer.finished_step};
+    return plan_;
+  }
   if (!ring_quorum_ || *ring_quorum_ != answer.quorum_id) CTRUN_RETURN_IF_ERROR(UseQuorum(answer));
   FtPlan plan{.quorum_id = answer.quorum_id, .replica_rank = answer.replica_rank,
               .replica_world = answer.replica_world, .max_step = answer.max_step,

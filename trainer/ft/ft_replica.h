@@ -69,6 +69,9 @@ struct FtPlan {
   int64_t max_step = 0;  // the step every member trains next
   std::optional<std::string> heal_state;  // load it before training
   bool serve = false;                     // Offer a snapshot before training
+  // The run finished at this step before this group asked (its peers
+  // trained to the end without it): nothing is left to train; stop.
+  std::optional<int64_t> finished_step = std::nullopt;
 };
 
 struct FtDecision {
@@ -102,8 +105,10 @@ class FtReplica {
   // that plan succeeded, and `ok`), gets the decision and the next plan.
   Result<FtDecision> Vote(bool ok = true);
 
-  // Tells the agent this worker finished (its link closing is then no
-  // failure of its group). Call once, after the last Vote.
+  // Tells the agent this worker finished training at its committed step
+  // (its link closing is then no failure of its group, and the quorum server
+  // learns the run is over); waits for the agent's acknowledgement. Call
+  // once, after the last Vote.
   Status Finish();
 
   const Status& last_failure() const { return last_failure_; }

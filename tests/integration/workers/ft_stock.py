@@ -54,8 +54,10 @@ def main():
         dist.all_reduce(grad)  # within the group, as under torchrun
         pending, voted_in, voted_world = grad / dist.get_world_size(), quorum_id, world
         ballot = f"{quorum_id}/{committed}/1"
-    lines.write(f"done {local_rank}\n")
+    lines.write(f"done {local_rank} {committed}\n")  # the agent answers "bye" once the server knows
     lines.flush()
+    if lines.readline().strip() != "bye":
+        sys.exit("the agent did not answer done with bye")
     dist.destroy_process_group()
 
 

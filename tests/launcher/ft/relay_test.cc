@@ -37,6 +37,12 @@ class FakeLink : public FtQuorumLink {
     leaves_.push_back(reason);
     cv_.notify_all();
   }
+  void Finished(int64_t step, std::function<void()> done) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    leaves_.push_back("finished at step " + std::to_string(step));
+    cv_.notify_all();
+    done();  // on the relay's thread, as the real link posts it
+  }
   struct Held {
     rdzv::SyncCall call;
     std::function<void(const Result<rdzv::SyncAnswer>&)> done;
@@ -217,10 +223,33 @@ TEST_CASE("a worker that said done closes its link without failing the group", "
   Fixture f;
   Worker w0(f.name), w1(f.name);
   FirstStep(f, w0, w1, TwoGroups(std::nullopt, 1, 0, 0));
-  w0.Send("done 0\n");
+  w0.Send("done 0 1\n");
   w0.Close();
   w1.Close();  // no done: this one fails the group
   CHECK_THAT(f.link.NextLeave(), Catch::Contains("local rank 1's worker"));
+}
+
+TEST_CASE("when every rank said done the run is over: the server hears it, each rank gets bye", "[ft][relay]") {
+  Fixture f;
+  Worker w0(f.name), w1(f.name);
+  FirstStep(f, w0, w1, TwoGroups(std::nullopt, 1, 0, 0));
+  w0.Send("done 0 14\n");
+  w1.Send("done 1 14\n");
+  CHECK(w0.Line() == "bye");
+  CHECK(w1.Line() == "bye");
+  CHECK(f.link.NextLeave() == "finished at step 14");
+}
+
+TEST_CASE("a sync after the run is over is answered finished", "[ft][relay]") {
+  Fixture f;
+  Worker w0(f.name), w1(f.name);
+  w0.Send("sync 0 0 1000 2000 -\n");
+  w1.Send("sync 1 0 1001 2001 -\n");
+  FakeLink::Held call = f.link.NextCall();
+  rdzv::SyncAnswer over{.group = "a", .commit = std::nullopt, .quorum = {}, .finished_step = 14};
+  f.OnIo([&] { call.done(over); });
+  CHECK(w0.Line() == "finished 14");
+  CHECK(w1.Line() == "finished 14");
 }
 
 TEST_CASE("bad lines get one error line and the connection is closed", "[ft][relay]") {

@@ -27,11 +27,13 @@ TEST_CASE("a healed line", "[ft][lines]") {
 }
 
 TEST_CASE("a done line", "[ft][lines]") {
-  Result<FtWorkerLine> line = ParseFtWorkerLine("done 3");
+  Result<FtWorkerLine> line = ParseFtWorkerLine("done 3 14");
   REQUIRE(line.ok());
-  CHECK(std::get<FtDoneLine>(*line).local_rank == 3);
-  CHECK_THAT(ParseFtWorkerLine("done").status().message(), Catch::Contains("takes 1 field"));
-  CHECK_THAT(ParseFtWorkerLine("done x").status().message(), Catch::Contains("bad local rank"));
+  CHECK(std::get<FtDoneLine>(*line) == FtDoneLine{.local_rank = 3, .step = 14});
+  CHECK_THAT(ParseFtWorkerLine("done 3").status().message(), Catch::Contains("takes 2 fields"));
+  CHECK_THAT(ParseFtWorkerLine("done x 1").status().message(), Catch::Contains("bad local rank"));
+  CHECK_THAT(ParseFtWorkerLine("done 1 -2").status().message(), Catch::Contains("bad step"));
+  CHECK(FormatFtFinished(14) == "finished 14\n");
 }
 
 TEST_CASE("bad worker lines are one-line errors naming the field", "[ft][lines]") {

@@ -98,6 +98,29 @@ TEST_CASE("FtRuns: a leave ends the held call; replaced calls and watches end") 
   CHECK(runs.Leave("unknown", "a", "", t0, out).ok());
 }
 
+TEST_CASE("FtRuns: a group that finished ends the run: no push, and a later call is answered finished") {
+  FtRuns runs;
+  FtOutput out;
+  REQUIRE(runs.Watch("r", Params(1, 3), "a", 100, t0, out).ok());
+  REQUIRE(runs.Watch("r", Params(1, 3), "b", 101, t0, out).ok());
+  REQUIRE(runs.Sync("r", Params(1, 3), First("a"), 1, t0, out).ok());
+  REQUIRE(runs.Sync("r", Params(1, 3), First("b"), 2, t0, out).ok());
+  REQUIRE(out.answers.size() == 2);
+  out = {};
+  REQUIRE(runs.Leave("r", "a", "its workers finished training", t0, out, 14).ok());
+  CHECK(out.pushes.empty());  // not a loss: nobody aborts anything
+  REQUIRE(runs.Leave("r", "b", "its workers finished training", t0, out, 14).ok());
+  CHECK(out.pushes.empty());
+  CHECK_THAT(out.logs.front(), Catch::Contains("'a' finished training at step 14"));
+  out = {};
+  REQUIRE(runs.Sync("r", Params(1, 3), First("c"), 3, t0, out).ok());  // restarted too late
+  REQUIRE(out.answers.size() == 1);
+  CHECK(out.answers[0].first == 3);
+  CHECK(out.answers[0].second.finished_step == std::optional<int64_t>(14));
+  CHECK(out.answers[0].second.quorum.members.empty());
+  CHECK(runs.Leave("r", "c", "", t0, out, -1).IsInvalidArgument());
+}
+
 TEST_CASE("FtRuns: a dropped call gets no answer") {
   FtRuns runs;
   FtOutput out;

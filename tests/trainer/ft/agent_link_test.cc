@@ -118,8 +118,10 @@ TEST_CASE("sync waits for the quorum answer; healed is one line", "[agent_link]"
   }
   REQUIRE(link->Healed(0, 5, "10.0.0.2:5000", 1024, 1.5).ok());
   CHECK(agent.ReadLine() == "healed 0 5 10.0.0.2:5000 1024 1.500");
-  REQUIRE(link->Done(0).ok());
-  CHECK(agent.ReadLine() == "done 0");
+  auto done = std::async(std::launch::async, [&] { return link->Done(0, 6); });
+  CHECK(agent.ReadLine() == "done 0 6");
+  agent.Write("bye\n");
+  CHECK(done.get().ok());
 }
 
 TEST_CASE("an abort pushed while sync waits runs on_abort and sync still gets its answer", "[agent_link]") {
@@ -225,6 +227,17 @@ TEST_CASE("connecting where no agent listens fails in one line", "[agent_link]")
   auto too_long = ft::AgentLink::Connect("/tmp/" + std::string(200, 'a'), nullptr);
   REQUIRE_FALSE(too_long.ok());
   CHECK(too_long.status().code() == Status::Code::kInvalidArgument);
+}
+
+TEST_CASE("a sync answered finished: the run is over") {
+  TestAgent agent;
+  auto link = LinkTo(agent);
+  auto answer = std::async(std::launch::async, [&] { return link->Sync(kSync); });
+  CHECK(agent.ReadLine() == kSyncText);
+  agent.Write("finished 14\n");
+  auto got = answer.get();
+  REQUIRE(got.ok());
+  CHECK(got->finished_step == 14);
 }
 
 TEST_CASE("AgentLink connects to an abstract socket named @name, as ctrun's agent serves it") {

@@ -43,5 +43,10 @@ TEST_CASE("CTRUN_FT_HOLD: a step and a path; a hold at another step passes at on
     CHECK_THAT(ft::ParseFtHold(bad).status().message(), Catch::StartsWith("CTRUN_FT_HOLD '"));
   }
   CHECK(ft::MaybeHold(*hold, 7).ok());  // not its step: no wait
+  CHECK_FALSE(ft::ParseFtHold("join:/tmp/r", "0")->has_value());  // the first attempt joins at once
+  auto join = ft::ParseFtHold("join:/tmp/r", "2");
+  REQUIRE(join->has_value());
+  CHECK((*join)->step == ft::FtHold::kJoin);
+  CHECK((*join)->path == "/tmp/r");
   CHECK(ft::MaybeHold(ft::FtHold{.step = 3, .path = "/"}, 3).ok());  // the path exists
 }
