@@ -31,7 +31,7 @@ import tempfile
 import time
 import unittest
 
-from harness import Ctrund, base_env, build_dir, ctrun_bin
+from harness import Ctrund, base_env, build_dir, ctrun_bin, start_host
 
 SANITIZED = os.environ.get("CTRUN_SANITIZED") == "1"
 STEPS = 14
@@ -278,6 +278,44 @@ class FaultTolerance(FtCase):
         self.assertIn(f"ft the run finished at step {STEPS} before this group rejoined", groups[1].stdout())
         self.assertIn(f"the run finished at step {STEPS} before replica group", groups[1].stderr())
         self.assertEqual(STEP_LINE.findall(groups[1].stdout())[-1][0], "2", "it trained nothing after its restart")
+
+
+class AgentHosted(unittest.TestCase):
+    def test_the_agent_at_the_endpoint_hosts_the_quorum(self):
+        """No ctrund: the agent whose address --rdzv-endpoint names hosts the
+        quorum server, as it would a c10d rendezvous (HOST:0 binds a free
+        port; the other group joins there). Two groups of one rank each
+        train a few steps in one quorum and end bitwise equal."""
+        tmp = tempfile.TemporaryDirectory(prefix="ctrun-ft-hosted-")
+        self.addCleanup(tmp.cleanup)
+        trainer = os.path.join(build_dir(), "trainer", "apps", "ctrun-fashion-mnist")
+        train = ["--no-python", trainer, *TRAIN[:-3], "--max-steps", "4", "--ft",
+                 "--dump-state", os.path.join(tmp.name, "state")]
+        common = ["--ft-replicas", "2:2", "--rdzv-backend", "c10d", "--rdzv-id", "hosted", "--nproc-per-node", "1"]
+        host, port = start_host(common + ["--rdzv-endpoint", "127.0.0.1:0", "--local-addr", "127.0.0.1"] + train,
+                                cwd=tmp.name)
+        other = subprocess.Popen([ctrun_bin()] + common + ["--rdzv-endpoint", f"127.0.0.1:{port}", "--local-addr",
+                                                           "127.0.0.2"] + train,
+                                 env=base_env(), cwd=tmp.name, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+        outs = []
+        for p in (host, other):
+            try:
+                outs.append(p.communicate(timeout=120))
+            except subprocess.TimeoutExpired:
+                host.kill()
+                other.kill()
+                self.fail("a group did not finish within 120 s")
+        for p, (out, err) in zip((host, other), outs):
+            self.assertEqual(p.returncode, 0, err)
+            self.assertEqual(STEP_LINE.findall(out), [(str(s), "1", "2") for s in range(4)], out)
+        dumps = []
+        for name in sorted(os.listdir(tmp.name)):
+            if name.startswith("state."):
+                with open(os.path.join(tmp.name, name), "rb") as f:
+                    dumps.append(f.read())
+        self.assertEqual(len(dumps), 2)
+        self.assertEqual(dumps[0], dumps[1])
 
 
 class StockScript(unittest.TestCase):

@@ -84,6 +84,8 @@ class FakeAgent:
                     if fields[0] == "sync":
                         self.pending[(group, int(fields[1]))] = (conn, fields)
                         self._try_answer()
+                    elif fields[0] == "done":  # the worker waits for it before it exits
+                        conn.sendall(b"bye\n")
 
     def _all_pending(self, groups):
         return all((g, r) in self.pending for g in groups for r in range(self.ranks))
