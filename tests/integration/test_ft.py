@@ -48,7 +48,25 @@ STEP_LINE = re.compile(r"^ft step (\d+) quorum (\d+) replicas (\d+) loss", re.M)
 ASKED = "asks to join the quorum at step"
 
 
-class Group:
+class AgentFiles:
+    """A ctrun agent (.proc) whose stdout and stderr go to the files
+    .out_path and .err_path (test_ft_partition.py's groups too)."""
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+
+    def stderr(self):
+        with open(self.err_path) as f:
+            return f.read()
+
+    def stdout(self):
+        with open(self.out_path) as f:
+            return f.read()
+
+
+class Group(AgentFiles):
     """One replica group: a ctrun agent with two workers of `trainer` (the
     binary in trainer/apps and its flags), its output in files."""
 
@@ -68,19 +86,6 @@ class Group:
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
             self.proc = subprocess.Popen(args, env=env, stdout=out, stderr=err, cwd=self.dir)
         test.addCleanup(self.kill)
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=30)
-
-    def stderr(self):
-        with open(self.err_path) as f:
-            return f.read()
-
-    def stdout(self):
-        with open(self.out_path) as f:
-            return f.read()
 
     def event_list(self):
         with open(self.events) as f:

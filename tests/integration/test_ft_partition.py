@@ -39,6 +39,7 @@ import unittest
 
 import netns
 from harness import base_env, build_dir, ctrun_bin
+from test_ft import AgentFiles
 
 STEPS = 12
 CUT_STEP = 3      # group 2 holds before it trains this step until it is cut off
@@ -49,7 +50,7 @@ STEP_LINE = re.compile(r"^ft step (\d+) quorum (\d+) replicas (\d+) loss", re.M)
 ASKED = "asks to join the quorum at step"
 
 
-class Group:
+class Group(AgentFiles):
     """One replica group: a ctrun agent with two workers on test host
     `index`, its output in files."""
 
@@ -67,19 +68,6 @@ class Group:
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
             self.proc = subprocess.Popen(hosts.command(index, argv), env=env, stdout=out, stderr=err, cwd=test.dir)
         test.addCleanup(self.kill)
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=30)
-
-    def stdout(self):
-        with open(self.out_path) as f:
-            return f.read()
-
-    def stderr(self):
-        with open(self.err_path) as f:
-            return f.read()
 
     def steps(self):
         return [(int(s), int(q), int(w)) for s, q, w in STEP_LINE.findall(self.stdout())]

@@ -11,6 +11,7 @@
 #include "trainer/ft/fault_point.h"
 #include "trainer/ft/ft_env.h"
 #include "trainer/ft/ft_replica.h"
+#include "trainer/ft/group_average.h"
 #include "trainer/ft/heal_state.h"
 #include "trainer/ft/state_dump.h"
 
@@ -52,22 +53,7 @@ Result<std::pair<double, bool>> FtGradients(Worker& w, ft::FtReplica& replica, c
   if (!logits.ok()) return logits.status();
   at::Tensor loss = at::cross_entropy_loss(*logits, y);
   CTRUN_RETURN_IF_ERROR(w.ddp->Backward(loss));
-  std::vector<at::Tensor> grads;
-  for (const auto& p : w.model->parameters()) grads.push_back(p.grad().detach().cpu().contiguous().reshape({-1}));
-  const at::Tensor joined = at::cat(grads).to(at::kFloat);
-  flat.resize(static_cast<size_t>(joined.numel()));
-  at::Tensor flat_view = at::from_blob(flat.data(), {joined.numel()}, at::kFloat);
-  flat_view.copy_(joined);
-  const bool ok = replica.AllReduceMean(flat.data(), flat.size());
-  if (ok) {
-    int64_t offset = 0;
-    at::NoGradGuard no_grad;
-    for (const auto& p : w.model->parameters()) {
-      at::Tensor g = p.grad();
-      g.copy_(flat_view.narrow(0, offset, g.numel()).view(g.sizes()));
-      offset += g.numel();
-    }
-  }
+  const bool ok = ft::AverageAcrossGroups(replica, w.model->parameters(), flat);
   return std::make_pair(loss.item<double>(), ok);
 }
 

@@ -15,6 +15,7 @@
 #include "trainer/ft/fault_point.h"
 #include "trainer/ft/ft_env.h"
 #include "trainer/ft/ft_replica.h"
+#include "trainer/ft/group_average.h"
 #include "trainer/ft/heal_state.h"
 #include "trainer/ft/state_dump.h"
 
@@ -51,26 +52,7 @@ Result<std::pair<double, bool>> FtGradients(const GptFtParts& p, ft::FtReplica& 
   } else {
     loss.backward();
   }
-  const std::vector<at::Tensor> params = p.model.parameters();
-  std::vector<at::Tensor> grads;
-  for (const auto& param : params) {
-    if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
-    grads.push_back(param.grad().detach().cpu().contiguous().reshape({-1}));
-  }
-  const at::Tensor joined = at::cat(grads).to(at::kFloat);
-  flat.resize(static_cast<size_t>(joined.numel()));
-  at::Tensor flat_view = at::from_blob(flat.data(), {joined.numel()}, at::kFloat);
-  flat_view.copy_(joined);
-  const bool ok = replica.AllReduceMean(flat.data(), flat.size());
-  if (ok) {
-    int64_t offset = 0;
-    at::NoGradGuard no_grad;
-    for (const auto& param : params) {
-      at::Tensor g = param.grad();
-      g.copy_(flat_view.narrow(0, offset, g.numel()).view(g.sizes()));
-      offset += g.numel();
-    }
-  }
+  const bool ok = ft::AverageAcrossGroups(replica, p.model.parameters(), flat);
   return std::make_pair(loss.item<double>(), ok);
 }
 
