@@ -137,6 +137,10 @@ Result<std::unique_ptr<FtRuntime>> StartFaultTolerance(boost::asio::io_context& 
   o.group = group;
   o.token = plan->token;
   o.tls = plan->tls;
+  // A group waits for its quorum (a peer's step included) no longer than a
+  // c10d node waits for its round: a wrong endpoint, or fewer than MIN
+  // groups, ends the workers with one line instead of a hang.
+  o.sync_timeout = ToDuration(config.rdzv_conf.join_timeout);
   o.params = rdzv::QuorumParams{.min_replicas = config.ft->min_replicas,
                                 .max_replicas = config.ft->max_replicas,
                                 .join_timeout = ToDuration(config.ft_join_timeout),

@@ -138,8 +138,13 @@ void FtRelay::OnAnswer(uint64_t generation, const Result<rdzv::SyncAnswer>& answ
   if (generation != generation_) return;  // a failure since: that step is gone
   if (!answer.ok()) {
     if (answer.status().IsAborted()) return;  // replaced by a newer call
-    ToAllRanks(FormatFtError("the quorum server refused this group's call: " + answer.status().message()),
-               /*close=*/true);
+    const std::string why =
+        answer.status().IsDeadlineExceeded()
+            ? "no quorum within --rdzv-conf join_timeout (" + answer.status().message() +
+                  "): check that the quorum server runs at --rdzv-endpoint and that at least MIN groups of "
+                  "--ft-replicas take part"
+            : "the quorum server refused this group's call: " + answer.status().message();
+    ToAllRanks(FormatFtError(why), /*close=*/true);
     return;
   }
   step_.Reset();

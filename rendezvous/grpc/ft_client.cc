@@ -218,7 +218,7 @@ void FtClient::Sync(const SyncCall& call, std::function<void(const Result<SyncAn
       [](auto* a, grpc::ClientContext* c, const v1::FtSyncRequest* q, v1::FtSyncReply* r, auto cb) {
         a->FtSync(c, q, r, std::move(cb));
       },
-      std::move(req), std::nullopt,
+      std::move(req), options_.sync_timeout,
       [done, group = options_.group](const Status& s, const v1::FtSyncReply& rep) {
         if (!s.ok()) return done(s);
         done(SyncAnswerFromProto(group, rep));

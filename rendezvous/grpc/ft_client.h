@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/clock.h"
@@ -44,6 +45,9 @@ struct FtClientOptions {
   std::string token;      // "" = none
   TlsConfig tls;
   QuorumParams params;    // quorum.h
+  // The longest one Sync may wait for its answer (the server unreachable,
+  // or no quorum forming): then DeadlineExceeded. nullopt: for ever.
+  std::optional<Duration> sync_timeout = std::nullopt;
 };
 
 class FtClient {

@@ -1,35 +1,21 @@
 #include "rendezvous/grpc/ft_convert.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cmath>
+#include "rendezvous/grpc/proto_convert.h"
 
 namespace ctrun::rdzv {
-namespace {
-
-constexpr double kMaxSeconds = 1e8;  // ~3 years: "forever", and no overflow of now + d
-
-Duration FromSeconds(double s) {
-  if (!std::isfinite(s) || s <= 0) return Duration::zero();
-  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(std::min(s, kMaxSeconds)));
-}
-
-double ToSeconds(Duration d) { return std::chrono::duration<double>(d).count(); }
-
-}  // namespace
 
 QuorumParams FtParamsFromProto(const v1::FtParams& params) {
   return QuorumParams{.min_replicas = params.min_replicas(),
                       .max_replicas = params.max_replicas(),
-                      .join_timeout = FromSeconds(params.join_timeout_s()),
-                      .heartbeat_timeout = FromSeconds(params.heartbeat_timeout_s())};
+                      .join_timeout = DurationFromSeconds(params.join_timeout_s()),
+                      .heartbeat_timeout = DurationFromSeconds(params.heartbeat_timeout_s())};
 }
 
 void FtParamsToProto(const QuorumParams& params, v1::FtParams* out) {
   out->set_min_replicas(params.min_replicas);
   out->set_max_replicas(params.max_replicas);
-  out->set_join_timeout_s(ToSeconds(params.join_timeout));
-  out->set_heartbeat_timeout_s(ToSeconds(params.heartbeat_timeout));
+  out->set_join_timeout_s(SecondsOf(params.join_timeout));
+  out->set_heartbeat_timeout_s(SecondsOf(params.heartbeat_timeout));
 }
 
 SyncCall SyncCallFromProto(const v1::FtSyncRequest& request) {

@@ -9,16 +9,16 @@
 #include "rendezvous/grpc/ft_convert.h"
 
 namespace ctrun::rdzv {
-namespace {
 
-constexpr double kMaxSeconds = 1e8;  // ~3 years: "forever", and no overflow of now + d
-
-Duration FromSeconds(double s) {
+Duration DurationFromSeconds(double s) {
+  constexpr double kMaxSeconds = 1e8;  // ~3 years: "forever", and no overflow of now + d
   if (!std::isfinite(s) || s <= 0) return Duration::zero();
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(std::min(s, kMaxSeconds)));
 }
 
-double ToSeconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+double SecondsOf(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+namespace {
 
 v1::Admitted::State AdmitStateToProto(AdmitState state) {
   switch (state) {
@@ -101,10 +101,10 @@ Params ParamsFromProto(const v1::RunParams& params) {
   Params p;
   p.min_nodes = params.min_nodes();
   p.max_nodes = params.max_nodes();
-  p.join_timeout = FromSeconds(params.join_timeout_s());
-  p.last_call_timeout = FromSeconds(params.last_call_timeout_s());
-  p.close_timeout = FromSeconds(params.close_timeout_s());
-  p.keep_alive_interval = FromSeconds(params.keep_alive_interval_s());
+  p.join_timeout = DurationFromSeconds(params.join_timeout_s());
+  p.last_call_timeout = DurationFromSeconds(params.last_call_timeout_s());
+  p.close_timeout = DurationFromSeconds(params.close_timeout_s());
+  p.keep_alive_interval = DurationFromSeconds(params.keep_alive_interval_s());
   p.keep_alive_max_attempt = params.keep_alive_max_attempt();
   if (params.has_max_unhealthy_nodes()) p.max_unhealthy_nodes = params.max_unhealthy_nodes();
   return p;
@@ -113,10 +113,10 @@ Params ParamsFromProto(const v1::RunParams& params) {
 void ParamsToProto(const Params& params, v1::RunParams* out) {
   out->set_min_nodes(params.min_nodes);
   out->set_max_nodes(params.max_nodes);
-  out->set_join_timeout_s(ToSeconds(params.join_timeout));
-  out->set_last_call_timeout_s(ToSeconds(params.last_call_timeout));
-  out->set_close_timeout_s(ToSeconds(params.close_timeout));
-  out->set_keep_alive_interval_s(ToSeconds(params.keep_alive_interval));
+  out->set_join_timeout_s(SecondsOf(params.join_timeout));
+  out->set_last_call_timeout_s(SecondsOf(params.last_call_timeout));
+  out->set_close_timeout_s(SecondsOf(params.close_timeout));
+  out->set_keep_alive_interval_s(SecondsOf(params.keep_alive_interval));
   out->set_keep_alive_max_attempt(params.keep_alive_max_attempt);
   if (params.max_unhealthy_nodes >= 0) {
     out->set_has_max_unhealthy_nodes(true);
@@ -176,7 +176,7 @@ void StateReplyFromCounts(const Counts& counts, TimePoint now, v1::StateReply* o
   out->set_redundant_count(counts.redundant);
   out->set_member_count(counts.members);
   double last_call = -1;
-  if (counts.last_call_deadline) last_call = std::max(0.0, ToSeconds(*counts.last_call_deadline - now));
+  if (counts.last_call_deadline) last_call = std::max(0.0, SecondsOf(*counts.last_call_deadline - now));
   out->set_last_call_in_s(last_call);
   out->set_live_nodes(counts.live_nodes);
   out->set_unhealthy_count(counts.unhealthy);
@@ -263,7 +263,7 @@ void StateReplyFromSnapshot(const Snapshot& snapshot, TimePoint now, v1::StateRe
   NodesToProto(snapshot.redundant, out->mutable_redundant());
   for (const Member& m : snapshot.members) MemberToProto(m, out->add_members());
   double last_call = -1;
-  if (snapshot.last_call_deadline) last_call = std::max(0.0, ToSeconds(*snapshot.last_call_deadline - now));
+  if (snapshot.last_call_deadline) last_call = std::max(0.0, SecondsOf(*snapshot.last_call_deadline - now));
   out->set_last_call_in_s(last_call);
   out->set_live_nodes(snapshot.live_nodes);
   out->set_unhealthy_count(snapshot.unhealthy);
@@ -416,7 +416,7 @@ void StepReportToProto(const StepReport& report, v1::StepReport* out) {
     v1::RankStep* p = out->add_ranks();
     p->set_rank(r.rank);
     p->set_local_rank(r.local_rank);
-    p->set_step_s(ToSeconds(r.step));
+    p->set_step_s(SecondsOf(r.step));
     p->set_step_count(r.steps);
   }
 }
@@ -428,7 +428,7 @@ StepReport StepReportFromProto(const v1::StepReport& report) {
   out.params.intervals = std::max(1, report.straggler_intervals());
   out.ranks.reserve(report.ranks_size());
   for (const v1::RankStep& p : report.ranks()) {
-    out.ranks.push_back(RankStep{p.rank(), p.local_rank(), FromSeconds(p.step_s()), p.step_count()});
+    out.ranks.push_back(RankStep{p.rank(), p.local_rank(), DurationFromSeconds(p.step_s()), p.step_count()});
   }
   return out;
 }
@@ -437,8 +437,8 @@ void StragglerChangeToProto(const StragglerChange& change, v1::StragglerChange* 
   out->set_rank(change.rank);
   out->set_local_rank(change.local_rank);
   out->set_slow(change.slow);
-  out->set_step_s(ToSeconds(change.step));
-  out->set_job_median_s(ToSeconds(change.job_median));
+  out->set_step_s(SecondsOf(change.step));
+  out->set_job_median_s(SecondsOf(change.job_median));
   out->set_straggler_factor(change.params.factor);
   out->set_straggler_intervals(change.params.intervals);
 }
@@ -448,8 +448,8 @@ StragglerChange StragglerChangeFromProto(const NodeId& self, const v1::Straggler
                          change.rank(),
                          change.local_rank(),
                          change.slow(),
-                         FromSeconds(change.step_s()),
-                         FromSeconds(change.job_median_s()),
+                         DurationFromSeconds(change.step_s()),
+                         DurationFromSeconds(change.job_median_s()),
                          StragglerParams{change.straggler_factor(), change.straggler_intervals()}};
 }
 

@@ -20,6 +20,12 @@
 
 namespace ctrun::rdzv {
 
+// Seconds on the wire to a Duration: not a finite positive number becomes
+// zero (the caller's validation names it), beyond 1e8 s is clamped to 1e8 s
+// ("for ever", with no overflow of now + d). And back.
+Duration DurationFromSeconds(double s);
+double SecondsOf(Duration d);
+
 NodeId NodeFromProto(const v1::NodeId& node);
 void NodeToProto(const NodeId& node, v1::NodeId* out);
 

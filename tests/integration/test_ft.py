@@ -48,6 +48,21 @@ STEP_LINE = re.compile(r"^ft step (\d+) quorum (\d+) replicas (\d+) loss", re.M)
 ASKED = "asks to join the quorum at step"
 
 
+def assert_equal_dumps(test, directory, count=6):
+    """The `count` --dump-state files in `directory` (state.<group>.<rank>)
+    hold the same bytes, and some."""
+    dumps = sorted(f for f in os.listdir(directory) if f.startswith("state."))
+    test.assertEqual(len(dumps), count, dumps)
+    contents = {}
+    for name in dumps:
+        with open(os.path.join(directory, name), "rb") as f:
+            contents[name] = f.read()
+    first = contents[dumps[0]]
+    test.assertGreater(len(first), 0)
+    for name, data in contents.items():
+        test.assertEqual(data, first, f"{name} differs from {dumps[0]}")
+
+
 class AgentFiles:
     """A ctrun agent (.proc) whose stdout and stderr go to the files
     .out_path and .err_path (test_ft_partition.py's groups too)."""
@@ -131,16 +146,7 @@ class FtCase(unittest.TestCase):
                 self.fail(f"group {g.index} did not succeed\n{tails}")
 
     def check_equal_state(self):
-        dumps = sorted(f for f in os.listdir(self.dir) if f.startswith("state."))
-        self.assertEqual(len(dumps), 6, dumps)
-        contents = {}
-        for name in dumps:
-            with open(os.path.join(self.dir, name), "rb") as f:
-                contents[name] = f.read()
-        first = contents[dumps[0]]
-        self.assertGreater(len(first), 0)
-        for name, data in contents.items():
-            self.assertEqual(data, first, f"{name} differs from {dumps[0]}")
+        assert_equal_dumps(self, self.dir)
 
     def check_steps(self, groups, steps=STEPS):
         """Every committed step once per member of the quorum of its time."""
@@ -314,13 +320,7 @@ class AgentHosted(unittest.TestCase):
         for p, (out, err) in zip((host, other), outs):
             self.assertEqual(p.returncode, 0, err)
             self.assertEqual(STEP_LINE.findall(out), [(str(s), "1", "2") for s in range(4)], out)
-        dumps = []
-        for name in sorted(os.listdir(tmp.name)):
-            if name.startswith("state."):
-                with open(os.path.join(tmp.name, name), "rb") as f:
-                    dumps.append(f.read())
-        self.assertEqual(len(dumps), 2)
-        self.assertEqual(dumps[0], dumps[1])
+        assert_equal_dumps(self, tmp.name, count=2)
 
 
 class StockScript(unittest.TestCase):

@@ -39,7 +39,7 @@ import unittest
 
 import netns
 from harness import base_env, build_dir, ctrun_bin
-from test_ft import AgentFiles
+from test_ft import AgentFiles, assert_equal_dumps
 
 STEPS = 12
 CUT_STEP = 3      # group 2 holds before it trains this step until it is cut off
@@ -160,16 +160,7 @@ class PartitionTest(unittest.TestCase):
                 self.fail(f"group {g.index} did not succeed\n" + "\n".join(h.tail() for h in self.groups))
 
     def check_equal_state(self):
-        dumps = sorted(f for f in os.listdir(self.dir) if f.startswith("state."))
-        self.assertEqual(len(dumps), 6, dumps)
-        contents = {}
-        for name in dumps:
-            with open(os.path.join(self.dir, name), "rb") as f:
-                contents[name] = f.read()
-        first = contents[dumps[0]]
-        self.assertGreater(len(first), 0)
-        for name, data in contents.items():
-            self.assertEqual(data, first, f"{name} differs from {dumps[0]}")
+        assert_equal_dumps(self, self.dir)
 
     def check_steps(self):
         """Every committed step once per member of the quorum of its time;

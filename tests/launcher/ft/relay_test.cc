@@ -284,6 +284,19 @@ TEST_CASE("a refused call fails every rank with the server's reason", "[ft][rela
   CHECK(w1.Line().rfind("error the quorum server refused", 0) == 0);
 }
 
+TEST_CASE("a call that times out says which setting bounds it and what to check", "[ft][relay]") {
+  Fixture f;
+  Worker w0(f.name), w1(f.name);
+  w0.Send("sync 0 0 1000 2000 -\n");
+  w1.Send("sync 1 0 1001 2001 -\n");
+  FakeLink::Held call = f.link.NextCall();
+  f.OnIo([&] { call.done(Status::DeadlineExceeded("rendezvous at h:1 did not answer in time")); });
+  CHECK(w0.Line() ==
+        "error no quorum within --rdzv-conf join_timeout (rendezvous at h:1 did not answer in time): check that "
+        "the quorum server runs at --rdzv-endpoint and that at least MIN groups of --ft-replicas take part");
+  CHECK(w0.Line() == "<closed>");
+}
+
 TEST_CASE("events: quorum_changed, replica_healing, and replica_healed once every rank reported", "[ft][relay]") {
   char dir[] = "/tmp/ctrun-ft-relay-XXXXXX";
   REQUIRE(::mkdtemp(dir) != nullptr);
