@@ -44,6 +44,15 @@ class FtClient::Impl {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // Pings the server while a call is open (the watch always is), so a
+    // connection the server dropped during a partition, or a server host
+    // gone silent, is noticed within ~10 s: the watch ends and is opened
+    // again, and the group's next call goes out on a new connection instead
+    // of failing on the dead one (which would restart the group's workers).
+    // The server accepts pings this often (server.cc).
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
     channel_ = grpc::CreateCustomChannel(options_.endpoint, ChannelCredentialsFor(options_.tls, args), args);
     stub_ = v1::Rendezvous::NewStub(channel_);
   }

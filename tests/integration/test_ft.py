@@ -65,7 +65,12 @@ def assert_equal_dumps(test, directory, count=6):
 
 class AgentFiles:
     """A ctrun agent (.proc) whose stdout and stderr go to the files
-    .out_path and .err_path (test_ft_partition.py's groups too)."""
+    .out_path and .err_path, its events to .events (test_ft_partition.py's
+    groups too)."""
+
+    def event_list(self):
+        with open(self.events) as f:
+            return [json.loads(line) for line in f if line.strip()]
 
     def kill(self):
         if self.proc.poll() is None:
@@ -101,10 +106,6 @@ class Group(AgentFiles):
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
             self.proc = subprocess.Popen(args, env=env, stdout=out, stderr=err, cwd=self.dir)
         test.addCleanup(self.kill)
-
-    def event_list(self):
-        with open(self.events) as f:
-            return [json.loads(line) for line in f if line.strip()]
 
     def wait_for(self, text, count, timeout=120):
         """Waits until this agent's stderr holds `text` `count` times (checked
