@@ -13,11 +13,14 @@
 # scripts/test-sanitized.sh -R rendezvous
 #
 # The unit tests (pure logic, loopback gRPC) run $CTRUN_JOBS at a time, as in
-# the plain suite. The integration tests then run one at a time
-# (CTRUN_TEST_JOBS, default 1): beside the instrumented trainer tests on 2
-# cores, the multi-node and fault cases outlived their bounds (a cut-off
-# node's exit, a survivors' job) in 1 of 3 CI runs, and passed when run beside
-# only each other. Both parts always run; the script fails if either did.
+# the plain suite. The integration tests then run in two parts: those that
+# run the instrumented trainer (trainer_*, ft: several ranks each, CPU-bound)
+# one at a time (CTRUN_TEST_JOBS, default 1), then the others (agents,
+# rendezvous, faults: mostly waiting on processes and timeouts) $CTRUN_JOBS
+# at a time. Beside the trainer tests on 2 cores, the multi-node and fault
+# cases outlived their bounds (a cut-off node's exit, a survivors' job) in 1
+# of 3 CI runs; beside only each other they pass. Every part always runs;
+# the script fails if any did.
 # Tests labelled plain-only (what ships, the docs) run in the plain stage only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,5 +37,8 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 status=0
 ctest --test-dir "$build" -L unit -LE plain-only -j "$jobs" --output-on-failure "$@" || status=1
-ctest --test-dir "$build" -LE 'unit|plain-only' -j "${CTRUN_TEST_JOBS:-1}" --output-on-failure "$@" || status=1
+trainer='^(trainer_.*|ft)$'
+ctest --test-dir "$build" -LE 'unit|plain-only' -R "$trainer" -j "${CTRUN_TEST_JOBS:-1}" --output-on-failure "$@" \
+  || status=1
+ctest --test-dir "$build" -LE 'unit|plain-only' -E "$trainer" -j "$jobs" --output-on-failure "$@" || status=1
 exit "$status"

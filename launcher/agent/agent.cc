@@ -143,6 +143,7 @@ void Agent::OnRound(const Result<Round>& round) {
     return;
   }
   if (events_) events_->Emit("round_complete", RoundFields(*round));
+  if (round_observer_) round_observer_(*round);
   StartWorkers(*round);
 }
 

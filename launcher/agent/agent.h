@@ -90,6 +90,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -137,6 +138,9 @@ class Agent {
   // --health-check-interval, while the workers run (borrowed; must outlive
   // the Agent). Call before Start; none by default.
   void SetHealthCheck(HealthChecker* check) { health_ = check; }
+  // Called with each round that completed, before its workers start (on
+  // the agent's thread): fault tolerance learns the node's group rank.
+  void SetRoundObserver(std::function<void(const Round&)> observer) { round_observer_ = std::move(observer); }
   // What watches each group's heartbeat files and step times
   // (--heartbeat-timeout; borrowed; must outlive the Agent). Call before
   // Start; RealLivenessWatchers() by default.
@@ -214,6 +218,7 @@ class Agent {
   RestartPolicy policy_;
   std::vector<WorkerBinding> bindings_;          // --numa-binding; empty: none
   HealthChecker* health_ = nullptr;              // --health-check; null: none
+  std::function<void(const Round&)> round_observer_;  // SetRoundObserver; empty: none
   LivenessWatchers* liveness_;                   // never null
   boost::asio::steady_timer health_timer_;       // --health-check-interval, armed while kRunning
 

@@ -97,6 +97,7 @@ Status Wiring::MakeAgent() {
                                    store_.get(), launch_.events.get());
   agent_->SetWorkerBindings(std::move(launch_.bindings));
   agent_->SetHealthCheck(health_.get());
+  if (ft_) agent_->SetRoundObserver([ft = ft_.get()](const Round& round) { ft->OnRound(round.group_rank); });
   return Status::Ok();
 }
 

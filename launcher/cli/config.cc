@@ -295,8 +295,10 @@ Status ResolveRendezvous(std::map<std::string_view, Given>& sources, LaunchConfi
   return Status::Ok();
 }
 
-// --ft-replicas: the endpoint serves the quorum, and each node is a replica
-// group of its own (a node count Slurm gives is the job's, not a group's).
+// --ft-replicas: the endpoint serves the quorum, and each replica group (a
+// node, or --ft-group-size nodes: group R is the nodes of --node-rank
+// R*size..R*size+size-1) has a rendezvous of its own, of exactly its nodes
+// (a node count Slurm gives is the job's, not a group's).
 Status CheckFaultTolerance(std::map<std::string_view, Given>& sources, LaunchConfig& config) {
   const std::string& from = sources["--ft-replicas"].source;
   if (config.rdzv_backend != RdzvBackend::kC10d || !config.rdzv_endpoint_given) {
@@ -305,24 +307,41 @@ Status CheckFaultTolerance(std::map<std::string_view, Given>& sources, LaunchCon
         "or the node whose address HOST is hosts it)",
         from));
   }
+  const int size = config.ft_group_size;
   const Given& nnodes = sources["--nnodes"];
-  if (nnodes.source.rfind("SLURM_", 0) == 0 || nnodes.source.empty()) {
-    config.min_nodes = config.max_nodes = 1;
-    config.node_rank = 0;
-    return Status::Ok();
-  }
-  if (config.max_nodes != 1) {
+  const bool job_count = nnodes.source.rfind("SLURM_", 0) == 0 || nnodes.source.empty();
+  if (!job_count && (config.min_nodes != size || config.max_nodes != size)) {
     return Status::InvalidArgument(fmt::format(
-        "{} with {}: under --ft-replicas each node is a replica group with a rendezvous of its own, so "
-        "--nnodes counts one group's nodes (give --nnodes 1 or drop it; --ft-replicas counts the groups)",
-        Describe(nnodes, "--nnodes"), from));
+        "{} with {}: under --ft-replicas each replica group has a rendezvous of its own, so --nnodes counts "
+        "one group's nodes (give --nnodes {} or drop it; --ft-replicas counts the groups, --ft-group-size "
+        "their nodes)",
+        Describe(nnodes, "--nnodes"), from, size));
   }
-  config.node_rank = 0;
+  config.min_nodes = config.max_nodes = size;
+  config.ft->group_size = size;
+  if (size > 1) {
+    const Given& rank = sources["--node-rank"];
+    if (rank.source.empty()) {
+      return Status::InvalidArgument(fmt::format(
+          "--ft-group-size {} needs this node's --node-rank (or PET_NODE_RANK, SLURM_NODEID): the nodes of "
+          "node rank R*{}..R*{}+{} form replica group R",
+          size, size, size, size - 1));
+    }
+    config.ft->group_index = config.node_rank / size;
+  }
+  config.node_rank = 0;  // the group's rendezvous assigns its nodes' ranks
+  config.node_rank_given = false;
+  sources["--node-rank"] = Given{};
   return Status::Ok();
 }
 
 Status CheckCombinations(std::map<std::string_view, Given>& sources, LaunchConfig& config) {
   if (config.ft) CTRUN_RETURN_IF_ERROR(CheckFaultTolerance(sources, config));
+  if (!config.ft && config.ft_group_size != 1) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: replica groups are for --ft-replicas (give --ft-replicas MIN:MAX too, or drop it)",
+        Describe(sources["--ft-group-size"], "--ft-group-size")));
+  }
   if (config.node_rank >= config.max_nodes) {
     return Status::InvalidArgument(fmt::format(
         "{}: must be less than the maximum node count {} from {} (use 0..{}, or raise --nnodes)",

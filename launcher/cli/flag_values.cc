@@ -225,6 +225,15 @@ Status ApplyFtReplicas(std::string_view v, LaunchConfig& c) {
   return Status::Ok();
 }
 
+Status ApplyFtGroupSize(std::string_view v, int& out) {
+  std::optional<long long> n = ParseInt(v);
+  if (!n || *n < 1 || *n > kFtMaxGroupNodes) {
+    return Bad(fmt::format("must be a node count from 1 to {} (e.g. 2)", kFtMaxGroupNodes));
+  }
+  out = static_cast<int>(*n);
+  return Status::Ok();
+}
+
 Status ApplyNproc(std::string_view v, LaunchConfig& c) {
   if (v == "auto" || v == "cpu" || v == "gpu") {
     c.nproc_kind = v == "auto" ? NprocKind::kAuto : v == "cpu" ? NprocKind::kCpu : NprocKind::kGpu;

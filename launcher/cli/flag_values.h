@@ -82,6 +82,8 @@ Status ApplyRdzvConf(std::string_view v, LaunchConfig& c);
 Status ApplyNnodes(std::string_view v, LaunchConfig& c);
 // --ft-replicas MIN:MAX (1 <= MIN <= MAX).
 Status ApplyFtReplicas(std::string_view v, LaunchConfig& c);
+// --ft-group-size NODES (1 <= NODES <= kFtMaxGroupNodes).
+Status ApplyFtGroupSize(std::string_view v, int& out);
 
 // --nproc-per-node: a positive integer, auto, cpu or gpu.
 Status ApplyNproc(std::string_view v, LaunchConfig& c);

@@ -246,9 +246,17 @@ std::vector<FlagSpec> BuildTable() {
        G::kCtrun},
       {"--ft-replicas", {"--ft-replicas", "--ft_replicas"}, "PET_FT_REPLICAS", nullptr, K::kValue,
        CTRUN_APPLY(return ApplyFtReplicas(v, c);), "MIN:MAX",
-       "Fault tolerance without restarts: each node is a replica group; a failed group restarts alone "
+       "Fault tolerance without restarts: each node (or --ft-group-size nodes) is a replica group; a failed "
+       "group restarts alone "
        "while the others train on in a per-step quorum of MIN to MAX groups served at --rdzv-endpoint "
        "(needs --rdzv-backend c10d; workers use it with --ft, docs/fault-tolerance.md).",
+       G::kCtrun},
+      {"--ft-group-size", {"--ft-group-size", "--ft_group_size"}, "PET_FT_GROUP_SIZE", "1", K::kValue,
+       CTRUN_APPLY(int n = 0; CTRUN_RETURN_IF_ERROR(ApplyFtGroupSize(v, n)); c.ft_group_size = n;
+                   return Status::Ok();),
+       "NODES",
+       "With --ft-replicas: the nodes of one replica group (default 1). Nodes R*NODES..R*NODES+NODES-1 by "
+       "--node-rank form group R, with a rendezvous of their own; a failure restarts that group alone.",
        G::kCtrun},
       {"--ft-join-timeout", {"--ft-join-timeout", "--ft_join_timeout"}, "PET_FT_JOIN_TIMEOUT", "60",
        K::kValue,

@@ -64,12 +64,25 @@ struct RdzvConf {
   std::map<std::string, std::string> given;  // the pairs as the user wrote them
 };
 
+// The most nodes one replica group may have (--ft-group-size): the quorum
+// server assembles at most this many parts of a group's call.
+inline constexpr int kFtMaxGroupNodes = 64;
+
 // Fault tolerance without restarts (ctrun only; docs/fault-tolerance.md):
-// each node is a replica group with a rendezvous of its own; the groups
-// train in a per-step quorum served at --rdzv-endpoint.
+// each replica group (a node, or --ft-group-size nodes) has a rendezvous of
+// its own; the groups train in a per-step quorum served at --rdzv-endpoint.
 struct FtConfig {
   int min_replicas = 1;             // --ft-replicas MIN:MAX
   int max_replicas = 1;
+  int group_size = 1;               // --ft-group-size: nodes per replica group
+  int group_index = 0;              // this node's group: --node-rank / group_size
+
+  // The group's id in the quorum when it has several nodes ("group-K"; a
+  // one-node group is its agent's node id instead).
+  std::string group_id() const { return "group-" + std::to_string(group_index); }
+  // The run id of a several-node group's own rendezvous: the run's id and
+  // the group's, so each group rendezvous apart on the same server.
+  std::string group_run_id(const std::string& run_id) const { return run_id + "." + group_id(); }
 };
 
 struct LaunchConfig {
@@ -160,6 +173,7 @@ struct LaunchConfig {
 
   // --ft-replicas (ctrun only); nullopt = off.
   std::optional<FtConfig> ft;
+  int ft_group_size = 1;             // --ft-group-size (copied into ft once it is checked)
   Seconds ft_join_timeout{60};       // --ft-join-timeout: how long a quorum waits for a late group
 
   // Logs.
@@ -184,10 +198,11 @@ struct LaunchConfig {
   // with an endpoint the user gave, which joins (or hosts) the rendezvous at
   // that endpoint as torchrun's c10d does, so the job shows on that server's
   // status page, /api/runs and metrics.
-  // Under --ft-replicas the node's own rendezvous is local too (its
-  // endpoint serves the quorum instead).
+  // Under --ft-replicas a one-node group's rendezvous is local too (its
+  // endpoint serves the quorum instead); a group of several nodes
+  // rendezvous at the endpoint under its own run id (FtConfig).
   bool local_rendezvous() const {
-    if (ft) return true;
+    if (ft) return ft->group_size == 1;
     return is_single_node() && !(rdzv_backend == RdzvBackend::kC10d && rdzv_endpoint_given);
   }
 };

@@ -23,8 +23,9 @@ namespace {
 class ClientLink : public FtQuorumLink {
  public:
   explicit ClientLink(rdzv::FtClient& client) : client_(client) {}
-  void Sync(const rdzv::SyncCall& call, std::function<void(const Result<rdzv::SyncAnswer>&)> done) override {
-    client_.Sync(call, std::move(done));
+  void Sync(const rdzv::SyncCall& call, int part,
+            std::function<void(const Result<rdzv::SyncAnswer>&)> done) override {
+    client_.Sync(call, part, std::move(done));
   }
   void Leave(const std::string& reason) override {
     client_.Leave(reason, std::chrono::seconds(10), [](const Status& s) {
@@ -48,6 +49,7 @@ class ClientLink : public FtQuorumLink {
 class Runtime : public FtRuntime {
  public:
   const std::vector<std::pair<std::string, std::string>>& worker_env() const override { return env_; }
+  void OnRound(int group_rank) override { relay->SetPart(group_rank); }
 
   // Declared in the order they are made; destroyed in reverse (the relay
   // first, the server last).
@@ -130,11 +132,15 @@ Result<std::unique_ptr<FtRuntime>> StartFaultTolerance(boost::asio::io_context& 
     if (!server.ok()) return server.status();
     rt->server = std::move(*server);
   }
-  const std::string group = rdzv::ToString(plan->node);
+  const std::string node = rdzv::ToString(plan->node);
+  const int parts = config.ft->group_size;
+  const std::string group = parts > 1 ? config.ft->group_id() : node;
   rdzv::FtClientOptions o;
   o.endpoint = plan->endpoint;
   o.run_id = plan->run_id;
   o.group = group;
+  o.parts = parts;
+  o.node = parts > 1 ? node : "";
   o.token = plan->token;
   o.tls = plan->tls;
   // A group waits for its quorum (a peer's step included) no longer than a
@@ -151,6 +157,7 @@ Result<std::unique_ptr<FtRuntime>> StartFaultTolerance(boost::asio::io_context& 
   FtRelayOptions ro{.group = group,
                     .host = *host,
                     .nproc = config.nproc_per_node,
+                    .parts = parts,
                     .socket_name = fmt::format("ctrun-ft-{}-{}", ::getpid(), RandomHex())};
   if (ro.nproc > kFtMaxLocalRanks) {
     return Status::InvalidArgument(fmt::format(
@@ -166,8 +173,9 @@ Result<std::unique_ptr<FtRuntime>> StartFaultTolerance(boost::asio::io_context& 
               {"CTRUN_FT_GROUP", group},
               {"CTRUN_FT_HOST", *host},
               {"CTRUN_FT_REPLICAS", fmt::format("{}:{}", config.ft->min_replicas, config.ft->max_replicas)}};
-  spdlog::info("replica group {} ({} workers at {}) trains in a quorum of {} to {} groups served at {}", group,
-               ro.nproc, *host, config.ft->min_replicas, config.ft->max_replicas, plan->endpoint);
+  spdlog::info("replica group {} ({} workers at {}{}) trains in a quorum of {} to {} groups served at {}", group,
+               ro.nproc, *host, parts > 1 ? fmt::format(", one of its {} nodes", parts) : "",
+               config.ft->min_replicas, config.ft->max_replicas, plan->endpoint);
   return std::unique_ptr<FtRuntime>(std::move(rt));
 }
 

@@ -8,8 +8,11 @@
 //     second after it ends Unavailable: a broken connection, a server that
 //     restarted), and its calls;
 //   - the relay (relay.h) the workers talk to.
-// The group's id is this agent's node id (`host#pid`, as `ctrun status`
-// shows it); the quorum ranks the groups by it.
+// A one-node group's id is this agent's node id (`host#pid`, as `ctrun
+// status` shows it); a group of --ft-group-size nodes is "group-K" (K its
+// index), each node calling for its part of the group's call (its rank in
+// the group's rendezvous round) and watching as itself. The quorum ranks
+// the groups by id.
 //
 // ctrun comes as two programs (launcher/rdzv/remote_setup.h): this has two
 // definitions, ft_setup.cc (ctrun-full) and ft_absent.cc (ctrun: a refusal
@@ -38,6 +41,9 @@ class FtRuntime {
   // What every worker gets: CTRUN_FT_SOCKET, CTRUN_FT_GROUP, CTRUN_FT_HOST
   // and CTRUN_FT_REPLICAS.
   virtual const std::vector<std::pair<std::string, std::string>>& worker_env() const = 0;
+  // A round of the group's rendezvous made this node the group's rank
+  // `group_rank` (always 0 in a one-node group), before its workers start.
+  virtual void OnRound(int group_rank) = 0;
 };
 
 // Errors: InvalidArgument as ResolveRendezvous for the endpoint, token and

@@ -10,14 +10,11 @@
 namespace ctrun::launcher {
 namespace {
 
-struct RankPorts {
+// Where one rank of a group listens.
+struct RankAddress {
+  std::string host;  // brackets kept for IPv6: ready for "host:port"
   uint16_t ring = 0;
   uint16_t heal = 0;
-};
-
-struct GroupAddress {
-  std::string host;  // brackets kept for IPv6: ready for "host:port"
-  std::vector<RankPorts> ranks;
 };
 
 bool ParsePort(std::string_view s, uint16_t& out) {
@@ -25,19 +22,24 @@ bool ParsePort(std::string_view s, uint16_t& out) {
   return !s.empty() && ec == std::errc() && end == s.data() + s.size() && out != 0;
 }
 
-Result<GroupAddress> ParseAddress(const rdzv::QuorumMember& m) {
-  const size_t bar = m.address.find('|');
+// A member's address: its nodes' parts joined with ';' in node order (the
+// quorum server joins them), each "<host>|<ring>/<heal>,...". Its ranks in
+// group rank order.
+Result<std::vector<RankAddress>> ParseAddress(const rdzv::QuorumMember& m) {
   Status bad = Status::InvalidArgument(fmt::format(
       "replica group '{}' sent an address this agent cannot read ('{}'): are all nodes running the same "
       "ctrun?",
       QuotePart(m.id), QuotePart(m.address)));
-  if (bar == std::string::npos || bar == 0) return bad;
-  GroupAddress out{.host = m.address.substr(0, bar), .ranks = {}};
-  for (std::string_view entry : Split(std::string_view(m.address).substr(bar + 1), ',')) {
-    const std::vector<std::string_view> ports = Split(entry, '/');
-    RankPorts p;
-    if (ports.size() != 2 || !ParsePort(ports[0], p.ring) || !ParsePort(ports[1], p.heal)) return bad;
-    out.ranks.push_back(p);
+  std::vector<RankAddress> out;
+  for (std::string_view part : Split(m.address, ';')) {
+    const size_t bar = part.find('|');
+    if (bar == std::string_view::npos || bar == 0) return bad;
+    for (std::string_view entry : Split(part.substr(bar + 1), ',')) {
+      const std::vector<std::string_view> ports = Split(entry, '/');
+      RankAddress a{.host = std::string(part.substr(0, bar)), .ring = 0, .heal = 0};
+      if (ports.size() != 2 || !ParsePort(ports[0], a.ring) || !ParsePort(ports[1], a.heal)) return bad;
+      out.push_back(std::move(a));
+    }
   }
   return out;
 }
@@ -105,17 +107,17 @@ void FtGroupSync::Reset() {
 }
 
 Result<std::vector<FtRankAnswer>> FtRankAnswers(const rdzv::SyncAnswer& answer, const std::string& group,
-                                                int nproc) {
+                                                int nproc, int part, int parts) {
   const rdzv::Quorum& q = answer.quorum;
-  std::vector<GroupAddress> addresses;
+  std::vector<std::vector<RankAddress>> addresses;
   for (const rdzv::QuorumMember& m : q.members) {
-    Result<GroupAddress> a = ParseAddress(m);
+    Result<std::vector<RankAddress>> a = ParseAddress(m);
     if (!a.ok()) return a.status();
-    if (static_cast<int>(a->ranks.size()) < nproc) {
+    if (static_cast<int>(a->size()) < nproc * parts) {
       return Status::InvalidArgument(fmt::format(
-          "replica group '{}' runs {} workers and this node {}: under --ft-replicas every node runs the same "
-          "number (--nproc-per-node)",
-          QuotePart(m.id), a->ranks.size(), nproc));
+          "replica group '{}' runs {} workers and this one {}: under --ft-replicas every group runs the same "
+          "number (--nproc-per-node and --ft-group-size)",
+          QuotePart(m.id), a->size(), nproc * parts));
     }
     addresses.push_back(std::move(*a));
   }
@@ -126,19 +128,21 @@ Result<std::vector<FtRankAnswer>> FtRankAnswers(const rdzv::SyncAnswer& answer, 
   for (const auto& m : q.members) behind = behind || m.step < max_step;
   std::vector<FtRankAnswer> out;
   const size_t world = q.members.size();
-  for (int r = 0; r < nproc; ++r) {
+  for (int local = 0; local < nproc; ++local) {
+    const int r = part * nproc + local;  // the rank in the group: its peers are rank r of the others
+    const size_t i = static_cast<size_t>(r);
     FtRankAnswer a{.commit = answer.commit, .quorum_id = q.id, .replica_rank = static_cast<int>(*me),
                    .replica_world = static_cast<int>(world), .max_step = max_step, .right = "", .heal = {},
                    .serve = q.members[*me].step == max_step && behind};
     const size_t right = (*me + 1) % world;
-    if (world > 1) a.right = HostPort(addresses[right].host, addresses[right].ranks[static_cast<size_t>(r)].ring);
+    if (world > 1) a.right = HostPort(addresses[right][i].host, addresses[right][i].ring);
     Result<rdzv::QuorumPlan> plan = rdzv::PlanFor(q, group, r);
     if (!plan.ok()) return plan.status();
     if (plan->heal) {
       for (const std::string& source : plan->sources) {
         for (size_t k = 0; k < q.members.size(); ++k) {
           if (q.members[k].address != source) continue;
-          a.heal.push_back(HostPort(addresses[k].host, addresses[k].ranks[static_cast<size_t>(r)].heal));
+          a.heal.push_back(HostPort(addresses[k][i].host, addresses[k][i].heal));
           break;
         }
       }

@@ -3,12 +3,15 @@
 // ranks gathered into the group's one call to the quorum server, and that
 // call's answer cut back into one answer per rank.
 //
-// The group's address (opaque to the server, carried in the quorum's
-// members) says where each of its ranks listens:
+// A node's part of its group's address (opaque to the server, carried in
+// the quorum's members) says where each of its local ranks listens:
 //   <host>|<ring_port_0>/<heal_port_0>,<ring_port_1>/<heal_port_1>,...
-// with an IPv6 host in brackets. Local rank r of the quorum's group k
-// connects its ring to local rank r of group k+1 (mod the quorum's size),
-// and heals from local rank r of the groups at the quorum's max step.
+// with an IPv6 host in brackets. A group of several nodes
+// (--ft-group-size) sends one part per node and the server joins them with
+// ';' in the nodes' group-rank order, so the group's ranks are listed in
+// order. Rank r of the quorum's group k connects its ring to rank r of
+// group k+1 (mod the quorum's size), and heals from rank r of the groups at
+// the quorum's max step.
 //
 // Pure: no I/O. One owner.
 #pragma once
@@ -54,10 +57,12 @@ class FtGroupSync {
 };
 
 // Each local rank's answer (index = local rank) to the group `group`'s call,
-// from the quorum server's answer. InvalidArgument when a member's address
-// cannot be read or has fewer ranks than `nproc`; NotFound when `group` is
-// not in the quorum.
+// from the quorum server's answer, for the node that is part `part` of the
+// group's `parts` nodes (its local rank l is the group's rank
+// part * nproc + l). InvalidArgument when a member's address cannot be read
+// or has fewer ranks than nproc * parts; NotFound when `group` is not in
+// the quorum.
 Result<std::vector<FtRankAnswer>> FtRankAnswers(const rdzv::SyncAnswer& answer, const std::string& group,
-                                                int nproc);
+                                                int nproc, int part = 0, int parts = 1);
 
 }  // namespace ctrun::launcher

@@ -15,9 +15,11 @@ namespace ctrun::launcher {
 class FtQuorumLink {
  public:
   virtual ~FtQuorumLink() = default;
-  // The group's call; `done` gets the answer or the error (Cancelled when a
+  // This node's part (its rank in its group of --ft-group-size nodes) of
+  // the group's call; `done` gets the answer or the error (Cancelled when a
   // newer call replaced it).
-  virtual void Sync(const rdzv::SyncCall& call, std::function<void(const Result<rdzv::SyncAnswer>&)> done) = 0;
+  virtual void Sync(const rdzv::SyncCall& call, int part,
+                    std::function<void(const Result<rdzv::SyncAnswer>&)> done) = 0;
   // The group stops taking part for now (its workers failed); `reason` is
   // plain English.
   virtual void Leave(const std::string& reason) = 0;

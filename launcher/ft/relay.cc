@@ -129,7 +129,7 @@ void FtRelay::OnSync(const std::shared_ptr<Conn>& conn, const FtSyncLine& line) 
   if (!call->ballot) {
     spdlog::info("replica group {} asks to join the quorum at step {}", options_.group, call->committed_step);
   }
-  link_.Sync(*call, [this, generation = generation_, alive = alive_](const Result<rdzv::SyncAnswer>& answer) {
+  link_.Sync(*call, part_, [this, generation = generation_, alive = alive_](const Result<rdzv::SyncAnswer>& answer) {
     if (*alive) OnAnswer(generation, answer);
   });
 }
@@ -154,7 +154,8 @@ void FtRelay::OnAnswer(uint64_t generation, const Result<rdzv::SyncAnswer>& answ
     ToAllRanks(FormatFtFinished(*answer->finished_step));
     return;
   }
-  Result<std::vector<FtRankAnswer>> per_rank = FtRankAnswers(*answer, options_.group, options_.nproc);
+  Result<std::vector<FtRankAnswer>> per_rank =
+      FtRankAnswers(*answer, options_.group, options_.nproc, part_, options_.parts);
   if (!per_rank.ok()) {
     ToAllRanks(FormatFtError(per_rank.status().message()), /*close=*/true);
     return;

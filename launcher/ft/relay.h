@@ -50,6 +50,7 @@ struct FtRelayOptions {
   std::string group;       // this replica group's id
   std::string host;        // the numeric address other groups reach this node at
   int nproc = 1;           // the workers of this node (<= kFtMaxLocalRanks)
+  int parts = 1;           // the group's nodes (--ft-group-size)
   std::string socket_name; // the abstract socket's name, without the leading NUL
 };
 
@@ -64,6 +65,11 @@ class FtRelay {
   Status Listen();
   // CTRUN_FT_SOCKET's value: "@" and the name.
   std::string socket_env() const { return "@" + options_.socket_name; }
+
+  // This node's rank in its group for the workers of the round that
+  // starts (0 until then): its part of the group's call, and the offset of
+  // its local ranks among the group's ranks.
+  void SetPart(int part) { part_ = part; }
 
   // The quorum server says `group` (a member of quorum `quorum_id`) was lost.
   void OnLost(const std::string& group, int64_t quorum_id, const std::string& reason);
@@ -90,6 +96,7 @@ class FtRelay {
 
   boost::asio::io_context& io_;
   FtRelayOptions options_;
+  int part_ = 0;
   FtQuorumLink& link_;
   EventLog* events_;
   boost::asio::local::stream_protocol::acceptor acceptor_;

@@ -57,7 +57,7 @@ Result<RendezvousPlan> ResolveMember(const LaunchConfig& config, HandlerKind kin
   if (!params.ok()) return params.status();
   RendezvousPlan plan;
   plan.kind = kind;
-  plan.run_id = config.rdzv_id;
+  plan.run_id = config.ft ? config.ft->group_run_id(config.rdzv_id) : config.rdzv_id;
   plan.local_world_size = config.nproc_per_node;
   plan.params = *params;
   plan.node = ThisNode(config);

@@ -30,8 +30,10 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::FtSync(grpc::CallbackServerCon
       call = new FtSyncCall(this, ft_next_id_++, request->run_id(), request->group(), reply);
       ft_calls_[call->id()] = call;  // before stepping: its answer may be due at once
       FtOutput output;
+      const FtPart part = FtPartFromProto(*request);
       const Status held = ft_runs_.Sync(request->run_id(), FtParamsFromProto(request->params()),
-                                        SyncCallFromProto(*request), call->id(), Clock::now(), output);
+                                        SyncCallFromProto(*request), part.part, part.parts, call->id(), Clock::now(),
+                                        output);
       if (!held.ok()) {
         ft_calls_.erase(call->id());
         delete call;  // gRPC never saw it
@@ -61,7 +63,7 @@ grpc::ServerWriteReactor<v1::FtEvent>* RendezvousServer::Impl::FtWatch(grpc::Cal
       const uint64_t id = ft_next_id_++;
       FtOutput output;
       const Status opened = ft_runs_.Watch(request->run_id(), FtParamsFromProto(request->params()), request->group(),
-                                           id, Clock::now(), output);
+                                           id, Clock::now(), output, request->node());
       if (opened.ok()) {
         context->AddInitialMetadata(kFtWatchOpenKey, "1");
         stream = new FtWatchStream(this, id, request->run_id(), request->group());

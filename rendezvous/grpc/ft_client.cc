@@ -142,6 +142,7 @@ class FtClient::Impl {
     req.set_token(options_.token);
     FtParamsToProto(options_.params, req.mutable_params());
     req.set_group(options_.group);
+    req.set_node(options_.node);
     watch_stale_ = std::make_shared<std::atomic<bool>>(false);
     auto* call = new WatchCall(this, watch_stale_, std::move(on_lost), std::move(on_end), std::move(on_open));
     Begin();
@@ -215,7 +216,7 @@ FtClient::FtClient(FtClientOptions options, Post post)
 
 FtClient::~FtClient() = default;
 
-void FtClient::Sync(const SyncCall& call, std::function<void(const Result<SyncAnswer>&)> done) {
+void FtClient::Sync(const SyncCall& call, int part, std::function<void(const Result<SyncAnswer>&)> done) {
   v1::FtSyncRequest req;
   req.set_version(kProtocolVersion);
   req.set_run_id(options_.run_id);
@@ -223,6 +224,9 @@ void FtClient::Sync(const SyncCall& call, std::function<void(const Result<SyncAn
   FtParamsToProto(options_.params, req.mutable_params());
   SyncCallToProto(call, &req);
   req.set_group(options_.group);
+  // Negative values wrap to huge ones, which the server refuses by name.
+  req.set_part(static_cast<uint32_t>(part));
+  req.set_parts(static_cast<uint32_t>(options_.parts));
   impl_->Unary<v1::FtSyncRequest, v1::FtSyncReply>(
       [](auto* a, grpc::ClientContext* c, const v1::FtSyncRequest* q, v1::FtSyncReply* r, auto cb) {
         a->FtSync(c, q, r, std::move(cb));

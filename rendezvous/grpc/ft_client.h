@@ -1,4 +1,5 @@
-// FtClient: one replica group's fault-tolerance calls to the quorum server
+// FtClient: one replica group's (or one node of a group's) fault-tolerance
+// calls to the quorum server
 // (the rendezvous server: ctrund, or the agent that hosts --rdzv-endpoint;
 // ft_runs.h has the server's side, docs/fault-tolerance.md the design).
 //
@@ -13,9 +14,15 @@
 // group left while its call was held, or the client was destroyed),
 // Unavailable (server unreachable or shutting down), FailedPrecondition (a
 // wrong token, another protocol version, or params other than the run's),
-// InvalidArgument (an input out of bounds: group id, address, reason,
-// params), ResourceExhausted (the server's run or group limit). Each
+// InvalidArgument (an input out of bounds: group id, node id, address,
+// reason, params, part), ResourceExhausted (the server's run or group
+// limit, or more watches than the group has nodes). Each
 // carries the server's one-line message.
+//
+// A group of several nodes (options.parts > 1; ft_runs.h): each node has
+// its own FtClient with the same group and parts and its own node id; its
+// Sync calls carry its part, and the server answers every part once all of
+// them asked. Its watch is the node's: it ending is the group lost.
 //
 // Thread model: construct, call and destroy on the caller's thread. The
 // destructor cancels open calls and waits for gRPC's last callback;
@@ -45,6 +52,12 @@ struct FtClientOptions {
   std::string token;      // "" = none
   TlsConfig tls;
   QuorumParams params;    // quorum.h
+  // The group's node count (1..64), sent on every Sync: the same on every
+  // node of the group. 1: this client is the whole group.
+  int parts = 1;
+  // This node's id within its group (<= 128 bytes, no control character),
+  // sent on every Watch; "" for a group of one node.
+  std::string node = "";
   // The longest one Sync may wait for its answer (the server unreachable,
   // or no quorum forming): then DeadlineExceeded. nullopt: for ever.
   std::optional<Duration> sync_timeout = std::nullopt;
@@ -63,9 +76,19 @@ class FtClient {
   // sent). `done` gets the SyncAnswer (its group is options.group), or an
   // error as the header says. No deadline: the server holds the call until
   // the group's quorum forms.
-  void Sync(const SyncCall& call, std::function<void(const Result<SyncAnswer>&)> done);
+  //
+  // `part`: this node's part of the group's call, in 0..options.parts-1
+  // (sent with options.parts). The server joins the parts' calls
+  // (ft_parts.h) and `done` gets the group's answer once every part asked;
+  // InvalidArgument when the parts disagree (their committed steps).
+  void Sync(const SyncCall& call, int part, std::function<void(const Result<SyncAnswer>&)> done);
+  // Part 0: the call of a group of one node.
+  void Sync(const SyncCall& call, std::function<void(const Result<SyncAnswer>&)> done) {
+    Sync(call, 0, std::move(done));
+  }
 
-  // Opens the group's watch (a previous one's callbacks stop: the server
+  // Opens this node's watch of the group (options.node; a previous one's
+  // callbacks stop: the server
   // ends it when this one arrives). `on_lost` per push; `on_end` once when
   // the stream ends: Aborted when a newer watch replaced it, Unavailable
   // when the server went away, or the refusal. `on_open` (optional) once

@@ -18,6 +18,10 @@ void FtParamsToProto(const QuorumParams& params, v1::FtParams* out) {
   out->set_heartbeat_timeout_s(SecondsOf(params.heartbeat_timeout));
 }
 
+FtPart FtPartFromProto(const v1::FtSyncRequest& request) {
+  return FtPart{.part = request.part(), .parts = request.parts() == 0 ? 1 : int64_t{request.parts()}};
+}
+
 SyncCall SyncCallFromProto(const v1::FtSyncRequest& request) {
   SyncCall call{.group = request.group(), .committed_step = request.committed_step(), .address = request.address(),
                 .ballot = std::nullopt};

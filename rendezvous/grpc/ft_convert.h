@@ -7,6 +7,7 @@
 // and CheckQuorumParams the params).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "rendezvous.pb.h"
@@ -24,6 +25,14 @@ inline constexpr char kFtWatchOpenKey[] = "ctrun-ft-watch-open";
 // CheckQuorumParams refuses).
 QuorumParams FtParamsFromProto(const v1::FtParams& params);
 void FtParamsToProto(const QuorumParams& params, v1::FtParams* out);
+
+// A node's part of its replica group (FtSyncRequest's part and parts).
+struct FtPart {
+  int64_t part = 0;
+  int64_t parts = 1;
+};
+// parts 0 (a client older than the field) is 1: the whole group.
+FtPart FtPartFromProto(const v1::FtSyncRequest& request);
 
 // The request's call: ballot only when the request has one.
 SyncCall SyncCallFromProto(const v1::FtSyncRequest& request);

@@ -49,6 +49,18 @@ Status CheckGroup(const std::string& group) {
   return Status::Ok();
 }
 
+Status CheckNode(const std::string& group, const std::string& node) {
+  CTRUN_RETURN_IF_ERROR(CheckBytes("replica group '" + group + "': node id", node, 0, kMaxFtGroupBytes,
+                                   "give each node an id of at most 128 bytes"));
+  for (char c : node) {
+    if (IsControl(c)) {
+      return Status::InvalidArgument("replica group '" + group + "': node id " + Quoted(OneLine(node)) +
+                                     " has a control character: give an id of printable characters");
+    }
+  }
+  return Status::Ok();
+}
+
 std::string Count(size_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
 
 std::string Names(const std::vector<QuorumMember>& members) {
@@ -84,15 +96,15 @@ Result<FtRuns::Run*> FtRuns::RunFor(const std::string& run_id, const QuorumParam
 Status FtRuns::Admit(Run& run, const std::string& run_id, const std::string& group) const {
   if (run.active.count(group) || run.watches.count(group)) return Status::Ok();
   size_t groups = run.active.size();
-  for (const auto& [g, watch_id] : run.watches) groups += run.active.count(g) ? 0 : 1;
+  for (const auto& [g, nodes] : run.watches) groups += run.active.count(g) ? 0 : 1;
   if (groups < limits_.max_groups) return Status::Ok();
   return Status::ResourceExhausted("fault-tolerance run '" + run_id + "' refused group " + Quoted(group) +
                                    ": it already has " + std::to_string(limits_.max_groups) +
                                    " replica groups (the most a run takes); use fewer, larger groups");
 }
 
-Status FtRuns::Sync(const std::string& run_id, const QuorumParams& params, const SyncCall& call, uint64_t call_id,
-                    TimePoint now, FtOutput& out) {
+Status FtRuns::Sync(const std::string& run_id, const QuorumParams& params, const SyncCall& call, int64_t part,
+                    int64_t parts, uint64_t call_id, TimePoint now, FtOutput& out) {
   CTRUN_RETURN_IF_ERROR(CheckGroup(call.group));
   CTRUN_RETURN_IF_ERROR(CheckBytes("replica group '" + call.group + "': healing address", call.address, 0,
                                    kMaxFtAddressBytes, "give an address of at most 1024 bytes"));
@@ -100,36 +112,61 @@ Status FtRuns::Sync(const std::string& run_id, const QuorumParams& params, const
   if (!found.ok()) return found.status();
   Run& run = **found;
   CTRUN_RETURN_IF_ERROR(Admit(run, run_id, call.group));
+  CTRUN_RETURN_IF_ERROR(run.held.Check(call, part, parts));
   if (run.finished_step) {  // the run is over: nothing is left to train
-    out.answers.emplace_back(call_id, SyncAnswer{.group = call.group, .commit = std::nullopt, .quorum = {},
-                                                 .finished_step = run.finished_step});
+    const SyncAnswer finished{.group = call.group, .commit = std::nullopt, .quorum = {},
+                              .finished_step = run.finished_step};
+    for (uint64_t held : run.held.Take(call.group)) out.answers.emplace_back(held, finished);
+    out.answers.emplace_back(call_id, finished);
     return Status::Ok();
   }
   run.active.insert(call.group);
   run.left.erase(call.group);
-  if (auto it = run.held.find(call.group); it != run.held.end()) {
-    out.ended_calls.emplace_back(it->second, Status::Aborted("this FtSync of group '" + call.group +
-                                                             "' was replaced by a newer one from the same group"));
+  if (std::optional<uint64_t> replaced = run.held.Hold(call, part, parts, call_id)) {
+    const std::string which = parts > 1 ? "part " + std::to_string(part) + " of group '" : "group '";
+    out.ended_calls.emplace_back(*replaced, Status::Aborted("this FtSync of " + which + call.group +
+                                                            "' was replaced by a newer one from the same " +
+                                                            (parts > 1 ? "node" : "group")));
   }
-  run.held[call.group] = call_id;
-  run.sync.Call(call, now);
+  StepParts(run, call.group, now, out);
   Settle(run_id, run, now, out);
   return Status::Ok();
 }
 
+void FtRuns::StepParts(Run& run, const std::string& group, TimePoint now, FtOutput& out) {
+  std::optional<Result<SyncCall>> joined = run.held.Assemble(group);
+  if (!joined) return;  // some part is not held yet
+  if (!joined->ok()) {
+    for (uint64_t id : run.held.Take(group)) out.ended_calls.emplace_back(id, joined->status());
+    return;
+  }
+  run.sync.Call(**joined, now);
+}
+
 Status FtRuns::Watch(const std::string& run_id, const QuorumParams& params, const std::string& group, uint64_t watch_id,
-                     TimePoint now, FtOutput& out) {
+                     TimePoint now, FtOutput& out, const std::string& node) {
   CTRUN_RETURN_IF_ERROR(CheckGroup(group));
+  CTRUN_RETURN_IF_ERROR(CheckNode(group, node));
   Result<Run*> found = RunFor(run_id, params, now);
   if (!found.ok()) return found.status();
   Run& run = **found;
   CTRUN_RETURN_IF_ERROR(Admit(run, run_id, group));
-  run.active.insert(group);
-  if (auto it = run.watches.find(group); it != run.watches.end()) {
-    out.ended_watches.emplace_back(it->second, Status::Aborted("this FtWatch of group '" + group +
-                                                               "' was replaced by a newer one from the same group"));
+  auto watching = run.watches.find(group);
+  const size_t most = static_cast<size_t>(run.held.parts_of(group).value_or(kMaxFtParts));
+  if (watching != run.watches.end() && !watching->second.count(node) && watching->second.size() >= most) {
+    return Status::ResourceExhausted("replica group '" + group + "' refused the watch of node " + Quoted(node) +
+                                     ": it already has " + std::to_string(most) + (most == 1 ? " watch" : " watches") +
+                                     " open (one per node of the group); end one first");
   }
-  run.watches[group] = watch_id;
+  run.active.insert(group);
+  std::map<std::string, uint64_t>& nodes = run.watches[group];
+  if (auto it = nodes.find(node); it != nodes.end()) {
+    const std::string who = node.empty() ? "group '" + group + "'" : "node '" + node + "' of group '" + group + "'";
+    out.ended_watches.emplace_back(it->second, Status::Aborted("this FtWatch of " + who +
+                                                               " was replaced by a newer one from the same " +
+                                                               (node.empty() ? "group" : "node")));
+  }
+  nodes[node] = watch_id;
   Settle(run_id, run, now, out);
   return Status::Ok();
 }
@@ -143,7 +180,7 @@ Status FtRuns::Leave(const std::string& run_id, const std::string& group, const 
   auto it = runs_.find(run_id);
   if (it == runs_.end()) return Status::Ok();
   Run& run = it->second;
-  if (run.watches.count(group)) run.left.insert(group);  // its watch stops heartbeating for it
+  if (run.watches.count(group)) run.left.insert(group);  // its watches stop heartbeating for it
   if (finished_step) {
     if (*finished_step < 0) return Status::InvalidArgument("replica group '" + group + "': a negative finished step");
     run.finished_step = std::max(run.finished_step.value_or(0), *finished_step);
@@ -157,8 +194,7 @@ Status FtRuns::Leave(const std::string& run_id, const std::string& group, const 
 void FtRuns::DropCall(const std::string& run_id, const std::string& group, uint64_t call_id) {
   auto it = runs_.find(run_id);
   if (it == runs_.end()) return;
-  auto held = it->second.held.find(group);
-  if (held != it->second.held.end() && held->second == call_id) it->second.held.erase(held);
+  it->second.held.Drop(group, call_id);
 }
 
 void FtRuns::WatchGone(const std::string& run_id, const std::string& group, uint64_t watch_id, TimePoint now,
@@ -166,11 +202,24 @@ void FtRuns::WatchGone(const std::string& run_id, const std::string& group, uint
   auto it = runs_.find(run_id);
   if (it == runs_.end()) return;
   Run& run = it->second;
-  auto watch = run.watches.find(group);
-  if (watch == run.watches.end() || watch->second != watch_id) return;
-  run.watches.erase(watch);
-  run.left.erase(group);
+  auto watching = run.watches.find(group);
+  if (watching == run.watches.end()) return;
+  std::map<std::string, uint64_t>& nodes = watching->second;
+  auto watch = nodes.begin();
+  while (watch != nodes.end() && watch->second != watch_id) ++watch;
+  if (watch == nodes.end()) return;
+  nodes.erase(watch);
+  if (nodes.empty()) {
+    run.watches.erase(watching);
+    run.left.erase(group);
+  } else {
+    run.left.insert(group);  // its other nodes' watches stop heartbeating for the lost group
+  }
   Lose(run_id, run, group, "its agent's watch stream ended", now, out);
+}
+
+void FtRuns::ForgetIfGone(Run& run, const std::string& group) {
+  if (!run.active.count(group) && !run.watches.count(group) && !run.held.holds(group)) run.held.Forget(group);
 }
 
 void FtRuns::Lose(const std::string& run_id, Run& run, const std::string& group, const std::string& reason,
@@ -179,33 +228,31 @@ void FtRuns::Lose(const std::string& run_id, Run& run, const std::string& group,
   const std::optional<Quorum>& last = run.sync.last();
   if (was_active && !finished && last && last->rank_of(group)) {
     size_t told = 0;
-    for (const auto& [other, watch_id] : run.watches) {
+    for (const auto& [other, nodes] : run.watches) {
       if (other == group) continue;
-      out.pushes.emplace_back(watch_id, FtLostEvent{group, last->id, reason});
+      for (const auto& [node, watch_id] : nodes) out.pushes.emplace_back(watch_id, FtLostEvent{group, last->id, reason});
       ++told;
     }
     out.logs.push_back("fault-tolerance run '" + OneLine(run_id) + "': replica group '" + group +
                        "', a member of quorum " + std::to_string(last->id) + ", was lost (" + reason + "); told " +
                        Count(told, "other group") + " watching");
   }
-  if (auto held = run.held.find(group); held != run.held.end()) {
-    out.ended_calls.emplace_back(held->second, Status::Aborted("replica group '" + group + "' left the quorum (" +
-                                                               reason + "); call FtSync again to take part"));
-    run.held.erase(held);
+  for (uint64_t held : run.held.Take(group)) {
+    out.ended_calls.emplace_back(held, Status::Aborted("replica group '" + group + "' left the quorum (" + reason +
+                                                       "); call FtSync again to take part"));
   }
+  ForgetIfGone(run, group);
   run.sync.Lost(group, now);
   Settle(run_id, run, now, out);
 }
 
 void FtRuns::Settle(const std::string& run_id, Run& run, TimePoint now, FtOutput& out) {
-  for (const auto& [group, watch_id] : run.watches) {
+  for (const auto& [group, nodes] : run.watches) {
     if (!run.left.count(group)) run.sync.Heartbeat(group, now);
   }
   for (SyncAnswer& answer : run.sync.Tick(now)) {
-    auto held = run.held.find(answer.group);
-    if (held == run.held.end()) continue;  // its client went away: dropped
-    out.answers.emplace_back(held->second, std::move(answer));
-    run.held.erase(held);
+    // Every part still held gets the group's answer (a dropped one: none).
+    for (uint64_t held : run.held.Take(answer.group)) out.answers.emplace_back(held, answer);
   }
   if (const std::optional<Quorum>& last = run.sync.last(); last && last->id != run.logged_quorum) {
     run.logged_quorum = last->id;
@@ -248,8 +295,10 @@ std::optional<TimePoint> FtRuns::NextDeadline() const {
 void FtRuns::EndAll(FtOutput& out) {
   const Status stopping = Status::Unavailable("the rendezvous server is shutting down: retry against the new one");
   for (auto& [id, run] : runs_) {
-    for (const auto& [group, call_id] : run.held) out.ended_calls.emplace_back(call_id, stopping);
-    for (const auto& [group, watch_id] : run.watches) out.ended_watches.emplace_back(watch_id, stopping);
+    run.held.ForEachCall([&](uint64_t call_id) { out.ended_calls.emplace_back(call_id, stopping); });
+    for (const auto& [group, nodes] : run.watches) {
+      for (const auto& [node, watch_id] : nodes) out.ended_watches.emplace_back(watch_id, stopping);
+    }
   }
   runs_.clear();
 }
@@ -264,11 +313,16 @@ std::optional<FtRunView> FtRuns::View(const std::string& run_id) const {
   auto it = runs_.find(run_id);
   if (it == runs_.end()) return std::nullopt;
   const Run& run = it->second;
+  // Waiting: the groups whose joined call is not answered yet, and those
+  // with some parts held but not all (not joined yet).
+  std::set<std::string> waiting;
+  for (std::string& g : run.sync.Pending()) waiting.insert(std::move(g));
+  for (std::string& g : run.held.Partial()) waiting.insert(std::move(g));
   return FtRunView{.min_replicas = run.params.min_replicas,
                    .max_replicas = run.params.max_replicas,
                    .quorum = run.sync.last(),
                    .groups = {run.active.begin(), run.active.end()},
-                   .waiting = run.sync.Pending(),
+                   .waiting = {waiting.begin(), waiting.end()},
                    .reason = run.sync.reason()};
 }
 

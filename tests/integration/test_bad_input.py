@@ -127,7 +127,13 @@ CTRUN_ROWS = [
      "--ft-replicas needs a quorum server: give --rdzv-backend c10d --rdzv-endpoint HOST:PORT"),
     ("ft replicas with several nodes", ["--ft-replicas", "1:2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
                                         "127.0.0.1:0", "--nnodes", "2", TRUE], {}, 2,
-     "--nnodes '2' with --ft-replicas: under --ft-replicas each node is a replica group"),
+     "--nnodes '2' with --ft-replicas: under --ft-replicas each replica group has a rendezvous of its own, so "
+     "--nnodes counts one group's nodes (give --nnodes 1 or drop it"),
+    ("ft group size without a node rank", ["--ft-replicas", "1:2", "--ft-group-size", "2", "--rdzv-backend", "c10d",
+                                           "--rdzv-endpoint", "127.0.0.1:0", TRUE], {}, 2,
+     "--ft-group-size 2 needs this node's --node-rank (or PET_NODE_RANK, SLURM_NODEID)"),
+    ("PET_FT_GROUP_SIZE zero", [TRUE], {"PET_FT_GROUP_SIZE": "0"}, 2,
+     "PET_FT_GROUP_SIZE '0': must be a node count from 1 to 64"),
     ("PET_FT_JOIN_TIMEOUT zero", [TRUE], {"PET_FT_JOIN_TIMEOUT": "0"}, 2, "PET_FT_JOIN_TIMEOUT '0'"),
     # --- torchrun 2.x's newer flags (issue 18)
     ("shutdown timeout fraction", ["--shutdown-timeout", "1.5", TRUE], {}, 2,

@@ -72,6 +72,17 @@ class AgentFiles:
         with open(self.events) as f:
             return [json.loads(line) for line in f if line.strip()]
 
+    def wait_for(self, text, count, timeout=120):
+        """Waits until this agent's stderr holds `text` `count` times (checked
+        every 20 ms, for at most `timeout` s)."""
+        deadline = time.monotonic() + timeout
+        while self.stderr().count(text) < count:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"agent {self.index}: {text!r} not seen {count} times "
+                                     f"(exit {self.proc.returncode}); stderr tail:\n"
+                                     + "\n".join(self.stderr().splitlines()[-20:]))
+            time.sleep(0.02)
+
     def kill(self):
         if self.proc.poll() is None:
             self.proc.kill()
@@ -106,17 +117,6 @@ class Group(AgentFiles):
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
             self.proc = subprocess.Popen(args, env=env, stdout=out, stderr=err, cwd=self.dir)
         test.addCleanup(self.kill)
-
-    def wait_for(self, text, count, timeout=120):
-        """Waits until this agent's stderr holds `text` `count` times (checked
-        every 20 ms, for at most `timeout` s)."""
-        deadline = time.monotonic() + timeout
-        while self.stderr().count(text) < count:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"group {self.index}: {text!r} not seen {count} times "
-                                     f"(exit {self.proc.returncode}); stderr tail:\n"
-                                     + "\n".join(self.stderr().splitlines()[-20:]))
-            time.sleep(0.02)
 
 
 class FtCase(unittest.TestCase):

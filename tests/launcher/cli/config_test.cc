@@ -86,9 +86,11 @@ std::string Dump(const LaunchConfig& c) {
                      Opt(c.health_check), c.health_check_timeout.count(), c.health_check_interval.count(),
                      c.max_unhealthy_nodes ? *c.max_unhealthy_nodes : -1) +
          fmt::format("straggler_factor={}\nstraggler_intervals={}\n", c.straggler_factor, c.straggler_intervals) +
-         fmt::format("ft={}\nft_join_timeout={}\n",
-                     c.ft ? fmt::format("{}:{}", c.ft->min_replicas, c.ft->max_replicas) : "off",
-                     c.ft_join_timeout.count()) +
+         fmt::format("ft={}\nft_join_timeout={}\nft_group_size={}\n",
+                     c.ft ? fmt::format("{}:{} group {} of {}", c.ft->min_replicas, c.ft->max_replicas,
+                                        c.ft->group_index, c.ft->group_size)
+                          : "off",
+                     c.ft_join_timeout.count(), c.ft_group_size) +
          fmt::format("virtual_local_rank={}\nshutdown_timeout_given={}\nduplicate_stdout_filters=[{}]\n"
                      "duplicate_stderr_filters=[{}]\n",
                      c.virtual_local_rank, c.shutdown_timeout_given, Quoted(c.duplicate_stdout_filters),
@@ -343,13 +345,16 @@ const std::map<std::string_view, std::string> kSample = {
     {"--health-check", "/c.sh"}, {"--health-check-timeout", "7"}, {"--health-check-interval", "30"},
     {"--max-unhealthy-nodes", "2"},
     {"--straggler-factor", "2.5"}, {"--straggler-intervals", "7"},
-    {"--ft-replicas", "2:3"}, {"--ft-join-timeout", "9"},
+    {"--ft-replicas", "2:3"}, {"--ft-join-timeout", "9"}, {"--ft-group-size", "2"},
 };
 
 // Flags that need others beside them to be valid: --ft-replicas its quorum
 // server. The loop below gives them these arguments first, in its base too.
 std::vector<std::string> ContextFor(std::string_view flag) {
   if (flag == "--ft-replicas") return {"--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1"};
+  if (flag == "--ft-group-size") {
+    return {"--ft-replicas", "2:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "--node-rank", "5"};
+  }
   return {};
 }
 

@@ -65,6 +65,8 @@ const std::map<std::string_view, Sample>& Samples() {
       {"--straggler-intervals", {"7", {}}},
       {"--ft-replicas", {"2:3", {"--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1"}}},
       {"--ft-join-timeout", {"9", {}}},
+      {"--ft-group-size",
+       {"2", {"--ft-replicas", "2:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "--node-rank", "5"}}},
       {"--heartbeat-initial-timeout", {"600", {}}},
       {"--no-agent-store", {"", {}}},
       {"--events-file", {"/var/log/ctrun/events.jsonl", {}}},
@@ -131,9 +133,11 @@ std::string Dump(const LaunchConfig& c) {
                      c.health_check_timeout.count(), c.health_check_interval.count(),
                      c.max_unhealthy_nodes ? *c.max_unhealthy_nodes : -1);
   out += fmt::format("straggler_factor={} straggler_intervals={}\n", c.straggler_factor, c.straggler_intervals);
-  out += fmt::format("ft={} ft_join_timeout={}\n",
-                     c.ft ? fmt::format("{}:{}", c.ft->min_replicas, c.ft->max_replicas) : "off",
-                     c.ft_join_timeout.count());
+  out += fmt::format("ft={} ft_join_timeout={} ft_group_size={}\n",
+                     c.ft ? fmt::format("{}:{} group {} of {}", c.ft->min_replicas, c.ft->max_replicas,
+                                        c.ft->group_index, c.ft->group_size)
+                          : "off",
+                     c.ft_join_timeout.count(), c.ft_group_size);
   out += fmt::format("virtual_local_rank={} shutdown_given={} dup_out=[{}] dup_err=[{}]\n", c.virtual_local_rank,
                      c.shutdown_timeout_given, fmt::join(c.duplicate_stdout_filters, "|"),
                      fmt::join(c.duplicate_stderr_filters, "|"));
@@ -207,7 +211,7 @@ TEST_CASE("all PET_* variables at once equal all flags at once") {
     // --standalone replaces the rendezvous settings, -m conflicts with --no-python and --ft-replicas with
     // --nnodes 2:4: test them alone (above).
     if (flag.env.empty() || sample == Samples().end() || flag.name == "--standalone" || flag.name == "--module" ||
-        flag.name == "--ft-replicas") {
+        flag.name == "--ft-replicas" || flag.name == "--ft-group-size") {
       continue;
     }
     const Sample& s = sample->second;

@@ -108,5 +108,37 @@ TEST_CASE("answers refuse unreadable addresses, fewer ranks, and a group not in 
   CHECK(FtRankAnswers(Answer(true, 1, {good}), "z", 2).status().IsNotFound());
 }
 
+TEST_CASE("a group of two nodes: each node's ranks are its part's, their peers the same ranks of the others",
+          "[ft][group]") {
+  // The server joined each group's two parts in node order.
+  const std::vector<rdzv::QuorumMember> members = {
+      {.id = "group-0", .step = 5, .address = "10.0.0.1|11/12;10.0.0.2|21/22", .commit_failures = 0},
+      {.id = "group-1", .step = 3, .address = "10.0.1.1|31/32;10.0.1.2|41/42", .commit_failures = 0}};
+  // Node 1 of group-1 runs the group's rank 1: its ring goes to group-0's
+  // rank 1, and it heals from there.
+  Result<std::vector<FtRankAnswer>> b = FtRankAnswers(Answer(std::nullopt, 4, members), "group-1", 1, 1, 2);
+  REQUIRE(b.ok());
+  REQUIRE(b->size() == 1);
+  CHECK((*b)[0].replica_rank == 1);
+  CHECK((*b)[0].right == "10.0.0.2:21");
+  CHECK((*b)[0].heal == std::vector<std::string>{"10.0.0.2:22"});
+  CHECK_FALSE((*b)[0].serve);
+  // Node 0 of group-0: rank 0, ring to group-1's rank 0; it serves.
+  Result<std::vector<FtRankAnswer>> a = FtRankAnswers(Answer(std::nullopt, 4, members), "group-0", 1, 0, 2);
+  REQUIRE(a.ok());
+  CHECK((*a)[0].right == "10.0.1.1:31");
+  CHECK((*a)[0].heal.empty());
+  CHECK((*a)[0].serve);
+  // A group with fewer ranks than this one's two nodes: refused.
+  const std::vector<rdzv::QuorumMember> short_group = {
+      members[0], {.id = "group-1", .step = 3, .address = "10.0.1.1|31/32", .commit_failures = 0}};
+  CHECK_THAT(FtRankAnswers(Answer(true, 4, short_group), "group-0", 1, 0, 2).status().message(),
+             Catch::Contains("same number"));
+  // A part that cannot be read.
+  const std::vector<rdzv::QuorumMember> bad = {
+      members[0], {.id = "group-1", .step = 3, .address = "10.0.1.1|31/32;", .commit_failures = 0}};
+  CHECK(FtRankAnswers(Answer(true, 4, bad), "group-0", 1, 0, 2).status().IsInvalidArgument());
+}
+
 }  // namespace
 }  // namespace ctrun::launcher

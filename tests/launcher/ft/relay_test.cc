@@ -27,9 +27,10 @@ namespace asio = boost::asio;
 // and the test answers a call when it chooses.
 class FakeLink : public FtQuorumLink {
  public:
-  void Sync(const rdzv::SyncCall& call, std::function<void(const Result<rdzv::SyncAnswer>&)> done) override {
+  void Sync(const rdzv::SyncCall& call, int part,
+            std::function<void(const Result<rdzv::SyncAnswer>&)> done) override {
     std::lock_guard<std::mutex> lock(mu_);
-    calls_.push_back({call, std::move(done)});
+    calls_.push_back({call, part, std::move(done)});
     cv_.notify_all();
   }
   void Leave(const std::string& reason) override {
@@ -45,6 +46,7 @@ class FakeLink : public FtQuorumLink {
   }
   struct Held {
     rdzv::SyncCall call;
+    int part = 0;
     std::function<void(const Result<rdzv::SyncAnswer>&)> done;
   };
   // The next call (waits for it; REQUIREs it comes within 20 s).
@@ -118,10 +120,10 @@ class Worker {
 };
 
 struct Fixture {
-  explicit Fixture(int nproc = 2, EventLog* events = nullptr) {
+  explicit Fixture(int nproc = 2, EventLog* events = nullptr, int parts = 1) {
     name = "ctrun-ft-test-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device()());
     relay = std::make_unique<FtRelay>(io, FtRelayOptions{.group = "a", .host = "10.0.0.1", .nproc = nproc,
-                                                         .socket_name = name},
+                                                         .parts = parts, .socket_name = name},
                                       link, events);
     REQUIRE(relay->Listen().ok());
     thread = std::thread([this] { io.run(); });
@@ -185,6 +187,28 @@ TEST_CASE("the relay makes one call for its ranks and answers each", "[ft][relay
   f.OnIo([&] { call.done(TwoGroups(true, 1, 1, 1)); });
   CHECK(w0.Line() == "quorum 1 1 0 2 1 10.0.0.2:1100 - 0");
   CHECK(w1.Line() == "quorum 1 1 0 2 1 10.0.0.2:1101 - 0");
+}
+
+TEST_CASE("a node of a two-node group calls for its part and answers its ranks as the group's", "[ft][relay]") {
+  Fixture f(/*nproc=*/1, nullptr, /*parts=*/2);
+  f.OnIo([&] { f.relay->SetPart(1); });  // the round made this node the group's rank 1
+  Worker w0(f.name);
+  w0.Send("sync 0 0 1000 2000 -\n");
+  FakeLink::Held call = f.link.NextCall();
+  CHECK(call.part == 1);
+  CHECK(call.call.address == "10.0.0.1|1000/2000");
+  // The server joined each group's parts: this node's local rank 0 is
+  // group a's rank 1, whose ring peer is group b's rank 1.
+  rdzv::SyncAnswer answer{
+      .group = "a",
+      .commit = std::nullopt,
+      .quorum = rdzv::Quorum{.id = 1,
+                             .members = {{.id = "a", .step = 0, .address = "10.0.0.9|900/901;10.0.0.1|1000/2000",
+                                          .commit_failures = 0},
+                                         {.id = "b", .step = 0, .address = "10.0.0.2|1100/2100;10.0.0.3|1200/2200",
+                                          .commit_failures = 0}}}};
+  f.OnIo([&] { call.done(answer); });
+  CHECK(w0.Line() == "quorum - 1 0 2 0 10.0.0.3:1200 - 0");
 }
 
 TEST_CASE("the relay pushes abort when another member is lost", "[ft][relay]") {

@@ -81,6 +81,12 @@ struct Group {
                       .tls = {}, .params = params};
     client = std::make_unique<FtClient>(o, [](std::function<void()> f) { f(); });
   }
+  // Node `part` ("n<part>") of a group of `parts` nodes.
+  Group(int port, const std::string& id, int part, int parts, QuorumParams params) : part(part) {
+    FtClientOptions o{.endpoint = "127.0.0.1:" + std::to_string(port), .run_id = "run", .group = id, .token = "",
+                      .tls = {}, .params = params, .parts = parts, .node = "n" + std::to_string(part)};
+    client = std::make_unique<FtClient>(o, [](std::function<void()> f) { f(); });
+  }
   // Opens the watch and waits until the server holds it.
   void Watch() {
     auto opened = std::make_shared<Inbox<bool>>();
@@ -92,6 +98,13 @@ struct Group {
     client->Sync(SyncCall{.group = "ignored", .committed_step = committed, .address = client->options().group + ":9",
                           .ballot = ballot},
                  [this](const Result<SyncAnswer>& a) { answers.Put(a); });
+  }
+  // This node's part of its group's call (address "<group>-<node>:9").
+  void SyncPart(int64_t committed) {
+    const FtClientOptions& o = client->options();
+    client->Sync(SyncCall{.group = "ignored", .committed_step = committed, .address = o.group + "-" + o.node + ":9",
+                          .ballot = std::nullopt},
+                 part, [this](const Result<SyncAnswer>& a) { answers.Put(a); });
   }
   Result<SyncAnswer> Answer() {
     std::optional<Result<SyncAnswer>> a = answers.Take();
@@ -112,6 +125,7 @@ struct Group {
     return *s;
   }
 
+  int part = 0;
   std::unique_ptr<FtClient> client;
   Inbox<Result<SyncAnswer>> answers;
   Inbox<Lost> lost;
@@ -237,6 +251,39 @@ TEST_CASE("FtSync: a second call of a group replaces the held one") {
   CHECK(answered.quorum.members.size() == 3);
   CHECK(b.Ok().quorum == answered.quorum);
   CHECK(c.Ok().quorum == answered.quorum);
+}
+
+TEST_CASE("FtSync: two groups of two nodes form a quorum of 2; one node's watch ending loses its group") {
+  auto server = StartServer();
+  std::vector<std::unique_ptr<Group>> nodes;  // a's n0, n1, then b's
+  for (const char* id : {"a", "b"}) {
+    for (int part : {0, 1}) nodes.push_back(std::make_unique<Group>(server->port(), id, part, 2, Params(2, 2)));
+  }
+  for (auto& n : nodes) n->Watch();
+  for (auto& n : nodes) n->SyncPart(0);
+  std::optional<Quorum> quorum;
+  for (auto& n : nodes) {
+    SyncAnswer a = n->Ok();
+    CHECK(a.group == n->client->options().group);
+    CHECK_FALSE(a.commit.has_value());
+    if (!quorum) quorum = a.quorum;
+    CHECK(a.quorum == *quorum);  // every node: the same quorum
+  }
+  CHECK(quorum->id == 1);
+  REQUIRE(quorum->members.size() == 2);
+  CHECK(quorum->members[0].id == "a");
+  CHECK(quorum->members[0].address == "a-n0:9;a-n1:9");
+  CHECK(quorum->members[1].address == "b-n0:9;b-n1:9");
+
+  nodes[1]->client.reset();  // a's n1 goes away: group a is lost
+  for (int i : {2, 3}) {
+    std::optional<Lost> lost = nodes[i]->lost.Take();
+    REQUIRE(lost.has_value());
+    CHECK(lost->group == "a");
+    CHECK(lost->quorum_id == 1);
+    CHECK(lost->reason == "its agent's watch stream ended");
+  }
+  CHECK(nodes[0]->lost.size() == 0);  // a's own node is not told of a's loss
 }
 
 TEST_CASE("FtSync: with MIN 2 and a healthy group that does not ask, the quorum forms at the join timeout") {
