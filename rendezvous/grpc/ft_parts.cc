@@ -42,6 +42,7 @@ std::optional<uint64_t> FtParts::Hold(const SyncCall& call, int64_t part, int64_
   std::map<int64_t, Held>& group = held_[call.group];
   std::optional<uint64_t> replaced;
   if (auto it = group.find(part); it != group.end()) replaced = it->second.call_id;
+  if (!replaced) ++size_;
   group[part] = Held{call_id, call};
   return replaced;
 }
@@ -84,6 +85,7 @@ std::vector<uint64_t> FtParts::Take(const std::string& group) {
   auto it = held_.find(group);
   if (it == held_.end()) return ids;
   for (const auto& [part, held] : it->second) ids.push_back(held.call_id);
+  size_ -= ids.size();
   held_.erase(it);
   return ids;
 }
@@ -94,6 +96,7 @@ void FtParts::Drop(const std::string& group, uint64_t call_id) {
   for (auto part = it->second.begin(); part != it->second.end(); ++part) {
     if (part->second.call_id != call_id) continue;
     it->second.erase(part);
+    --size_;
     break;
   }
   if (it->second.empty()) held_.erase(it);

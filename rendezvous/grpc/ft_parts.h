@@ -67,6 +67,12 @@ class FtParts {
   // The group's node count, when known.
   std::optional<int64_t> parts_of(const std::string& group) const;
   bool holds(const std::string& group) const { return held_.count(group) > 0; }
+  bool holds(const std::string& group, int64_t part) const {
+    auto it = held_.find(group);
+    return it != held_.end() && it->second.count(part) > 0;
+  }
+  // The calls held, all groups' parts together.
+  size_t size() const { return size_; }
   bool empty() const { return held_.empty(); }
   // Groups with some but not all parts held, in group order.
   std::vector<std::string> Partial() const;
@@ -80,6 +86,7 @@ class FtParts {
   };
   std::map<std::string, std::map<int64_t, Held>> held_;  // group -> part -> call; no empty inner map
   std::map<std::string, int64_t> counts_;                 // group -> parts
+  size_t size_ = 0;                                       // calls in held_
 };
 
 }  // namespace ctrun::rdzv

@@ -120,6 +120,12 @@ Status FtRuns::Sync(const std::string& run_id, const QuorumParams& params, const
     out.answers.emplace_back(call_id, finished);
     return Status::Ok();
   }
+  if (!run.held.holds(call.group, part) && HeldCalls() >= limits_.max_held_calls) {
+    return Status::ResourceExhausted("the quorum server refused the FtSync of replica group '" + call.group +
+                                     "': it holds " + std::to_string(limits_.max_held_calls) +
+                                     " calls already (the most it holds); use fewer nodes per group or fewer runs "
+                                     "on this server");
+  }
   run.active.insert(call.group);
   run.left.erase(call.group);
   if (std::optional<uint64_t> replaced = run.held.Hold(call, part, parts, call_id)) {
@@ -131,6 +137,12 @@ Status FtRuns::Sync(const std::string& run_id, const QuorumParams& params, const
   StepParts(run, call.group, now, out);
   Settle(run_id, run, now, out);
   return Status::Ok();
+}
+
+size_t FtRuns::HeldCalls() const {
+  size_t n = 0;
+  for (const auto& [id, run] : runs_) n += run.held.size();
+  return n;
 }
 
 void FtRuns::StepParts(Run& run, const std::string& group, TimePoint now, FtOutput& out) {

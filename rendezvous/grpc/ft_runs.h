@@ -57,8 +57,10 @@
 // groups per run (a group counts once, whatever its parts, from its first
 // FtSync or FtWatch until it is lost and its watches, if any, have ended)
 // and Limits::max_runs runs (ResourceExhausted naming the limit); one held
-// call per part, and per group at most its parts' count of watches (64
-// before its first FtSync; ResourceExhausted). A run with no open watch and no
+// call per part, at most Limits::max_held_calls held calls in all runs
+// together (16384: a held call costs the server a gRPC call), and per group
+// at most its parts' count of watches (64 before its first FtSync;
+// ResourceExhausted). A run with no open watch and no
 // held call for Limits::idle_ttl (5 min: longer than any restart of a
 // group's agent) is forgotten: its next call starts it anew, at quorum id 1.
 //
@@ -113,6 +115,9 @@ class FtRuns {
   struct Limits {
     size_t max_runs = 64;
     size_t max_groups = 1024;
+    // FtSync calls held at once, all runs together (a group of several
+    // nodes holds one per node): each costs the server a gRPC call.
+    size_t max_held_calls = 16384;
     Duration idle_ttl = std::chrono::minutes(5);
   };
 
@@ -186,6 +191,8 @@ class FtRuns {
   // Steps the group's joined call once every part is held (or ends every
   // part's call when the parts disagree).
   void StepParts(Run& run, const std::string& group, TimePoint now, FtOutput& out);
+  // The FtSync calls held by every run together.
+  size_t HeldCalls() const;
   // Forgets the group's part count once the run no longer knows it.
   static void ForgetIfGone(Run& run, const std::string& group);
 

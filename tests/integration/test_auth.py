@@ -112,6 +112,13 @@ def run_agents(endpoints_confs, run_id="job", token=None, env=None, host_conf=No
     return out
 
 
+def assert_all_ok(test, results):
+    """Every agent of run_agents exited 0; else fails with every agent's
+    stderr (the one that did not join is often not the first)."""
+    if any(rc != 0 for rc, _ in results):
+        test.fail("\n".join(f"--- agent {i} (exit {rc}):\n{err}" for i, (rc, err) in enumerate(results)))
+
+
 def error_lines(stderr):
     return [l for l in stderr.splitlines() if "error" in l.lower()]
 
@@ -127,8 +134,7 @@ class TokenTest(unittest.TestCase):
         d = Daemon(self, "--token-file", self.token_file)
         results = run_agents([(d.endpoint, CONF), (d.endpoint, CONF + ",token_file=" + self.token_file)],
                              token="right-token")
-        for rc, err in results:
-            self.assertEqual(rc, 0, err)
+        assert_all_ok(self, results)
         self.assertNotIn("refused", d.stop())
 
     def test_wrong_or_missing_token_is_refused_on_both_sides(self):
@@ -191,8 +197,7 @@ class TlsTest(unittest.TestCase):
         d = self.tls_daemon()
         self.assertIn("(TLS)", d.line)
         conf = CONF + ",tls_ca=" + self.pki["ca.pem"]
-        for rc, err in run_agents([(d.endpoint, conf), (d.endpoint, conf)]):
-            self.assertEqual(rc, 0, err)
+        assert_all_ok(self, run_agents([(d.endpoint, conf), (d.endpoint, conf)]))
         d.stop()
 
     def test_a_wrong_ca_fails_fast_with_a_clear_message_on_both_sides(self):
@@ -228,8 +233,7 @@ class TlsTest(unittest.TestCase):
         d = self.tls_daemon("--tls-client-ca", p["ca.pem"])
         self.assertIn("client certificates required", d.line)
         with_cert = CONF + f",tls_ca={p['ca.pem']},tls_cert={p['client.pem']},tls_key={p['client.key']}"
-        for rc, err in run_agents([(d.endpoint, with_cert), (d.endpoint, with_cert)]):
-            self.assertEqual(rc, 0, err)
+        assert_all_ok(self, run_agents([(d.endpoint, with_cert), (d.endpoint, with_cert)]))
         # TLS 1.3: the client finishes its half of the handshake before the
         # server refuses it, so the agent sees a dropped connection only and
         # gives up at join_timeout; the server says why.
@@ -244,8 +248,7 @@ class TlsTest(unittest.TestCase):
         p = self.pki
         host_conf = CONF + f",is_host=1,tls_ca={p['ca.pem']},tls_cert={p['server.pem']},tls_key={p['server.key']}"
         guest_conf = CONF + f",is_host=0,tls_ca={p['ca.pem']}"
-        for rc, err in run_agents([(None, guest_conf)], host_conf=host_conf):
-            self.assertEqual(rc, 0, err)
+        assert_all_ok(self, run_agents([(None, guest_conf)], host_conf=host_conf))
 
 
 def listening_sockets(pid):

@@ -5,16 +5,15 @@
 
 #include "rendezvous/grpc/ft_parts.h"
 #include "rendezvous/grpc/ft_runs.h"
+#include "tests/rendezvous/grpc/ft_runs_test_util.h"
 
 namespace ctrun::rdzv {
 namespace {
 
 using std::chrono::seconds;
 
-QuorumParams Params(int min, int max) {
-  return QuorumParams{.min_replicas = min, .max_replicas = max, .join_timeout = seconds(5),
-                      .heartbeat_timeout = seconds(1)};
-}
+using test::Params;
+using test::t0;
 
 // Node `part`'s call for group `group` (address "<group><part>").
 SyncCall Call(const std::string& group, int part, int64_t step = 0, std::optional<Ballot> ballot = std::nullopt) {
@@ -23,7 +22,6 @@ SyncCall Call(const std::string& group, int part, int64_t step = 0, std::optiona
 
 Ballot Yes(int64_t quorum_id, int64_t step = 0) { return Ballot{.quorum_id = quorum_id, .step = step, .ok = true}; }
 
-const TimePoint t0 = TimePoint{} + seconds(1000);
 
 // The ids in `out.answers`, in order.
 std::vector<uint64_t> Answered(const FtOutput& out) {
@@ -292,6 +290,25 @@ TEST_CASE("FtRuns parts: a group has at most one watch per node; a node's second
     REQUIRE(runs.Watch("r", Params(1, 2), "b", 200 + i, t0, out, "n" + std::to_string(i)).ok());
   }
   CHECK(runs.Watch("r", Params(1, 2), "b", 300, t0, out, "n64").code() == Status::Code::kResourceExhausted);
+}
+
+TEST_CASE("FtRuns parts: the server holds at most max_held_calls calls, all runs together") {
+  FtRuns runs(FtRuns::Limits{.max_runs = 64, .max_groups = 1024, .max_held_calls = 3,
+                             .idle_ttl = std::chrono::minutes(5)});
+  FtOutput out;
+  REQUIRE(runs.Sync("r", Params(3, 3), Call("a", 0), 0, 2, 1, t0, out).ok());
+  REQUIRE(runs.Sync("r", Params(3, 3), Call("a", 1), 1, 2, 2, t0, out).ok());
+  REQUIRE(runs.Sync("s", Params(2, 2), Call("b", 0), 0, 1, 3, t0, out).ok());
+  Status full = runs.Sync("s", Params(2, 2), Call("c", 0), 0, 1, 4, t0, out);
+  CHECK(full.code() == Status::Code::kResourceExhausted);
+  CHECK_THAT(full.message(), Catch::Contains("holds 3 calls already"));
+  // A part that calls again replaces its own call: no new one is held.
+  REQUIRE(runs.Sync("r", Params(3, 3), Call("a", 1), 1, 2, 5, t0, out).ok());
+  REQUIRE(out.ended_calls.size() == 1);
+  CHECK(out.ended_calls[0].first == 2);
+  // Once a call is answered (dropped here) there is room again.
+  runs.DropCall("s", "b", 3);
+  CHECK(runs.Sync("s", Params(2, 2), Call("c", 0), 0, 1, 6, t0, out).ok());
 }
 
 }  // namespace

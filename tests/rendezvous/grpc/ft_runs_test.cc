@@ -3,16 +3,15 @@
 #include "rendezvous/grpc/ft_runs.h"
 
 #include <catch2/catch.hpp>
+#include "tests/rendezvous/grpc/ft_runs_test_util.h"
 
 namespace ctrun::rdzv {
 namespace {
 
 using std::chrono::seconds;
 
-QuorumParams Params(int min, int max) {
-  return QuorumParams{.min_replicas = min, .max_replicas = max, .join_timeout = seconds(5),
-                      .heartbeat_timeout = seconds(1)};
-}
+using test::Params;
+using test::t0;
 
 SyncCall First(const std::string& group, int64_t step = 0) {
   return SyncCall{.group = group, .committed_step = step, .address = group + ":1", .ballot = std::nullopt};
@@ -23,7 +22,6 @@ SyncCall Vote(const std::string& group, int64_t quorum_id, int64_t step, bool ok
                   .ballot = Ballot{.quorum_id = quorum_id, .step = step, .ok = ok}};
 }
 
-const TimePoint t0 = TimePoint{} + seconds(1000);
 
 TEST_CASE("FtRuns: the first calls form a quorum; a vote commits on the fast path") {
   FtRuns runs;
