@@ -41,24 +41,50 @@ Result<std::pair<at::Tensor, at::Tensor>> FtRows(const GptFtParts& p, int64_t st
                         batch.targets.narrow(0, first, rows).to(p.device));
 }
 
-// Gradients averaged within the group (DDP), then across the quorum's
-// groups; false (the ballot is no) when the ring failed.
+// What the optimizer steps and healing moves: the module's parameters, or
+// under FSDP this rank's shards.
+std::vector<at::Tensor> FtParams(const GptFtParts& p) {
+  return p.fsdp != nullptr ? p.fsdp->parameters() : p.model.parameters();
+}
+
+// The healing state's tensors: the module's, or under FSDP this rank's
+// shards ("shard/<unit>") and the module's buffers.
+std::vector<ft::HealTensor> FtHealTensors(const GptFtParts& p) {
+  if (p.fsdp == nullptr) return ft::HealTensorsOf(p.model);
+  std::vector<ft::HealTensor> out;
+  for (size_t u = 0; u < p.fsdp->unit_count(); ++u) {
+    out.push_back({"shard/" + std::to_string(u), p.fsdp->shard(u), false});
+  }
+  for (const auto& item : p.model.named_buffers(true)) out.push_back({item.key(), item.value(), true});
+  return out;
+}
+
+// Gradients averaged within the group (DDP, or FSDP's reduce-scatter), then
+// across the quorum's groups; false (the ballot is no) when the ring failed.
 Result<std::pair<double, bool>> FtGradients(const GptFtParts& p, ft::FtReplica& replica, const at::Tensor& tokens,
                                             const at::Tensor& targets, std::vector<float>& flat) {
   p.optimizer.zero_grad();
-  at::Tensor loss = p.model.Loss(p.model.chunk(0).Forward(tokens), targets);
-  if (p.ddp != nullptr) {
-    CTRUN_RETURN_IF_ERROR(p.ddp->Backward(loss));
+  at::Tensor loss;
+  if (p.fsdp != nullptr) {
+    auto logits = p.fsdp->Forward(tokens);
+    if (!logits.ok()) return logits.status();
+    loss = p.model.Loss(*logits, targets);
+    CTRUN_RETURN_IF_ERROR(p.fsdp->Backward(loss));
   } else {
-    loss.backward();
+    loss = p.model.Loss(p.model.chunk(0).Forward(tokens), targets);
+    if (p.ddp != nullptr) {
+      CTRUN_RETURN_IF_ERROR(p.ddp->Backward(loss));
+    } else {
+      loss.backward();
+    }
   }
-  const bool ok = ft::AverageAcrossGroups(replica, p.model.parameters(), flat);
+  const bool ok = ft::AverageAcrossGroups(replica, FtParams(p), flat);
   return std::make_pair(loss.item<double>(), ok);
 }
 
 // Loads a fetched state (plan.heal_state) and checks its step.
 Status FtHeal(const GptFtParts& p, const ft::FtPlan& plan, int64_t& committed) {
-  auto step = ft::LoadHealState(*plan.heal_state, p.model, p.optimizer);
+  auto step = ft::LoadHealState(*plan.heal_state, FtHealTensors(p), p.optimizer);
   if (!step.ok()) return step.status();
   if (*step != plan.max_step) {
     return Status::FailedPrecondition("healed to step " + std::to_string(*step) + ", but the quorum trains step " +
@@ -91,7 +117,7 @@ Status FtLoop(const GptFtParts& p, ft::FtReplica& replica, const FtHooks& hooks,
   while (committed < p.flags.steps && !plan.finished_step) {
     if (plan.heal_state) CTRUN_RETURN_IF_ERROR(FtHeal(p, plan, committed));
     if (plan.serve) {
-      auto snapshot = ft::SaveHealState(p.model, p.optimizer, committed);
+      auto snapshot = ft::SaveHealState(FtHealTensors(p), p.optimizer, committed);
       if (!snapshot.ok()) return snapshot.status();
       replica.Offer(std::make_shared<const std::string>(std::move(*snapshot)));
     }
@@ -156,7 +182,7 @@ Status TrainGptFt(const GptFtParts& p) {
   }
   if (!p.flags.dump_state.empty()) {
     const std::string path = p.flags.dump_state + "." + env->group + "." + std::to_string(p.env.rank);
-    CTRUN_RETURN_IF_ERROR(ft::DumpFtState(path, p.model.parameters(), p.optimizer));
+    CTRUN_RETURN_IF_ERROR(ft::DumpFtState(path, FtParams(p), p.optimizer));
   }
   Log(p, "done: " + std::to_string(committed) + " committed steps");
   return Status::Ok();

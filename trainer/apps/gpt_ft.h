@@ -9,6 +9,13 @@
 // SGD) state, step and RNG (heal_state.h); a group told to serve offers its
 // own.
 //
+// With --strategy fsdp, FSDP shards the model over the group instead of
+// DDP: HSDP, its replicate dimension the quorum's groups. After the group's
+// reduce-scatter, each rank's shard gradients are averaged across the
+// groups by the ring of its rank (rank r of every group holds the same
+// shard), the optimizer steps the shards, and healing moves each rank's
+// shards and their optimizer state ("shard/<unit>") from rank r of a peer.
+//
 // Steps: the run trains --steps committed steps. Step s's global batch is
 // SampleBatch(corpus, s, --seed, --global-batch, --seq-len) (text_corpus.h),
 // a function of the step alone; its rows are divided among replica_world x
@@ -22,7 +29,8 @@
 //   ft discard step <step> quorum <quorum_id>: <reason>
 //   ft healed step <step> quorum <quorum_id>
 // (<x>: this rank's loss on its share, %.6f). With --dump-state PATH every
-// rank writes PATH.<CTRUN_FT_GROUP>.<RANK> at the end (state_dump.h). The
+// rank writes PATH.<CTRUN_FT_GROUP>.<RANK> at the end (state_dump.h; under
+// FSDP its shards). The
 // test hooks CTRUN_FT_FAULT and CTRUN_FT_HOLD act at the same points as in
 // fashion_mnist_ft.cc (fault_point.h).
 //
@@ -37,6 +45,7 @@
 #include "trainer/data/text_corpus.h"
 #include "trainer/models/gpt_chunks.h"
 #include "trainer/parallel/ddp.h"
+#include "trainer/parallel/fsdp.h"
 
 namespace torch::optim {
 class Optimizer;
@@ -51,7 +60,8 @@ struct GptFtParts {
   const TextCorpus& corpus;
   at::Device device;
   GptChunksImpl& model;             // one chunk: the whole model
-  DistributedDataParallel* ddp;     // over the group; null when it has one rank
+  DistributedDataParallel* ddp;     // over the group; null when it has one rank or under FSDP
+  FullyShardedDataParallel* fsdp;   // --strategy fsdp: over the group; else null
   torch::optim::Optimizer& optimizer;
 };
 

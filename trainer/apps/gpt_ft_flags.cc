@@ -16,8 +16,9 @@ Status CheckGptFtFlags(const GptFlags& flags) {
                                    ": --ft runs data parallelism only within a replica group; drop pp and tp "
                                    "from --mesh");
   }
-  if (flags.strategy != "ddp" || flags.dp_shard != "none") {
-    return Status::InvalidArgument("--ft needs --strategy ddp and no --dp-shard");
+  if ((flags.strategy != "ddp" && flags.strategy != "fsdp") || flags.dp_shard != "none") {
+    return Status::InvalidArgument("--ft needs --strategy ddp or fsdp and no --dp-shard (the replica groups are "
+                                   "the replicate dimension)");
   }
   if (flags.precision != "fp32" || flags.cpu_offload != "none") {
     return Status::InvalidArgument("--ft needs --precision fp32 and no --cpu-offload (the loss scaler's state "

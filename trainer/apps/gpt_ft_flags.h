@@ -14,8 +14,9 @@ namespace ctrun::trainer {
 
 // Ok when `flags` fit --ft (or --ft is off and there is no --dump-state);
 // otherwise InvalidArgument, one line naming the flag and the fix:
-// --dump-state without --ft; with --ft: pp or tp in --mesh, --strategy fsdp
-// or --dp-shard, --precision fp16 or --cpu-offload, --micro-batches other
+// --dump-state without --ft; with --ft: pp or tp in --mesh, --dp-shard
+// (--strategy fsdp is HSDP across the groups: gpt_ft.h), --precision fp16
+// or --cpu-offload, --micro-batches other
 // than 1, --checkpoint-dir, --dump-params, --crash-stage.
 Status CheckGptFtFlags(const GptFlags& flags);
 

@@ -436,7 +436,9 @@ Failure Run(const GptFlags& flags) {
   if (Status ft = flags.ft ? CheckGptFtEnvironment() : Status::Ok(); !ft.ok()) return {ft, kExitUsage};
   Failure set_up = SetUp(w);
   if (!set_up.status.ok()) return set_up;
-  if (flags.ft) return {TrainGptFt({flags, w.env, w.corpus, w.device, *w.stage, w.ddp.get(), *w.optimizer})};
+  if (flags.ft) {
+    return {TrainGptFt({flags, w.env, w.corpus, w.device, *w.stage, w.ddp.get(), w.fsdp.get(), *w.optimizer})};
+  }
   Pipeline pipeline(w.precision->Stages(w.stage->PipelineChunks()), w.mesh->group(MeshDim::kPp), w.ddp.get(),
                     flags.schedule, static_cast<int>(flags.micro_batches));
   RunStats run;

@@ -45,19 +45,15 @@ bool HealSameKind(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type();
 }
 
-// The archive's tensors for `module` (checked against it), in
-// named_parameters then named_buffers order.
-Status ReadHealModel(torch::serialize::InputArchive& archive, torch::nn::Module& module,
+// The archive's tensors for `tensors` (checked against them), in order.
+Status ReadHealModel(torch::serialize::InputArchive& archive, const std::vector<HealTensor>& tensors,
                      std::vector<std::pair<at::Tensor, at::Tensor>>& copies) {
-  auto take = [&](const std::string& name, const at::Tensor& mine, bool is_buffer) -> Status {
+  for (const HealTensor& t : tensors) {
     at::Tensor theirs;
-    if (!archive.try_read("model/" + name, theirs, is_buffer)) return HealMismatch("'" + name + "' is missing");
-    if (!HealSameKind(theirs, mine)) return HealMismatch("'" + name + "' has another shape or dtype");
-    copies.emplace_back(mine, theirs);
-    return Status::Ok();
-  };
-  for (const auto& item : module.named_parameters(true)) CTRUN_RETURN_IF_ERROR(take(item.key(), item.value(), false));
-  for (const auto& item : module.named_buffers(true)) CTRUN_RETURN_IF_ERROR(take(item.key(), item.value(), true));
+    if (!archive.try_read("model/" + t.name, theirs, t.buffer)) return HealMismatch("'" + t.name + "' is missing");
+    if (!HealSameKind(theirs, t.tensor)) return HealMismatch("'" + t.name + "' has another shape or dtype");
+    copies.emplace_back(t.tensor, theirs);
+  }
   return Status::Ok();
 }
 
@@ -86,7 +82,14 @@ Status ReadHealOptim(torch::serialize::InputArchive& archive, const std::vector<
 
 }  // namespace
 
-Result<std::string> SaveHealState(torch::nn::Module& module, const torch::optim::Optimizer& optimizer,
+std::vector<HealTensor> HealTensorsOf(torch::nn::Module& module) {
+  std::vector<HealTensor> out;
+  for (const auto& item : module.named_parameters(true)) out.push_back({item.key(), item.value(), false});
+  for (const auto& item : module.named_buffers(true)) out.push_back({item.key(), item.value(), true});
+  return out;
+}
+
+Result<std::string> SaveHealState(const std::vector<HealTensor>& tensors, const torch::optim::Optimizer& optimizer,
                                   int64_t committed_step) {
   try {
     torch::serialize::OutputArchive archive;
@@ -97,12 +100,7 @@ Result<std::string> SaveHealState(torch::nn::Module& module, const torch::optim:
       std::lock_guard<std::mutex> lock(generator.mutex());
       archive.write("heal/rng", generator.get_state());
     }
-    for (const auto& item : module.named_parameters(true)) {
-      archive.write("model/" + item.key(), item.value().detach().cpu());
-    }
-    for (const auto& item : module.named_buffers(true)) {
-      archive.write("model/" + item.key(), item.value().cpu(), /*is_buffer=*/true);
-    }
+    for (const HealTensor& t : tensors) archive.write("model/" + t.name, t.tensor.detach().cpu(), t.buffer);
     const std::vector<at::Tensor> params = HealOptimParams(optimizer);
     archive.write("optim/count", HealCounter(static_cast<int64_t>(params.size())));
     for (size_t i = 0; i < params.size(); ++i) {
@@ -118,7 +116,7 @@ Result<std::string> SaveHealState(torch::nn::Module& module, const torch::optim:
   }
 }
 
-Result<int64_t> LoadHealState(const std::string& bytes, torch::nn::Module& module,
+Result<int64_t> LoadHealState(const std::string& bytes, const std::vector<HealTensor>& tensors,
                               torch::optim::Optimizer& optimizer) {
   std::vector<std::pair<at::Tensor, at::Tensor>> copies;
   std::vector<ParamState> states;
@@ -132,7 +130,7 @@ Result<int64_t> LoadHealState(const std::string& bytes, torch::nn::Module& modul
       return Status::InvalidArgument("healing state of " + std::to_string(bytes.size()) +
                                      " bytes is not a version-1 healing state");
     }
-    CTRUN_RETURN_IF_ERROR(ReadHealModel(archive, module, copies));
+    CTRUN_RETURN_IF_ERROR(ReadHealModel(archive, tensors, copies));
     CTRUN_RETURN_IF_ERROR(ReadHealOptim(archive, params, states));
   } catch (const c10::Error& error) {
     return Status::InvalidArgument("healing state of " + std::to_string(bytes.size()) +

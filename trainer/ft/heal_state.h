@@ -7,7 +7,8 @@
 // position is needed.
 //
 // Format: a torch::serialize archive with "heal/version" (1), "heal/step",
-// "heal/rng", "model/<name>" per parameter and buffer, and
+// "heal/rng", "model/<name>" per parameter and buffer (or per FSDP shard:
+// the caller names the tensors), and
 // "optim/<i>/<key>" per optimizer parameter i (the optimizer's parameter
 // groups in order) and state key. Loading checks every name, shape and dtype
 // before it changes anything, and then copies: the model and optimizer end
@@ -17,8 +18,11 @@
 // on the thread that trains (they touch the module's tensors).
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 
@@ -31,16 +35,35 @@ class Optimizer;
 
 namespace ctrun::trainer::ft {
 
-// The state of `module`, `optimizer`, `step` and the CPU generator.
-// InvalidArgument for optimizers optimizer_state.h does not know.
-Result<std::string> SaveHealState(torch::nn::Module& module, const torch::optim::Optimizer& optimizer,
-                                  int64_t committed_step);
+// One named tensor of a healing state ("model/<name>" in the archive): a
+// parameter, an FSDP shard, or a buffer.
+struct HealTensor {
+  std::string name;
+  at::Tensor tensor;
+  bool buffer = false;
+};
 
-// Loads `bytes` (as SaveHealState made them) into `module`, `optimizer` and
-// the CPU generator; returns the committed step. InvalidArgument, touching
-// nothing, when the bytes do not parse or do not fit the module or optimizer
-// (the message says what differs).
-Result<int64_t> LoadHealState(const std::string& bytes, torch::nn::Module& module,
+// `module`'s named parameters, then its named buffers.
+std::vector<HealTensor> HealTensorsOf(torch::nn::Module& module);
+
+// The state of `tensors`, `optimizer`, `step` and the CPU generator.
+// InvalidArgument for optimizers optimizer_state.h does not know.
+Result<std::string> SaveHealState(const std::vector<HealTensor>& tensors, const torch::optim::Optimizer& optimizer,
+                                  int64_t committed_step);
+inline Result<std::string> SaveHealState(torch::nn::Module& module, const torch::optim::Optimizer& optimizer,
+                                         int64_t committed_step) {
+  return SaveHealState(HealTensorsOf(module), optimizer, committed_step);
+}
+
+// Loads `bytes` (as SaveHealState made them) into `tensors` (in place),
+// `optimizer` and the CPU generator; returns the committed step.
+// InvalidArgument, touching nothing, when the bytes do not parse or do not
+// fit the tensors or optimizer (the message says what differs).
+Result<int64_t> LoadHealState(const std::string& bytes, const std::vector<HealTensor>& tensors,
                               torch::optim::Optimizer& optimizer);
+inline Result<int64_t> LoadHealState(const std::string& bytes, torch::nn::Module& module,
+                                     torch::optim::Optimizer& optimizer) {
+  return LoadHealState(bytes, HealTensorsOf(module), optimizer);
+}
 
 }  // namespace ctrun::trainer::ft

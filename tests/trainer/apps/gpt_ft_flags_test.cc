@@ -33,8 +33,8 @@ TEST_CASE("ParseGptFlags, ft: refuses what --ft does not support, in one line") 
   CHECK(Refusal({"--dump-state", "/tmp/x"}) == "--dump-state needs --ft (without it use --dump-params)");
   CHECK(with({"--mesh", "pp=2"}).rfind("--ft with --mesh pp=2: --ft runs data parallelism only", 0) == 0);
   CHECK(with({"--mesh", "dp=2,tp=2"}).rfind("--ft with --mesh dp=2,tp=2:", 0) == 0);
-  CHECK(with({"--strategy", "fsdp"}) == "--ft needs --strategy ddp and no --dp-shard");
-  CHECK(with({"--dp-shard", "full"}) == "--ft needs --strategy ddp and no --dp-shard");
+  CHECK(with({"--strategy", "fsdp"}).empty());  // HSDP: the replica groups are its replicate dimension
+  CHECK(with({"--dp-shard", "full"}).rfind("--ft needs --strategy ddp or fsdp and no --dp-shard", 0) == 0);
   CHECK(with({"--checkpoint-dir", "/tmp/x"}).rfind("--ft with --checkpoint-dir: not supported yet", 0) == 0);
   CHECK(with({"--dump-params", "/tmp/x"}) == "--ft writes --dump-state, not --dump-params");
   CHECK(with({"--crash-stage", "0"}) == "--ft with --crash-stage: inject faults with CTRUN_FT_FAULT instead");
