@@ -328,6 +328,15 @@ Status CheckFaultTolerance(std::map<std::string_view, Given>& sources, LaunchCon
           size, size, size, size - 1));
     }
     config.ft->group_index = config.node_rank / size;
+    // Every group rendezvous on the endpoint under a run id of its own, which
+    // ctrund serves; an agent's server serves its own run only.
+    if (config.rdzv_conf.is_host.value_or(false)) {
+      return Status::InvalidArgument(fmt::format(
+          "--ft-group-size {} with --rdzv-conf is_host=1: the replica groups' rendezvous and the quorum are "
+          "served by ctrund at --rdzv-endpoint, not by an agent; drop is_host=1 and run ctrund there",
+          size));
+    }
+    config.rdzv_conf.is_host = false;
   }
   config.node_rank = 0;  // the group's rendezvous assigns its nodes' ranks
   config.node_rank_given = false;

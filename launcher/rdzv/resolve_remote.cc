@@ -57,7 +57,8 @@ Result<RendezvousPlan> ResolveMember(const LaunchConfig& config, HandlerKind kin
   if (!params.ok()) return params.status();
   RendezvousPlan plan;
   plan.kind = kind;
-  plan.run_id = config.ft ? config.ft->group_run_id(config.rdzv_id) : config.rdzv_id;
+  // Under --ft-group-size, the group's own rendezvous (on ctrund).
+  plan.run_id = config.ft && config.ft->group_size > 1 ? config.ft->group_run_id(config.rdzv_id) : config.rdzv_id;
   plan.local_world_size = config.nproc_per_node;
   plan.params = *params;
   plan.node = ThisNode(config);

@@ -3,6 +3,7 @@
 // the one-line refusals.
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,7 @@ TEST_CASE("--ft-group-size: node rank R is in group R / size, whose nodes rendez
   CHECK(c.node_rank == 0);  // the group's rendezvous ranks its nodes
   CHECK_FALSE(c.node_rank_given);
   CHECK_FALSE(c.local_rendezvous());
+  CHECK(c.rdzv_conf.is_host == std::optional<bool>(false));  // ctrund serves the groups' rendezvous
   // --nnodes may say the group's size; the variables Kubeflow sets work too.
   c = Good(Ft({"--ft-group-size", "2", "--nnodes", "2", "--node-rank", "1"}));
   CHECK(c.ft->group_index == 0);
@@ -76,6 +78,8 @@ TEST_CASE("--ft-group-size: bad values and combinations are refused with one lin
   CHECK_THAT(Bad(Ft({"--ft-group-size", "2", "--nnodes", "4", "--node-rank", "1"})),
              Catch::Contains("give --nnodes 2 or drop it"));
   CHECK_THAT(Bad(Ft({"--nnodes", "2"})), Catch::Contains("give --nnodes 1 or drop it"));
+  CHECK_THAT(Bad(Ft({"--ft-group-size", "2", "--node-rank", "0", "--rdzv-conf", "is_host=1"})),
+             Catch::Contains("served by ctrund at --rdzv-endpoint, not by an agent; drop is_host=1"));
 }
 
 }  // namespace
