@@ -339,7 +339,6 @@ Status CheckFaultTolerance(std::map<std::string_view, Given>& sources, LaunchCon
     config.rdzv_conf.is_host = false;
   }
   config.node_rank = 0;  // the group's rendezvous assigns its nodes' ranks
-  config.node_rank_given = false;
   sources["--node-rank"] = Given{};
   return Status::Ok();
 }
@@ -402,7 +401,6 @@ Result<ParsedArgs> ParseCommandLine(const std::vector<std::string>& args, const 
   std::optional<SlurmEnv> slurm = SlurmEnv::Detect(env, SystemNodeAddressResolver());
   CTRUN_RETURN_IF_ERROR(ApplyTable(*tokens, env, slurm ? &*slurm : nullptr, config, sources));
   config.master_port_given = !sources["--master-port"].source.empty();
-  config.node_rank_given = !sources["--node-rank"].source.empty();
   CTRUN_RETURN_IF_ERROR(ReadOtherEnvironment(env, config));
   CTRUN_RETURN_IF_ERROR(ResolveRendezvous(sources, config, out.warnings));
   {
@@ -411,6 +409,7 @@ Result<ParsedArgs> ParseCommandLine(const std::vector<std::string>& args, const 
                                  (from.rfind("--", 0) == 0 || from.rfind("PET_", 0) == 0);
   }
   CTRUN_RETURN_IF_ERROR(CheckCombinations(sources, config));
+  config.node_rank_given = !sources["--node-rank"].source.empty();  // after --ft-replicas set it aside
   // Slurm's node 0 is the first host of the node list: it hosts the
   // rendezvous, so no agent has to guess from its own addresses.
   if (sources["--rdzv-endpoint"].source.rfind("SLURM_", 0) == 0 &&

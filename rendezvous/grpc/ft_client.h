@@ -74,18 +74,14 @@ class FtClient {
 
   // The group's per-step call (call.group is ignored: options.group is
   // sent). `done` gets the SyncAnswer (its group is options.group), or an
-  // error as the header says. No deadline: the server holds the call until
-  // the group's quorum forms.
+  // error as the header says. The server holds the call until the group's
+  // quorum forms, for at most options.sync_timeout (then DeadlineExceeded).
   //
   // `part`: this node's part of the group's call, in 0..options.parts-1
   // (sent with options.parts). The server joins the parts' calls
   // (ft_parts.h) and `done` gets the group's answer once every part asked;
   // InvalidArgument when the parts disagree (their committed steps).
   void Sync(const SyncCall& call, int part, std::function<void(const Result<SyncAnswer>&)> done);
-  // Part 0: the call of a group of one node.
-  void Sync(const SyncCall& call, std::function<void(const Result<SyncAnswer>&)> done) {
-    Sync(call, 0, std::move(done));
-  }
 
   // Opens this node's watch of the group (options.node; a previous one's
   // callbacks stop: the server

@@ -242,7 +242,9 @@ void FtRuns::Lose(const std::string& run_id, Run& run, const std::string& group,
     size_t told = 0;
     for (const auto& [other, nodes] : run.watches) {
       if (other == group) continue;
-      for (const auto& [node, watch_id] : nodes) out.pushes.emplace_back(watch_id, FtLostEvent{group, last->id, reason});
+      for (const auto& [node, watch_id] : nodes) {
+        out.pushes.emplace_back(watch_id, FtLostEvent{group, last->id, reason});
+      }
       ++told;
     }
     out.logs.push_back("fault-tolerance run '" + OneLine(run_id) + "': replica group '" + group +

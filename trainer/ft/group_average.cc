@@ -3,18 +3,23 @@
 namespace ctrun::trainer::ft {
 
 bool AverageAcrossGroups(FtReplica& replica, const std::vector<at::Tensor>& params, std::vector<float>& flat) {
-  std::vector<at::Tensor> grads;
+  int64_t total = 0;
   for (const auto& param : params) {
     if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
-    grads.push_back(param.grad().detach().cpu().contiguous().reshape({-1}));
+    total += param.numel();
   }
-  const at::Tensor joined = at::cat(grads).to(at::kFloat);
-  flat.resize(static_cast<size_t>(joined.numel()));
-  at::Tensor flat_view = at::from_blob(flat.data(), {joined.numel()}, at::kFloat);
-  flat_view.copy_(joined);
-  if (!replica.AllReduceMean(flat.data(), flat.size())) return false;
-  int64_t offset = 0;
+  // Each gradient is copied into the flat buffer once (to host memory and
+  // float32 as it goes), and back once after the ring.
+  flat.resize(static_cast<size_t>(total));
+  at::Tensor flat_view = at::from_blob(flat.data(), {total}, at::kFloat);
   at::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (const auto& param : params) {
+    flat_view.narrow(0, offset, param.numel()).copy_(param.grad().detach().reshape({-1}));
+    offset += param.numel();
+  }
+  if (!replica.AllReduceMean(flat.data(), flat.size())) return false;
+  offset = 0;
   for (const auto& param : params) {
     at::Tensor g = param.grad();
     g.copy_(flat_view.narrow(0, offset, g.numel()).view(g.sizes()));

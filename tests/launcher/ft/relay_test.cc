@@ -156,12 +156,17 @@ rdzv::SyncAnswer TwoGroups(std::optional<bool> commit, int64_t id, int64_t step_
                                           .commit_failures = 0}}}};
 }
 
+// Both workers' first sync lines and the one call they make.
+FakeLink::Held FirstCall(Fixture& f, Worker& w0, Worker& w1) {
+  w0.Send("sync 0 0 1000 2000 -\n");
+  w1.Send("sync 1 0 1001 2001 -\n");
+  return f.link.NextCall();
+}
+
 // Both workers' first sync lines, the one call they make, answered with
 // `answer`; each worker's quorum line is read (and must be one).
 void FirstStep(Fixture& f, Worker& w0, Worker& w1, const rdzv::SyncAnswer& answer) {
-  w0.Send("sync 0 0 1000 2000 -\n");
-  w1.Send("sync 1 0 1001 2001 -\n");
-  FakeLink::Held call = f.link.NextCall();
+  FakeLink::Held call = FirstCall(f, w0, w1);
   f.OnIo([&f, done = call.done, answer] { done(answer); });
   REQUIRE(w0.Line().rfind("quorum", 0) == 0);
   REQUIRE(w1.Line().rfind("quorum", 0) == 0);
@@ -299,9 +304,7 @@ TEST_CASE("bad lines get one error line and the connection is closed", "[ft][rel
 TEST_CASE("a refused call fails every rank with the server's reason", "[ft][relay]") {
   Fixture f;
   Worker w0(f.name), w1(f.name);
-  w0.Send("sync 0 0 1000 2000 -\n");
-  w1.Send("sync 1 0 1001 2001 -\n");
-  FakeLink::Held call = f.link.NextCall();
+  FakeLink::Held call = FirstCall(f, w0, w1);
   f.OnIo([&] { call.done(Status::FailedPrecondition("another --ft-replicas than the run's")); });
   CHECK(w0.Line() == "error the quorum server refused this group's call: another --ft-replicas than the run's");
   CHECK(w0.Line() == "<closed>");
@@ -311,9 +314,7 @@ TEST_CASE("a refused call fails every rank with the server's reason", "[ft][rela
 TEST_CASE("a call that times out says which setting bounds it and what to check", "[ft][relay]") {
   Fixture f;
   Worker w0(f.name), w1(f.name);
-  w0.Send("sync 0 0 1000 2000 -\n");
-  w1.Send("sync 1 0 1001 2001 -\n");
-  FakeLink::Held call = f.link.NextCall();
+  FakeLink::Held call = FirstCall(f, w0, w1);
   f.OnIo([&] { call.done(Status::DeadlineExceeded("rendezvous at h:1 did not answer in time")); });
   CHECK(w0.Line() ==
         "error no quorum within --rdzv-conf join_timeout (rendezvous at h:1 did not answer in time): check that "

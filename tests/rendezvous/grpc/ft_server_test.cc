@@ -97,7 +97,7 @@ struct Group {
   void Sync(int64_t committed, std::optional<Ballot> ballot = std::nullopt) {
     client->Sync(SyncCall{.group = "ignored", .committed_step = committed, .address = client->options().group + ":9",
                           .ballot = ballot},
-                 [this](const Result<SyncAnswer>& a) { answers.Put(a); });
+                 0, [this](const Result<SyncAnswer>& a) { answers.Put(a); });
   }
   // This node's part of its group's call (address "<group>-<node>:9").
   void SyncPart(int64_t committed) {
@@ -319,7 +319,7 @@ TEST_CASE("Ft calls: bad input is refused with one line, and the server keeps se
   {
     Group g(port, "a", Params(1, 2), "secret");
     g.client->Sync(SyncCall{.group = "a", .committed_step = 0, .address = std::string(1025, 'x'), .ballot = {}},
-                   [&](const Result<SyncAnswer>& a) { g.answers.Put(a); });
+                   0, [&](const Result<SyncAnswer>& a) { g.answers.Put(a); });
     Result<SyncAnswer> a = g.Answer();
     CHECK(a.status().IsInvalidArgument());
     CHECK(a.status().message().find("1024") != std::string::npos);
