@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "rdzv_load_driver.h"
+#include "rendezvous/grpc/channel_backoff.h"
 
 namespace rdzv_load {
 
@@ -38,9 +39,7 @@ bool Load::ConnectChannels() {
   const TimePoint t_start = SteadyClock::now();
   for (int c = 0; c < o_.channels; ++c) {
     grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    ctrun::rdzv::SetQuickReconnect(args);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
     channels_.push_back(grpc::CreateCustomChannel(o_.endpoint, grpc::InsecureChannelCredentials(), args));
     stubs_.push_back(v1::Rendezvous::NewStub(channels_.back()));

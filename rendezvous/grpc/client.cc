@@ -10,6 +10,7 @@
 #include "rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/grpc_process.h"
 #include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/grpc/channel_backoff.h"
 
 namespace ctrun::rdzv {
 
@@ -70,10 +71,7 @@ class RendezvousClient::Impl {
  public:
   Impl(const ClientOptions& options, Post post) : options_(options), post_(std::move(post)) {
     grpc::ChannelArguments args;
-    // Find a server that starts late quickly, instead of backing off to 2 min.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    SetQuickReconnect(args);
     std::shared_ptr<grpc::ChannelCredentials> credentials = ChannelCredentialsFor(options_.tls, args);
     channel_ = grpc::CreateCustomChannel(options_.endpoint, credentials, args);
     stub_ = v1::Rendezvous::NewStub(channel_);

@@ -12,6 +12,7 @@
 #include "rendezvous/grpc/ft_convert.h"
 #include "rendezvous/grpc/grpc_process.h"
 #include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/grpc/channel_backoff.h"
 
 namespace ctrun::rdzv {
 namespace {
@@ -40,10 +41,7 @@ class FtClient::Impl {
  public:
   Impl(const FtClientOptions& options, Post post) : options_(options), post_(std::move(post)) {
     grpc::ChannelArguments args;
-    // Find a server that starts late quickly, instead of backing off to 2 min.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    SetQuickReconnect(args);
     // Pings the server while a call is open (the watch always is), so a
     // connection the server dropped during a partition, or a server host
     // gone silent, is noticed within ~10 s: the watch ends and is opened

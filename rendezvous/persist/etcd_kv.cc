@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+#include "rendezvous/grpc/channel_backoff.h"
 
 namespace ctrun::rdzv {
 
@@ -65,9 +66,7 @@ class EtcdKv::Impl {
       if (e.address == endpoint) return;
     }
     grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    SetQuickReconnect(args);
     // A frozen member (SIGSTOP, a dead host) leaves the watch stream silent:
     // pings find it within ~15 s. etcd refuses pings more often than every 5 s.
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);

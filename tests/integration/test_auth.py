@@ -112,11 +112,15 @@ def run_agents(endpoints_confs, run_id="job", token=None, env=None, host_conf=No
     return out
 
 
-def assert_all_ok(test, results):
+def assert_all_ok(test, results, daemon=None):
     """Every agent of run_agents exited 0; else fails with every agent's
-    stderr (the one that did not join is often not the first)."""
+    stderr (the one that did not join is often not the first) and, given
+    the Daemon, its log."""
     if any(rc != 0 for rc, _ in results):
-        test.fail("\n".join(f"--- agent {i} (exit {rc}):\n{err}" for i, (rc, err) in enumerate(results)))
+        logs = [f"--- agent {i} (exit {rc}):\n{err}" for i, (rc, err) in enumerate(results)]
+        if daemon is not None:
+            logs.append("--- ctrund:\n" + daemon.stop())
+        test.fail("\n".join(logs))
 
 
 def error_lines(stderr):
@@ -134,7 +138,7 @@ class TokenTest(unittest.TestCase):
         d = Daemon(self, "--token-file", self.token_file)
         results = run_agents([(d.endpoint, CONF), (d.endpoint, CONF + ",token_file=" + self.token_file)],
                              token="right-token")
-        assert_all_ok(self, results)
+        assert_all_ok(self, results, d)
         self.assertNotIn("refused", d.stop())
 
     def test_wrong_or_missing_token_is_refused_on_both_sides(self):
@@ -197,7 +201,7 @@ class TlsTest(unittest.TestCase):
         d = self.tls_daemon()
         self.assertIn("(TLS)", d.line)
         conf = CONF + ",tls_ca=" + self.pki["ca.pem"]
-        assert_all_ok(self, run_agents([(d.endpoint, conf), (d.endpoint, conf)]))
+        assert_all_ok(self, run_agents([(d.endpoint, conf), (d.endpoint, conf)]), d)
         d.stop()
 
     def test_a_wrong_ca_fails_fast_with_a_clear_message_on_both_sides(self):
@@ -233,7 +237,7 @@ class TlsTest(unittest.TestCase):
         d = self.tls_daemon("--tls-client-ca", p["ca.pem"])
         self.assertIn("client certificates required", d.line)
         with_cert = CONF + f",tls_ca={p['ca.pem']},tls_cert={p['client.pem']},tls_key={p['client.key']}"
-        assert_all_ok(self, run_agents([(d.endpoint, with_cert), (d.endpoint, with_cert)]))
+        assert_all_ok(self, run_agents([(d.endpoint, with_cert), (d.endpoint, with_cert)]), d)
         # TLS 1.3: the client finishes its half of the handshake before the
         # server refuses it, so the agent sees a dropped connection only and
         # gives up at join_timeout; the server says why.
