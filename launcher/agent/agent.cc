@@ -73,7 +73,8 @@ Agent::Agent(boost::asio::io_context& io, const LaunchConfig& config, Environmen
       liveness_(&RealLivenessWatchers()),
       health_timer_(io),
       remaining_restarts_(config.max_restarts),
-      steps_(events, rdzv::StragglerParams{config.straggler_factor, config.straggler_intervals}) {
+      steps_(events, rdzv::StragglerParams{config.straggler_factor, config.straggler_intervals}),
+      preempt_timer_(io) {
   for (int sig : config_.signals_to_handle) signals_.add(sig);
 }
 
@@ -81,6 +82,7 @@ void Agent::Start() {
   ArmSignals();
   rdzv_.OnChange(
       [this](bool charged, const std::string& why) { OnMembershipChange(charged, why); });
+  rdzv_.OnPreemptNotice([this](const PreemptNotice& notice) { OnPeerPreempt(notice); });
   rdzv_.TrackSteps(
       [this]() -> std::optional<rdzv::StepReport> {
         if (state_ != State::kRunning) return std::nullopt;
@@ -214,6 +216,10 @@ void Agent::OnWorkerExit(const WorkerExit& e) {
   const bool failed = e.exit_code != 0;
   if (failed && !SignalReceived()) RecordFailure(e);
   if (state_ != State::kRunning) return;
+  if (preempt_) {
+    PreemptWorkerExited(e);
+    return;
+  }
   if (failed) {
     spdlog::warn("worker local_rank {} (pid {}) exited with {}; stopping the worker group",
                  e.local_rank, e.pid,
@@ -244,6 +250,12 @@ void Agent::OnMembershipChange(bool charged, const std::string& why) {
   if (events_) {
     events_->Emit("membership_changed",
                   Json{{"why", why}, {"charged", charged}, {"state", StateName(state_)}});
+  }
+  if (preempt_) {
+    // The nodes that saved leave the run: no restart now. A peer lost
+    // mid-save leaves this node's workers to the deadline.
+    spdlog::info("{} during the preemption save; the workers go on saving", why);
+    return;
   }
   if (state_ == State::kStopping && stop_->then == Stop::Then::kRestart && stop_->charged &&
       !charged) {
@@ -281,6 +293,11 @@ void Agent::OnHeartbeatMiss(const HeartbeatMiss& miss) {
 }
 
 void Agent::Restart(const Stop& stop, const std::vector<WorkerFailure>& failures) {
+  if (preempt_) {  // no restart during a notice: the job is being stopped
+    MissPreempt(fmt::format("the workers were stopped for a restart ({})", Name(stop.cause)));
+    FinishPreempted(failures);
+    return;
+  }
   const RestartPolicy::Decision next = policy_.OnAttemptEnd(stop.attempt);
   if (!stop.charged) {
     if (events_) {
@@ -351,6 +368,10 @@ void Agent::StopAtStartup(const Stop& stop, const std::vector<WorkerFailure>& fa
 }
 
 void Agent::ReportFailure(const std::vector<WorkerFailure>& failures, std::optional<int> forced_code) {
+  Finish(State::kFailed, PrintFailureReport(failures, forced_code), ShutdownReason::kFailed);
+}
+
+int Agent::PrintFailureReport(const std::vector<WorkerFailure>& failures, std::optional<int> forced_code) {
   std::string name;
   std::string host;
   if (!failures.empty()) {
@@ -369,7 +390,7 @@ void Agent::ReportFailure(const std::vector<WorkerFailure>& failures, std::optio
       if (!s.ok()) spdlog::warn("{}", s.message());
     }
   }
-  Finish(State::kFailed, out.exit_code, ShutdownReason::kFailed);
+  return out.exit_code;
 }
 
 void Agent::Finish(State final_state, int code, ShutdownReason reason) {

@@ -59,6 +59,23 @@
 //       the rendezvous records it, the other nodes restart without it)
 //   kRendezvous --the run was closed for --max-unhealthy-nodes--> kFailed (5)
 //
+// Preemption (--preempt-grace; agent_preempt.cc). A notice is SIGTERM,
+// SIGINT or --preempt-signal received first, or a peer's notice pushed by
+// the rendezvous; it writes CTRUN_PREEMPT_FILE for the workers and is sent
+// on to the other nodes:
+//   kRunning --notice--> kRunning{notice}: the workers save and exit 0
+//   kRunning{notice} --every worker exited 0, or one failed, or the
+//       deadline passed, or a second SIGTERM/SIGINT--> kStopping{preempted}
+//       (the last: kStopping{exit for signal N} as above)
+//   kRunning{notice} --membership changed--> ignored (saved peers leave)
+//   kStopping{restart} --notice--> kStopping{preempted}
+//   kInit, kRendezvous, kBackoff --notice--> kFailed (76: missed, no group)
+//   kStopping{preempted} --group closed and tees drained--> kFailed: 75
+//       when every worker wrote the same step to its CTRUN_PREEMPT_SAVED_FILE
+//       ("preempt_saved"), else 76 ("preempt_missed", with why); the node
+//       leaves the rendezvous without closing it. A restart is never begun
+//       during a notice.
+//
 // kSucceeded and kFailed are final: the rendezvous is shut down and `io` is
 // stopped. A signal arriving then (while the rendezvous is left) changes
 // nothing; the leave is bounded by the rendezvous's own timeouts
@@ -97,6 +114,7 @@
 #include <vector>
 
 #include "launcher/agent/attempt.h"
+#include "launcher/agent/preemption.h"
 #include "launcher/agent/restart_policy.h"
 #include "launcher/agent/stop.h"
 #include "launcher/agent/stragglers.h"
@@ -176,6 +194,8 @@ class Agent {
   // Prints the failure report of `failures` and finishes with `code`, or
   // (nullopt) with 1 or the root cause's own code (--exit-code-from-root-cause).
   void ReportFailure(const std::vector<WorkerFailure>& failures, std::optional<int> code = std::nullopt);
+  // ReportFailure's report (none for no failures); returns the exit code it chose.
+  int PrintFailureReport(const std::vector<WorkerFailure>& failures, std::optional<int> code);
   void StopAtStartup(const Stop& stop, const std::vector<WorkerFailure>& failures);
 
   // agent_stop.cc. The one way to stop the group: sends `sig` (SIGKILL
@@ -190,6 +210,28 @@ class Agent {
   // Signals while a stop is under way (HandleSignal in kRunning, kStopping).
   void SignalWhileLeaving(int sig);
   bool SignalReceived() const;
+
+  // agent_preempt.cc: preemption (--preempt-grace; launcher/agent/preemption.h).
+  // A signal that begins a notice: SIGTERM, SIGINT or --preempt-signal, with
+  // --preempt-grace, before any notice.
+  bool IsPreemptNotice(int sig) const;
+  WorkerNotice LocalNotice(int sig) const;
+  // Tells the workers (the notice file), the events file and, for a local
+  // notice, the other nodes; then by state: running, the deadline's timer;
+  // stopping for a restart, the stop ends the job instead; no group, the
+  // notice is missed at once.
+  void BeginPreempt(WorkerNotice notice, bool tell_peers);
+  void OnPeerPreempt(const PreemptNotice& notice);
+  void OnPreemptDeadline();
+  void PreemptWorkerExited(const WorkerExit& exit);
+  // The notice's verdict is "missed: `why`" (the first reason stays).
+  void MissPreempt(std::string why);
+  // Reads the verdict from the markers (unless missed already), reports it
+  // (event, stderr, the failure report of `failures`) and finishes with 75 or 76.
+  void FinishPreempted(const std::vector<WorkerFailure>& failures);
+  // The decided verdict's stderr line (naming `exit_code`) and its
+  // preempt_saved / preempt_missed event.
+  void ReportPreemptVerdict(int exit_code);
 
   // node_health.cc: node health (launcher/health/).
   void OnPreJoinCheck(const HealthResult& result);
@@ -234,6 +276,12 @@ class Agent {
   // The last ended attempt's tees (attempt.h): dropped at the next start.
   std::unique_ptr<AttemptTees> ended_tees_;
   StepReporter steps_;  // watching exactly while attempt_ has a heartbeat watch
+  // The preemption notice under way (set once, never cleared: the job ends
+  // with it), when it began, and its verdict once decided.
+  std::optional<WorkerNotice> preempt_;
+  TimePoint preempt_began_{};
+  std::optional<PreemptVerdict> preempt_verdict_;
+  boost::asio::steady_timer preempt_timer_;  // the notice's deadline, armed while kRunning
 };
 
 // The state's name in events ("running", ...).

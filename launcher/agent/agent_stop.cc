@@ -16,6 +16,19 @@ void Agent::HandleSignal(int sig) {
   // Final: the rendezvous is being left (bounded by its own timeouts); the
   // exit code and the report stay as they are.
   if (state_ == State::kSucceeded || state_ == State::kFailed) return;
+  if (IsPreemptNotice(sig)) {
+    BeginPreempt(LocalNotice(sig), /*tell_peers=*/true);
+    return;
+  }
+  if (preempt_ && sig == config_.preempt_signal) {
+    spdlog::info("{} again: the preemption notice is under way already", SignalName(sig));
+    return;
+  }
+  // A second SIGTERM or SIGINT during a notice stops the workers now.
+  if (preempt_ && !preempt_verdict_) {
+    MissPreempt(fmt::format("a second signal ({}) stopped the workers", SignalName(sig)));
+    ReportPreemptVerdict(kExitSignalBase + sig);
+  }
   spdlog::warn("Received {} death signal, shutting down workers", SignalName(sig));
   if (events_) {
     events_->Emit("signal", nlohmann::ordered_json{{"signal", SignalName(sig)}, {"state", StateName(state_)}});
@@ -132,6 +145,9 @@ bool Agent::EndStopIfDrained() {
       break;
     case Stop::Then::kLeaveUnhealthy:
       LeaveUnhealthy(stop.report);
+      break;
+    case Stop::Then::kPreempted:
+      FinishPreempted(failures);
       break;
   }
   return true;

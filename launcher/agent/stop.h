@@ -35,6 +35,7 @@ struct Stop {
     kSucceed,        // every worker exited 0: finish with kExitSuccess
     kExitForSignal,  // finish with kExitSignalBase + signal
     kLeaveUnhealthy, // leave the job as unhealthy: finish with kExitNodeUnhealthy
+    kPreempted,      // a preemption notice ended the group: finish with its verdict (75 or 76)
   };
   Then then = Then::kRestart;
   StopCause cause = StopCause::kWorkerFailed;  // kRestart: why
@@ -61,6 +62,11 @@ struct Stop {
     Stop s;
     s.then = Then::kLeaveUnhealthy;
     s.report = std::move(report);
+    return s;
+  }
+  static Stop ToPreempted() {
+    Stop s;
+    s.then = Then::kPreempted;
     return s;
   }
   static Stop ToExitForSignal(int sig) {

@@ -33,10 +33,14 @@ WorkerSpec MakeSpec(const AttemptInputs& in, const WorkerRanks& r, const RoundEn
   WorkerSpec spec;
   spec.local_rank = lr;
   spec.argv = BuildWorkerArgv(c, lr);
-  spec.env = ToEnvStrings(
-      in.env, WorkerEnvOverrides(in.env, r, round_env, in.log_dir.ErrorFile(attempt, lr),
-                                 c.heartbeat_timeout > Seconds(0) ? HeartbeatFile(in.log_dir, attempt, lr)
-                                                                  : std::string()));
+  Environment overrides =
+      WorkerEnvOverrides(in.env, r, round_env, in.log_dir.ErrorFile(attempt, lr),
+                         c.heartbeat_timeout > Seconds(0) ? HeartbeatFile(in.log_dir, attempt, lr) : std::string());
+  if (c.preempt_grace) {
+    overrides["CTRUN_PREEMPT_FILE"] = PreemptNoticeFile(in.log_dir);
+    overrides["CTRUN_PREEMPT_SAVED_FILE"] = PreemptSavedFile(in.log_dir, attempt, lr);
+  }
+  spec.env = ToEnvStrings(in.env, overrides);
   // A stream with --duplicate-*-filters is read from a pipe, tee'd or not.
   spec.out = ChooseTarget(c.tee.Stdout(lr) || !c.duplicate_stdout_filters.empty(), c.redirects.Stdout(lr),
                           OnConsole(c, lr), in.log_dir.StdoutFile(attempt, lr));
@@ -65,6 +69,12 @@ TeeStream PlanStream(size_t worker, bool is_stderr, bool tee, bool redirect, boo
 }  // namespace
 
 std::string ExcludeNodeFile(const RunLogDir& log_dir) { return log_dir.path() + "/exclude_node"; }
+
+std::string PreemptNoticeFile(const RunLogDir& log_dir) { return log_dir.path() + "/preempt"; }
+
+std::string PreemptSavedFile(const RunLogDir& log_dir, int restart_count, int local_rank) {
+  return log_dir.RankDir(restart_count, local_rank) + "/preempt_saved";
+}
 
 std::string HeartbeatFile(const RunLogDir& log_dir, int restart_count, int local_rank) {
   return log_dir.RankDir(restart_count, local_rank) + "/heartbeat";

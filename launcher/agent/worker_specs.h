@@ -29,6 +29,13 @@ struct AttemptInputs {
 // The file a worker writes to ask for this node's exclusion
 // (CTRUN_EXCLUDE_NODE_FILE): <run log dir>/exclude_node.
 std::string ExcludeNodeFile(const RunLogDir& log_dir);
+// Preemption (--preempt-grace; launcher/agent/preemption.h): the notice file
+// the workers watch (CTRUN_PREEMPT_FILE), <run log dir>/preempt, and where
+// each writes the step it saved (CTRUN_PREEMPT_SAVED_FILE), its rank
+// directory's preempt_saved. Both are set in a worker's environment only
+// with --preempt-grace.
+std::string PreemptNoticeFile(const RunLogDir& log_dir);
+std::string PreemptSavedFile(const RunLogDir& log_dir, int restart_count, int local_rank);
 // Attempt `restart_count`'s heartbeat file of `local_rank` (in its log directory).
 std::string HeartbeatFile(const RunLogDir& log_dir, int restart_count, int local_rank);
 // Whether `local_rank`'s output goes to the console (--local-ranks-filter).

@@ -1,5 +1,6 @@
 #include "launcher/cli/config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -233,6 +234,14 @@ Status ReadOtherEnvironment(const Environment& env, LaunchConfig& config) {
   if (auto it = env.find("CTRUN_EVENTS_FILE"); it != env.end() && !it->second.empty() && !config.events_file) {
     config.events_file = it->second;
   }
+  // Slurm 23.02+ sets it in a job's environment: a preemption budget is at
+  // most what is left of the job's time. Anything but a positive number is
+  // ignored (an unlimited job has none).
+  if (auto it = env.find("SLURM_JOB_END_TIME"); it != env.end()) {
+    if (std::optional<long long> end = ParseInt(it->second); end && *end > 0) {
+      config.slurm_job_end_unix_s = static_cast<double>(*end);
+    }
+  }
   // Like CTRUN_EVENTS_FILE: --health-check and PET_HEALTH_CHECK win over it.
   if (auto it = env.find("CTRUN_HEALTH_CHECK"); it != env.end() && !it->second.empty() && !config.health_check) {
     config.health_check = it->second;
@@ -355,6 +364,18 @@ Status CheckCombinations(std::map<std::string_view, Given>& sources, LaunchConfi
         "{}: must be less than the maximum node count {} from {} (use 0..{}, or raise --nnodes)",
         Describe(sources["--node-rank"], "--node-rank"), config.max_nodes,
         Describe(sources["--nnodes"], "--nnodes"), config.max_nodes - 1));
+  }
+  if (config.preempt_signal != 0) {
+    if (!config.preempt_grace) {
+      return Status::InvalidArgument(fmt::format(
+          "{} needs --preempt-grace SECONDS: the time the workers get to save (e.g. --preempt-grace 120)",
+          Describe(sources["--preempt-signal"], "--preempt-signal")));
+    }
+    // ctrun must catch it (the default action of SIGUSR1 ends the process).
+    std::vector<int>& handled = config.signals_to_handle;
+    if (std::find(handled.begin(), handled.end(), config.preempt_signal) == handled.end()) {
+      handled.push_back(config.preempt_signal);
+    }
   }
   if (config.no_python && config.module && !config.run_path) {
     return Status::InvalidArgument(fmt::format(

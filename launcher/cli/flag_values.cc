@@ -160,6 +160,17 @@ Status ApplyLocalRanksFilter(std::string_view v, LaunchConfig& c) {
   return Status::Ok();
 }
 
+Status ApplyPreemptSignal(std::string_view v, LaunchConfig& c) {
+  if (v.find(',') != std::string_view::npos) return Bad("give one signal (e.g. SIGUSR1)");
+  LaunchConfig parsed;
+  if (!ApplySignals(v, parsed).ok() || parsed.signals_to_handle.size() != 1) {
+    return Bad("give one signal ctrun can catch: SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 or SIGUSR2 "
+               "(SIG prefix and case optional)");
+  }
+  c.preempt_signal = parsed.signals_to_handle.front();
+  return Status::Ok();
+}
+
 // repeats are dropped, the first occurrence keeps its place.
 Status ApplySignals(std::string_view v, LaunchConfig& c) {
   std::vector<int> numbers;

@@ -73,6 +73,10 @@ Status ApplyLocalRanksFilter(std::string_view v, LaunchConfig& c);
 // SIGUSR1, SIGUSR2 (case-insensitive, SIG prefix optional); repeats dropped.
 Status ApplySignals(std::string_view v, LaunchConfig& c);
 
+// --preempt-signal: one signal of ApplySignals' list (not SIGKILL/SIGSTOP,
+// which cannot be caught) into c.preempt_signal.
+Status ApplyPreemptSignal(std::string_view v, LaunchConfig& c);
+
 // --rdzv-conf: "KEY=VALUE,..." over the known keys (durations, booleans,
 // store_type, token_file, tls_*, rank, metrics_port); replaces c.rdzv_conf whole, with
 // every pair given also kept in RdzvConf::given.

@@ -211,6 +211,18 @@ std::vector<FlagSpec> BuildTable() {
        "Give up on workers not reaped this long after SIGKILL (e.g. stuck in uninterruptible sleep): "
        "report their pids and states and exit with code 4.",
        G::kCtrun},
+      {"--preempt-grace", {"--preempt-grace", "--preempt_grace"}, "PET_PREEMPT_GRACE", nullptr, K::kValue,
+       CTRUN_APPLY(auto s = PositiveSeconds(v, "120"); if (!s.ok()) return s.status();
+                   c.preempt_grace = *s; return Status::Ok();),
+       "SECONDS",
+       "Preemption: on SIGTERM, SIGINT or --preempt-signal the workers get SECONDS (at most what is left of "
+       "Slurm's time limit) to save; ctrun then exits 75 (saved) or 76 (missed). Off by default.",
+       G::kCtrun},
+      {"--preempt-signal", {"--preempt-signal", "--preempt_signal"}, "PET_PREEMPT_SIGNAL", nullptr, K::kValue,
+       CTRUN_APPLY(return ApplyPreemptSignal(v, c);), "SIGNAL",
+       "One more preemption notice besides SIGTERM and SIGINT, e.g. SIGUSR1 from sbatch --signal=B:USR1@60 "
+       "(needs --preempt-grace).",
+       G::kCtrun},
       {"--hang-stacks-timeout", {"--hang-stacks-timeout", "--hang_stacks_timeout"},
        "PET_HANG_STACKS_TIMEOUT", "10", K::kValue,
        CTRUN_APPLY(return ApplyTimeoutOrOff(v, c.hang_stacks_timeout, "10");), "SECONDS",

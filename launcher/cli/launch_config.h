@@ -141,6 +141,16 @@ struct LaunchConfig {
   // --kill-timeout: how long to wait for the workers to be reaped after
   // SIGKILL before giving up on them (exit code 4).
   Seconds kill_timeout{30};
+  // Preemption (ctrun only; launcher/agent/preemption.h). --preempt-grace:
+  // the workers' budget to save after a notice (SIGTERM, SIGINT or
+  // --preempt-signal); nullopt = preemption off (signals stop the workers as
+  // in torchrun). --preempt-signal: one more notice signal (e.g. SIGUSR1 from
+  // Slurm's --signal), 0 = none; it is added to signals_to_handle.
+  std::optional<Seconds> preempt_grace;
+  int preempt_signal = 0;
+  // SLURM_JOB_END_TIME (Unix seconds), where Slurm sets it: a notice's budget
+  // is at most what is left of it, less a margin.
+  std::optional<double> slurm_job_end_unix_s;
   // --hang-stacks-timeout (ctrun only): before a worker is killed for a hang,
   // its stacks are saved with gdb, for at most this long; 0 = off.
   Seconds hang_stacks_timeout{10};

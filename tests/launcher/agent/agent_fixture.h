@@ -192,6 +192,13 @@ class FakeRendezvous : public RendezvousHandler {
     REQUIRE(step_source_);
     return step_source_();
   }
+  void SendPreemptNotice(const PreemptNotice& notice) override { sent_notices.push_back(notice); }
+  void OnPreemptNotice(PreemptCallback cb) override { preempt_ = std::move(cb); }
+  // Another node's notice arrives.
+  void PushPreempt(const PreemptNotice& notice) {
+    REQUIRE(preempt_);
+    preempt_(notice);
+  }
   // The rendezvous flags (slow) or clears one of this node's ranks.
   void SendStraggler(const rdzv::StragglerChange& change) {
     REQUIRE(straggler_);
@@ -202,8 +209,10 @@ class FakeRendezvous : public RendezvousHandler {
   std::optional<ShutdownReason> shutdown;
   std::string unhealthy_report;
   bool hold_shutdown = false;
+  std::vector<PreemptNotice> sent_notices;  // SendPreemptNotice, in order
 
  private:
+  PreemptCallback preempt_;
   std::function<void(Result<Round>)> next_;
   std::function<void()> leave_;
   ChangeCallback change_;

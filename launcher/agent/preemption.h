@@ -1,0 +1,65 @@
+// Preemption (--preempt-grace): the pieces of one notice that are not the
+// agent's state machine — its budget, the notice file the workers watch, and
+// the verdict read from the workers' markers. The agent's side (when a notice
+// begins, the deadline, the stop) is agent_preempt.cc.
+//
+// The workers' channel (docs/preemption.md):
+//   CTRUN_PREEMPT_FILE        <run log dir>/preempt: absent until a notice,
+//                             then one JSON line {"deadline_unix_s", "budget_s",
+//                             "source"}, written whole (tmp + rename).
+//   CTRUN_PREEMPT_SAVED_FILE  <attempt dir>/<local rank>/preempt_saved: the
+//                             worker writes the step it saved there, then
+//                             exits 0.
+//
+// Pure functions but WriteNoticeFile and ReadVerdict (files); thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace ctrun::launcher {
+
+// One notice as the agent holds it and tells its workers.
+struct WorkerNotice {
+  std::string source;        // "SIGUSR1", or "node <addr> (SIGUSR1)" when a peer sent it
+  double budget_s = 0;       // the time the workers got to save
+  double deadline_unix_s = 0;
+};
+
+// The verdict of one notice: saved at `step`, or missed for `why`.
+struct PreemptVerdict {
+  bool saved = false;
+  long long step = -1;  // saved only
+  std::string why;      // missed only: one plain-English clause
+};
+
+// Slurm's time limit keeps this much back from a notice's budget: the
+// workers must be gone before Slurm's own kill.
+inline constexpr double kSlurmMarginS = 10;
+
+// The budget of a notice received at `now_unix_s`: `grace`, and at most
+// what is left of `slurm_end_unix_s` (when known) less kSlurmMarginS; never
+// below 0.
+double PreemptBudget(double grace_s, std::optional<double> slurm_end_unix_s, double now_unix_s);
+
+// The notice file's one line (JSON, newline-terminated).
+std::string NoticeLine(const WorkerNotice& notice);
+
+// Writes NoticeLine(notice) to `path` whole: to `path`.tmp, then rename.
+// IOError naming the path on failure.
+Status WriteNoticeFile(const std::string& path, const WorkerNotice& notice);
+
+// The verdict of a group whose workers all exited 0, from their markers
+// (`markers`, by local rank): saved when every marker holds the same step
+// (a decimal number, surrounding whitespace allowed); missed, naming the
+// local ranks, when one is absent, unreadable or not a number, or when they
+// differ.
+PreemptVerdict ReadVerdict(const std::vector<std::string>& markers);
+
+// ReadVerdict's rule over the markers' contents (nullopt: no marker).
+PreemptVerdict VerdictOf(const std::vector<std::optional<std::string>>& contents);
+
+}  // namespace ctrun::launcher
