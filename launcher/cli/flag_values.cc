@@ -161,7 +161,6 @@ Status ApplyLocalRanksFilter(std::string_view v, LaunchConfig& c) {
 }
 
 Status ApplyPreemptSignal(std::string_view v, LaunchConfig& c) {
-  if (v.find(',') != std::string_view::npos) return Bad("give one signal (e.g. SIGUSR1)");
   LaunchConfig parsed;
   if (!ApplySignals(v, parsed).ok() || parsed.signals_to_handle.size() != 1) {
     return Bad("give one signal ctrun can catch: SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 or SIGUSR2 "

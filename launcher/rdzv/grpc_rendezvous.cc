@@ -30,6 +30,7 @@ std::pair<std::string, int> SplitEndpoint(const std::string& endpoint) {
 
 constexpr auto kStatusEvery = std::chrono::seconds(10);
 constexpr Duration kSignalLeaveTimeout = std::chrono::seconds(2);
+constexpr Duration kPreemptSendTimeout = std::chrono::seconds(5);
 // A reconnect waits for the server (wait-for-ready) and needs no delay; the
 // delay only spaces retries after a server that answers and fails at once
 // (e.g. one shutting down).
@@ -221,6 +222,34 @@ void GrpcRendezvous::Handle(const rdzv::Closed& c) {
     FinishJoin(Status::Aborted("rendezvous run '" + options_.client.run_id +
                                "' was closed while this node was joining"));
   }
+}
+
+// The server pushes a run's first notice once; a reconnect to a restarted
+// ctrund that lost it could bring another, which is dropped here.
+void GrpcRendezvous::Handle(const rdzv::PreemptNotice& n) {
+  if (phase_ == Phase::kShutdown || preempt_heard_ || n.from == options_.client.node) return;
+  preempt_heard_ = true;
+  spdlog::info("preemption notice from node {} ({}, {:g} s left)", rdzv::ToString(n.from), n.source,
+               n.remaining_s);
+  if (on_preempt_) on_preempt_(PreemptNotice{n.remaining_s, n.source, n.from.addr});
+}
+
+void GrpcRendezvous::SendPreemptNotice(const PreemptNotice& notice) {
+  preempt_heard_ = true;  // this node knows already: a notice from another node is not news
+  const Duration timeout = std::min<Duration>(ToDuration(options_.close_timeout), kPreemptSendTimeout);
+  client_->Preempt(notice.remaining_s, notice.source, timeout,
+                   [endpoint = options_.client.endpoint](const Result<rdzv::RendezvousClient::PreemptSent>& sent) {
+                     if (!sent.ok()) {
+                       spdlog::warn("could not tell the other nodes of the preemption notice through the "
+                                    "rendezvous at {}: {}",
+                                    endpoint, sent.status().message());
+                     } else if (sent->first) {
+                       spdlog::info("told the other nodes of the preemption notice ({} other node{} in the run)",
+                                    sent->pushed, sent->pushed == 1 ? "" : "s");
+                     } else {
+                       spdlog::info("the other nodes were told of a preemption notice already");
+                     }
+                   });
 }
 
 void GrpcRendezvous::OnStreamEnd(const Status& status) {

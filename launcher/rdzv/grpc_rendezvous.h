@@ -77,6 +77,11 @@ class GrpcRendezvous : public RendezvousHandler {
     step_source_ = std::move(source);
     on_straggler_ = std::move(on_change);
   }
+  // Preempt to the server, bounded by close_timeout (at most 5 s); the
+  // outcome is logged. A notice the Join stream brings (PreemptNotice) goes
+  // to `cb` once per agent process, in any phase but shutdown.
+  void SendPreemptNotice(const PreemptNotice& notice) override;
+  void OnPreemptNotice(PreemptCallback cb) override { on_preempt_ = std::move(cb); }
 
  private:
   std::string unhealthy_report_;  // Shutdown(kUnhealthy)'s Leave carries it
@@ -91,6 +96,7 @@ class GrpcRendezvous : public RendezvousHandler {
   void Handle(const rdzv::TimedOut& timed_out);
   void Handle(const rdzv::Evicted& evicted);
   void Handle(const rdzv::Closed& closed);
+  void Handle(const rdzv::PreemptNotice& notice);
   // The Round a RoundComplete gives this node (its group rank, the workers'
   // MASTER_ADDR:MASTER_PORT); Internal when the round is malformed or
   // leaves this node out.
@@ -129,6 +135,8 @@ class GrpcRendezvous : public RendezvousHandler {
   ChangeCallback on_change_;
   StepSource step_source_;
   StragglerCallback on_straggler_;
+  PreemptCallback on_preempt_;
+  bool preempt_heard_ = false;  // a notice reached on_preempt_ (or this node sent its own)
   bool keep_alive_started_ = false;
   bool closed_ = false;
   uint64_t round_ = 0;

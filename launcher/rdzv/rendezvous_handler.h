@@ -48,6 +48,13 @@ enum class ShutdownReason {
   kUnhealthy,
 };
 
+// A preemption notice that travels between nodes through the rendezvous.
+struct PreemptNotice {
+  double remaining_s = 0;   // the budget left when it was sent (receivers set their deadline = now + remaining_s)
+  std::string source;       // "SIGUSR1", "SIGTERM", ...: the signal the first node received
+  std::string node;         // the addr of the node that received the signal (NodeId.addr)
+};
+
 class RendezvousHandler {
  public:
   // Called while workers run: `charged` is false for a scale-up (a node is
@@ -81,6 +88,16 @@ class RendezvousHandler {
   using StepSource = std::function<std::optional<rdzv::StepReport>()>;
   using StragglerCallback = std::function<void(const rdzv::StragglerChange&)>;
   virtual void TrackSteps(StepSource /*source*/, StragglerCallback /*on_change*/) {}
+
+  // Preemption (the local and etcd backends keep these no-ops). Sends this
+  // node's notice to every other node of the run (best effort; returns at
+  // once). A node never gets its own notice back, and gets a run's notice at
+  // most once per agent process.
+  virtual void SendPreemptNotice(const PreemptNotice& /*notice*/) {}
+  // Registers the callback for notices from other nodes (replaces any
+  // earlier one); on the agent's io_context.
+  using PreemptCallback = std::function<void(const PreemptNotice&)>;
+  virtual void OnPreemptNotice(PreemptCallback /*cb*/) {}
 };
 
 }  // namespace ctrun::launcher

@@ -299,4 +299,25 @@ void RendezvousClient::GetStatus(Duration timeout, std::function<void(const Resu
       /*wait_for_ready=*/false);
 }
 
+void RendezvousClient::Preempt(double remaining_s, const std::string& source, Duration timeout,
+                               std::function<void(const Result<PreemptSent>&)> done) {
+  v1::PreemptRequest req;
+  req.set_version(kProtocolVersion);
+  req.set_run_id(options_.run_id);
+  NodeToProto(options_.node, req.mutable_node());
+  req.set_incarnation(options_.incarnation);
+  req.set_token(options_.token);
+  req.set_remaining_s(remaining_s);
+  req.set_source(source);
+  impl_->Unary<v1::PreemptRequest, v1::PreemptReply>(
+      [](auto* a, grpc::ClientContext* c, const v1::PreemptRequest* q, v1::PreemptReply* r, auto cb) {
+        a->Preempt(c, q, r, std::move(cb));
+      },
+      std::move(req), timeout,
+      [done](const Status& s, const v1::PreemptReply& rep) {
+        if (!s.ok()) return done(s);
+        done(PreemptSent{rep.first(), rep.pushed()});
+      });
+}
+
 }  // namespace ctrun::rdzv

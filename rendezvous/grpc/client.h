@@ -106,6 +106,19 @@ class RendezvousClient {
   // GetState, and with NotFound when the server does not know the run.
   void GetStatus(Duration timeout, std::function<void(const Result<RunView>&)> done);
 
+  // This node's preemption notice to the other nodes of the run (the server
+  // pushes the run's first one to them at once; proto/rendezvous.proto's
+  // Preempt). `done` gets what the server answered, or the call's error
+  // (as the other calls map it: a source or remaining_s out of bounds comes
+  // back as Unavailable with the server's line); bounded by `timeout`.
+  // Waits for a server that is not reachable yet, up to `timeout`.
+  struct PreemptSent {
+    bool first = false;  // the run's first notice: it was pushed
+    int pushed = 0;      // the other nodes the run held (0 unless first)
+  };
+  void Preempt(double remaining_s, const std::string& source, Duration timeout,
+               std::function<void(const Result<PreemptSent>&)> done);
+
   const ClientOptions& options() const { return options_; }
 
  private:

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "rendezvous/grpc/ft_convert.h"
+#include "rendezvous/grpc/preempt_convert.h"
 
 namespace ctrun::rdzv {
 
@@ -81,6 +82,7 @@ struct UpdateWriter {
       c->set_message(d.message);
     }
   }
+  void operator()(const PreemptNotice& d) const { PreemptNoticeToProto(d, out->mutable_preempt_notice()); }
 };
 
 void NodesToProto(const std::vector<NodeId>& nodes, google::protobuf::RepeatedPtrField<v1::NodeId>* out) {
@@ -356,6 +358,8 @@ Decision DecisionFromUpdate(const NodeId& self, const v1::Update& u) {
       return TimedOut{self, u.timed_out().message()};
     case v1::Update::kEvicted:
       return Evicted{self, u.evicted().message()};
+    case v1::Update::kPreemptNotice:
+      return PreemptNoticeFromProto(self, u.preempt_notice());
     case v1::Update::kClosed:
     case v1::Update::KIND_NOT_SET:
       break;

@@ -100,6 +100,8 @@ bool RendezvousServer::Impl::Route(const std::string& run_id, const std::vector<
           } else if constexpr (std::is_same_v<T, RestartRequested> || std::is_same_v<T, Closed>) {
             ReleaseStore(run_id, false);
             for (const NodeId& n : x.nodes) send(n, std::is_same_v<T, Closed>, update);
+          } else if constexpr (std::is_same_v<T, PreemptNotice>) {
+            for (const NodeId& n : x.nodes) send(n, false, update);
           } else if constexpr (std::is_same_v<T, Admitted>) {
             send(x.node, false, update);
           } else {

@@ -25,7 +25,9 @@
 // machine as Leave{kSignal}: the others restart at once; a node that is in
 // fact alive learns of it from its next keep-alive and joins again.
 // Rejected, TimedOut, Evicted and Closed end the addressee's stream (OK)
-// after the update is written.
+// after the update is written. A Preempt (a node's preemption notice) is
+// pushed as PreemptNotice on the other nodes' streams at once, the run's
+// first one only (preempt_call.cc).
 //
 // Deadlines: one timer thread sleeps until the earliest NextDeadline() of all
 // runs (or the earliest time a closed run is to be forgotten, with

@@ -3,6 +3,7 @@
 // concept:
 //   server.cc          lifecycle: start, listen, shut down, timer, metrics
 //   service_calls.cc   the RPC handlers and the end of a Join stream
+//   preempt_call.cc    Preempt: a node's preemption notice to the others
 //   run_step.cc        StepRun: one event through a run's machine to the wire
 //   resume.cc          a Join that re-opens a broken stream
 //   run_stores.cc      the workers' c10d stores on the listen port
@@ -86,6 +87,9 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
                                   v1::LeaveReply* reply) override;
   grpc::ServerUnaryReactor* GetState(grpc::CallbackServerContext* context, const v1::StateRequest* request,
                                      v1::StateReply* reply) override;
+  // preempt_call.cc.
+  grpc::ServerUnaryReactor* Preempt(grpc::CallbackServerContext* context, const v1::PreemptRequest* request,
+                                    v1::PreemptReply* reply) override;
 
   // The fault-tolerance calls (ft_calls.cc; ft_runs.h has their semantics).
   grpc::ServerUnaryReactor* FtSync(grpc::CallbackServerContext* context, const v1::FtSyncRequest* request,

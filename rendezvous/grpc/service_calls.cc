@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "rendezvous/grpc/ft_convert.h"
+#include "rendezvous/grpc/preempt_convert.h"
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/server_impl.h"
 #include "rendezvous/machine/run_view.h"
@@ -197,6 +198,9 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::GetState(grpc::CallbackServerC
       RunView view = ViewOf((*machine)->Export(), (*machine)->Tally(), now);
       if (auto steps = steps_.find(request->run_id()); steps != steps_.end()) AddStepTimes(steps->second, view);
       StateReplyAddView(view, reply);
+    }
+    if (machine.ok() && (*machine)->Preempted()) {
+      PreemptStateToProto(*(*machine)->Preempted(), now, reply->mutable_preempt());
     }
   }
   out.Flush();

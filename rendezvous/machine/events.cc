@@ -1,5 +1,7 @@
 #include "rendezvous/machine/events.h"
 
+#include <cstdio>
+
 namespace ctrun::rdzv {
 namespace {
 
@@ -93,6 +95,12 @@ std::string Describe(const Decision& decision, size_t max_nodes) {
           [max_nodes](const Closed& d) {
             return "Closed r" + std::to_string(d.round) + " " + JoinIds(d.nodes, max_nodes) +
                    (d.unhealthy_budget_exceeded ? " unhealthy_budget" : "");
+          },
+          [max_nodes](const PreemptNotice& d) {
+            char budget[32];
+            std::snprintf(budget, sizeof budget, "%gs", d.remaining_s);
+            return "PreemptNotice from=" + ToString(d.from) + " " + d.source + " " + budget + " " +
+                   JoinIds(d.nodes, max_nodes);
           },
       },
       decision);

@@ -60,7 +60,18 @@ struct Close {};
 // Time passed: the shell sends it when NextDeadline() is reached.
 struct Tick {};
 
-using Event = std::variant<Join, KeepAlive, Leave, Close, Tick>;
+// The node's agent received a preemption notice (a signal with a deadline):
+// every other node of the run is to be told, once per run. The shell checks
+// the fields first (CheckPreempt, preempt.h); the machine ignores a Preempt
+// that fails the check.
+struct Preempt {
+  NodeId node;
+  uint64_t incarnation = 0;
+  double remaining_s = 0;  // the budget left when it was sent, seconds
+  std::string source;      // the signal's name: "SIGTERM", "SIGUSR1", ...
+};
+
+using Event = std::variant<Join, KeepAlive, Leave, Close, Tick, Preempt>;
 
 // ---- Decisions ------------------------------------------------------------
 
@@ -163,8 +174,19 @@ struct Closed {
   bool operator==(const Closed&) const = default;
 };
 
+// The run's first preemption notice: push to `nodes` (every node the run
+// holds but `from`, the sender; empty when it holds no other). Decided once
+// per run; later Preempts are only counted (RendezvousMachine::Preempted).
+struct PreemptNotice {
+  NodeId from;
+  double remaining_s = 0;
+  std::string source;
+  std::vector<NodeId> nodes;
+  bool operator==(const PreemptNotice&) const = default;
+};
+
 using Decision =
-    std::variant<Admitted, RoundComplete, RestartRequested, Evicted, Rejected, TimedOut, Closed>;
+    std::variant<Admitted, RoundComplete, RestartRequested, Evicted, Rejected, TimedOut, Closed, PreemptNotice>;
 
 std::string_view Name(LeaveReason reason);
 std::string_view Name(AdmitState state);
@@ -172,7 +194,8 @@ std::string_view Name(RestartReason reason);
 std::string_view Name(RejectCode code);
 
 // One line for logs and tests, e.g. "RoundComplete r1 [a b] ws=4",
-// "RestartRequested r1 node_lost cause=c [a b]", "Admitted a participant r0".
+// "RestartRequested r1 node_lost cause=c [a b]", "Admitted a participant r0",
+// "PreemptNotice from=a SIGTERM 20s [b c]".
 // A node list longer than `max_nodes` shows its first max_nodes ids and the
 // count of the rest: "[a b ... +9998 more]" (the server's log: one line per
 // round, not one id per member).

@@ -43,6 +43,7 @@ std::vector<Decision> RendezvousMachine::Step(const Event& event, TimePoint now)
                              "run is closed (the job finished or an agent closed it): node " +
                                  ToString(join->node) + " cannot join; start a new job with a new --rdzv-id"});
     }
+    if (const Preempt* e = std::get_if<Preempt>(&event)) OnPreempt(*e, now, out);
     StepFinishing(event, now, out);
     return out;
   }
@@ -51,6 +52,7 @@ std::vector<Decision> RendezvousMachine::Step(const Event& event, TimePoint now)
   if (const KeepAlive* e = std::get_if<KeepAlive>(&event)) OnKeepAlive(*e, now, out);
   if (const Leave* e = std::get_if<Leave>(&event)) OnLeave(*e, now, out);
   if (std::holds_alternative<Close>(event)) DoClose(out);
+  if (const Preempt* e = std::get_if<Preempt>(&event)) OnPreempt(*e, now, out);
   Reconcile(now, out);
   return out;
 }

@@ -56,6 +56,7 @@
 #include "base/result.h"
 #include "rendezvous/machine/events.h"
 #include "rendezvous/machine/node_order.h"
+#include "rendezvous/machine/preempt.h"
 #include "rendezvous/machine/rdzv_params.h"
 
 namespace ctrun::rdzv {
@@ -173,6 +174,7 @@ struct MachineState {
   int unhealthy = 0;                         // nodes that left as unhealthy, ever
   std::vector<UnhealthyNode> unhealthy_nodes;  // the most recent kUnhealthyKept
   std::string budget_closed;                 // non-empty: closed for the unhealthy budget (why)
+  std::optional<PreemptRecord> preempt;      // the run's first preemption notice, if it got one
 
   bool operator==(const MachineState&) const = default;
 };
@@ -229,6 +231,9 @@ class RendezvousMachine {
   // Tally()'s facts with the lists themselves: a copy of the state for display.
   Snapshot State() const;
 
+  // The run's first preemption notice and the count of all; nullopt before one.
+  const std::optional<PreemptRecord>& Preempted() const { return preempt_; }
+
   // Where `node` stands; nullopt if the run does not hold it (or is closed).
   std::optional<NodeStatus> StatusOf(const NodeId& node) const;
 
@@ -265,6 +270,8 @@ class RendezvousMachine {
   void DoClose(std::vector<Decision>& out);
   void RecordUnhealthy(const Leave& leave, std::vector<Decision>& out);
   void StepFinishing(const Event& event, TimePoint now, std::vector<Decision>& out);
+  // preempt.cc.
+  void OnPreempt(const Preempt& preempt, TimePoint now, std::vector<Decision>& out);
 
   void ApplyDeadlinesUntil(TimePoint now, std::vector<Decision>& out);
   void RemoveNode(NodeMap::iterator it, RestartReason reason, TimePoint now, std::vector<Decision>& out);
@@ -313,6 +320,7 @@ class RendezvousMachine {
   int unhealthy_ = 0;
   std::vector<UnhealthyNode> unhealthy_nodes_;  // the most recent kUnhealthyKept
   std::string budget_closed_;                   // non-empty: closed for the unhealthy budget
+  std::optional<PreemptRecord> preempt_;        // the run's first preemption notice
 
   std::array<int, 4> count_{};           // nodes_ by NodeStatus
   TimeIndex by_last_seen_;               // (last_seen, id) of every node

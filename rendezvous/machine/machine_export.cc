@@ -29,6 +29,7 @@ MachineState RendezvousMachine::Export() const {
   s.unhealthy = unhealthy_;
   s.unhealthy_nodes = unhealthy_nodes_;
   s.budget_closed = budget_closed_;
+  s.preempt = preempt_;
   return s;
 }
 
@@ -80,6 +81,8 @@ Result<RendezvousMachine> RendezvousMachine::Import(const MachineState& s) {
   m.unhealthy_ = s.unhealthy;
   m.unhealthy_nodes_ = s.unhealthy_nodes;
   m.budget_closed_ = s.budget_closed;
+  if (s.preempt && s.preempt->notices < 1) return Broken("a preemption notice counted fewer than once");
+  m.preempt_ = s.preempt;
   return m;
 }
 

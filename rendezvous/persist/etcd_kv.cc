@@ -8,7 +8,6 @@
 #include <mutex>
 
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
-#include "rendezvous/grpc/channel_backoff.h"
 
 namespace ctrun::rdzv {
 
@@ -66,7 +65,12 @@ class EtcdKv::Impl {
       if (e.address == endpoint) return;
     }
     grpc::ChannelArguments args;
-    SetQuickReconnect(args);
+    // As the rendezvous clients (rendezvous/grpc/channel_backoff.h): a
+    // refused connection retried after 100 ms, up to 1 s; each attempt may
+    // take 10 s (gRPC's connect timeout is GRPC_ARG_MIN_RECONNECT_BACKOFF_MS).
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10'000);
     // A frozen member (SIGSTOP, a dead host) leaves the watch stream silent:
     // pings find it within ~15 s. etcd refuses pings more often than every 5 s.
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);

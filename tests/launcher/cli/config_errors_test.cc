@@ -122,6 +122,14 @@ TEST_CASE("bad inputs are rejected with a one-line message naming input and fix:
       {{"--no-python", "-m", "t.py"}, {}, "--no-python and -m cannot be used together"},
       {{"--run-path", "t.py"}, {}, "--run-path: script 't.py' must be an absolute path"},
       {{"--exit-barrier-timeout", "0", "t.py"}, {}, "--exit-barrier-timeout '0': must be a number of seconds > 0"},
+      {{"--preempt-grace", "0", "t.py"}, {}, "--preempt-grace '0': must be a number of seconds > 0 (e.g. 120)"},
+      {{"--preempt-grace", "soon", "t.py"}, {}, "--preempt-grace 'soon': must be a number of seconds > 0"},
+      {{"--preempt-signal", "USR1", "t.py"}, {},
+       "--preempt-signal 'USR1' needs --preempt-grace SECONDS: the time the workers get to save"},
+      {{"--preempt-signal", "KILL", "--preempt-grace", "9", "t.py"}, {},
+       "--preempt-signal 'KILL': give one signal ctrun can catch: SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 or SIGUSR2"},
+      {{"--preempt-signal", "USR1,USR2", "--preempt-grace", "9", "t.py"}, {},
+       "--preempt-signal 'USR1,USR2': give one signal ctrun can catch"},
   });
 }
 

@@ -86,6 +86,8 @@ std::string Dump(const LaunchConfig& c) {
                      Opt(c.health_check), c.health_check_timeout.count(), c.health_check_interval.count(),
                      c.max_unhealthy_nodes ? *c.max_unhealthy_nodes : -1) +
          fmt::format("straggler_factor={}\nstraggler_intervals={}\n", c.straggler_factor, c.straggler_intervals) +
+         fmt::format("preempt_grace={}\npreempt_signal={}\n", c.preempt_grace ? c.preempt_grace->count() : -1.0,
+                     c.preempt_signal) +
          fmt::format("ft={}\nft_join_timeout={}\nft_group_size={}\n",
                      c.ft ? fmt::format("{}:{} group {} of {}", c.ft->min_replicas, c.ft->max_replicas,
                                         c.ft->group_index, c.ft->group_size)
@@ -346,12 +348,14 @@ const std::map<std::string_view, std::string> kSample = {
     {"--max-unhealthy-nodes", "2"},
     {"--straggler-factor", "2.5"}, {"--straggler-intervals", "7"},
     {"--ft-replicas", "2:3"}, {"--ft-join-timeout", "9"}, {"--ft-group-size", "2"},
+    {"--preempt-grace", "45"}, {"--preempt-signal", "usr2"},
 };
 
 // Flags that need others beside them to be valid: --ft-replicas its quorum
 // server. The loop below gives them these arguments first, in its base too.
 std::vector<std::string> ContextFor(std::string_view flag) {
   if (flag == "--ft-replicas") return {"--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1"};
+  if (flag == "--preempt-signal") return {"--preempt-grace", "9"};
   if (flag == "--ft-group-size") {
     return {"--ft-replicas", "2:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "--node-rank", "5"};
   }
@@ -462,6 +466,24 @@ TEST_CASE("CTRUN_HEALTH_CHECK reads like PET_HEALTH_CHECK and the flag wins, and
         std::optional<std::string>("/b.sh"));
   CHECK(Good({"--health-check", "/c.sh", "/abs/t.py"}, {{"CTRUN_HEALTH_CHECK", "/a.sh"}}).health_check ==
         std::optional<std::string>("/c.sh"));
+}
+
+TEST_CASE("preemption: off by default; its signal is caught; Slurm's end time is read", "[config]") {
+  const LaunchConfig d = Good({"/abs/t.py"});
+  CHECK_FALSE(d.preempt_grace.has_value());
+  CHECK(d.preempt_signal == 0);
+  CHECK_FALSE(d.slurm_job_end_unix_s.has_value());
+  const LaunchConfig c = Good({"--preempt-grace", "30", "--preempt-signal", "SIGUSR2", "--signals-to-handle",
+                               "TERM", "/abs/t.py"},
+                              {{"SLURM_JOB_END_TIME", "1790000000"}});
+  CHECK(c.preempt_grace->count() == 30);
+  CHECK(c.preempt_signal == SIGUSR2);
+  CHECK(c.signals_to_handle == std::vector<int>{SIGTERM, SIGUSR2});  // added: ctrun must catch it
+  CHECK(c.slurm_job_end_unix_s == std::optional<double>(1790000000));
+  for (const char* ignored : {"", "0", "-5", "Unlimited", "17x"}) {
+    INFO(ignored);
+    CHECK_FALSE(Good({"/abs/t.py"}, {{"SLURM_JOB_END_TIME", ignored}}).slurm_job_end_unix_s.has_value());
+  }
 }
 
 TEST_CASE("CurrentEnvironment snapshots environ", "[config]") {

@@ -56,6 +56,8 @@ const std::map<std::string_view, Sample>& Samples() {
       {"--min-healthy-uptime", {"120", {}}},
       {"--fail-fast-on-startup", {"", {}}},
       {"--kill-timeout", {"10", {}}},
+      {"--preempt-grace", {"45", {}}},
+      {"--preempt-signal", {"usr2", {"--preempt-grace", "9"}}},
       {"--hang-stacks-timeout", {"5", {}}},
       {"--health-check", {"/usr/share/ctrun/health-check.sh", {}}},
       {"--health-check-timeout", {"7", {}}},
@@ -129,6 +131,8 @@ std::string Dump(const LaunchConfig& c) {
   out += fmt::format("backoff={} healthy={} fail_fast={} kill_timeout={} hang_stacks={}\n",
                      c.restart_backoff.count(), c.min_healthy_uptime.count(), c.fail_fast_on_startup,
                      c.kill_timeout.count(), c.hang_stacks_timeout.count());
+  out += fmt::format("preempt_grace={} preempt_signal={}\n", c.preempt_grace ? c.preempt_grace->count() : -1.0,
+                     c.preempt_signal);
   out += fmt::format("health_check={} timeout={} interval={} max_unhealthy={}\n", Opt(c.health_check),
                      c.health_check_timeout.count(), c.health_check_interval.count(),
                      c.max_unhealthy_nodes ? *c.max_unhealthy_nodes : -1);

@@ -69,6 +69,10 @@ grpc::Status TestClient::GetState(const v1::StateRequest& request, v1::StateRepl
   return stub_->GetState(ContextWithDeadline().get(), request, reply);
 }
 
+grpc::Status TestClient::Preempt(const v1::PreemptRequest& request, v1::PreemptReply* reply) {
+  return stub_->Preempt(ContextWithDeadline().get(), request, reply);
+}
+
 v1::RunParams TestParams(int min_nodes, int max_nodes) {
   v1::RunParams p;
   p.set_min_nodes(min_nodes);
@@ -122,6 +126,18 @@ v1::StateRequest MakeState(const std::string& run_id) {
   s.set_version(kProtocolVersion);
   s.set_run_id(run_id);
   return s;
+}
+
+v1::PreemptRequest MakePreempt(const v1::JoinRequest& join, double remaining_s, const std::string& source) {
+  v1::PreemptRequest p;
+  p.set_version(kProtocolVersion);
+  p.set_run_id(join.run_id());
+  *p.mutable_node() = join.node();
+  p.set_incarnation(join.incarnation());
+  p.set_token(join.token());
+  p.set_remaining_s(remaining_s);
+  p.set_source(source);
+  return p;
 }
 
 }  // namespace ctrun::rdzv::testing

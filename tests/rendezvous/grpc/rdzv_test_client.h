@@ -54,6 +54,7 @@ class TestClient {
   grpc::Status KeepAlive(const v1::KeepAliveRequest& request, v1::KeepAliveReply* reply);
   grpc::Status Leave(const v1::LeaveRequest& request);
   grpc::Status GetState(const v1::StateRequest& request, v1::StateReply* reply);
+  grpc::Status Preempt(const v1::PreemptRequest& request, v1::PreemptReply* reply);
 
  private:
   std::unique_ptr<v1::Rendezvous::Stub> stub_;
@@ -71,5 +72,7 @@ v1::JoinRequest MakeJoin(const std::string& run_id, const std::string& host, int
 v1::KeepAliveRequest MakeKeepAlive(const v1::JoinRequest& join);
 v1::LeaveRequest MakeLeave(const v1::JoinRequest& join, v1::LeaveRequest::Reason reason);
 v1::StateRequest MakeState(const std::string& run_id);
+// The preemption notice of `join`'s node: `remaining_s` left, `source`.
+v1::PreemptRequest MakePreempt(const v1::JoinRequest& join, double remaining_s, const std::string& source);
 
 }  // namespace ctrun::rdzv::testing

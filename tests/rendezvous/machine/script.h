@@ -51,6 +51,10 @@ class Script {
     return Send(rdzv::Leave{N(name), 0, LeaveReason::kUnhealthy, report});
   }
   Lines Close() { return Send(rdzv::Close{}); }
+  // The node's agent got a preemption notice with `remaining_s` left.
+  Lines Preempt(const std::string& name, double remaining_s = 20, const std::string& source = "SIGTERM") {
+    return Send(rdzv::Preempt{N(name), 0, remaining_s, source});
+  }
   Lines Tick() { return Send(rdzv::Tick{}); }
 
   // The node's agent dies: it sends nothing more.
