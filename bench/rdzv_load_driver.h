@@ -96,7 +96,11 @@ class Load {
   // Runs every phase and prints the report; the exit code (0 passed, 1 not).
   int Run();
   void OnUpdate(Agent& a, const v1::Update& u);
+  // A Join stream ended: off its agent's list, its status checked.
   void CallEnded(Agent& a, JoinCall* call, const grpc::Status& status);
+  // A call (Join stream or keep-alive) is gone, its objects freed: one fewer
+  // in flight.
+  void CallGone();
 
  private:
   // rdzv_load_agent.cc
