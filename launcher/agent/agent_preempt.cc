@@ -107,7 +107,7 @@ void Agent::PreemptWorkerExited(const WorkerExit& e) {
 }
 
 void Agent::MissPreempt(std::string why) {
-  if (!preempt_verdict_) preempt_verdict_ = PreemptVerdict{false, -1, std::move(why)};
+  if (!preempt_verdict_) preempt_verdict_ = PreemptVerdict{.why = std::move(why)};
 }
 
 void Agent::FinishPreempted(const std::vector<WorkerFailure>& failures) {
@@ -118,6 +118,11 @@ void Agent::FinishPreempted(const std::vector<WorkerFailure>& failures) {
     preempt_verdict_ = ReadVerdict(markers);
   }
   if (!failures.empty()) PrintFailureReport(failures, std::nullopt);
+  if (preempt_verdict_->finished) {
+    spdlog::info("the workers finished the job during the preemption notice (none saved: nothing is left to do)");
+    Finish(State::kSucceeded, kExitSuccess, ShutdownReason::kSucceeded);
+    return;
+  }
   const int code = preempt_verdict_->saved ? kExitPreemptedSaved : kExitPreemptMissed;
   ReportPreemptVerdict(code);
   Finish(State::kFailed, code, ShutdownReason::kSignal);

@@ -79,7 +79,9 @@ PreemptVerdict VerdictOf(const std::vector<std::optional<std::string>>& contents
     by_step[*step].push_back(static_cast<int>(lr));
   }
   PreemptVerdict v;
-  if (!absent.empty()) {
+  if (!contents.empty() && absent.size() == contents.size()) {
+    v.finished = true;
+  } else if (!absent.empty()) {
     v.why = fmt::format("local rank{} {} exited 0 without writing CTRUN_PREEMPT_SAVED_FILE",
                         absent.size() > 1 ? "s" : "", RankList(absent));
   } else if (!garbled.empty()) {

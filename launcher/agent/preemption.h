@@ -29,9 +29,12 @@ struct WorkerNotice {
   double deadline_unix_s = 0;
 };
 
-// The verdict of one notice: saved at `step`, or missed for `why`.
+// The verdict of one notice: saved at `step`, or missed for `why`, or (no
+// marker at all from workers that all exited 0) the workers finished the
+// job during the notice.
 struct PreemptVerdict {
   bool saved = false;
+  bool finished = false;
   long long step = -1;  // saved only
   std::string why;      // missed only: one plain-English clause
 };
@@ -54,9 +57,9 @@ Status WriteNoticeFile(const std::string& path, const WorkerNotice& notice);
 
 // The verdict of a group whose workers all exited 0, from their markers
 // (`markers`, by local rank): saved when every marker holds the same step
-// (a decimal number, surrounding whitespace allowed); missed, naming the
-// local ranks, when one is absent, unreadable or not a number, or when they
-// differ.
+// (a decimal number, surrounding whitespace allowed); finished when none
+// has one (the run ended within the notice); missed, naming the local ranks,
+// when some are absent, unreadable or not a number, or when they differ.
 PreemptVerdict ReadVerdict(const std::vector<std::string>& markers);
 
 // ReadVerdict's rule over the markers' contents (nullopt: no marker).

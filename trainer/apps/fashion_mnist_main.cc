@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #if defined(CTRUN_HAVE_GLOG)
@@ -159,6 +160,18 @@ Result<bool> AfterStep(Worker& w, const at::Tensor& loss, size_t count, BenchWin
   return last_step;
 }
 
+// The preemption check at the step boundary after w.position.step
+// (preempt_save.h); `save` writes this step's checkpoint. True when the run
+// must stop here (w.preempted says how).
+Result<bool> PreemptHere(Worker& w, const std::function<Status()>& save) {
+  auto outcome = PreemptAtBoundary(PreemptSite{.check = w.preempt.get(), .world = w.comm.get(), .device = w.device,
+                                               .has_checkpoint_dir = !w.ckpt_path.empty()},
+                                   w.position.step, save);
+  if (!outcome.ok()) return outcome.status();
+  w.preempted = *outcome;
+  return *outcome != PreemptOutcome::kNone;
+}
+
 // Trains on the rest of the current epoch's samples. Returns true when
 // --max-steps stopped it early.
 Result<bool> TrainEpoch(Worker& w, EpochTotals& totals, BenchWindow& bench) {
@@ -178,6 +191,13 @@ Result<bool> TrainEpoch(Worker& w, EpochTotals& totals, BenchWindow& bench) {
     if (!loss.ok()) return loss.status();
     auto stop = AfterStep(w, *loss, count, bench);
     if (!stop.ok() || *stop) return stop;
+    // The step boundary's preemption check; the epoch's last step has its
+    // boundary after the epoch's end (Run), so a resume starts a new epoch.
+    if (begin + batch < indices.size()) {
+      const bool just_saved = w.flags.checkpoint_every > 0 && w.position.step % w.flags.checkpoint_every == 0;
+      auto preempted = PreemptHere(w, [&w, just_saved] { return just_saved ? Status::Ok() : Save(w); });
+      if (!preempted.ok() || *preempted) return preempted;
+    }
   }
   return false;
 }
@@ -291,7 +311,9 @@ Status DumpParams(Worker& w) {
   return Status::Ok();
 }
 
-Status Run(const TrainFlags& flags) {
+// Returns the exit code: 0, or 1 when a preemption notice came without
+// --checkpoint-dir (preempt_save.h).
+Result<int> Run(const TrainFlags& flags) {
   if (flags.ft) CTRUN_RETURN_IF_ERROR(CheckFtEnvironment());
   Worker w(flags);
   CTRUN_RETURN_IF_ERROR(SetUp(w));
@@ -300,7 +322,12 @@ Status Run(const TrainFlags& flags) {
         std::to_string(flags.batch_size) + " per rank, strategy " + flags.strategy +
         (w.fsdp ? " (FSDP units: " + std::to_string(w.fsdp->unit_count()) + ")" : std::string()) + ", " +
         std::to_string(flags.epochs) + " epochs, " + std::to_string(w.threads) + " threads per rank");
-  if (flags.ft) return TrainFt(w);
+  // Under --ft preemption stays off (preempt_save.h: MakePreemptCheck).
+  if (flags.ft) {
+    CTRUN_RETURN_IF_ERROR(TrainFt(w));
+    return 0;
+  }
+  w.preempt = MakePreemptCheck(*w.comm, w.device);
 
   bool stop = false;
   BenchWindow bench;
@@ -309,12 +336,19 @@ Status Run(const TrainFlags& flags) {
     EpochTotals totals;
     auto stopped = TrainEpoch(w, totals, bench);
     if (!stopped.ok()) return stopped.status();
+    if (w.preempted != PreemptOutcome::kNone) break;
     stop = *stopped;
     if (!stop || w.position.epoch_consumed >= w.train.size()) {
       CTRUN_RETURN_IF_ERROR(FinishEpoch(w, totals, epoch_start));
     }
     CTRUN_RETURN_IF_ERROR(Save(w));
+    if (!stop && w.position.epoch < flags.epochs) {  // the boundary after the epoch's last step: just saved
+      auto preempted = PreemptHere(w, [] { return Status::Ok(); });
+      if (!preempted.ok()) return preempted.status();
+      if (*preempted) break;
+    }
   }
+  if (w.preempted != PreemptOutcome::kNone) return w.preempted == PreemptOutcome::kSaved ? 0 : 1;
   if (w.fsdp && !w.ckpt_path.empty()) {
     CTRUN_RETURN_IF_ERROR(SaveFullCheckpoint(w.ckpt_path, "", *w.model, *w.fsdp, w.opt(), w.position));
   }
@@ -323,7 +357,7 @@ Status Run(const TrainFlags& flags) {
   if (!flags.dump_params.empty()) CTRUN_RETURN_IF_ERROR(DumpParams(w));
   if (w.ddp && flags.grad_compression != "none") LogWire(w);
   w.Log("done: " + std::to_string(w.position.step) + " steps");
-  return Status::Ok();
+  return 0;
 }
 
 }  // namespace
@@ -346,8 +380,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   ctrun::Status status;
+  int code = 0;
   try {
-    status = Run(*flags);
+    auto ran = Run(*flags);
+    status = ran.status();
+    if (ran.ok()) code = *ran;
   } catch (const std::exception& error) {
     std::string text = error.what();
     if (auto* c10_error = dynamic_cast<const c10::Error*>(&error)) text = c10_error->what_without_backtrace();
@@ -358,5 +395,5 @@ int main(int argc, char** argv) {
     WriteErrorFile(status.message());
     return 1;
   }
-  return 0;
+  return code;
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "trainer/apps/preempt_save.h"
 #include "trainer/apps/train_flags.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/comm/communicator.h"
@@ -77,6 +78,11 @@ struct Worker {
   std::unique_ptr<DistributedDataParallel> ddp;       // ddp/zero1
   std::unique_ptr<ZeroRedundancyOptimizer> zero;      // zero1
   std::optional<DistributedSampler> sampler;
+  // Preemption (preempt_save.h): the check when CTRUN_PREEMPT_FILE is set
+  // (null otherwise, and always under --ft), and whether the ranks stopped
+  // on a notice.
+  std::unique_ptr<PreemptCheck> preempt;
+  PreemptOutcome preempted = PreemptOutcome::kNone;
 };
 
 // Reads the environment, sets the thread count, loads the data (before

@@ -26,6 +26,7 @@
 #include "trainer/apps/gpt_hsdp.h"
 #include "trainer/apps/gpt_hsdp_flags.h"
 #include "trainer/apps/gpt_precision.h"
+#include "trainer/apps/preempt_save.h"
 #include "trainer/parallel/ddp.h"
 #include "trainer/comm/device_mesh.h"
 #include "trainer/comm/dist_env.h"
@@ -329,6 +330,15 @@ Result<PipelineStepStats> FsdpStep(GptWorker& w, Pipeline& pipeline, const at::T
   return stats;
 }
 
+// The checkpoint of step `step` (the loss scaler's state, then the mesh's).
+Status SaveStep(GptWorker& w, int64_t step) {
+  const TrainPosition position{.step = step, .epoch = 0, .epoch_consumed = 0, .world_size = w.env.world_size,
+                               .seed = w.flags.seed};
+  CTRUN_RETURN_IF_ERROR(w.precision->Save(w.flags.checkpoint_dir, step, w.env.rank));
+  return w.fsdp ? SaveFsdpMeshCheckpoint(w.flags.checkpoint_dir, *w.mesh, *w.fsdp, w.registry, *w.optimizer, position)
+                : SaveMeshCheckpoint(w.flags.checkpoint_dir, *w.mesh, *w.stage, w.registry, *w.optimizer, position);
+}
+
 // Step `step`: fault injection, the pipeline step, the tp gradient sums,
 // the optimizer step, the log lines and the periodic checkpoint.
 Status TrainStep(GptWorker& w, Pipeline& pipeline, int64_t step, RunStats& run) {
@@ -366,16 +376,9 @@ Status TrainStep(GptWorker& w, Pipeline& pipeline, int64_t step, RunStats& run) 
                 stats->step_seconds);
     std::fflush(stdout);
   }
-  if (!flags.checkpoint_dir.empty() && ((step + 1) % flags.checkpoint_every == 0 || step + 1 == flags.steps)) {
-    TrainPosition position{.step = step + 1, .epoch = 0, .epoch_consumed = 0, .world_size = w.env.world_size,
-                           .seed = flags.seed};
-    CTRUN_RETURN_IF_ERROR(w.precision->Save(flags.checkpoint_dir, step + 1, w.env.rank));
-    CTRUN_RETURN_IF_ERROR(w.fsdp ? SaveFsdpMeshCheckpoint(flags.checkpoint_dir, *w.mesh, *w.fsdp, w.registry,
-                                                          *w.optimizer, position)
-                                 : SaveMeshCheckpoint(flags.checkpoint_dir, *w.mesh, *w.stage, w.registry,
-                                                      *w.optimizer, position));
-  }
-  return Status::Ok();
+  const bool save =
+      !flags.checkpoint_dir.empty() && ((step + 1) % flags.checkpoint_every == 0 || step + 1 == flags.steps);
+  return save ? SaveStep(w, step + 1) : Status::Ok();
 }
 
 // Parameter + gradient + optimizer-state bytes held between steps, and
@@ -436,15 +439,23 @@ Failure Run(const GptFlags& flags) {
   if (Status ft = flags.ft ? CheckGptFtEnvironment() : Status::Ok(); !ft.ok()) return {ft, kExitUsage};
   Failure set_up = SetUp(w);
   if (!set_up.status.ok()) return set_up;
-  if (flags.ft) {
-    return {TrainGptFt({flags, w.env, w.corpus, w.device, *w.stage, w.ddp.get(), w.fsdp.get(), *w.optimizer})};
+  if (flags.ft) {  // preemption stays off under --ft (preempt_save.h: MakePreemptCheck)
+    Status ft = TrainGptFt({flags, w.env, w.corpus, w.device, *w.stage, w.ddp.get(), w.fsdp.get(), *w.optimizer});
+    return {ft, ft.ok() ? 0 : 1};
   }
+  std::unique_ptr<PreemptCheck> preempt = MakePreemptCheck(*w.world, w.device);
+  const PreemptSite site{preempt.get(), w.world.get(), w.device, !flags.checkpoint_dir.empty()};
   Pipeline pipeline(w.precision->Stages(w.stage->PipelineChunks()), w.mesh->group(MeshDim::kPp), w.ddp.get(),
                     flags.schedule, static_cast<int>(flags.micro_batches));
   RunStats run;
   for (int64_t step = w.start_step; step < flags.steps; ++step) {
     Status stepped = TrainStep(w, pipeline, step, run);
     if (!stepped.ok()) return {stepped};
+    if (step + 1 == flags.steps) break;  // the last step: saved, and the run ends anyway
+    const bool saved = (step + 1) % flags.checkpoint_every == 0;
+    auto outcome = PreemptAtBoundary(site, step + 1, [&] { return saved ? Status::Ok() : SaveStep(w, step + 1); });
+    if (!outcome.ok()) return {outcome.status()};
+    if (*outcome != PreemptOutcome::kNone) return {Status::Ok(), *outcome == PreemptOutcome::kSaved ? 0 : 1};
   }
   PrintStats(w, run);
   if (!flags.dump_params.empty() && (w.coord.dp == 0 || w.fsdp)) {
@@ -473,10 +484,7 @@ int main(int argc, char** argv) {
     WriteErrorFile(flags.status().message());
     return kExitUsage;
   }
-  if (flags->help) {
-    std::fputs(GptUsage().c_str(), stdout);
-    return 0;
-  }
+  if (flags->help) return std::fputs(GptUsage().c_str(), stdout) < 0 ? 1 : 0;
   Failure failure;
   try {
     failure = Run(*flags);
@@ -486,7 +494,6 @@ int main(int argc, char** argv) {
   if (!failure.status.ok()) {
     std::fprintf(stderr, "ctrun-gpt: %s\n", failure.status.message().c_str());
     WriteErrorFile(failure.status.message());
-    return failure.code;
   }
-  return 0;
+  return failure.code;  // with an OK status: 0, or 1 after a preemption notice without --checkpoint-dir
 }

@@ -103,6 +103,19 @@ TEST_CASE_METHOD(PreemptFixture, "preempt: markers of different steps, or none, 
   CHECK(EventsNamed("preempt_missed")[0]["why"] == why);
 }
 
+TEST_CASE_METHOD(PreemptFixture, "preempt: workers that finish the job during the notice, saving nothing: exit 0") {
+  StartRunning();
+  agent().HandleSignal(SIGUSR1);
+  Poll();
+  workers.Exit(0, 0);
+  workers.Exit(1, 0);
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kSucceeded, kExitSuccess, ShutdownReason::kSucceeded);
+  CHECK(EventsNamed("preempt_saved").empty());
+  CHECK(EventsNamed("preempt_missed").empty());
+}
+
 TEST_CASE_METHOD(PreemptFixture, "preempt: the deadline passes: the workers are stopped, exit 76") {
   config.preempt_grace = Seconds(0.001);
   StartRunning();

@@ -49,6 +49,9 @@ TEST_CASE("preemption: the verdict from the markers") {
   const PreemptVerdict same = VerdictOf(Contents{"12\n", " 12 ", "12"});
   CHECK(same.saved);
   CHECK(same.step == 12);
+  const PreemptVerdict none = VerdictOf(Contents{std::nullopt, std::nullopt});
+  CHECK(none.finished);
+  CHECK(!none.saved);
   CHECK(VerdictOf(Contents{"12", std::nullopt, std::nullopt}).why ==
         "local ranks 1 and 2 exited 0 without writing CTRUN_PREEMPT_SAVED_FILE");
   CHECK(VerdictOf(Contents{"12", "twelve"}).why ==
@@ -62,7 +65,8 @@ TEST_CASE("preemption: the verdict from the markers") {
   // Files: a marker that is absent counts as none.
   const PreemptVerdict files = ReadVerdict({"/nonexistent/ctrun/preempt_saved"});
   CHECK(!files.saved);
-  CHECK(files.why == "local rank 0 exited 0 without writing CTRUN_PREEMPT_SAVED_FILE");
+  CHECK(files.finished);
+  CHECK(!ReadVerdict({"/nonexistent/ctrun/preempt_saved", "/nonexistent/ctrun/preempt_saved"}).saved);
 }
 
 }  // namespace
