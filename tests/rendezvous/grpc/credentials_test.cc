@@ -17,6 +17,7 @@
 #include <functional>
 #include <mutex>
 
+#include "client_inbox.h"
 #include "rendezvous/grpc/client.h"
 #include "rendezvous/grpc/server.h"
 
@@ -114,37 +115,7 @@ TEST_CASE("a token file loses trailing whitespace, empty, binary or unreadable o
   CHECK_FALSE(CheckToken("two\nlines", "CTRUN_RDZV_TOKEN").ok());
 }
 
-// Runs the client's callbacks on the test thread.
-class Inbox {
- public:
-  RendezvousClient::Post Poster() {
-    return [this](std::function<void()> fn) {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(fn));
-      cv_.notify_all();
-    };
-  }
-  // Runs posted callbacks until `done` holds or 10 s pass.
-  bool RunUntil(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done()) {
-      std::function<void()> fn;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        if (!cv_.wait_until(lock, deadline, [this] { return !queue_.empty(); })) return false;
-        fn = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      fn();
-    }
-    return true;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-};
+using testing::Inbox;
 
 std::unique_ptr<RendezvousServer> TlsServer(const TlsFiles& files, const std::string& token = "") {
   ServerOptions options;

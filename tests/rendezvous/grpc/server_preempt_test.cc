@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "rdzv_test_client.h"
+#include "client_inbox.h"
 #include "rendezvous/grpc/client.h"
 #include "rendezvous/grpc/server.h"
 
@@ -179,37 +180,7 @@ TEST_CASE("preempt: a source or remaining_s out of bounds is INVALID_ARGUMENT na
   CHECK(n.remaining_s() == 7 * 24 * 3600.0);
 }
 
-// Runs the client's callbacks on the test thread.
-class Inbox {
- public:
-  RendezvousClient::Post Poster() {
-    return [this](std::function<void()> fn) {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(fn));
-      cv_.notify_all();
-    };
-  }
-  // Runs posted callbacks until `done` holds or 10 s pass.
-  bool RunUntil(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done()) {
-      std::function<void()> fn;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        if (!cv_.wait_until(lock, deadline, [this] { return !queue_.empty(); })) return false;
-        fn = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      fn();
-    }
-    return true;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-};
+using testing::Inbox;
 
 ClientOptions Options(int port, const std::string& host, int64_t pid) {
   ClientOptions o;
