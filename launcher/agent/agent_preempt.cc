@@ -58,7 +58,10 @@ void Agent::BeginPreempt(WorkerNotice notice, bool tell_peers) {
     case State::kStopping:
       // A restart under way ends the job instead; a stop after success, or
       // a node leaving as unhealthy, keeps its own end.
-      if (stop_->then == Stop::Then::kRestart) stop_->then = Stop::Then::kPreempted;
+      if (stop_->then == Stop::Then::kRestart) {
+        MissPreempt(fmt::format("the workers were being stopped for a restart ({})", Name(stop_->cause)));
+        stop_->then = Stop::Then::kPreempted;
+      }
       return;
     case State::kInit:
     case State::kRendezvous:

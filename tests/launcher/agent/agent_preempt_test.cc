@@ -166,6 +166,19 @@ TEST_CASE_METHOD(PreemptFixture, "preempt: a peer's notice tells the workers, is
   CheckFinished(Agent::State::kFailed, kExitPreemptedSaved, ShutdownReason::kSignal);
 }
 
+TEST_CASE_METHOD(PreemptFixture, "preempt: a notice while the group stops for a restart ends the job: exit 76") {
+  config.max_restarts = 3;
+  StartRunning();
+  workers.Exit(0, 1);
+  REQUIRE(agent().state() == Agent::State::kStopping);
+  agent().HandleSignal(SIGTERM);
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitPreemptMissed, ShutdownReason::kSignal);
+  CHECK(workers.starts == 1);
+  CHECK(EventsNamed("preempt_missed")[0]["why"] == "the workers were being stopped for a restart (worker_failed)");
+}
+
 TEST_CASE_METHOD(PreemptFixture, "preempt: a notice with no group running is missed at once") {
   Start();
   REQUIRE(agent().state() == Agent::State::kRendezvous);
