@@ -28,6 +28,10 @@ void AttemptTees::Start(boost::asio::io_context& io, const TeePlan& plan,
                         const std::vector<std::pair<int, int>>& pipes, std::function<void()> on_eof) {
   filtered_stdout_ = OpenFilteredLog(plan.stdout_filters, plan.filtered_stdout_file);
   filtered_stderr_ = OpenFilteredLog(plan.stderr_filters, plan.filtered_stderr_file);
+  if (plan.dedup_logs) {
+    dedup_stdout_ = std::make_unique<ConsoleDedup>(io, STDOUT_FILENO, DedupLimitsFromEnv());
+    dedup_stderr_ = std::make_unique<ConsoleDedup>(io, STDERR_FILENO, DedupLimitsFromEnv());
+  }
   for (const TeeStream& s : plan.streams) {
     if (s.worker >= pipes.size()) continue;
     const int fd = s.is_stderr ? pipes[s.worker].second : pipes[s.worker].first;
@@ -47,13 +51,20 @@ void AttemptTees::StartTee(boost::asio::io_context& io, const TeeStream& s, int 
   TeeOptions options;
   options.prefix_console = s.prefix_console;
   options.filtered = filtered;
+  options.dedup = s.is_stderr ? dedup_stderr_.get() : dedup_stdout_.get();
+  options.local_rank = s.local_rank;
   ++open_;
   tees_.push_back(std::make_unique<StreamTee>(io, pipe_fd, file_fd, s.to_console ? console_fd : -1, s.prefix,
                                               [this, on_eof] {
-                                                --open_;
+                                                if (--open_ == 0) FlushDedup();
                                                 on_eof();
                                               },
                                               options));
+}
+
+void AttemptTees::FlushDedup() {
+  if (dedup_stdout_) dedup_stdout_->FlushAll();
+  if (dedup_stderr_) dedup_stderr_->FlushAll();
 }
 
 void AttemptTees::DrainAll() {

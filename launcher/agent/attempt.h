@@ -3,7 +3,9 @@
 // has drained (the group closed, every tee at end-of-file). Outside an
 // attempt the agent holds none of this, so no per-attempt field can be stale.
 //
-// AttemptTees: the attempt's output tees and the filtered logs they write to.
+// AttemptTees: the attempt's output tees and the filtered logs they write to
+// (and, with --dedup-logs, the ConsoleDedups they pass console lines to;
+// those write what they hold once every tee has reached its end-of-file).
 // Its tees may still have cancelled reads queued on the io_context when the
 // attempt ends, so the agent keeps the ended attempt's AttemptTees (inert:
 // every pipe closed, every on_eof run) until the next attempt starts or the
@@ -23,6 +25,7 @@
 #include "launcher/agent/worker_specs.h"
 #include "launcher/health/exclusion_request.h"
 #include "launcher/liveness/watch.h"
+#include "launcher/logs/console_dedup.h"
 #include "launcher/logs/filtered_log.h"
 #include "launcher/logs/report.h"
 #include "launcher/logs/stream_tee.h"
@@ -50,12 +53,15 @@ class AttemptTees {
   void DrainAll();
 
  private:
+  void FlushDedup();  // the ConsoleDedups' held lines to the console
   void StartTee(boost::asio::io_context& io, const TeeStream& stream, int pipe_fd, FilteredLog* filtered,
                 const std::function<void()>& on_eof);
 
   // Declared before tees_, which borrow them: destroyed after.
   std::unique_ptr<FilteredLog> filtered_stdout_;
   std::unique_ptr<FilteredLog> filtered_stderr_;
+  std::unique_ptr<ConsoleDedup> dedup_stdout_;  // --dedup-logs only
+  std::unique_ptr<ConsoleDedup> dedup_stderr_;
   std::vector<std::unique_ptr<StreamTee>> tees_;
   int open_ = 0;
 };

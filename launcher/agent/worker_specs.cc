@@ -41,11 +41,15 @@ WorkerSpec MakeSpec(const AttemptInputs& in, const WorkerRanks& r, const RoundEn
     overrides["CTRUN_PREEMPT_SAVED_FILE"] = PreemptSavedFile(in.log_dir, attempt, lr);
   }
   spec.env = ToEnvStrings(in.env, overrides);
-  // A stream with --duplicate-*-filters is read from a pipe, tee'd or not.
-  spec.out = ChooseTarget(c.tee.Stdout(lr) || !c.duplicate_stdout_filters.empty(), c.redirects.Stdout(lr),
-                          OnConsole(c, lr), in.log_dir.StdoutFile(attempt, lr));
-  spec.err = ChooseTarget(c.tee.Stderr(lr) || !c.duplicate_stderr_filters.empty(), c.redirects.Stderr(lr),
-                          OnConsole(c, lr), in.log_dir.StderrFile(attempt, lr));
+  // A stream with --duplicate-*-filters is read from a pipe, tee'd or not;
+  // with --dedup-logs so is every stream that reaches the console.
+  const bool dedup = c.dedup_logs && OnConsole(c, lr);
+  spec.out = ChooseTarget(c.tee.Stdout(lr) || !c.duplicate_stdout_filters.empty() ||
+                              (dedup && !c.redirects.Stdout(lr)),
+                          c.redirects.Stdout(lr), OnConsole(c, lr), in.log_dir.StdoutFile(attempt, lr));
+  spec.err = ChooseTarget(c.tee.Stderr(lr) || !c.duplicate_stderr_filters.empty() ||
+                              (dedup && !c.redirects.Stderr(lr)),
+                          c.redirects.Stderr(lr), OnConsole(c, lr), in.log_dir.StderrFile(attempt, lr));
   if (const WorkerBinding* b = BindingOf(in.bindings, lr)) spec.binding = *b;
   if (c.hang_stacks_timeout > Seconds(0)) {
     spec.stacks_file = in.log_dir.StacksFile(attempt, lr);
@@ -54,10 +58,11 @@ WorkerSpec MakeSpec(const AttemptInputs& in, const WorkerRanks& r, const RoundEn
   return spec;
 }
 
-TeeStream PlanStream(size_t worker, bool is_stderr, bool tee, bool redirect, bool on_console,
+TeeStream PlanStream(size_t worker, int local_rank, bool is_stderr, bool tee, bool redirect, bool on_console,
                      const std::string& path, const std::string& prefix) {
   TeeStream s;
   s.worker = worker;
+  s.local_rank = local_rank;
   s.is_stderr = is_stderr;
   if (tee || redirect) s.file = path;
   s.to_console = on_console && (tee || !redirect);
@@ -119,12 +124,13 @@ TeePlan MakeTeePlan(const AttemptInputs& in, const std::vector<WorkerRanks>& ran
   plan.stderr_filters = c.duplicate_stderr_filters;
   if (!plan.stdout_filters.empty()) plan.filtered_stdout_file = in.log_dir.FilteredStdoutFile(attempt);
   if (!plan.stderr_filters.empty()) plan.filtered_stderr_file = in.log_dir.FilteredStderrFile(attempt);
+  plan.dedup_logs = c.dedup_logs;
   for (size_t i = 0; i < ranks.size(); ++i) {
     const int lr = ranks[i].local_rank;
     const std::string prefix = ExpandLinePrefix(c.log_line_prefix_template, c.role, ranks[i].rank, lr);
-    plan.streams.push_back(PlanStream(i, false, c.tee.Stdout(lr), c.redirects.Stdout(lr), OnConsole(c, lr),
+    plan.streams.push_back(PlanStream(i, lr, false, c.tee.Stdout(lr), c.redirects.Stdout(lr), OnConsole(c, lr),
                                       in.log_dir.StdoutFile(attempt, lr), prefix));
-    plan.streams.push_back(PlanStream(i, true, c.tee.Stderr(lr), c.redirects.Stderr(lr), OnConsole(c, lr),
+    plan.streams.push_back(PlanStream(i, lr, true, c.tee.Stderr(lr), c.redirects.Stderr(lr), OnConsole(c, lr),
                                       in.log_dir.StderrFile(attempt, lr), prefix));
   }
   return plan;

@@ -60,6 +60,7 @@ struct TeeStream {
   bool to_console = false; // also to ctrun's own stdout (stderr for is_stderr)
   bool prefix_console = false;
   std::string prefix;      // the line prefix (TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)
+  int local_rank = 0;      // the worker's (--dedup-logs' "[ranks ...]:" names it)
   // Its lines also go to its stream's filtered log, when there is one.
 };
 
@@ -68,6 +69,9 @@ struct TeePlan {
   // filtered logs (no filters: none).
   std::vector<std::string> stdout_filters, stderr_filters;
   std::string filtered_stdout_file, filtered_stderr_file;
+  // --dedup-logs: the console streams' lines go through a ConsoleDedup per
+  // console stream (every console stream is then piped).
+  bool dedup_logs = false;
   // Per worker, its stdout then its stderr; only the streams piped by
   // MakeWorkerSpecs are teed (a pipe of -1 is skipped).
   std::vector<TeeStream> streams;

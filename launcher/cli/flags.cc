@@ -147,6 +147,11 @@ std::vector<FlagSpec> BuildTable() {
                        "--duplicate-stderr-filters)");),
        "NAME", "torchrun logs-specs plugin; ctrun has none, so any name is an error.", G::kLogs},
 
+      {"--dedup-logs", {"--dedup-logs", "--dedup_logs"}, "PET_DEDUP_LOGS", "0", K::kSwitch,
+       CTRUN_APPLY(return ApplySwitch(v, c.dedup_logs);), "",
+       "On the console, print a line that several local ranks print within 100 ms once, as "
+       "\"[ranks 0-7]: line\" (log files stay per rank).",
+       G::kLogs},
       {"--no-agent-store", {"--no-agent-store", "--no_agent_store"}, "PET_NO_AGENT_STORE", "0", K::kSwitch,
        CTRUN_APPLY(return ApplySwitch(v, c.no_agent_store);), "",
        "Worker rank 0 hosts the c10d store instead of ctrun (TORCHELASTIC_USE_AGENT_STORE=False).",

@@ -202,6 +202,9 @@ struct LaunchConfig {
   std::vector<std::string> duplicate_stdout_filters;
   std::vector<std::string> duplicate_stderr_filters;
   std::string log_line_prefix_template;  // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE or ""
+  // --dedup-logs: identical console lines of several local ranks print once
+  // (LineDedup); the log files stay per rank.
+  bool dedup_logs = false;
 
   bool is_single_node() const { return max_nodes == 1; }
   // The rendezvous runs in-process, with no network: one node, except c10d

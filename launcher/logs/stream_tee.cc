@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
+#include "launcher/logs/console_dedup.h"
 #include "launcher/logs/filtered_log.h"
 
 namespace ctrun::launcher {
@@ -91,7 +93,7 @@ void StreamTee::Read() {
 void StreamTee::Consume(size_t n) {
   std::string_view data(buf_.data(), n);
   if (file_fd_ >= 0) WriteAll(file_fd_, data);
-  if (console_fd_ >= 0 && !options_.prefix_console) WriteAll(console_fd_, data);
+  if (console_fd_ >= 0 && !options_.prefix_console && options_.dedup == nullptr) WriteAll(console_fd_, data);
   if (!WantsLines()) return;
   out_.clear();
   prefixer_.Feed(data, &out_);
@@ -99,12 +101,29 @@ void StreamTee::Consume(size_t n) {
 }
 
 bool StreamTee::WantsLines() const {
-  return (console_fd_ >= 0 && options_.prefix_console) || options_.filtered != nullptr;
+  return (console_fd_ >= 0 && (options_.prefix_console || options_.dedup != nullptr)) ||
+         options_.filtered != nullptr;
 }
 
 void StreamTee::WriteLines() {
-  if (console_fd_ >= 0 && options_.prefix_console) WriteAll(console_fd_, out_);
+  if (console_fd_ >= 0 && options_.dedup != nullptr) {
+    DedupLines();
+  } else if (console_fd_ >= 0 && options_.prefix_console) {
+    WriteAll(console_fd_, out_);
+  }
   if (options_.filtered != nullptr) options_.filtered->WriteMatching(out_, prefix_size_);
+}
+
+void StreamTee::DedupLines() {
+  std::string_view lines = out_;
+  while (!lines.empty()) {
+    const size_t nl = lines.find('\n');
+    std::string_view line = lines.substr(0, nl == std::string_view::npos ? lines.size() : nl + 1);
+    lines.remove_prefix(line.size());
+    std::string_view prefix = line.substr(0, std::min(prefix_size_, line.size()));
+    line.remove_prefix(prefix.size());
+    options_.dedup->Add(options_.local_rank, options_.prefix_console ? prefix : std::string_view(), line);
+  }
 }
 
 void StreamTee::DrainAndFinish() {

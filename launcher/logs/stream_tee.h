@@ -1,5 +1,6 @@
 // Tee of a worker's stdout or stderr: every byte to the rank's log file, and
-// whole lines, each behind a prefix such as "[default0]:", to ctrun's console.
+// whole lines, each behind a prefix such as "[default0]:", to ctrun's console
+// (or, with --dedup-logs, to a ConsoleDedup that writes them there).
 // With a FilteredLog (--duplicate-*-filters) the matching lines, prefixed,
 // also go there; a stream piped only for that filter passes to the console
 // unprefixed, as if the worker wrote to it directly (TeeOptions).
@@ -40,6 +41,7 @@ class LinePrefixer {
   std::string partial_;
 };
 
+class ConsoleDedup;
 class FilteredLog;
 
 struct TeeOptions {
@@ -47,6 +49,10 @@ struct TeeOptions {
   // that is not tee'd, piped only so that `filtered` sees its lines).
   bool prefix_console = true;
   FilteredLog* filtered = nullptr;  // borrowed; must outlive the StreamTee
+  // --dedup-logs: the console's whole lines go here (as local rank
+  // `local_rank`'s, prefixed or not as above) instead of to the console fd.
+  ConsoleDedup* dedup = nullptr;  // borrowed; must outlive the StreamTee
+  int local_rank = 0;
 };
 
 class StreamTee {
@@ -72,6 +78,7 @@ class StreamTee {
   void Consume(size_t n);  // the first n bytes of buf_ to the file, the console, the filter
   bool WantsLines() const;  // the console takes prefixed lines, or there is a filter
   void WriteLines();        // out_'s prefixed lines to the console and the filter
+  void DedupLines();        // out_'s lines to options_.dedup
   void Finish();
 
   boost::asio::posix::stream_descriptor pipe_;

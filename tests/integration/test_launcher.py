@@ -342,6 +342,27 @@ class LogsTest(unittest.TestCase):
         self.assertNotIn("[default0]", r.stdout)
         self.assertNotIn("[default2]", r.stdout)
 
+    def test_dedup_logs_collapses_identical_lines(self):
+        d = h.tempdir(self)
+        # A window of 10 min (the test knob): however far apart loaded ranks
+        # print, their identical line is one; what is held prints when the
+        # workers' output ends, not when the window does.
+        script = 'echo same line; echo "rank $LOCAL_RANK"'
+        r = h.run(["--nproc-per-node", "6", "--dedup-logs", "--tee", "1", "--log-dir", os.path.join(d, "logs"),
+                   "--no-python", "/bin/sh", "-c", script], env=h.base_env(CTRUN_DEDUP_WINDOW_MS=600000))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines.count("[ranks 0-5]: same line"), 1, r.stdout)
+        self.assertNotIn("[default0]:same line", lines)
+        for lr in range(6):
+            self.assertEqual(lines.count(f"[default{lr}]:rank {lr}"), 1, r.stdout)
+        # The files stay per rank.
+        logs = glob.glob(os.path.join(d, "logs", "none_*", "attempt_0", "*", "stdout.log"))
+        self.assertEqual(len(logs), 6)
+        for log in logs:
+            with open(log) as f:
+                self.assertIn("same line\n", f.read())
+
     def test_temporary_log_dir_is_removed_after_success(self):
         d = h.tempdir(self)
         r = h.run(["--nproc-per-node", "1", "--no-python", "/bin/true"],

@@ -149,6 +149,26 @@ TEST_CASE_METHOD(SpecsFixture, "tee plan: a stream piped for a filter goes where
   CHECK_FALSE(out1.to_console);
 }
 
+TEST_CASE_METHOD(SpecsFixture, "--dedup-logs pipes every stream that reaches the console, and only those") {
+  config.dedup_logs = true;
+  config.redirects.per_rank = {{1, 2}};  // local rank 1's stderr to its file only
+  const std::vector<WorkerSpec> specs = Specs();
+  CHECK(specs[0].out.mode == StdioTarget::Mode::kPipe);
+  CHECK(specs[0].err.mode == StdioTarget::Mode::kPipe);
+  CHECK(specs[1].out.mode == StdioTarget::Mode::kPipe);
+  CHECK(specs[1].err.mode == StdioTarget::Mode::kFile);
+  config.local_ranks_filter = std::set<int>{0};
+  CHECK(Specs()[1].out.mode == StdioTarget::Mode::kNull);  // off the console
+  const TeePlan plan = Plan();
+  CHECK(plan.dedup_logs);
+  REQUIRE(plan.streams.size() == 4);
+  CHECK(plan.streams[0].local_rank == 0);
+  CHECK(plan.streams[3].local_rank == 1);
+  CHECK(plan.streams[0].to_console);
+  CHECK_FALSE(plan.streams[0].prefix_console);  // not tee'd: a lone line prints as written
+  CHECK(plan.streams[0].file.empty());          // no file without --tee or --redirects
+}
+
 TEST_CASE_METHOD(SpecsFixture, "worker specs: the console filter and bindings by local rank") {
   CHECK(OnConsole(config, 1));
   config.local_ranks_filter = std::set<int>{1};
