@@ -15,12 +15,12 @@ import subprocess
 import tempfile
 import unittest
 
-from trainer_test_util import BUILD_DIR, SANITIZED, Store, binary, plain_only, rank_env
+from trainer_test_util import BUILD_DIR, Store, binary, rank_env
 
 DEADLINE = 120
 # Under ASan + UBSan one epoch: the kill at step 12 and the resume from step
 # 10 or 15 fall in it.
-COMMON = ["--train-limit", "4000", "--test-limit", "500", "--epochs", "1" if SANITIZED else "2", "--deterministic",
+COMMON = ["--train-limit", "4000", "--test-limit", "500", "--epochs", "2", "--deterministic",
           "--checkpoint-every", "5", "--log-every", "1", "--seed", "3"]
 
 
@@ -83,7 +83,6 @@ class ResumeTest(unittest.TestCase):
         with open(path, "rb") as f:
             return f.read()
 
-    @plain_only("test_kill9_under_ctrun runs the same trainer resume path")
     def test_kill9_relaunched_by_hand(self):
         ckpt = os.path.join(self.tmp.name, "hand_ckpt")
         os.mkdir(ckpt)
@@ -99,8 +98,6 @@ class ResumeTest(unittest.TestCase):
         self.assertRegex(log, r"resuming from '.*checkpoint.pt': step 1[05]")
         self.assertEqual(self.read(out), self.read(self.reference))
 
-    @plain_only("the re-shard is the sampler's (sampler_test runs it sanitized); "
-                "test_kill9_under_ctrun runs the checkpoint's load")
     def test_resume_at_other_world_size(self):
         ckpt = os.path.join(self.tmp.name, "elastic_ckpt")
         os.mkdir(ckpt)

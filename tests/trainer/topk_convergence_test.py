@@ -16,15 +16,13 @@ import unittest
 from trainer_test_util import binary, run_ranks_output
 
 WORLD = 4
-# Under ASan + UBSan (scripts/test-sanitized.sh) three 10-epoch runs would
-# take minutes: there only top-k's path runs (one short run, its wire bytes
-# checked); the convergence comparisons run in the plain suite.
-SANITIZED = os.environ.get("CTRUN_SANITIZED") == "1"
+# The plain suite only (tests/trainer/CMakeLists.txt): under ASan + UBSan
+# top-k's path runs in trainer_topk_resume.
 DATA = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 # 4000 samples / (4 ranks x 32) = 32 steps an epoch; 10 epochs = 320 steps,
 # of which the first 10 are dense under top-k.
 WARMUP = 10
-EPOCHS = 1 if SANITIZED else 10
+EPOCHS = 10
 COMMON = ["--train-limit", "4000", "--test-limit", "5000", "--epochs", str(EPOCHS), "--batch-size", "32",
           "--lr", "0.05", "--momentum", "0.9", "--seed", "1", "--threads", "1", "--log-every", "0",
           "--checkpoint-every", "0"]
@@ -38,9 +36,8 @@ class TopkConvergenceTest(unittest.TestCase):
         if not os.path.exists(DATA):
             raise unittest.SkipTest("dataset-fashion-mnist is not installed")
         cls.topk = cls.train(TOPK)
-        if not SANITIZED:
-            cls.dense = cls.train([])
-            cls.no_ef = cls.train(TOPK + ["--topk-error-feedback", "off"])
+        cls.dense = cls.train([])
+        cls.no_ef = cls.train(TOPK + ["--topk-error-feedback", "off"])
 
     @classmethod
     def train(cls, extra):
@@ -57,21 +54,16 @@ class TopkConvergenceTest(unittest.TestCase):
                 "wire": tuple(int(g) for g in wire.groups()) if wire else None}
 
     def test_error_feedback_matches_dense(self):
-        if SANITIZED:
-            self.skipTest("the convergence comparison runs in the plain suite")
         gap = self.dense["acc"] - self.topk["acc"]
         self.assertLessEqual(gap, 1.0, f"dense {self.dense['acc']:.2f}% vs top-k {self.topk['acc']:.2f}%")
 
     def test_without_error_feedback_is_worse(self):
-        if SANITIZED:
-            self.skipTest("the convergence comparison runs in the plain suite")
         # The comparison can fail: no-EF must trail EF by a clear margin.
         self.assertGreater(self.topk["acc"] - self.no_ef["acc"], 3.0,
                            f"top-k {self.topk['acc']:.2f}% vs no error feedback {self.no_ef['acc']:.2f}%")
 
     def test_wire_bytes_at_most_three_percent(self):
-        if not SANITIZED:
-            self.assertIsNone(self.dense["wire"])  # no WIRE line without compression
+        self.assertIsNone(self.dense["wire"])  # no WIRE line without compression
         steps, wire, dense = self.topk["wire"]
         self.assertEqual(steps, 32 * EPOCHS)
         # The warm-up steps are dense: each put dense / steps bytes on the
