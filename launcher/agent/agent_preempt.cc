@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "launcher/agent/agent.h"
@@ -46,7 +47,9 @@ void Agent::BeginPreempt(WorkerNotice notice, bool tell_peers) {
                                         {"deadline_unix_s", notice.deadline_unix_s},
                                         {"state", StateName(state_)}});
   }
-  if (tell_peers) rdzv_.SendPreemptNotice(PreemptNotice{notice.budget_s, notice.source, ""});
+  // A budget of 0 (Slurm's limit is nearer than its margin) still goes out:
+  // the rendezvous takes a positive time, and the peers then miss at once too.
+  if (tell_peers) rdzv_.SendPreemptNotice(PreemptNotice{std::max(notice.budget_s, 0.001), notice.source, ""});
   switch (state_) {
     case State::kRunning:
       preempt_timer_.expires_after(std::chrono::duration_cast<Clock::duration>(

@@ -29,8 +29,9 @@ void AttemptTees::Start(boost::asio::io_context& io, const TeePlan& plan,
   filtered_stdout_ = OpenFilteredLog(plan.stdout_filters, plan.filtered_stdout_file);
   filtered_stderr_ = OpenFilteredLog(plan.stderr_filters, plan.filtered_stderr_file);
   if (plan.dedup_logs) {
-    dedup_stdout_ = std::make_unique<ConsoleDedup>(io, STDOUT_FILENO, DedupLimitsFromEnv());
-    dedup_stderr_ = std::make_unique<ConsoleDedup>(io, STDERR_FILENO, DedupLimitsFromEnv());
+    const LineDedup::Limits limits = DedupLimitsFromEnv();
+    dedup_stdout_ = std::make_unique<ConsoleDedup>(io, STDOUT_FILENO, limits);
+    dedup_stderr_ = std::make_unique<ConsoleDedup>(io, STDERR_FILENO, limits);
   }
   for (const TeeStream& s : plan.streams) {
     if (s.worker >= pipes.size()) continue;

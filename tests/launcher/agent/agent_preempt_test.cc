@@ -188,6 +188,19 @@ TEST_CASE_METHOD(PreemptFixture, "preempt: a notice with no group running is mis
   CHECK(EventsNamed("preempt_missed")[0]["why"] == "no workers were running when it came");
 }
 
+TEST_CASE_METHOD(PreemptFixture, "preempt: a budget of 0 (Slurm's limit inside the margin) still tells the peers") {
+  config.slurm_job_end_unix_s = 1.0;  // long past
+  StartRunning();
+  agent().HandleSignal(SIGUSR1);
+  REQUIRE(rdzv.sent_notices.size() == 1);
+  CHECK(rdzv.sent_notices[0].remaining_s > 0);
+  CHECK(Json::parse(Notice())["budget_s"] == 0.0);
+  RunUntil([&] { return workers.closing(); });  // the deadline is now
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitPreemptMissed, ShutdownReason::kSignal);
+}
+
 TEST_CASE_METHOD(PreemptFixture, "preempt: a second SIGTERM stops the workers now and exits for it") {
   StartRunning();
   agent().HandleSignal(SIGTERM);
