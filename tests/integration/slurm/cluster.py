@@ -12,6 +12,10 @@ and the jobs (they run under slurmd) run in a network namespace of the
 cluster's own with only loopback up: no other test can take those ports,
 and two clusters at once do not meet.
 
+A requeued job starts again `cred_expire` seconds after its requeue, at the
+scheduler's next pass: here 10 s and every second (Slurm's defaults, 120 s
+and 60 s, would make a requeue test wait 2 to 3 minutes).
+
     with Cluster(nodes=2) as c:        # raises Unavailable when Slurm cannot run here
         c.run(["sbatch", "--wait", ...])
 """
@@ -157,7 +161,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={self.munge_socket}
+AuthInfo=socket={self.munge_socket},cred_expire=10
 MailProg=/bin/true
 StateSaveLocation={d}/state
 SlurmdSpoolDir={d}/spool/%n
@@ -174,6 +178,7 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 MpiDefault=none
 SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1,bf_interval=1
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2
