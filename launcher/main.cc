@@ -24,6 +24,7 @@
 #include "launcher/cli/config.h"
 #include "launcher/cli/exit_codes.h"
 #if !CTRUN_ONE_NODE_ONLY
+#include "launcher/app/logs_command.h"
 #include "launcher/app/status_command.h"
 #endif
 
@@ -42,6 +43,15 @@ int main(int argc, char** argv) {
     return kExitFailure;
 #else
     return RunStatusCommand({args.begin() + 1, args.end()}, env);
+#endif
+  }
+  // `ctrun logs ...`: every node's shared worker output (--share-logs), likewise.
+  if (!args.empty() && args[0] == "logs") {
+#if CTRUN_ONE_NODE_ONLY
+    HandOffToFull(argv, "ctrun logs");
+    return kExitFailure;
+#else
+    return RunLogsCommand({args.begin() + 1, args.end()}, env);
 #endif
   }
   Result<ParsedArgs> parsed = ParseCommandLine(args, env);

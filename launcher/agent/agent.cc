@@ -80,6 +80,14 @@ Agent::Agent(boost::asio::io_context& io, const LaunchConfig& config, Environmen
 
 void Agent::Start() {
   ArmSignals();
+  if (config_.share_logs) {
+    if (rdzv::LogSinkFactory sinks = rdzv_.LogSinks()) {
+      shipper_ = std::make_unique<LogShipper>(std::move(sinks));
+    } else {
+      spdlog::warn("--share-logs: this rendezvous has no server that keeps logs (only the c10d backend with "
+                   "--rdzv-endpoint, or ctrund, has one): the workers' lines stay on this node");
+    }
+  }
   rdzv_.OnChange(
       [this](bool charged, const std::string& why) { OnMembershipChange(charged, why); });
   rdzv_.OnPreemptNotice([this](const PreemptNotice& notice) { OnPeerPreempt(notice); });
@@ -172,7 +180,9 @@ void Agent::StartWorkers(const Round& round) {
   attempt_->started = Clock::now();
   EmitWorkersStarted();
   StartHeartbeat();
-  attempt_->tees->Start(io_, MakeTeePlan(Inputs(), attempt_->ranks), pipes, [this] { EndStopIfDrained(); });
+  TeePlan plan = MakeTeePlan(Inputs(), attempt_->ranks);
+  plan.shipper = shipper_.get();
+  attempt_->tees->Start(io_, plan, pipes, [this] { EndStopIfDrained(); });
   ArmHealthTimer();
 }
 
@@ -244,6 +254,12 @@ void Agent::RecordFailure(const WorkerExit& e) {
   attempt_->failures.push_back(ReadWorkerFailure(e, attempt_->ranks[lr].rank, BindingOf(bindings_, lr),
                                                  log_dir_.StacksFile(restart_count_, lr),
                                                  log_dir_.ErrorFile(restart_count_, lr)));
+  const double now_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  // Exited while the agent stopped the group: stopped by it, unless its
+  // stacks were saved (killed for a hang: a cause, not a consequence).
+  const bool stopped = state_ == State::kStopping && attempt_->failures.back().stacks.empty();
+  attempt_->failure_contexts.push_back(FailureContext{stopped, now_s});
 }
 
 void Agent::OnMembershipChange(bool charged, const std::string& why) {
@@ -405,6 +421,8 @@ void Agent::Finish(State final_state, int code, ShutdownReason reason) {
   backoff_timer_.cancel();
   StopHealthWatch();
   attempt_.reset();  // one whose workers could not start; any other has ended already
+  // The last lines out before the rendezvous (maybe this agent's own server) goes.
+  if (shipper_) shipper_->Stop(kShareLogsFlush);
   if (code == kExitSuccess) log_dir_.RemoveIfTemporary();
   rdzv_.Shutdown(reason, [this] { io_.stop(); });
 }

@@ -124,6 +124,7 @@
 #include "launcher/liveness/watch.h"
 #include "launcher/logs/event_log.h"
 #include "launcher/logs/log_dir.h"
+#include "launcher/logs/log_shipper.h"
 #include "launcher/process/worker_env.h"
 #include "launcher/process/worker_group.h"
 #include "launcher/rdzv/rendezvous_handler.h"
@@ -271,6 +272,10 @@ class Agent {
   // The attempt under way: made by StartWorkers, destroyed when its stop has
   // drained (so set exactly in kRunning and kStopping), or by Finish when its
   // workers could not start.
+  // --share-logs with a rendezvous that keeps logs: made in Start, stopped
+  // (flushed for at most kShareLogsFlush) in Finish. Declared before the
+  // attempt and the ended tees, which hand it lines: destroyed after them.
+  std::unique_ptr<LogShipper> shipper_;
   std::unique_ptr<Attempt> attempt_;
   std::optional<Stop> stop_;  // set exactly while state_ is kStopping
   // The last ended attempt's tees (attempt.h): dropped at the next start.

@@ -9,6 +9,7 @@
 #include "launcher/agent/agent.h"
 #include "launcher/agent/failure_report.h"
 #include "launcher/logs/report.h"
+#include "launcher/net/local_address.h"
 
 namespace ctrun::launcher {
 
@@ -125,6 +126,11 @@ bool Agent::EndStopIfDrained() {
   stop_.reset();
   // The attempt ends here; its tees are kept, inert, until the next start.
   const std::vector<WorkerFailure> failures = std::move(attempt_->failures);
+  // Once per failed attempt, before the restart or the exit (`ctrun status --why`).
+  if (!failures.empty()) {
+    rdzv_.ReportFailures(
+        FailureReportOf(attempt_->round.round, HostName(), failures, attempt_->failure_contexts));
+  }
   ended_tees_ = std::move(attempt_->tees);
   attempt_.reset();
   if (!stop.stuck.empty()) {

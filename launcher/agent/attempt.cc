@@ -28,6 +28,7 @@ void AttemptTees::Start(boost::asio::io_context& io, const TeePlan& plan,
                         const std::vector<std::pair<int, int>>& pipes, std::function<void()> on_eof) {
   filtered_stdout_ = OpenFilteredLog(plan.stdout_filters, plan.filtered_stdout_file);
   filtered_stderr_ = OpenFilteredLog(plan.stderr_filters, plan.filtered_stderr_file);
+  shipper_ = plan.shipper;
   if (plan.dedup_logs) {
     const LineDedup::Limits limits = DedupLimitsFromEnv();
     dedup_stdout_ = std::make_unique<ConsoleDedup>(io, STDOUT_FILENO, limits);
@@ -54,6 +55,9 @@ void AttemptTees::StartTee(boost::asio::io_context& io, const TeeStream& s, int 
   options.filtered = filtered;
   options.dedup = s.is_stderr ? dedup_stderr_.get() : dedup_stdout_.get();
   options.local_rank = s.local_rank;
+  options.shipper = shipper_;
+  options.rank = s.rank;
+  options.is_stderr = s.is_stderr;
   ++open_;
   tees_.push_back(std::make_unique<StreamTee>(io, pipe_fd, file_fd, s.to_console ? console_fd : -1, s.prefix,
                                               [this, on_eof] {

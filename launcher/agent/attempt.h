@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "launcher/agent/failure_report.h"
 #include "launcher/agent/worker_specs.h"
 #include "launcher/health/exclusion_request.h"
 #include "launcher/liveness/watch.h"
@@ -63,6 +64,7 @@ class AttemptTees {
   std::unique_ptr<ConsoleDedup> dedup_stdout_;  // --dedup-logs only
   std::unique_ptr<ConsoleDedup> dedup_stderr_;
   std::vector<std::unique_ptr<StreamTee>> tees_;
+  LogShipper* shipper_ = nullptr;  // --share-logs: the agent's, which outlives the tees
   int open_ = 0;
 };
 
@@ -72,6 +74,7 @@ struct Attempt {
   int running = 0;                 // workers not yet exited
   TimePoint started{};             // when the group was started
   std::vector<WorkerFailure> failures;  // this attempt's failed workers, as seen
+  std::vector<FailureContext> failure_contexts;  // by index into failures (failure_report.h)
   // Pointer-stable: outlives the attempt (see above).
   std::unique_ptr<AttemptTees> tees = std::make_unique<AttemptTees>();
   // --heartbeat-timeout: set from the start until the stop begins; null when off.

@@ -2,8 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "launcher/cli/exit_codes.h"
 #include "launcher/forensics/stack_text.h"
@@ -43,6 +48,118 @@ WorkerFailure ReadWorkerFailure(const WorkerExit& e, int rank, const WorkerBindi
     spdlog::warn("{}", data.status().message());
   }
   return f;
+}
+
+namespace {
+
+// Length of the valid UTF-8 sequence at text[i], or 0 when it is not one.
+size_t Utf8SequenceAt(std::string_view text, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char c = byte(i);
+  if (c < 0x80) return 1;
+  size_t n = 0;
+  unsigned lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c >= 0xE0 && c <= 0xEF) n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+  else if (c >= 0xF0 && c <= 0xF4) n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+  else return 0;
+  if (i + n > text.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  }
+  return n;
+}
+
+// `text` as valid UTF-8 (a proto string must be: a byte that is not is
+// '?'), cut to at most `bound` bytes, never inside a sequence.
+std::string CutUtf8(std::string_view text, size_t bound) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = Utf8SequenceAt(text, i);
+    if (out.size() + std::max<size_t>(n, 1) > bound) break;
+    if (n == 0) {
+      out += '?';
+      ++i;
+    } else {
+      out.append(text.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+std::string_view TrimBlanks(std::string_view s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  return s;
+}
+
+std::string_view FirstTextLine(std::string_view text) {
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    if (std::string_view line = TrimBlanks(text.substr(start, end - start)); !line.empty()) return line;
+    start = end + 1;
+  }
+  return {};
+}
+
+std::string_view LastTextLine(std::string_view text) {
+  while (!text.empty()) {
+    size_t start = text.rfind('\n');
+    std::string_view line = TrimBlanks(start == std::string_view::npos ? text : text.substr(start + 1));
+    if (!line.empty()) return line;
+    if (start == std::string_view::npos) break;
+    text = text.substr(0, start);
+  }
+  return {};
+}
+
+std::optional<double> ErrorFileMtime(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) / 1e9;
+}
+
+}  // namespace
+
+rdzv::WorkerFailureInfo FailureInfoOf(const WorkerFailure& f, const FailureContext& context,
+                                      std::optional<double> error_file_mtime) {
+  rdzv::WorkerFailureInfo info;
+  info.rank = f.rank;
+  info.local_rank = f.local_rank;
+  info.exit_code = f.exit_code > 0 ? f.exit_code : 0;
+  info.signal = f.exit_code < 0 ? -f.exit_code : 0;
+  info.pid = f.pid;
+  info.stopped_by_agent = context.stopped_by_agent;
+  info.stacks_file = CutUtf8(f.stacks, rdzv::kMaxFailurePath);
+  if (f.error) {
+    info.error_file = CutUtf8(f.error_file, rdzv::kMaxFailurePath);
+    info.error_message = CutUtf8(FirstTextLine(f.error->message), rdzv::kMaxFailureText);
+    info.last_line = CutUtf8(LastTextLine(f.error->traceback), rdzv::kMaxFailureText);
+  }
+  const double stamp = static_cast<double>(FailureTimestamp(f));
+  if (f.error && f.error->timestamp) {
+    info.failed_at_unix_s = error_file_mtime && std::fabs(*error_file_mtime - stamp) < 2 ? *error_file_mtime : stamp;
+  } else {
+    info.failed_at_unix_s = context.seen_at_unix_s > 0 ? context.seen_at_unix_s : stamp;
+  }
+  if (!std::isfinite(info.failed_at_unix_s) || info.failed_at_unix_s < 0) info.failed_at_unix_s = 0;
+  return info;
+}
+
+RendezvousHandler::FailureReport FailureReportOf(int round, const std::string& host,
+                                                 const std::vector<WorkerFailure>& failures,
+                                                 const std::vector<FailureContext>& contexts) {
+  RendezvousHandler::FailureReport report;
+  report.round = round;
+  report.host = CutUtf8(host, rdzv::kMaxFailureHost);
+  for (size_t i = 0; i < failures.size(); ++i) {
+    const WorkerFailure& f = failures[i];
+    report.failures.push_back(FailureInfoOf(f, i < contexts.size() ? contexts[i] : FailureContext{},
+                                            f.error ? ErrorFileMtime(f.error_file) : std::nullopt));
+  }
+  return report;
 }
 
 int RootCauseExitCode(const WorkerFailure& f) {

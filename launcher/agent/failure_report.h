@@ -16,6 +16,8 @@
 #include "launcher/logs/report.h"
 #include "launcher/process/cpu_binding.h"
 #include "launcher/process/worker_group.h"
+#include "launcher/rdzv/rendezvous_handler.h"
+#include "rendezvous/machine/failure_record.h"
 
 namespace ctrun::launcher {
 
@@ -30,6 +32,32 @@ std::string StacksField(const std::string& stacks_file, const std::string& stack
 // one is a warning).
 WorkerFailure ReadWorkerFailure(const WorkerExit& exit, int rank, const WorkerBinding* binding,
                                 const std::string& stacks_file, const std::string& error_file);
+
+// What the agent knows of a recorded failure besides its WorkerFailure, for
+// the rendezvous' failure report (`ctrun status --why`).
+struct FailureContext {
+  // The worker exited while the agent was stopping the group (it had
+  // signalled it: a restart, a peer's failure).
+  bool stopped_by_agent = false;
+  double seen_at_unix_s = 0;  // when the agent saw the exit (sub-second)
+};
+
+// The rendezvous' record of `failure` (pure): rank, exit code or signal,
+// error_message = the error file's message, first line; last_line = its
+// traceback's last non-empty line; stacks_file = the report's stacks field;
+// each text cut to its bound (failure_record.h) on a UTF-8 boundary.
+// failed_at_unix_s: `error_file_mtime` (when the worker wrote its error
+// file: sub-second) when it is within 2 s of the file's timestamp, else
+// that timestamp; without a file, context.seen_at_unix_s (else the whole
+// second observed_at_s).
+rdzv::WorkerFailureInfo FailureInfoOf(const WorkerFailure& failure, const FailureContext& context,
+                                      std::optional<double> error_file_mtime);
+// The report of one failed attempt: FailureInfoOf for each failure (with
+// its context, by index; a missing one is empty) and its error file's
+// modification time, read here.
+RendezvousHandler::FailureReport FailureReportOf(int round, const std::string& host,
+                                                 const std::vector<WorkerFailure>& failures,
+                                                 const std::vector<FailureContext>& contexts);
 
 // A root cause's own exit code (--exit-code-from-root-cause): its exit
 // status, or 128+N for a death by signal N.

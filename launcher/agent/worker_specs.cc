@@ -44,11 +44,12 @@ WorkerSpec MakeSpec(const AttemptInputs& in, const WorkerRanks& r, const RoundEn
   // A stream with --duplicate-*-filters is read from a pipe, tee'd or not;
   // with --dedup-logs so is every stream that reaches the console.
   const bool dedup = c.dedup_logs && OnConsole(c, lr);
+  // With --share-logs every stream is read, to ship its lines.
   spec.out = ChooseTarget(c.tee.Stdout(lr) || !c.duplicate_stdout_filters.empty() ||
-                              (dedup && !c.redirects.Stdout(lr)),
+                              (dedup && !c.redirects.Stdout(lr)) || c.share_logs,
                           c.redirects.Stdout(lr), OnConsole(c, lr), in.log_dir.StdoutFile(attempt, lr));
   spec.err = ChooseTarget(c.tee.Stderr(lr) || !c.duplicate_stderr_filters.empty() ||
-                              (dedup && !c.redirects.Stderr(lr)),
+                              (dedup && !c.redirects.Stderr(lr)) || c.share_logs,
                           c.redirects.Stderr(lr), OnConsole(c, lr), in.log_dir.StderrFile(attempt, lr));
   if (const WorkerBinding* b = BindingOf(in.bindings, lr)) spec.binding = *b;
   if (c.hang_stacks_timeout > Seconds(0)) {
@@ -132,6 +133,8 @@ TeePlan MakeTeePlan(const AttemptInputs& in, const std::vector<WorkerRanks>& ran
                                       in.log_dir.StdoutFile(attempt, lr), prefix));
     plan.streams.push_back(PlanStream(i, lr, true, c.tee.Stderr(lr), c.redirects.Stderr(lr), OnConsole(c, lr),
                                       in.log_dir.StderrFile(attempt, lr), prefix));
+    plan.streams[plan.streams.size() - 2].rank = ranks[i].rank;
+    plan.streams.back().rank = ranks[i].rank;
   }
   return plan;
 }

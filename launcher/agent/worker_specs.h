@@ -17,6 +17,8 @@
 
 namespace ctrun::launcher {
 
+class LogShipper;  // launcher/logs/log_shipper.h
+
 // Everything an attempt's plan depends on besides the round. Borrows it all.
 struct AttemptInputs {
   const LaunchConfig& config;
@@ -61,6 +63,7 @@ struct TeeStream {
   bool prefix_console = false;
   std::string prefix;      // the line prefix (TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)
   int local_rank = 0;      // the worker's (--dedup-logs' "[ranks ...]:" names it)
+  int rank = 0;            // its global rank (--share-logs labels its lines with it)
   // Its lines also go to its stream's filtered log, when there is one.
 };
 
@@ -72,6 +75,9 @@ struct TeePlan {
   // --dedup-logs: the console streams' lines go through a ConsoleDedup per
   // console stream (every console stream is then piped).
   bool dedup_logs = false;
+  // --share-logs: every piped line also goes to the agent's LogShipper (set
+  // by the agent; null: not shared). Every stream is then piped.
+  LogShipper* shipper = nullptr;
   // Per worker, its stdout then its stderr; only the streams piped by
   // MakeWorkerSpecs are teed (a pipe of -1 is skipped).
   std::vector<TeeStream> streams;

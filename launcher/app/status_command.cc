@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "launcher/app/status_why.h"
 #include "launcher/cli/exit_codes.h"
 #include "launcher/cli/flag_values.h"
 #include "launcher/cli/flags.h"
@@ -45,7 +46,7 @@ std::string SecondsText(double s) { return s < 10 ? fmt::format("{:.1f} s", s) :
 }  // namespace
 
 std::string StatusHelpText() {
-  return "usage: ctrun status [--rdzv-endpoint HOST:PORT] [--rdzv-id ID] [--rdzv-conf K=V,...]\n"
+  return "usage: ctrun status [--rdzv-endpoint HOST:PORT] [--rdzv-id ID] [--rdzv-conf K=V,...] [--why]\n"
          "\n"
          "Shows a run as its rendezvous server (the hosting node's ctrun, or ctrund) sees it:\n"
          "the round, whether it is forming, running or closed, and every node with its group\n"
@@ -56,8 +57,12 @@ std::string StatusHelpText() {
          "  --rdzv-endpoint, --rdzv_endpoint HOST[:PORT]  the server (default localhost:29400; $PET_RDZV_ENDPOINT)\n"
          "  --rdzv-id, --rdzv_id ID                       the run (default none; $PET_RDZV_ID)\n"
          "  --rdzv-conf, --rdzv_conf K=V,...              token_file and tls_* as for a launch ($PET_RDZV_CONF)\n"
+         "  --why                                         why the job failed: the first failure by time across\n"
+         "                                                nodes (the root cause: its rank, node, error message and\n"
+         "                                                traceback's last line) and the failures that followed it\n"
          "\n"
-         "Exit status: 0 shown, 1 the server is unreachable or does not serve the run, 2 a bad flag.\n";
+         "Exit status (the same with --why): 0 shown, 1 the server is unreachable or does not serve the\n"
+         "run, 2 a bad flag.\n";
 }
 
 Result<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args, const Environment& env) {
@@ -69,12 +74,16 @@ Result<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args, const E
       out.help = true;
       return out;
     }
+    if (arg == "--why") {
+      out.why = true;
+      continue;
+    }
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(0, eq);
     const FlagSpec* spec = FindFlag(name);
     if (!IsStatusFlag(spec)) {
       return Status::InvalidArgument("ctrun status: unknown argument '" + arg +
-                                     "' (it takes only --rdzv-endpoint, --rdzv-id and --rdzv-conf)");
+                                     "' (it takes only --rdzv-endpoint, --rdzv-id, --rdzv-conf and --why)");
     }
     std::string value;
     if (eq != std::string::npos) {
@@ -268,7 +277,9 @@ int RunStatusCommand(const std::vector<std::string>& args, const Environment& en
     std::fprintf(stderr, "ctrun status: %s\n", answer->status().message().c_str());
     return kExitFailure;
   }
-  std::fputs(FormatStatus(parsed->run_id, parsed->endpoint, **answer).c_str(), stdout);
+  const std::string text =
+      parsed->why ? FormatWhy(**answer) : FormatStatus(parsed->run_id, parsed->endpoint, **answer);
+  std::fputs(text.c_str(), stdout);
   return kExitSuccess;
 }
 

@@ -2,11 +2,13 @@
 // hosting agent, or ctrund) sees it: the round, its state, and every node
 // with its group rank, workers, address and last keep-alive.
 //
-//   ctrun status --rdzv-endpoint HOST:PORT --rdzv-id ID [--rdzv-conf token_file=...,tls_ca=...]
+//   ctrun status --rdzv-endpoint HOST:PORT --rdzv-id ID [--rdzv-conf token_file=...,tls_ca=...] [--why]
 //
 // The three flags are the launcher's rows of the flag table (both spellings,
 // "--flag VALUE" or "--flag=VALUE", the PET_* fallbacks, the same checks).
-// Exit codes: 0 shown; 2 a bad flag; 1 the server is unreachable, refused the
+// --why prints, instead of the table, the verdict on the failures the
+// nodes reported (status_why.h): the root cause and its consequences.
+// Exit codes (the same with --why): 0 shown; 2 a bad flag; 1 the server is unreachable, refused the
 // request, or does not serve the run.
 #pragma once
 
@@ -23,6 +25,7 @@ namespace ctrun::launcher {
 // and the environment. kHelp-like: `help` is set for -h/--help.
 struct StatusArgs {
   bool help = false;
+  bool why = false;      // --why: the failures' verdict instead of the table
   std::string endpoint;  // "host:port" or "[v6]:port"
   std::string run_id;
   LaunchConfig config;   // rdzv_conf (token, TLS) as the launcher reads it

@@ -152,6 +152,11 @@ std::vector<FlagSpec> BuildTable() {
        "On the console, print a line that several local ranks print within 100 ms once, as "
        "\"[ranks 0-7]: line\" (log files stay per rank).",
        G::kLogs},
+      {"--share-logs", {"--share-logs", "--share_logs"}, "PET_SHARE_LOGS", "0", K::kSwitch,
+       CTRUN_APPLY(return ApplySwitch(v, c.share_logs);), "",
+       "Also send every worker output line to the rendezvous server (c10d or ctrund, with its token and TLS), "
+       "where `ctrun logs` shows every node's lines; off, no line leaves this node.",
+       G::kLogs},
       {"--no-agent-store", {"--no-agent-store", "--no_agent_store"}, "PET_NO_AGENT_STORE", "0", K::kSwitch,
        CTRUN_APPLY(return ApplySwitch(v, c.no_agent_store);), "",
        "Worker rank 0 hosts the c10d store instead of ctrun (TORCHELASTIC_USE_AGENT_STORE=False).",

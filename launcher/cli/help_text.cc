@@ -80,7 +80,11 @@ std::string HelpText() {
       "  TORCH_ELASTIC_SHUTDOWN_TIMEOUT          seconds between the stop signal and SIGKILL, when\n"
       "                                          --shutdown-timeout is not given [default: 30]\n"
       "  TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE   console line prefix, e.g. [${role_name}${local_rank}]:\n"
-      "  PYTHON_EXEC                             python interpreter [default: first python3 on PATH]\n";
+      "  PYTHON_EXEC                             python interpreter [default: first python3 on PATH]\n"
+      "\nQueries (each has its own --help):\n"
+      "  ctrun status [--rdzv-endpoint HOST:PORT] [--rdzv-id ID]   a run as its rendezvous server sees it\n"
+      "  ctrun logs [--rdzv-endpoint HOST:PORT] [--rdzv-id ID] [--follow]\n"
+      "                                          every node's worker lines (agents run with --share-logs)\n";
   return out;
 }
 

@@ -205,6 +205,9 @@ struct LaunchConfig {
   // --dedup-logs: identical console lines of several local ranks print once
   // (LineDedup); the log files stay per rank.
   bool dedup_logs = false;
+  // --share-logs: the workers' output lines also go to the rendezvous server
+  // (gRPC backend only), for `ctrun logs`. Off: no line leaves the node.
+  bool share_logs = false;
 
   bool is_single_node() const { return max_nodes == 1; }
   // The rendezvous runs in-process, with no network: one node, except c10d

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 
 #include "launcher/logs/console_dedup.h"
 #include "launcher/logs/filtered_log.h"
+#include "launcher/logs/log_shipper.h"
 
 namespace ctrun::launcher {
 
@@ -94,6 +96,7 @@ void StreamTee::Consume(size_t n) {
   std::string_view data(buf_.data(), n);
   if (file_fd_ >= 0) WriteAll(file_fd_, data);
   if (console_fd_ >= 0 && !options_.prefix_console && options_.dedup == nullptr) WriteAll(console_fd_, data);
+  if (options_.shipper != nullptr) ShipLines(data);
   if (!WantsLines()) return;
   out_.clear();
   prefixer_.Feed(data, &out_);
@@ -126,6 +129,51 @@ void StreamTee::DedupLines() {
   }
 }
 
+namespace {
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+LogChunk StreamTee::NewChunk() const {
+  LogChunk chunk;
+  chunk.rank = options_.rank;
+  chunk.local_rank = options_.local_rank;
+  chunk.is_stderr = options_.is_stderr;
+  chunk.unix_s = UnixNow();
+  return chunk;
+}
+
+void StreamTee::ShipLines(std::string_view data) {
+  // The whole lines read go as one chunk: one allocation, however many.
+  const size_t last_nl = data.rfind('\n');
+  if (last_nl == std::string_view::npos) {
+    ship_partial_.append(data);
+    // A line that never ends is shipped in pieces: the tee holds at most one.
+    if (ship_partial_.size() > rdzv::kMaxLogLineBytes) ShipTail();
+    return;
+  }
+  LogChunk chunk = NewChunk();
+  chunk.text.reserve(ship_partial_.size() + last_nl + 1);
+  chunk.text.append(ship_partial_);
+  chunk.text.append(data.substr(0, last_nl + 1));
+  ship_partial_.assign(data.substr(last_nl + 1));
+  for (char c : data.substr(0, last_nl + 1)) chunk.lines += c == '\n';
+  options_.shipper->Add(std::move(chunk));
+}
+
+void StreamTee::ShipTail() {
+  if (options_.shipper == nullptr || ship_partial_.empty()) return;
+  LogChunk chunk = NewChunk();
+  chunk.text = std::move(ship_partial_);
+  chunk.text.push_back('\n');
+  chunk.lines = 1;
+  ship_partial_.clear();
+  options_.shipper->Add(std::move(chunk));
+}
+
 void StreamTee::DrainAndFinish() {
   if (done_) return;
   boost::system::error_code ignored;
@@ -146,6 +194,7 @@ void StreamTee::DrainAndFinish() {
 void StreamTee::Finish() {
   if (done_) return;
   done_ = true;
+  ShipTail();
   if (WantsLines()) {
     out_.clear();
     prefixer_.Finish(&out_);

@@ -2,7 +2,8 @@
 // whole lines, each behind a prefix such as "[default0]:", to ctrun's console
 // (or, with --dedup-logs, to a ConsoleDedup that writes them there).
 // With a FilteredLog (--duplicate-*-filters) the matching lines, prefixed,
-// also go there; a stream piped only for that filter passes to the console
+// also go there; with a LogShipper (--share-logs) every line, unprefixed,
+// goes there too (a line longer than rdzv::kMaxLogLineBytes is cut there); a stream piped only for that filter passes to the console
 // unprefixed, as if the worker wrote to it directly (TeeOptions).
 //
 // LinePrefixer is the pure part (bytes in, prefixed whole lines out);
@@ -18,7 +19,11 @@
 #include <string>
 #include <string_view>
 
+#include "rendezvous/logs/log_record.h"
+
 namespace ctrun::launcher {
+
+using rdzv::LogChunk;
 
 // Expands ${role_name}, ${rank} and ${local_rank} in a
 // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE; an empty template gives torchrun's
@@ -43,6 +48,7 @@ class LinePrefixer {
 
 class ConsoleDedup;
 class FilteredLog;
+class LogShipper;
 
 struct TeeOptions {
   // false: the console gets the bytes as they come, with no prefix (a stream
@@ -53,6 +59,10 @@ struct TeeOptions {
   // `local_rank`'s, prefixed or not as above) instead of to the console fd.
   ConsoleDedup* dedup = nullptr;  // borrowed; must outlive the StreamTee
   int local_rank = 0;
+  // --share-logs: every line also goes here, as global rank `rank`'s.
+  LogShipper* shipper = nullptr;  // borrowed; must outlive the StreamTee
+  int rank = 0;
+  bool is_stderr = false;
 };
 
 class StreamTee {
@@ -79,6 +89,9 @@ class StreamTee {
   bool WantsLines() const;  // the console takes prefixed lines, or there is a filter
   void WriteLines();        // out_'s prefixed lines to the console and the filter
   void DedupLines();        // out_'s lines to options_.dedup
+  void ShipLines(std::string_view data);  // data's whole lines to options_.shipper
+  void ShipTail();                        // the last line without '\n'
+  LogChunk NewChunk() const;              // an empty chunk of this stream, read now
   void Finish();
 
   boost::asio::posix::stream_descriptor pipe_;
@@ -90,6 +103,7 @@ class StreamTee {
   std::function<void()> on_eof_;
   std::array<char, 65536> buf_;
   std::string out_;
+  std::string ship_partial_;  // --share-logs: the line not yet complete
   bool done_ = false;
 };
 

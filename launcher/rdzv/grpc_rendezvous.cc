@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "launcher/net/free_port.h"
+#include "rendezvous/grpc/log_client.h"
 #include "rendezvous/machine/node_order.h"
 
 namespace ctrun::launcher {
@@ -252,6 +253,33 @@ void GrpcRendezvous::SendPreemptNotice(const PreemptNotice& notice) {
                    });
 }
 
+void GrpcRendezvous::ReportFailures(const FailureReport& report) {
+  if (refused_) return;
+  // A request holds at most kMaxFailuresPerReport failures.
+  for (size_t from = 0; from < report.failures.size(); from += rdzv::kMaxFailuresPerReport) {
+    const size_t to = std::min(report.failures.size(), from + rdzv::kMaxFailuresPerReport);
+    SendFailures(report.round, report.host, {report.failures.begin() + from, report.failures.begin() + to});
+  }
+}
+
+void GrpcRendezvous::SendFailures(int round, const std::string& host,
+                                  const std::vector<rdzv::WorkerFailureInfo>& failures) {
+  const Duration timeout = std::min<Duration>(ToDuration(options_.close_timeout), kPreemptSendTimeout);
+  ++reports_in_flight_;
+  client_->ReportFailure(static_cast<uint64_t>(round), host, failures, timeout,
+                         [this, n = failures.size()](const Status& s) {
+                           if (!s.ok()) {
+                             spdlog::warn("could not report {} failed worker{} to the rendezvous at {}: {}", n,
+                                          n == 1 ? "" : "s", options_.client.endpoint, s.message());
+                           }
+                           if (--reports_in_flight_ == 0 && after_reports_) {
+                             std::function<void()> leave = std::move(after_reports_);
+                             after_reports_ = nullptr;
+                             leave();
+                           }
+                         });
+}
+
 void GrpcRendezvous::OnStreamEnd(const Status& status) {
   if (status.ok() || status.IsAborted()) return;  // finished by the server, or cancelled by us
   if (status.IsUnavailable() && (phase_ == Phase::kJoining || (phase_ == Phase::kRunning && !closed_))) {
@@ -407,8 +435,17 @@ void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
   };
   // A refused node never joined; a Leave would only wait out its timeout.
   if (refused_) return after_leave(Status::Ok());
-  client_->Leave(leave, timeout, after_leave,
-                 reason == ShutdownReason::kUnhealthy ? unhealthy_report_ : std::string());
+  auto send_leave = [this, leave, timeout, after_leave, reason] {
+    client_->Leave(leave, timeout, after_leave,
+                   reason == ShutdownReason::kUnhealthy ? unhealthy_report_ : std::string());
+  };
+  // A failure report sent just before must reach the server first: the
+  // node's last word is its Leave.
+  if (reports_in_flight_ > 0) {
+    after_reports_ = std::move(send_leave);
+    return;
+  }
+  send_leave();
 }
 
 // The hosting agent keeps serving until the other nodes are gone.
@@ -440,6 +477,13 @@ void GrpcRendezvous::EndBarrier(bool drained) {
   auto done = std::move(barrier_done_);
   barrier_done_ = nullptr;
   done();
+}
+
+rdzv::LogSinkFactory GrpcRendezvous::LogSinks() {
+  // The static backend's server only hands out ranks: it keeps no logs.
+  if (options_.fixed_master) return nullptr;
+  return rdzv::MakeLogSinkFactory(options_.client, options_.advertise_addr.empty() ? options_.client.node.addr
+                                                                                   : options_.advertise_addr);
 }
 
 }  // namespace ctrun::launcher

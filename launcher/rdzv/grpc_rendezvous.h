@@ -82,6 +82,13 @@ class GrpcRendezvous : public RendezvousHandler {
   // to `cb` once per agent process, in any phase but shutdown.
   void SendPreemptNotice(const PreemptNotice& notice) override;
   void OnPreemptNotice(PreemptCallback cb) override { on_preempt_ = std::move(cb); }
+  // ShipLogs streams to the same server, from this node, labelled with its
+  // advertised address (--local-addr), else its NodeId's address.
+  rdzv::LogSinkFactory LogSinks() override;
+  // ReportFailure to the server, bounded by close_timeout (at most 5 s); a
+  // failed call is a warning. Shutdown's Leave waits for the reports in
+  // flight.
+  void ReportFailures(const FailureReport& report) override;
 
  private:
   std::string unhealthy_report_;  // Shutdown(kUnhealthy)'s Leave carries it
@@ -102,6 +109,8 @@ class GrpcRendezvous : public RendezvousHandler {
   // leaves this node out.
   Result<Round> RoundFrom(const rdzv::RoundComplete& complete) const;
   void OnStreamEnd(const Status& status);
+  // One ReportFailure call (at most kMaxFailuresPerReport failures).
+  void SendFailures(int round, const std::string& host, const std::vector<rdzv::WorkerFailureInfo>& failures);
   void Reconnect(const Status& why);
   void FinishJoin(Result<Round> result);
   void Changed(const std::string& why);
@@ -137,6 +146,8 @@ class GrpcRendezvous : public RendezvousHandler {
   StragglerCallback on_straggler_;
   PreemptCallback on_preempt_;
   bool preempt_heard_ = false;  // a notice reached on_preempt_ (or this node sent its own)
+  int reports_in_flight_ = 0;     // ReportFailures calls not answered yet
+  std::function<void()> after_reports_;  // Shutdown's Leave, held until they are
   bool keep_alive_started_ = false;
   bool closed_ = false;
   uint64_t round_ = 0;

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "base/result.h"
+#include "rendezvous/logs/log_sink.h"
+#include "rendezvous/machine/failure_record.h"
 #include "rendezvous/machine/straggler.h"
 
 namespace ctrun::launcher {
@@ -98,6 +100,24 @@ class RendezvousHandler {
   // earlier one); on the agent's io_context.
   using PreemptCallback = std::function<void(const PreemptNotice&)>;
   virtual void OnPreemptNotice(PreemptCallback /*cb*/) {}
+
+  // --share-logs: makes streams that carry this node's worker lines to the
+  // rendezvous server (its token and TLS); null when the backend has no
+  // server that keeps logs (local, etcd, static). The factory and its sinks
+  // may be used from any one thread, and outlive this handler.
+  virtual rdzv::LogSinkFactory LogSinks() { return nullptr; }
+
+  // Failure reports (`ctrun status --why`; the local, static and etcd
+  // backends keep this a no-op). This node's failed workers of one
+  // attempt, sent once, before the agent restarts the group or exits:
+  // best effort, returns at once; a Shutdown that follows waits for the
+  // report (bounded) so that it reaches the server before the node leaves.
+  struct FailureReport {
+    int round = 0;                  // the rendezvous round the workers ran in
+    std::string host;               // this node's host name
+    std::vector<rdzv::WorkerFailureInfo> failures;
+  };
+  virtual void ReportFailures(const FailureReport& /*report*/) {}
 };
 
 }  // namespace ctrun::launcher

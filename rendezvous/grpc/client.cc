@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "rendezvous.grpc.pb.h"
+#include "rendezvous/grpc/failure_convert.h"
 #include "rendezvous/grpc/grpc_process.h"
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/channel_backoff.h"
@@ -318,6 +319,25 @@ void RendezvousClient::Preempt(double remaining_s, const std::string& source, Du
         if (!s.ok()) return done(s);
         done(PreemptSent{rep.first(), rep.pushed()});
       });
+}
+
+void RendezvousClient::ReportFailure(uint64_t round, const std::string& host,
+                                     const std::vector<WorkerFailureInfo>& failures, Duration timeout,
+                                     std::function<void(const Status&)> done) {
+  v1::ReportFailureRequest req;
+  req.set_version(kProtocolVersion);
+  req.set_run_id(options_.run_id);
+  NodeToProto(options_.node, req.mutable_node());
+  req.set_incarnation(options_.incarnation);
+  req.set_token(options_.token);
+  req.set_round(round);
+  req.set_host(host);
+  for (const WorkerFailureInfo& f : failures) WorkerFailureToProto(f, req.add_failures());
+  impl_->Unary<v1::ReportFailureRequest, v1::ReportFailureReply>(
+      [](auto* a, grpc::ClientContext* c, const v1::ReportFailureRequest* q, v1::ReportFailureReply* r, auto cb) {
+        a->ReportFailure(c, q, r, std::move(cb));
+      },
+      std::move(req), timeout, [done](const Status& s, const v1::ReportFailureReply&) { done(s); });
 }
 
 }  // namespace ctrun::rdzv

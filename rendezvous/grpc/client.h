@@ -26,6 +26,7 @@
 #include "base/result.h"
 #include "rendezvous/grpc/credentials.h"
 #include "rendezvous/machine/events.h"
+#include "rendezvous/machine/failure_record.h"
 #include "rendezvous/machine/machine.h"
 #include "rendezvous/machine/rdzv_params.h"
 #include "rendezvous/grpc/reconnect.h"
@@ -118,6 +119,14 @@ class RendezvousClient {
   };
   void Preempt(double remaining_s, const std::string& source, Duration timeout,
                std::function<void(const Result<PreemptSent>&)> done);
+
+  // This node's failed workers of `round` (failure_record.h; proto's
+  // ReportFailure), for `ctrun status --why`; `host` is this node's host
+  // name. `done` gets OK or the call's error (a report out of bounds comes
+  // back with the server's line); bounded by `timeout`. Waits for a server
+  // that is not reachable yet, up to `timeout`.
+  void ReportFailure(uint64_t round, const std::string& host, const std::vector<WorkerFailureInfo>& failures,
+                     Duration timeout, std::function<void(const Status&)> done);
 
   const ClientOptions& options() const { return options_; }
 

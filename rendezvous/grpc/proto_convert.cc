@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "rendezvous/grpc/failure_convert.h"
 #include "rendezvous/grpc/ft_convert.h"
 #include "rendezvous/grpc/preempt_convert.h"
 
@@ -224,6 +225,8 @@ void StateReplyAddView(const RunView& view, v1::StateReply* out) {
     NodeToProto(u.node, p->mutable_node());
     p->set_report(u.report);
   }
+  for (const ReportedFailure& f : view.failures) ReportedFailureToProto(f, out->add_failures());
+  out->set_failures_seen(static_cast<int32_t>(std::min<int64_t>(view.failures_seen, INT32_MAX)));
 }
 
 RunView RunViewFromStateReply(const v1::StateReply& reply, TimePoint now) {
@@ -247,6 +250,8 @@ RunView RunViewFromStateReply(const v1::StateReply& reply, TimePoint now) {
   for (const v1::UnhealthyNode& p : reply.unhealthy()) {
     view.unhealthy.push_back(UnhealthyNode{NodeFromProto(p.node()), p.report()});
   }
+  for (const v1::ReportedFailure& p : reply.failures()) view.failures.push_back(ReportedFailureFromProto(p));
+  view.failures_seen = reply.failures_seen();
   return view;
 }
 

@@ -169,6 +169,7 @@ void RendezvousServer::Impl::ForgetDue(TimePoint now, Outbox& out) {
       streams_.erase(run);
     }
     steps_.erase(run_id);
+    failures_.erase(run_id);
     metrics_.Forget(run_id);
     if (auto waiting = drained_waiters_.find(run_id); waiting != drained_waiters_.end()) {
       for (auto& cb : waiting->second) out.calls.push_back(std::move(cb));

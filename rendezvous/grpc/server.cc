@@ -73,7 +73,13 @@ Status RendezvousServer::Impl::Listen(const HostPort& hp) {
   // faster than every second is still sent away after gRPC's default two
   // strikes.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  // The largest request a client sends is a LogBatch (at most 1 MiB,
+  // log_client.h) or a ReportFailure (64 failures of at most ~10 KiB): a
+  // message over 2 MiB is refused (RESOURCE_EXHAUSTED) before any handler or
+  // token check sees it, instead of gRPC's default 4 MiB.
+  builder.SetMaxReceiveMessageSize(2 << 20);
   builder.RegisterService(this);
+  logs_ = std::make_unique<LogHub>([this](const std::vector<std::string>& ids) { return RunsKnown(ids); });
   server_ = builder.BuildAndStart();
   if (!server_) {
     return Status::Unavailable("cannot listen on " + hp.host + ":" + std::to_string(hp.port) +
@@ -106,6 +112,7 @@ void RendezvousServer::Impl::Shutdown() {
   }
   out.Flush();
   ft_out.Flush();
+  if (logs_) logs_->Shutdown();  // the followers end; no lock of ours is held
   if (timer_.joinable()) timer_.join();
   // No new connections, and the stores' sessions end with the mux thread.
   if (mux_) mux_->Stop();
@@ -154,7 +161,9 @@ std::string RendezvousServer::Impl::RunsJson() {
   std::vector<RunStatus> runs;
   for (const std::string& run_id : registry_.RunIds()) {
     const RendezvousMachine& machine = **registry_.Find(run_id);
-    runs.push_back(RunStatus{run_id, ViewOf(machine.Export(), machine.Tally(), now), metrics_.History(run_id)});
+    RunView view = ViewOf(machine.Export(), machine.Tally(), now);
+    if (auto f = failures_.find(run_id); f != failures_.end()) AddFailures(f->second, now, view);
+    runs.push_back(RunStatus{run_id, std::move(view), metrics_.History(run_id)});
   }
   std::string json = rdzv::RunsJson(runs, now);
   lock.unlock();

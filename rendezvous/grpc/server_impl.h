@@ -4,11 +4,13 @@
 //   server.cc          lifecycle: start, listen, shut down, timer, metrics
 //   service_calls.cc   the RPC handlers and the end of a Join stream
 //   preempt_call.cc    Preempt: a node's preemption notice to the others
+//   failure_call.cc    ReportFailure: a node's failed workers, for `ctrun status --why`
 //   run_step.cc        StepRun: one event through a run's machine to the wire
 //   resume.cc          a Join that re-opens a broken stream
 //   run_stores.cc      the workers' c10d stores on the listen port
 //   run_steps.cc       keep-alives' step reports: straggler detection
 //   ft_calls.cc        the fault-tolerance calls FtSync, FtWatch, FtLeave (ft_runs.h)
+//   logs_calls.cc      the shared logs: ShipLogs, ReadLogs (log_hub.h serves them)
 // and the pieces it uses have files of their own: join_stream (a Join's
 // stream and the Outbox), call_check (token and version), listen_address,
 // grpc_logs, port_mux (the listen port, shared with the stores),
@@ -35,10 +37,12 @@
 #include "rendezvous/grpc/ft_streams.h"
 #include "rendezvous/grpc/join_stream.h"
 #include "rendezvous/grpc/listen_address.h"
+#include "rendezvous/grpc/log_hub.h"
 #include "rendezvous/grpc/port_mux.h"
 #include "rendezvous/grpc/store_routing.h"
 #include "rendezvous/grpc/reconnect.h"
 #include "rendezvous/grpc/server.h"
+#include "rendezvous/machine/failure_record.h"
 #include "rendezvous/machine/straggler.h"
 #include "rendezvous/metrics/metrics.h"
 #include "rendezvous/persist/state_store.h"
@@ -90,6 +94,10 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   // preempt_call.cc.
   grpc::ServerUnaryReactor* Preempt(grpc::CallbackServerContext* context, const v1::PreemptRequest* request,
                                     v1::PreemptReply* reply) override;
+  // failure_call.cc.
+  grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* context,
+                                          const v1::ReportFailureRequest* request,
+                                          v1::ReportFailureReply* reply) override;
 
   // The fault-tolerance calls (ft_calls.cc; ft_runs.h has their semantics).
   grpc::ServerUnaryReactor* FtSync(grpc::CallbackServerContext* context, const v1::FtSyncRequest* request,
@@ -102,6 +110,12 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   // that ended on the client's side is its group lost.
   void FtSyncCancelled(FtSyncCall* call) override;
   void FtWatchDone(FtWatchStream* stream) override;
+
+  // The shared logs (logs_calls.cc; log_hub.h has their semantics).
+  grpc::ServerReadReactor<v1::LogBatch>* ShipLogs(grpc::CallbackServerContext* context,
+                                                  v1::ShipLogsReply* reply) override;
+  grpc::ServerWriteReactor<v1::LogLines>* ReadLogs(grpc::CallbackServerContext* context,
+                                                   const v1::ReadLogsRequest* request) override;
 
  private:
   // When StepRun writes the run's state (with --state-dir).
@@ -229,6 +243,15 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   // Shutdown: ends every held FtSync and every FtWatch (UNAVAILABLE).
   void FtEndAll(FtOutbox& out);
 
+  // logs_calls.cc; each takes mu_ (never called with the hub's lock held).
+  //
+  // The token and version check and a run this server holds (NOT_FOUND
+  // otherwise), for a log call.
+  grpc::Status AdmitLogCall(const grpc::CallbackServerContext& context, v1::ProtocolVersion version,
+                            const std::string& token, const std::string& run_id);
+  // Whether each run is still held (LogHub drops the logs of the others).
+  std::vector<bool> RunsKnown(const std::vector<std::string>& run_ids);
+
   // The timer thread: steps Tick{} on each run whose NextDeadline() is due,
   // then sleeps until the earliest one or until Rearm or Shutdown wakes it.
   void TimerLoop();
@@ -241,6 +264,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   RunRegistry registry_;                   // guarded by mu_
   Metrics metrics_;                        // guarded by mu_
   std::map<std::string, StragglerDetector> steps_;  // by run id; guarded by mu_
+  std::map<std::string, FailureRecord> failures_;    // reported failures by run id; guarded by mu_
   std::map<std::string, std::map<NodeId, JoinStream*, NodeIdLess>> streams_;  // guarded by mu_
   std::map<std::string, std::vector<std::function<void()>>> drained_waiters_;  // guarded by mu_
   std::optional<StateStore> store_;  // set with --state-dir; written under mu_
@@ -252,6 +276,9 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   uint64_t ft_next_id_ = 1;                        // guarded by mu_
 
   CallCheck call_check_;
+  // The shared logs; made in Listen, shut down before the gRPC server (and
+  // destroyed after it: declared before server_).
+  std::unique_ptr<LogHub> logs_;
   const TlsConfig tls_;
   const bool serve_stores_;
   int port_ = 0;

@@ -197,6 +197,7 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::GetState(grpc::CallbackServerC
       StateReplyFromSnapshot((*machine)->State(), now, reply);
       RunView view = ViewOf((*machine)->Export(), (*machine)->Tally(), now);
       if (auto steps = steps_.find(request->run_id()); steps != steps_.end()) AddStepTimes(steps->second, view);
+      if (auto f = failures_.find(request->run_id()); f != failures_.end()) AddFailures(f->second, now, view);
       StateReplyAddView(view, reply);
     }
     if (machine.ok() && (*machine)->Preempted()) {

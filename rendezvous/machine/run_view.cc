@@ -53,6 +53,11 @@ RunView ViewOf(const MachineState& state, const Counts& counts, TimePoint now) {
   return view;
 }
 
+void AddFailures(const FailureRecord& record, TimePoint now, RunView& view) {
+  view.failures = record.Kept(now);
+  view.failures_seen = record.seen();
+}
+
 void AddStepTimes(const StragglerDetector& steps, RunView& view) {
   const std::vector<RankStepView> ranks = steps.Ranks();
   for (NodeView& v : view.nodes) {

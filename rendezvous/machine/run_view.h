@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "rendezvous/machine/failure_record.h"
 #include "rendezvous/machine/machine.h"
 #include "rendezvous/machine/node_order.h"
 #include "rendezvous/machine/quorum.h"
@@ -59,10 +60,17 @@ struct RunView {
   int world_size = 0;            // workers in the running round; 0 while forming
   std::vector<NodeView> nodes;   // members in group-rank order, then the others in NodeLess order
   std::vector<UnhealthyNode> unhealthy;  // nodes that left as unhealthy, the most recent ones
+  // The failures the nodes reported (failure_record.h), earliest first: the
+  // ones the server kept; failures_seen counts all.
+  std::vector<ReportedFailure> failures;
+  int64_t failures_seen = 0;
 };
 
 // The view of `state` at `now` (the machine's clock).
 RunView ViewOf(const MachineState& state, const Counts& counts, TimePoint now);
+
+// Fills the view's failures from `record` at `now`.
+void AddFailures(const FailureRecord& record, TimePoint now, RunView& view);
 
 // Fills each node's median step time and straggler ranks from `steps`.
 void AddStepTimes(const StragglerDetector& steps, RunView& view);

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <iterator>
 
+#include "rendezvous/machine/failure_verdict.h"
+
 namespace ctrun::rdzv {
 
 namespace {
@@ -66,6 +68,51 @@ void WriteNodes(Writer& w, const std::vector<NodeId>& nodes) {
   w.Raw("[");
   for (size_t i = 0; i < nodes.size(); ++i) w.Raw(i ? "," : "").Str(ToString(nodes[i]));
   w.Raw("]");
+}
+
+// The "why" object: the verdict on the reported failures
+// (failure_verdict.h), or null when none was reported.
+void WriteWhy(Writer& w, const RunView& view) {
+  if (view.failures.empty()) {
+    w.Raw("null");
+    return;
+  }
+  const FailureVerdict verdict = DecideVerdict(view.failures);
+  w.Raw("{").Key("failures_seen").Int(static_cast<long long>(view.failures_seen));
+  w.Raw(",").Key("root");
+  if (verdict.root) {
+    const ReportedFailure& r = view.failures[*verdict.root];
+    const WorkerFailureInfo& f = r.failure;
+    w.Raw("{").Key("rank").Int(f.rank);
+    w.Raw(",").Key("local_rank").Int(f.local_rank);
+    w.Raw(",").Key("node").Str(ToString(r.node));
+    w.Raw(",").Key("addr").Str(r.node.addr);
+    w.Raw(",").Key("host").Str(r.host);
+    w.Raw(",").Key("round").Int(static_cast<long long>(r.round));
+    w.Raw(",").Key("exit_code").Int(f.exit_code);
+    w.Raw(",").Key("signal").Int(f.signal);
+    w.Raw(",").Key("failed_at_unix_s").Num(f.failed_at_unix_s);
+    w.Raw(",").Key("error_message").Str(f.error_message);
+    w.Raw(",").Key("last_line").Str(f.last_line);
+    w.Raw(",").Key("error_file").Str(f.error_file);
+    w.Raw(",").Key("stacks_file").Str(f.stacks_file);
+    w.Raw("}");
+  } else {
+    w.Raw("null");
+  }
+  w.Raw(",").Key("consequences").Raw("[");
+  bool first = true;
+  for (const ConsequenceGroup& g : GroupConsequences(verdict, view.failures)) {
+    w.Raw(first ? "{" : ",{").Key("reason").Str(ReasonText(g.reason));
+    first = false;
+    w.Raw(",").Key("ranks").Str(CompactRanks(g.ranks));
+    w.Raw(",").Key("workers").Int(static_cast<long long>(g.ranks.size()));
+    w.Raw(",").Key("nodes").Int(g.nodes);
+    w.Raw(",").Key("min_after_s").Num(g.min_after_s);
+    w.Raw(",").Key("max_after_s").Num(g.max_after_s);
+    w.Raw("}");
+  }
+  w.Raw("]}");
 }
 
 std::string_view RunState(const Counts& c) { return c.closed ? "closed" : c.complete ? "running" : "forming"; }
@@ -136,7 +183,10 @@ void WriteRun(Writer& w, const RunStatus& run, TimePoint now) {
     w.Raw(",").Key("s_ago").Num(Ago(r.at, now));
     w.Raw("}");
   }
-  w.Raw("]}");
+  w.Raw("]");
+  w.Raw(",").Key("why");
+  WriteWhy(w, run.view);
+  w.Raw("}");
 }
 
 }  // namespace

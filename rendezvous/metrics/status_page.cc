@@ -30,6 +30,9 @@ td.num { text-align: right; }
 .state.participant, .state.forming, .state.rejoining { background: #fff1c7; }
 .state.closed, .state.finishing, .state.restarted { background: #e3e7ee; }
 .none { color: #8a91a0; }
+.why { border-left: 3px solid #b3261e; padding: .2em .8em; margin: .6em 0; background: #fdf3f2; }
+.why .root { font-weight: 600; }
+.why .detail { font-family: ui-monospace, monospace; white-space: pre-wrap; color: #4a5366; }
 </style>
 </head>
 <body>
@@ -68,6 +71,38 @@ function row(cls, cells) {
   return tr;
 }
 
+// The verdict on the failures the nodes reported (ctrun status --why).
+function renderWhy(why) {
+  const d = el("div", "why");
+  d.appendChild(el("h3", null, "Why the job failed"));
+  const r = why.root;
+  if (r) {
+    const end = r.signal ? "was killed by signal " + r.signal : "exited with " + r.exit_code;
+    const when = new Date(r.failed_at_unix_s * 1000).toISOString().replace("T", " ").replace("Z", " UTC");
+    let node = r.addr || r.host;
+    if (r.host && r.host !== node) node += " (" + r.host + ")";
+    d.appendChild(el("div", "root", "root cause: rank " + r.rank + " (node " + node +
+        ", local rank " + r.local_rank + ") " + end + " at " + when +
+        (r.error_message ? ": " + r.error_message : "")));
+    if (r.last_line) d.appendChild(el("div", "detail", "last line: " + r.last_line));
+    if (r.error_file) d.appendChild(el("div", "detail", "error file: " + r.error_file));
+    if (r.stacks_file) d.appendChild(el("div", "detail", "stacks: " + r.stacks_file));
+  } else {
+    d.appendChild(el("div", "root", "no root cause: every worker reported was stopped by its agent"));
+  }
+  for (const c of why.consequences) {
+    const after = Math.abs(c.max_after_s - c.min_after_s) < 0.05 ? c.min_after_s.toFixed(1) + " s"
+        : c.min_after_s.toFixed(1) + "-" + c.max_after_s.toFixed(1) + " s";
+    const reason = !r ? c.reason : c.reason === "failed after it" ? "failed " + after + " after it"
+        : c.reason + " after " + after;
+    const line = el("div", "consequence", (c.workers === 1 ? "rank " : "ranks ") + c.ranks + " on " + c.nodes +
+        (c.nodes === 1 ? " node: " : " nodes: ") + reason);
+    line.dataset.reason = c.reason;
+    d.appendChild(line);
+  }
+  return d;
+}
+
 function renderRun(run) {
   const s = el("section", "run");
   s.dataset.runId = run.run_id;
@@ -80,6 +115,7 @@ function renderRun(run) {
   p.appendChild(badge(run.state));
   p.appendChild(document.createTextNode(" " + summary));
   s.appendChild(p);
+  if (run.why) s.appendChild(renderWhy(run.why));
 
   s.appendChild(el("h3", null, "Nodes"));
   s.appendChild(table("nodes",

@@ -147,7 +147,7 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
         r = h.run(["status", "--nnodes", "2"], timeout=30)
         self.assertEqual(r.returncode, 2)
-        self.assertIn("it takes only --rdzv-endpoint, --rdzv-id and --rdzv-conf", r.stderr)
+        self.assertIn("it takes only --rdzv-endpoint, --rdzv-id, --rdzv-conf and --why", r.stderr)
         base = self.metrics_url.rsplit("/", 1)[0]
         for args, code in ((["-X", "POST", self.metrics_url], "405"), ([base + "/other"], "404")):
             r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", *args],

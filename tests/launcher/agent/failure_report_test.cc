@@ -132,5 +132,78 @@ TEST_CASE("failure report: the stuck processes' report names each one") {
         "(zombie))");
 }
 
+WorkerFailure PythonFailure() {
+  WorkerFailure f;
+  f.local_rank = 0;
+  f.rank = 4;
+  f.exit_code = 1;
+  f.pid = 321;
+  f.observed_at_s = 1001;
+  f.error_file = "/tmp/attempt_0/0/error.json";
+  ErrorFileData data;
+  data.message = "ValueError: bad batch\nsecond line";
+  data.traceback = "Traceback (most recent call last):\n  File \"w.py\", line 3, in <module>\n"
+                   "ValueError: bad batch\n\n";
+  data.timestamp = 1000;
+  f.error = data;
+  return f;
+}
+
+TEST_CASE("the rendezvous' failure record: first message line, last traceback line, precise time") {
+  const rdzv::WorkerFailureInfo info = FailureInfoOf(PythonFailure(), FailureContext{false, 1001.25}, 1000.75);
+  CHECK(info.rank == 4);
+  CHECK(info.local_rank == 0);
+  CHECK(info.exit_code == 1);
+  CHECK(info.signal == 0);
+  CHECK(info.pid == 321);
+  CHECK(info.error_message == "ValueError: bad batch");
+  CHECK(info.last_line == "ValueError: bad batch");
+  CHECK(info.error_file == "/tmp/attempt_0/0/error.json");
+  CHECK(info.failed_at_unix_s == 1000.75);  // the file's modification time
+  CHECK_FALSE(info.stopped_by_agent);
+
+  // A modification time far from the file's own timestamp: the timestamp.
+  CHECK(FailureInfoOf(PythonFailure(), FailureContext{}, 5000.5).failed_at_unix_s == 1000);
+  CHECK(FailureInfoOf(PythonFailure(), FailureContext{}, std::nullopt).failed_at_unix_s == 1000);
+}
+
+TEST_CASE("the rendezvous' failure record: a signal death without a file, stopped by its agent") {
+  WorkerFailure f;
+  f.rank = 5;
+  f.local_rank = 1;
+  f.exit_code = -15;
+  f.observed_at_s = 1002;
+  f.stacks = "/tmp/stacks_1.txt (innermost frame: w.py:3 stuck_here)";
+  rdzv::WorkerFailureInfo info = FailureInfoOf(f, FailureContext{true, 1002.5}, std::nullopt);
+  CHECK(info.exit_code == 0);
+  CHECK(info.signal == 15);
+  CHECK(info.stopped_by_agent);
+  CHECK(info.failed_at_unix_s == 1002.5);  // when the agent saw it
+  CHECK(info.error_message.empty());
+  CHECK(info.error_file.empty());
+  CHECK(info.stacks_file == f.stacks);
+  CHECK(FailureInfoOf(f, FailureContext{}, std::nullopt).failed_at_unix_s == 1002);
+}
+
+TEST_CASE("the rendezvous' failure record: long texts are cut to their bounds on a UTF-8 boundary") {
+  WorkerFailure f = PythonFailure();
+  f.error->message = std::string(rdzv::kMaxFailureText - 1, 'x') + "\xc3\xa9 tail";
+  f.error->traceback = std::string(3000, 'y');
+  const rdzv::WorkerFailureInfo info = FailureInfoOf(f, FailureContext{}, std::nullopt);
+  CHECK(info.error_message == std::string(rdzv::kMaxFailureText - 1, 'x'));
+  CHECK(info.last_line.size() == rdzv::kMaxFailureText);
+  CHECK(rdzv::CheckFailureReport("h", {info}).ok());
+  f.error->message = "bad \xff byte";
+  CHECK(FailureInfoOf(f, FailureContext{}, std::nullopt).error_message == "bad ? byte");
+
+  const RendezvousHandler::FailureReport report =
+      FailureReportOf(3, std::string(300, 'h'), {PythonFailure(), f}, {FailureContext{true, 1}});
+  CHECK(report.round == 3);
+  CHECK(report.host.size() == rdzv::kMaxFailureHost);
+  REQUIRE(report.failures.size() == 2);
+  CHECK(report.failures[0].stopped_by_agent);
+  CHECK_FALSE(report.failures[1].stopped_by_agent);  // no context: none
+}
+
 }  // namespace
 }  // namespace ctrun::launcher

@@ -169,6 +169,27 @@ TEST_CASE_METHOD(SpecsFixture, "--dedup-logs pipes every stream that reaches the
   CHECK(plan.streams[0].file.empty());          // no file without --tee or --redirects
 }
 
+TEST_CASE_METHOD(SpecsFixture, "--share-logs pipes every stream, each tee knowing its worker's global rank") {
+  config.share_logs = true;
+  config.redirects.per_rank = {{1, 2}};   // to its file only: still read, to ship it
+  config.local_ranks_filter = std::set<int>{0};  // off the console: still read
+  const std::vector<WorkerSpec> specs = Specs();
+  for (const WorkerSpec& spec : specs) {
+    CHECK(spec.out.mode == StdioTarget::Mode::kPipe);
+    CHECK(spec.err.mode == StdioTarget::Mode::kPipe);
+  }
+  const TeePlan plan = Plan();
+  CHECK(plan.shipper == nullptr);  // the agent sets it
+  REQUIRE(plan.streams.size() == 4);
+  const std::vector<WorkerRanks> ranks = Ranks();
+  CHECK(plan.streams[0].rank == ranks[0].rank);
+  CHECK(plan.streams[3].rank == ranks[1].rank);
+  CHECK_FALSE(plan.streams[3].file.empty());  // local rank 1's stderr still goes to its file
+  CHECK_FALSE(plan.streams[2].to_console);  // local rank 1 is off the console
+  CHECK(plan.streams[0].to_console);
+  CHECK_FALSE(plan.streams[0].prefix_console);  // not tee'd: the console gets it as written
+}
+
 TEST_CASE_METHOD(SpecsFixture, "worker specs: the console filter and bindings by local rank") {
   CHECK(OnConsole(config, 1));
   config.local_ranks_filter = std::set<int>{1};

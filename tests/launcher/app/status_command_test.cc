@@ -41,7 +41,7 @@ TEST_CASE("ctrun status refuses other flags and bad values in one line") {
   auto a = ParseStatusArgs({"--nproc-per-node", "2"}, {});
   REQUIRE(!a.ok());
   CHECK(a.status().message() ==
-        "ctrun status: unknown argument '--nproc-per-node' (it takes only --rdzv-endpoint, --rdzv-id and --rdzv-conf)");
+        "ctrun status: unknown argument '--nproc-per-node' (it takes only --rdzv-endpoint, --rdzv-id, --rdzv-conf and --why)");
   a = ParseStatusArgs({"--rdzv-id"}, {});
   REQUIRE(!a.ok());
   CHECK(a.status().message().rfind("--rdzv-id needs a value", 0) == 0);

@@ -77,8 +77,8 @@ std::string Dump(const LaunchConfig& c) {
              Opt(c.event_log_handler), c.log_line_prefix_template) +
          fmt::format("heartbeat={} initial={}\n", c.heartbeat_timeout.count(),
                      c.heartbeat_initial_timeout ? c.heartbeat_initial_timeout->count() : -1.0) +
-         fmt::format("no_agent_store={}\nevents_file={}\ndedup_logs={}\n", c.no_agent_store, Opt(c.events_file),
-                     c.dedup_logs) +
+         fmt::format("no_agent_store={}\nevents_file={}\ndedup_logs={}\nshare_logs={}\n", c.no_agent_store,
+                     Opt(c.events_file), c.dedup_logs, c.share_logs) +
          fmt::format("restart_backoff={}\nmin_healthy_uptime={}\nfail_fast_on_startup={}\nkill_timeout={}\n"
                      "hang_stacks_timeout={}\n",
                      c.restart_backoff.count(), c.min_healthy_uptime.count(), c.fail_fast_on_startup,
@@ -126,7 +126,7 @@ TEST_CASE("defaults match torchrun's", "[config]") {
         "rdzv_port=29500", "rdzv_id=none", "standalone=false", "node_rank=0", "node_rank_given=false", "master_port_given=false",
         "local_addr=unset", "max_restarts=0", "monitor_interval=0.1", "start_method=spawn", "signals=15,2,1,3,",
         "shutdown_grace=30", "exit_barrier_timeout=300", "exit_code_from_root_cause=false", "role=default",
-        "module=false", "no_python=false", "run_path=false", "script=train.py", "script_args=", "no_agent_store=false", "dedup_logs=false",
+        "module=false", "no_python=false", "run_path=false", "script=train.py", "script_args=", "no_agent_store=false", "dedup_logs=false", "share_logs=false",
         "log_dir=unset", "redirects=0", "tee=0", "local_ranks_filter=unset", "logs_specs=unset",
         "numa_binding=unset", "event_log_handler=null", "log_line_prefix_template=",
         "rdzv_conf=join:600 last_call:30 close:30 heartbeat:5 keep_alive:5x3 read:60 timeout:900 "

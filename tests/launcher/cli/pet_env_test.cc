@@ -71,6 +71,7 @@ const std::map<std::string_view, Sample>& Samples() {
        {"2", {"--ft-replicas", "2:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "--node-rank", "5"}}},
       {"--heartbeat-initial-timeout", {"600", {}}},
       {"--dedup-logs", {"", {}}},
+      {"--share-logs", {"", {}}},
       {"--no-agent-store", {"", {}}},
       {"--events-file", {"/var/log/ctrun/events.jsonl", {}}},
       {"--shutdown-timeout", {"90", {}}},
@@ -125,10 +126,10 @@ std::string Dump(const LaunchConfig& c) {
       c.heartbeat_timeout.count(), c.heartbeat_initial_timeout ? c.heartbeat_initial_timeout->count() : -1.0);
   out += fmt::format(
       "role={} module={} no_python={} run_path={} script={} log_dir={} redirects={} tee={} filter={} "
-      "logs_specs={} numa={} events={} prefix={} no_agent_store={} events_file={} dedup_logs={}\n",
+      "logs_specs={} numa={} events={} prefix={} no_agent_store={} events_file={} dedup_logs={} share_logs={}\n",
       c.role, c.module, c.no_python, c.run_path, c.script, Opt(c.log_dir), Streams(c.redirects), Streams(c.tee),
       filter, Opt(c.logs_specs), Opt(c.numa_binding), Opt(c.event_log_handler), c.log_line_prefix_template,
-      c.no_agent_store, Opt(c.events_file), c.dedup_logs);
+      c.no_agent_store, Opt(c.events_file), c.dedup_logs, c.share_logs);
   out += fmt::format("backoff={} healthy={} fail_fast={} kill_timeout={} hang_stacks={}\n",
                      c.restart_backoff.count(), c.min_healthy_uptime.count(), c.fail_fast_on_startup,
                      c.kill_timeout.count(), c.hang_stacks_timeout.count());

@@ -58,7 +58,41 @@ TEST_CASE("RunsJson shows a run's nodes, rounds and restarts, times as seconds b
         "\"rounds_total\":1,\"rounds\":[{\"round\":0,\"world_size\":3,\"nodes\":[\"a\",\"b\"],"
         "\"started_s_ago\":5.000,\"ended_s_ago\":3.000,\"end\":\"restarted\"}],"
         "\"restarts_total\":1,\"restarts\":[{\"round\":0,\"cause\":\"workers_failed\",\"node\":\"b\","
-        "\"nodes\":[\"a\"],\"s_ago\":3.000}]}]}\n");
+        "\"nodes\":[\"a\"],\"s_ago\":3.000}],\"why\":null}]}\n");
+}
+
+TEST_CASE("RunsJson: the verdict on the failures the nodes reported") {
+  RunView view;
+  FailureRecord record;
+  WorkerFailureInfo root;
+  root.rank = 4;
+  root.exit_code = 1;
+  root.failed_at_unix_s = 100;
+  root.error_message = "ValueError: <bad>";
+  root.last_line = "ValueError: <bad>";
+  WorkerFailureInfo peer;
+  peer.rank = 0;
+  peer.exit_code = 1;
+  peer.failed_at_unix_s = 100.5;
+  peer.error_message = "RuntimeError: Connection reset by peer";
+  WorkerFailureInfo stopped = peer;
+  stopped.rank = 5;
+  stopped.local_rank = 1;
+  stopped.exit_code = 0;
+  stopped.signal = 15;
+  stopped.stopped_by_agent = true;
+  record.Add(NodeId{"c", 3, 0}, "host-c", 2, {root, stopped}, TimePoint{});
+  record.Add(NodeId{"a", 1, 0}, "host-a", 2, {peer}, TimePoint{});
+  AddFailures(record, TimePoint{}, view);
+  const std::string json = RunsJson({RunStatus{"r", view, nullptr}}, TimePoint{});
+  CHECK(json.find("\"why\":{\"failures_seen\":3,\"root\":{\"rank\":4,\"local_rank\":0,\"node\":\"c#3\","
+                  "\"addr\":\"c\",\"host\":\"host-c\",\"round\":2,\"exit_code\":1,\"signal\":0,\"failed_at_unix_s\":100.000,"
+                  "\"error_message\":\"ValueError: \\u003cbad\\u003e\",\"last_line\":\"ValueError: \\u003cbad\\u003e\","
+                  "\"error_file\":\"\",\"stacks_file\":\"\"},\"consequences\":["
+                  "{\"reason\":\"connection error\",\"ranks\":\"0\",\"workers\":1,\"nodes\":1,"
+                  "\"min_after_s\":0.500,\"max_after_s\":0.500},"
+                  "{\"reason\":\"stopped by its agent\",\"ranks\":\"5\",\"workers\":1,\"nodes\":1,"
+                  "\"min_after_s\":0.500,\"max_after_s\":0.500}]}}]}\n") != std::string::npos);
 }
 
 TEST_CASE("RunsJson: a running round, a last call, and a run with no history") {

@@ -1,0 +1,169 @@
+#include "launcher/app/logs_command.h"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "launcher/cli/exit_codes.h"
+#include "launcher/cli/flag_values.h"
+#include "launcher/cli/flags.h"
+#include "launcher/cli/text.h"
+#include "launcher/rdzv/credentials.h"
+#include "rendezvous/grpc/grpc_process.h"
+#include "rendezvous/grpc/log_client.h"
+
+namespace ctrun::launcher {
+namespace {
+
+bool IsTargetFlag(const std::string& name) {
+  const FlagSpec* spec = FindFlag(name);
+  return spec && (spec->name == "--rdzv-endpoint" || spec->name == "--rdzv-id" || spec->name == "--rdzv-conf");
+}
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::string LogsHelpText() {
+  return "usage: ctrun logs [--rdzv-endpoint HOST:PORT] [--rdzv-id ID] [--rdzv-conf K=V,...]\n"
+         "                  [--follow] [--rank R] [--node N] [--since SECONDS]\n"
+         "\n"
+         "Shows every node's worker output in one stream, as the run's rendezvous server (the\n"
+         "hosting node's ctrun, or ctrund) keeps it from the agents started with --share-logs:\n"
+         "one line per worker line, \"<node>/<rank>: <text>\", in the order the server received\n"
+         "them (in order per rank). The server keeps the newest 65,536 lines (8 MiB) per run;\n"
+         "lines it dropped are counted on stderr.\n"
+         "\n"
+         "  --rdzv-endpoint, --rdzv_endpoint HOST[:PORT]  the server (default localhost:29400; $PET_RDZV_ENDPOINT)\n"
+         "  --rdzv-id, --rdzv_id ID                       the run (default none; $PET_RDZV_ID)\n"
+         "  --rdzv-conf, --rdzv_conf K=V,...              token_file and tls_* as for a launch ($PET_RDZV_CONF)\n"
+         "  -f, --follow                                  keep printing new lines until the server forgets the run\n"
+         "  --rank R                                      only global rank R's lines\n"
+         "  --node N                                      only node N's lines (its --local-addr, else host name)\n"
+         "  --since SECONDS                               only lines read in the last SECONDS (e.g. 30, 1.5)\n"
+         "\n"
+         "Exit status: 0 shown, 1 the server is unreachable, refused, or does not serve the run, 2 a bad flag.\n";
+}
+
+Result<LogsArgs> ParseLogsArgs(const std::vector<std::string>& args, const Environment& env) {
+  LogsArgs out;
+  std::vector<std::string> target;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      out.help = true;
+      return out;
+    }
+    if (arg == "-f" || arg == "--follow") {
+      out.follow = true;
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    const bool ours = name == "--rank" || name == "--node" || name == "--since";
+    if (!ours && !IsTargetFlag(name)) {
+      return Status::InvalidArgument("ctrun logs: unknown argument '" + arg +
+                                     "' (it takes --rdzv-endpoint, --rdzv-id, --rdzv-conf, --follow, --rank, --node "
+                                     "and --since)");
+    }
+    std::string value;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return Status::InvalidArgument(name + " needs a value (see ctrun logs --help)");
+    }
+    if (name == "--rank") {
+      std::optional<long long> r = ParseInt(value);
+      if (!r || *r < 0 || *r > std::numeric_limits<int>::max()) {
+        return Status::InvalidArgument("--rank '" + value + "': give a global rank, a whole number >= 0");
+      }
+      out.rank = static_cast<int>(*r);
+    } else if (name == "--node") {
+      if (value.empty()) return Status::InvalidArgument("--node '': give a node's --local-addr or host name");
+      out.node = value;
+    } else if (name == "--since") {
+      std::optional<double> s = ParseDouble(value);
+      if (!s || !std::isfinite(*s) || *s < 0) {
+        return Status::InvalidArgument("--since '" + value + "': give seconds before now, a number >= 0 (e.g. 30)");
+      }
+      out.since_s = *s;
+    } else {
+      target.push_back(name);
+      target.push_back(value);
+    }
+  }
+  Result<StatusArgs> parsed = ParseStatusArgs(target, env);
+  if (!parsed.ok()) return parsed.status();
+  out.target = std::move(*parsed);
+  return out;
+}
+
+std::string FormatLogLine(const std::string& node, int rank, const std::string& text) {
+  std::string out;
+  out.reserve(node.size() + text.size() + 16);
+  out += node;
+  out += '/';
+  out += std::to_string(rank);
+  out += ": ";
+  out += text;
+  out += '\n';
+  return out;
+}
+
+int RunLogsCommand(const std::vector<std::string>& args, const Environment& env) {
+  Result<LogsArgs> parsed = ParseLogsArgs(args, env);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "ctrun: error: %s\n", parsed.status().message().c_str());
+    return kExitUsage;
+  }
+  if (parsed->help) {
+    std::fputs(LogsHelpText().c_str(), stdout);
+    return kExitSuccess;
+  }
+  const StatusArgs& target = parsed->target;
+  Result<std::string> token = RendezvousToken(target.config, env);
+  Result<rdzv::TlsConfig> tls = token.ok() ? RendezvousTls(target.config.rdzv_conf) : token.status();
+  if (!tls.ok()) {
+    std::fprintf(stderr, "ctrun: error: %s\n", tls.status().message().c_str());
+    return kExitUsage;
+  }
+  rdzv::RouteGrpcLogsToSpdlog();
+  rdzv::ConfigureGrpcProcess();
+
+  rdzv::ClientOptions options;
+  options.endpoint = target.endpoint;
+  options.run_id = target.run_id;
+  options.token = *token;
+  options.tls = *tls;
+  rdzv::ReadLogsArgs read;
+  read.follow = parsed->follow;
+  if (parsed->rank) read.rank = *parsed->rank;
+  read.node = parsed->node;
+  if (parsed->since_s) read.since_unix_s = UnixNow() - *parsed->since_s;
+  std::string out;
+  const Status s = rdzv::ReadLogs(options, read, [&](const std::vector<rdzv::LogRecord>& lines, uint64_t dropped) {
+    if (dropped > 0) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "ctrun logs: %llu lines dropped by the server\n", static_cast<unsigned long long>(dropped));
+    }
+    out.clear();
+    for (const rdzv::LogRecord& l : lines) out += FormatLogLine(l.node, l.rank, l.text);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+    return !std::ferror(stdout);  // the reader went away (a closed pipe): stop
+  });
+  if (!s.ok()) {
+    std::fprintf(stderr, "ctrun logs: %s\n", s.message().c_str());
+    return kExitFailure;
+  }
+  return kExitSuccess;
+}
+
+}  // namespace ctrun::launcher

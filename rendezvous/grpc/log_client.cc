@@ -1,0 +1,194 @@
+#include "rendezvous/grpc/log_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <utility>
+
+#include "rendezvous.grpc.pb.h"
+#include "rendezvous/grpc/channel_backoff.h"
+#include "rendezvous/grpc/credentials.h"
+#include "rendezvous/grpc/proto_convert.h"
+
+namespace ctrun::rdzv {
+namespace {
+
+std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
+  grpc::ChannelArguments args;
+  SetQuickReconnect(args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = ChannelCredentialsFor(options.tls, args);
+  return grpc::CreateCustomChannel(options.endpoint, credentials, args);
+}
+
+Status FromGrpc(const grpc::Status& s, const std::string& endpoint) {
+  if (s.ok()) return Status::Ok();
+  const std::string what = s.error_message();
+  switch (s.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+      if (what.find("andshake") != std::string::npos) {
+        return Status::FailedPrecondition("TLS handshake with the rendezvous at " + endpoint + " failed (" + what +
+                                          "): use the CA that signed the server's certificate (tls_ca) and TLS on "
+                                          "both sides or on neither");
+      }
+      return Status::Unavailable("rendezvous at " + endpoint + " is unreachable: " + what);
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::FAILED_PRECONDITION: return Status::FailedPrecondition(what);
+    case grpc::StatusCode::NOT_FOUND: return Status::NotFound(what);
+    case grpc::StatusCode::INVALID_ARGUMENT: return Status::InvalidArgument(what);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return Status::ResourceExhausted(what);
+    case grpc::StatusCode::CANCELLED: return Status::Aborted("rendezvous call cancelled");
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return Status::FailedPrecondition("the rendezvous at " + endpoint +
+                                        " keeps no shared logs (an older ctrun or ctrund): use the same version on "
+                                        "every node and the server");
+    default: return Status::Unavailable("rendezvous at " + endpoint + ": " + what);
+  }
+}
+
+class GrpcLogSink final : public LogSink {
+ public:
+  GrpcLogSink(std::shared_ptr<v1::Rendezvous::Stub> stub, const ClientOptions& options, std::string host)
+      : stub_(std::move(stub)), endpoint_(options.endpoint) {
+    header_.set_version(kProtocolVersion);
+    header_.set_run_id(options.run_id);
+    header_.set_token(options.token);
+    NodeToProto(options.node, header_.mutable_node());
+    header_.set_host(std::move(host));
+  }
+
+  ~GrpcLogSink() override {
+    if (writer_ && !finished_) {
+      context_.TryCancel();
+      (void)writer_->Finish();
+    }
+  }
+
+  Status Send(const std::vector<LogChunk>& chunks, uint64_t dropped) override {
+    if (!writer_) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (cancelled_) return Status::Aborted("rendezvous call cancelled");
+        started_ = true;
+      }
+      writer_ = stub_->ShipLogs(&context_, &reply_);
+    }
+    // The first batch carries the header; later ones only the lines. One
+    // message is reused: cleared, its lines and their strings keep their
+    // memory, so a batch costs no allocation per line.
+    v1::LogBatch& batch = batch_;
+    batch.Clear();
+    if (first_) {
+      batch.set_version(header_.version());
+      batch.set_run_id(header_.run_id());
+      batch.set_token(header_.token());
+      *batch.mutable_node() = header_.node();
+      batch.set_host(header_.host());
+    }
+    first_ = false;
+    batch.set_dropped(dropped);
+    for (const LogChunk& c : chunks) {
+      ForEachLine(c.text, [&](std::string_view text) {
+        v1::LogLine* l = batch.add_lines();
+        l->set_rank(c.rank);
+        l->set_local_rank(c.local_rank);
+        l->set_is_stderr(c.is_stderr);
+        l->set_unix_s(c.unix_s);
+        l->mutable_text()->assign(text.data(), std::min(text.size(), kMaxLogLineBytes));
+      });
+    }
+    const size_t bytes = batch.ByteSizeLong();
+    if (writer_->Write(batch)) {
+      wire_bytes_ += bytes;
+      return Status::Ok();
+    }
+    finished_ = true;
+    grpc::Status s = writer_->Finish();
+    if (s.ok()) return Status::Unavailable("rendezvous at " + endpoint_ + " ended the log stream");
+    return FromGrpc(s, endpoint_);
+  }
+
+  Status Finish(Duration /*timeout: Cancel bounds it*/) override {
+    if (!writer_ || finished_) return Status::Ok();
+    finished_ = true;
+    writer_->WritesDone();
+    return FromGrpc(writer_->Finish(), endpoint_);
+  }
+
+  uint64_t WireBytes() const override { return wire_bytes_; }
+
+  void Cancel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    if (started_) context_.TryCancel();
+  }
+
+ private:
+  std::shared_ptr<v1::Rendezvous::Stub> stub_;
+  const std::string endpoint_;
+  v1::LogBatch header_;
+  v1::LogBatch batch_;  // reused by every Send
+  grpc::ClientContext context_;
+  v1::ShipLogsReply reply_;
+  std::unique_ptr<grpc::ClientWriterInterface<v1::LogBatch>> writer_;
+  bool first_ = true;
+  bool finished_ = false;
+  uint64_t wire_bytes_ = 0;
+  std::mutex mu_;  // guards the two below (Cancel comes from another thread)
+  bool started_ = false;
+  bool cancelled_ = false;
+};
+
+}  // namespace
+
+LogSinkFactory MakeLogSinkFactory(const ClientOptions& options, std::string host) {
+  if (host.size() > kMaxLogHostBytes) host.resize(kMaxLogHostBytes);
+  auto stub = std::shared_ptr<v1::Rendezvous::Stub>(v1::Rendezvous::NewStub(MakeChannel(options)));
+  return [stub, options, host]() -> std::unique_ptr<LogSink> {
+    return std::make_unique<GrpcLogSink>(stub, options, host);
+  };
+}
+
+Status ReadLogs(const ClientOptions& options, const ReadLogsArgs& args, const LogLinesCallback& on_lines) {
+  std::unique_ptr<v1::Rendezvous::Stub> stub = v1::Rendezvous::NewStub(MakeChannel(options));
+  v1::ReadLogsRequest request;
+  request.set_version(kProtocolVersion);
+  request.set_run_id(options.run_id);
+  request.set_token(options.token);
+  request.set_follow(args.follow);
+  if (args.rank) {
+    request.set_has_rank(true);
+    request.set_rank(*args.rank);
+  }
+  request.set_node(args.node);
+  request.set_since_unix_s(args.since_unix_s);
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderInterface<v1::LogLines>> reader = stub->ReadLogs(&context, request);
+  v1::LogLines message;
+  std::vector<LogRecord> lines;
+  while (reader->Read(&message)) {
+    lines.clear();
+    lines.reserve(static_cast<size_t>(message.lines_size()));
+    for (const v1::LogLine& l : message.lines()) {
+      LogRecord r;
+      r.rank = l.rank();
+      r.local_rank = l.local_rank();
+      r.is_stderr = l.is_stderr();
+      r.unix_s = l.unix_s();
+      r.text = l.text();
+      r.seq = l.seq();
+      r.node = l.node();
+      lines.push_back(std::move(r));
+    }
+    if (!on_lines(lines, message.dropped())) {
+      context.TryCancel();
+      (void)reader->Finish();
+      return Status::Ok();
+    }
+  }
+  return FromGrpc(reader->Finish(), options.endpoint);
+}
+
+}  // namespace ctrun::rdzv

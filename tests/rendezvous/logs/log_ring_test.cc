@@ -1,0 +1,132 @@
+// The server's shared-log rings: numbering, bounds, gaps counted as drops,
+// filters, and the runs' eviction. Pure: no I/O.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "rendezvous/logs/log_ring.h"
+#include "rendezvous/logs/log_runs.h"
+
+namespace ctrun::rdzv {
+namespace {
+
+LogRecord Line(int rank, const std::string& text, const std::string& node = "n0", double t = 100) {
+  LogRecord r;
+  r.rank = rank;
+  r.text = text;
+  r.node = node;
+  r.unix_s = t;
+  return r;
+}
+
+constexpr size_t kAll = 1 << 30;
+
+TEST_CASE("log ring: lines are numbered from 1 and read back in order") {
+  LogRing ring;
+  ring.Append(Line(0, "a"));
+  ring.Append(Line(1, "b"));
+  ring.Append(Line(0, "c"));
+  LogRead read = ring.Read(1, {}, kAll);
+  REQUIRE(read.lines.size() == 3);
+  CHECK(read.lines[0].seq == 1);
+  CHECK(read.lines[2].text == "c");
+  CHECK(read.dropped == 0);
+  CHECK(read.next == 4);
+  // From the cursor: only what is new.
+  ring.Append(Line(1, "d"));
+  read = ring.Read(read.next, {}, kAll);
+  REQUIRE(read.lines.size() == 1);
+  CHECK(read.lines[0].text == "d");
+  CHECK(ring.Read(read.next, {}, kAll).lines.empty());
+}
+
+TEST_CASE("log ring: the line bound drops the oldest, and a reader behind counts them") {
+  LogRing ring(LogRingLimits{1 << 20, 3});
+  for (int i = 0; i < 5; ++i) ring.Append(Line(0, std::to_string(i)));
+  CHECK(ring.lines() == 3);
+  CHECK(ring.dropped() == 2);
+  LogRead read = ring.Read(1, {}, kAll);
+  CHECK(read.dropped == 2);
+  REQUIRE(read.lines.size() == 3);
+  CHECK(read.lines.front().text == "2");
+  CHECK(read.lines.front().seq == 3);
+}
+
+TEST_CASE("log ring: the byte bound holds, a long line is cut") {
+  LogRing ring(LogRingLimits{3 * (ChargedBytes(Line(0, std::string(100, 'x')))), 1000});
+  for (int i = 0; i < 10; ++i) ring.Append(Line(0, std::string(100, 'x')));
+  CHECK(ring.lines() == 3);
+  CHECK(ring.bytes() <= 3 * ChargedBytes(Line(0, std::string(100, 'x'))));
+  LogRing big;
+  big.Append(Line(0, std::string(kMaxLogLineBytes + 10, 'y')));
+  CHECK(big.Read(1, {}, kAll).lines[0].text.size() == kMaxLogLineBytes);
+}
+
+TEST_CASE("log ring: lines a node dropped are a gap readers count") {
+  LogRing ring;
+  ring.Append(Line(0, "a"));
+  ring.NoteDropped(5);
+  ring.Append(Line(0, "b"));
+  LogRead read = ring.Read(1, {}, kAll);
+  REQUIRE(read.lines.size() == 2);
+  CHECK(read.dropped == 5);
+  CHECK(read.lines[1].seq == 7);
+  // Drops after the last line are counted too, once.
+  ring.NoteDropped(2);
+  read = ring.Read(read.next, {}, kAll);
+  CHECK(read.lines.empty());
+  CHECK(read.dropped == 2);
+  CHECK(ring.Read(read.next, {}, kAll).dropped == 0);
+}
+
+TEST_CASE("log ring: filters by rank, node and time; filtered lines are not drops") {
+  LogRing ring;
+  ring.Append(Line(0, "a", "n0", 10));
+  ring.Append(Line(1, "b", "n0", 20));
+  ring.Append(Line(2, "c", "n1", 30));
+  LogFilter rank1;
+  rank1.rank = 1;
+  LogRead read = ring.Read(1, rank1, kAll);
+  REQUIRE(read.lines.size() == 1);
+  CHECK(read.lines[0].text == "b");
+  CHECK(read.dropped == 0);
+  CHECK(read.next == 4);
+  LogFilter node1;
+  node1.node = "n1";
+  CHECK(ring.Read(1, node1, kAll).lines.at(0).text == "c");
+  LogFilter since;
+  since.since_unix_s = 20;
+  CHECK(ring.Read(1, since, kAll).lines.size() == 2);
+}
+
+TEST_CASE("log ring: a read stops at its byte budget, at least one line") {
+  LogRing ring;
+  for (int i = 0; i < 10; ++i) ring.Append(Line(0, std::string(100, 'x')));
+  LogRead read = ring.Read(1, {}, 1);
+  CHECK(read.lines.size() == 1);
+  CHECK(read.next == 2);
+  read = ring.Read(read.next, {}, 3 * ChargedBytes(read.lines[0]));
+  CHECK(read.lines.size() == 3);
+}
+
+TEST_CASE("log runs: at most max_runs rings; the least recently used run is evicted") {
+  LogRuns runs(LogRunsLimits{{}, 2});
+  runs.Open("a").Append(Line(0, "x"));
+  runs.Open("b").Append(Line(0, "y"));
+  const uint64_t epoch_a = runs.Epoch("a");
+  runs.Touch("a");  // b is now the oldest
+  std::string evicted;
+  runs.Open("c", &evicted);
+  CHECK(evicted == "b");
+  CHECK(runs.size() == 2);
+  CHECK(runs.Find("b") == nullptr);
+  CHECK(runs.Epoch("a") == epoch_a);
+  // A ring made again has a new epoch.
+  REQUIRE(runs.Forget("a"));
+  runs.Open("a");
+  CHECK(runs.Epoch("a") != epoch_a);
+  CHECK(runs.Find("a")->next_seq() == 1);
+}
+
+}  // namespace
+}  // namespace ctrun::rdzv
