@@ -1,5 +1,7 @@
 #include "rdzv_test_client.h"
 
+#include <catch2/catch.hpp>
+
 #include <utility>
 
 #include "rendezvous/grpc/proto_convert.h"
@@ -138,6 +140,14 @@ v1::PreemptRequest MakePreempt(const v1::JoinRequest& join, double remaining_s, 
   p.set_remaining_s(remaining_s);
   p.set_source(source);
   return p;
+}
+
+v1::Update Expect(JoinStreamReader& stream, v1::Update::KindCase kind) {
+  std::optional<v1::Update> u = stream.Next();
+  REQUIRE(u.has_value());
+  INFO("got update kind " << static_cast<int>(u->kind_case()) << ", " << u->ByteSizeLong() << " bytes");
+  REQUIRE(u->kind_case() == kind);
+  return *u;
 }
 
 }  // namespace ctrun::rdzv::testing

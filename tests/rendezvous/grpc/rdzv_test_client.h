@@ -72,6 +72,10 @@ v1::JoinRequest MakeJoin(const std::string& run_id, const std::string& host, int
 v1::KeepAliveRequest MakeKeepAlive(const v1::JoinRequest& join);
 v1::LeaveRequest MakeLeave(const v1::JoinRequest& join, v1::LeaveRequest::Reason reason);
 v1::StateRequest MakeState(const std::string& run_id);
+// The next update of `stream`, which must be of `kind` (REQUIREd: a test
+// case fails naming the kind it got).
+v1::Update Expect(JoinStreamReader& stream, v1::Update::KindCase kind);
+
 // The preemption notice of `join`'s node: `remaining_s` left, `source`.
 v1::PreemptRequest MakePreempt(const v1::JoinRequest& join, double remaining_s, const std::string& source);
 

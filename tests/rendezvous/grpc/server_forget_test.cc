@@ -12,6 +12,7 @@
 namespace ctrun::rdzv {
 namespace {
 
+using testing::Expect;
 using testing::JoinStreamReader;
 using testing::MakeJoin;
 using testing::MakeKeepAlive;
@@ -38,13 +39,6 @@ std::unique_ptr<RendezvousServer> Daemon(std::optional<Duration> ttl, const std:
   INFO(server.status().message());
   REQUIRE(server.ok());
   return std::move(server).value();
-}
-
-v1::Update Expect(JoinStreamReader& stream, v1::Update::KindCase kind) {
-  std::optional<v1::Update> u = stream.Next();
-  REQUIRE(u.has_value());
-  REQUIRE(u->kind_case() == kind);
-  return *u;
 }
 
 // A two-node job of `run_id` from start to end: both join, get the round

@@ -20,6 +20,7 @@
 namespace ctrun::rdzv {
 namespace {
 
+using testing::Expect;
 using testing::JoinStreamReader;
 using testing::MakeJoin;
 using testing::MakePreempt;
@@ -34,14 +35,6 @@ std::unique_ptr<RendezvousServer> Server(const std::string& token = "") {
   Result<std::unique_ptr<RendezvousServer>> server = RendezvousServer::Start(options);
   REQUIRE(server.ok());
   return std::move(server).value();
-}
-
-v1::Update Expect(JoinStreamReader& stream, v1::Update::KindCase kind) {
-  std::optional<v1::Update> u = stream.Next();
-  REQUIRE(u.has_value());
-  INFO("got update kind " << static_cast<int>(u->kind_case()));
-  REQUIRE(u->kind_case() == kind);
-  return *u;
 }
 
 TEST_CASE("preempt: the first notice reaches every other node at once, exactly once, the sender none") {

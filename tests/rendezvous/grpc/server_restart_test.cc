@@ -13,6 +13,7 @@
 namespace ctrun::rdzv {
 namespace {
 
+using testing::Expect;
 using testing::JoinStreamReader;
 using testing::MakeJoin;
 using testing::MakeKeepAlive;
@@ -49,14 +50,6 @@ std::unique_ptr<JoinStreamReader> Rejoin(int port, const v1::JoinRequest& reques
   context->AddMetadata(kReconnectKey, std::string(ReconnectValue(mode)));
   auto reader = stubs.back()->Join(context.get(), request);
   return std::make_unique<JoinStreamReader>(std::move(context), std::move(reader));
-}
-
-v1::Update Expect(JoinStreamReader& stream, v1::Update::KindCase kind) {
-  std::optional<v1::Update> u = stream.Next();
-  REQUIRE(u.has_value());
-  INFO(u->ByteSizeLong());
-  REQUIRE(u->kind_case() == kind);
-  return *u;
 }
 
 TEST_CASE("a restarted server with the same state dir continues the running round") {

@@ -12,6 +12,7 @@
 namespace ctrun::rdzv {
 namespace {
 
+using testing::Expect;
 using testing::JoinStreamReader;
 using testing::MakeJoin;
 using testing::MakeKeepAlive;
@@ -48,14 +49,6 @@ std::unique_ptr<RendezvousServer> AutoServer() {
 }
 
 // The next update, which must be of `kind`.
-v1::Update Expect(JoinStreamReader& stream, v1::Update::KindCase kind) {
-  std::optional<v1::Update> u = stream.Next();
-  REQUIRE(u.has_value());
-  INFO(u->ByteSizeLong());
-  REQUIRE(u->kind_case() == kind);
-  return *u;
-}
-
 // The stream ends now, with `code`.
 void ExpectEnd(JoinStreamReader& stream, grpc::StatusCode code = grpc::StatusCode::OK) {
   std::optional<v1::Update> u = stream.Next();
