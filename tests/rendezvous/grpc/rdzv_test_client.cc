@@ -150,4 +150,14 @@ v1::Update Expect(JoinStreamReader& stream, v1::Update::KindCase kind) {
   return *u;
 }
 
+std::unique_ptr<RendezvousServer> StartAutoServer(const std::string& token) {
+  ServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.mode = RunRegistry::Mode::kAutoCreate;
+  options.token = token;
+  Result<std::unique_ptr<RendezvousServer>> server = RendezvousServer::Start(options);
+  REQUIRE(server.ok());
+  return std::move(server).value();
+}
+
 }  // namespace ctrun::rdzv::testing

@@ -14,10 +14,15 @@
 #include <string>
 
 #include "rendezvous.grpc.pb.h"
+#include "rendezvous/grpc/server.h"
 
 namespace ctrun::rdzv::testing {
 
 namespace v1 = ::ctrun::rdzv::v1;
+
+// A server on 127.0.0.1, port 0, that creates a run at its first Join
+// (RunRegistry::Mode::kAutoCreate), with `token` ("" none); REQUIREs it started.
+std::unique_ptr<RendezvousServer> StartAutoServer(const std::string& token = "");
 
 // How long any single call or stream may take before the test fails.
 inline constexpr std::chrono::seconds kCallDeadline{10};

@@ -21,17 +21,8 @@ using testing::JoinStreamReader;
 using testing::MakeJoin;
 using testing::MakeLeave;
 using testing::MakeState;
+using testing::StartAutoServer;
 using testing::TestClient;
-
-std::unique_ptr<RendezvousServer> FailureServer(const std::string& token = "") {
-  ServerOptions options;
-  options.listen_address = "127.0.0.1:0";
-  options.mode = RunRegistry::Mode::kAutoCreate;
-  options.token = token;
-  Result<std::unique_ptr<RendezvousServer>> server = RendezvousServer::Start(options);
-  REQUIRE(server.ok());
-  return std::move(server).value();
-}
 
 // A ReportFailure stub of its own (TestClient has none).
 class FailureReporter {
@@ -73,7 +64,7 @@ v1::WorkerFailureReport* AddWorkerFailure(v1::ReportFailureRequest& r, int rank,
 }
 
 TEST_CASE("report failure: GetState returns the failures earliest first, and how many came") {
-  auto server = FailureServer();
+  auto server = StartAutoServer();
   TestClient client(server->port());
   FailureReporter reporter(server->port());
   const v1::JoinRequest ja = MakeJoin("job", "a", 1, 2, 2), jb = MakeJoin("job", "b", 2, 2, 2);
@@ -114,7 +105,7 @@ TEST_CASE("report failure: GetState returns the failures earliest first, and how
 }
 
 TEST_CASE("report failure: a closed run still takes a late node's report, and `ctrun status` reads it") {
-  auto server = FailureServer();
+  auto server = StartAutoServer();
   TestClient client(server->port());
   FailureReporter reporter(server->port());
   const v1::JoinRequest ja = MakeJoin("job", "a", 1, 2, 2), jb = MakeJoin("job", "b", 2, 2, 2);
@@ -157,7 +148,7 @@ TEST_CASE("report failure: a closed run still takes a late node's report, and `c
 }
 
 TEST_CASE("report failure: out-of-bounds fields, an unknown run, a wrong token are refused in one line") {
-  auto server = FailureServer("s3cret");
+  auto server = StartAutoServer("s3cret");
   TestClient client(server->port());
   FailureReporter reporter(server->port());
   v1::JoinRequest ja = MakeJoin("job", "a", 1, 1, 1);

@@ -25,20 +25,11 @@ using testing::JoinStreamReader;
 using testing::MakeJoin;
 using testing::MakePreempt;
 using testing::MakeState;
+using testing::StartAutoServer;
 using testing::TestClient;
 
-std::unique_ptr<RendezvousServer> Server(const std::string& token = "") {
-  ServerOptions options;
-  options.listen_address = "127.0.0.1:0";
-  options.mode = RunRegistry::Mode::kAutoCreate;
-  options.token = token;
-  Result<std::unique_ptr<RendezvousServer>> server = RendezvousServer::Start(options);
-  REQUIRE(server.ok());
-  return std::move(server).value();
-}
-
 TEST_CASE("preempt: the first notice reaches every other node at once, exactly once, the sender none") {
-  auto server = Server();
+  auto server = StartAutoServer();
   TestClient client(server->port());
   const v1::JoinRequest ja = MakeJoin("job", "a", 1, 3, 4), jb = MakeJoin("job", "b", 2, 3, 4),
                         jc = MakeJoin("job", "c", 3, 3, 4), jd = MakeJoin("job", "d", 4, 3, 4);
@@ -82,7 +73,7 @@ TEST_CASE("preempt: the first notice reaches every other node at once, exactly o
 }
 
 TEST_CASE("preempt: a run without a notice has no preempt state") {
-  auto server = Server();
+  auto server = StartAutoServer();
   TestClient client(server->port());
   auto a = client.Join(MakeJoin("job", "a", 1, 1, 1));
   REQUIRE(a->NextOf(v1::Update::kRoundComplete));
@@ -92,7 +83,7 @@ TEST_CASE("preempt: a run without a notice has no preempt state") {
 }
 
 TEST_CASE("preempt: a wrong token, an unknown run or another version is refused with the usual line") {
-  auto server = Server("s3cret");
+  auto server = StartAutoServer("s3cret");
   TestClient client(server->port());
   v1::JoinRequest ja = MakeJoin("job", "a", 1, 2, 2), jb = MakeJoin("job", "b", 2, 2, 2);
   ja.set_token("s3cret");
@@ -132,7 +123,7 @@ TEST_CASE("preempt: a wrong token, an unknown run or another version is refused 
 }
 
 TEST_CASE("preempt: a source or remaining_s out of bounds is INVALID_ARGUMENT naming the field") {
-  auto server = Server();
+  auto server = StartAutoServer();
   TestClient client(server->port());
   const v1::JoinRequest ja = MakeJoin("job", "a", 1, 2, 2), jb = MakeJoin("job", "b", 2, 2, 2);
   auto a = client.Join(ja);
@@ -188,7 +179,7 @@ ClientOptions Options(int port, const std::string& host, int64_t pid) {
 }
 
 TEST_CASE("preempt: RendezvousClient sends a notice and the other client's Join stream delivers it") {
-  auto server = Server();
+  auto server = StartAutoServer();
   Inbox inbox;
   RendezvousClient a(Options(server->port(), "a", 1), inbox.Poster());
   RendezvousClient b(Options(server->port(), "b", 2), inbox.Poster());
