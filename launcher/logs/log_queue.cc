@@ -1,11 +1,26 @@
 #include "launcher/logs/log_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace ctrun::launcher {
 
 void LogQueue::Push(LogChunk chunk) {
   if (chunk.lines == 0) return;
+  if (limits_.merge_bytes > 0 && lines_ + chunk.lines <= limits_.max_lines &&
+      bytes_ + chunk.text.size() <= limits_.max_bytes) {
+    const size_t look = std::min(chunks_.size(), kMergeLookBack);
+    for (size_t i = 1; i <= look; ++i) {
+      LogChunk& last = chunks_[chunks_.size() - i];
+      if (last.rank != chunk.rank || last.local_rank != chunk.local_rank || last.is_stderr != chunk.is_stderr) continue;
+      if (last.text.size() + chunk.text.size() > limits_.merge_bytes) break;  // full: a new chunk
+      last.text.append(chunk.text);
+      last.lines += chunk.lines;
+      lines_ += chunk.lines;
+      bytes_ += chunk.text.size();
+      return;
+    }
+  }
   lines_ += chunk.lines;
   bytes_ += chunk.text.size();
   chunks_.push_back(std::move(chunk));

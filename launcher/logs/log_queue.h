@@ -1,7 +1,12 @@
 // LogQueue: an agent's bounded queue of shared log lines (--share-logs)
 // waiting to be shipped to the rendezvous server. Lines are queued in
 // chunks, the whole lines one tee read from one worker stream, so that the
-// agent spends no allocation per line. Full (lines or bytes), the queue
+// agent spends no allocation per line. A chunk pushed while its stream's
+// newest queued chunk (among the newest kMergeLookBack) is still small is
+// appended to it (up to merge_bytes), so that a worker writing line by line
+// makes few, large chunks (cheaper to send, parse and keep); the merged
+// chunk keeps the time of its first lines, and a stream's lines stay in
+// their order. Full (lines or bytes), the queue
 // drops its oldest chunks and counts their lines; the count goes out with
 // the next batch so that readers see the gap.
 //
@@ -23,13 +28,18 @@ using rdzv::LogChunk;
 struct LogQueueLimits {
   size_t max_lines = 65536;
   size_t max_bytes = 8 << 20;  // of text
+  size_t merge_bytes = 64 << 10;  // the largest chunk merging makes (0: no merging)
 };
+
+// How many of the newest chunks Push looks through for the stream's own.
+inline constexpr size_t kMergeLookBack = 64;
 
 class LogQueue {
  public:
   explicit LogQueue(LogQueueLimits limits = {}) : limits_(limits) {}
 
-  // Queues `chunk` (ignored when it holds no line), dropping the oldest
+  // Queues `chunk` (ignored when it holds no line; merged as said above
+  // when that keeps within the bounds), dropping the oldest
   // chunks while a bound is exceeded (the newest chunk is kept even alone
   // over a bound).
   void Push(LogChunk chunk);

@@ -2,10 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <algorithm>
 #include <memory>
 #include <mutex>
-#include <string_view>
 #include <utility>
 
 #include "rendezvous.grpc.pb.h"
@@ -66,7 +64,7 @@ class GrpcLogSink final : public LogSink {
     }
   }
 
-  Status Send(const std::vector<LogChunk>& chunks, uint64_t dropped) override {
+  Status Send(std::vector<LogChunk>& chunks, uint64_t dropped) override {
     if (!writer_) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -75,9 +73,10 @@ class GrpcLogSink final : public LogSink {
       }
       writer_ = stub_->ShipLogs(&context_, &reply_);
     }
-    // The first batch carries the header; later ones only the lines. One
-    // message is reused: cleared, its lines and their strings keep their
-    // memory, so a batch costs no allocation per line.
+    // The first batch carries the header; later ones only the chunks. One
+    // message is reused, and each chunk's text is swapped into it, not
+    // copied: a batch costs no copy of the text and no allocation per line.
+    // The server counts the lines and cuts the long ones.
     v1::LogBatch& batch = batch_;
     batch.Clear();
     if (first_) {
@@ -89,15 +88,16 @@ class GrpcLogSink final : public LogSink {
     }
     first_ = false;
     batch.set_dropped(dropped);
-    for (const LogChunk& c : chunks) {
-      ForEachLine(c.text, [&](std::string_view text) {
-        v1::LogLine* l = batch.add_lines();
-        l->set_rank(c.rank);
-        l->set_local_rank(c.local_rank);
-        l->set_is_stderr(c.is_stderr);
-        l->set_unix_s(c.unix_s);
-        l->mutable_text()->assign(text.data(), std::min(text.size(), kMaxLogLineBytes));
-      });
+    batch.mutable_chunks()->Reserve(static_cast<int>(chunks.size()));
+    for (LogChunk& c : chunks) {
+      if (c.text.empty()) continue;
+      if (c.text.back() != '\n') c.text.push_back('\n');  // whole lines only
+      v1::LogChunk* m = batch.add_chunks();
+      m->set_rank(c.rank);
+      m->set_local_rank(c.local_rank);
+      m->set_is_stderr(c.is_stderr);
+      m->set_unix_s(c.unix_s);
+      m->mutable_text()->swap(c.text);
     }
     const size_t bytes = batch.ByteSizeLong();
     if (writer_->Write(batch)) {

@@ -234,6 +234,14 @@ std::optional<grpc::Status> LogHub::TakeBatch(ShipLogsStream* s, std::vector<std
   if (!refusal && batch.dropped() > kMaxDroppedPerBatch) {
     refusal = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "log batch: dropped count out of bounds");
   }
+  for (int i = 0; !refusal && i < batch.chunks_size(); ++i) {
+    const std::string& text = batch.chunks(i).text();
+    if (!text.empty() && text.back() != '\n') {
+      refusal = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                             "log batch: chunks[" + std::to_string(i) +
+                                 "].text does not end in a newline: send whole lines, each ending in '\\n'");
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (refusal) {
     s->finished_ = true;
@@ -241,7 +249,8 @@ std::optional<grpc::Status> LogHub::TakeBatch(ShipLogsStream* s, std::vector<std
   }
   if (first) {
     s->run_id_ = batch.run_id();
-    s->label_ = batch.host().empty() ? batch.node().addr().substr(0, kMaxLogHostBytes) : batch.host();
+    s->label_ = std::make_shared<const std::string>(
+        batch.host().empty() ? batch.node().addr().substr(0, kMaxLogHostBytes) : batch.host());
     std::string evicted;
     runs_.Open(s->run_id_, &evicted);
     if (!evicted.empty()) EndReadersLocked(evicted, wakes);
@@ -254,17 +263,29 @@ std::optional<grpc::Status> LogHub::TakeBatch(ShipLogsStream* s, std::vector<std
   }
   LogRing& ring = *runs_.Find(s->run_id_);
   ring.NoteDropped(batch.dropped());
-  for (v1::LogLine& l : *batch.mutable_lines()) {
-    LogRecord r;
-    r.rank = l.rank();
-    r.local_rank = l.local_rank();
-    r.is_stderr = l.is_stderr();
-    r.unix_s = l.unix_s();
-    r.text = std::move(*l.mutable_text());
-    r.node = s->label_;
-    ring.Append(std::move(r));
+  uint64_t accepted = 0;
+  for (v1::LogLine& l : *batch.mutable_lines()) {  // single lines: one-line chunks
+    LogRingChunk c;
+    c.rank = l.rank();
+    c.local_rank = l.local_rank();
+    c.is_stderr = l.is_stderr();
+    c.unix_s = l.unix_s();
+    c.node = s->label_;
+    c.text = std::move(*l.mutable_text());
+    c.text.push_back('\n');  // a '\n' inside makes it more lines: counted as such
+    accepted += ring.Append(std::move(c));
   }
-  s->accepted_ += static_cast<uint64_t>(batch.lines_size());
+  for (v1::LogChunk& l : *batch.mutable_chunks()) {
+    LogRingChunk c;
+    c.rank = l.rank();
+    c.local_rank = l.local_rank();
+    c.is_stderr = l.is_stderr();
+    c.unix_s = l.unix_s();
+    c.node = s->label_;
+    c.text = std::move(*l.mutable_text());
+    accepted += ring.Append(std::move(c));
+  }
+  s->accepted_ += accepted;
   s->last_active_ = std::chrono::steady_clock::now();
   runs_.Touch(s->run_id_);
   for (ReadLogsStream* r : readers_) {

@@ -5,8 +5,9 @@
 // (logs_calls.cc: token, version, known run).
 //
 // Bounds: each run's ring (kLogRingBytes, kLogRingLines, at most
-// kMaxLogRuns runs with logs); a batch over kMaxLogBatchBytes or a host
-// label over kMaxLogHostBytes ends its stream (INVALID_ARGUMENT); at most
+// kMaxLogRuns runs with logs); a batch over kMaxLogBatchBytes, a host
+// label over kMaxLogHostBytes or a chunk whose text does not end in '\n'
+// ends its stream (INVALID_ARGUMENT; nothing of that batch is kept); at most
 // kMaxShipStreams ShipLogs and kMaxLogReaders ReadLogs streams at once
 // (RESOURCE_EXHAUSTED); a ShipLogs stream that sends nothing for
 // kShipIdleLimit is cancelled. A reader never holds more than one message
@@ -32,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -75,7 +77,7 @@ class ShipLogsStream final : public grpc::ServerReadReactor<v1::LogBatch> {
   v1::LogBatch batch_;
   // Guarded by the hub's mu_.
   std::string run_id_;  // "" until the first batch is admitted
-  std::string label_;
+  std::shared_ptr<const std::string> label_;  // shared by every chunk the stream stores
   uint64_t epoch_ = 0;
   uint64_t accepted_ = 0;
   std::chrono::steady_clock::time_point last_active_ = std::chrono::steady_clock::now();

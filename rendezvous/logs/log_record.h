@@ -1,5 +1,6 @@
-// LogRecord: one line of a worker's output, as the rendezvous server keeps
-// and serves it (proto/rendezvous.proto's LogLine, without the proto).
+// LogRecord: one line of a worker's output, as the rendezvous server serves
+// it to readers (proto/rendezvous.proto's LogLine, without the proto; the
+// ring keeps whole chunks, rendezvous/logs/log_ring.h).
 // LogChunk: some whole lines of one worker stream, as an agent queues and
 // ships them (--share-logs): one allocation for all of them.
 #pragma once
@@ -46,7 +47,7 @@ void ForEachLine(const std::string& text, F&& f) {
   }
 }
 
-// The bytes a record is charged for in the bounded queues and rings: its
+// The bytes a line read from a ring is charged for (a reader's budget): its
 // text and node label plus a fixed overhead for the rest.
 inline size_t ChargedBytes(const LogRecord& r) { return r.text.size() + r.node.size() + 48; }
 

@@ -1,39 +1,119 @@
 #include "rendezvous/logs/log_ring.h"
 
 #include <algorithm>
+#include <cstring>
+#include <string_view>
 #include <utility>
 
 namespace ctrun::rdzv {
+namespace {
 
-void LogRing::Append(LogRecord line) {
-  if (line.text.size() > kMaxLogLineBytes) line.text.resize(kMaxLogLineBytes);
-  line.seq = next_seq_++;
-  bytes_ += ChargedBytes(line);
-  lines_.push_back(std::move(line));
-  while (!lines_.empty() && (bytes_ > limits_.max_bytes || lines_.size() > limits_.max_lines)) {
-    bytes_ -= ChargedBytes(lines_.front());
-    lines_.pop_front();
-    ++dropped_;
+// Counts the lines of `text` (each ending in '\n') and cuts those over
+// kMaxLogLineBytes, rewriting the text only when one is.
+size_t CountAndCut(std::string& text) {
+  size_t lines = 0;
+  bool long_line = false;
+  const char* p = text.data();
+  const char* const end = p + text.size();
+  while (p < end) {
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    if (nl == nullptr) nl = end;  // not reached: the caller ends text with '\n'
+    long_line |= static_cast<size_t>(nl - p) > kMaxLogLineBytes;
+    ++lines;
+    p = nl + 1;
   }
+  if (long_line) {
+    std::string cut;
+    cut.reserve(text.size());
+    ForEachLine(text, [&](std::string_view line) {
+      cut.append(line.substr(0, kMaxLogLineBytes));
+      cut.push_back('\n');
+    });
+    text = std::move(cut);
+  }
+  return lines;
+}
+
+}  // namespace
+
+size_t LogRing::Append(LogRingChunk chunk) {
+  if (chunk.text.empty()) return 0;
+  if (chunk.text.back() != '\n') chunk.text.push_back('\n');
+  const size_t n = CountAndCut(chunk.text);
+  chunk.first_seq = next_seq_;
+  chunk.lines = n;
+  next_seq_ += n;
+  bytes_ += ChargedBytes(chunk);
+  lines_ += n;
+  chunks_.push_back(std::move(chunk));
+  while (!chunks_.empty() && (bytes_ > limits_.max_bytes || lines_ > limits_.max_lines)) {
+    const LogRingChunk& old = chunks_.front();
+    bytes_ -= ChargedBytes(old);
+    lines_ -= old.lines;
+    dropped_ += old.lines;
+    chunks_.pop_front();
+  }
+  return n;
+}
+
+void LogRing::Append(const LogRecord& line) {
+  LogRingChunk c;
+  c.rank = line.rank;
+  c.local_rank = line.local_rank;
+  c.is_stderr = line.is_stderr;
+  c.unix_s = line.unix_s;
+  c.node = std::make_shared<const std::string>(line.node);
+  c.text.reserve(line.text.size() + 1);
+  c.text.append(line.text);
+  c.text.push_back('\n');
+  Append(std::move(c));
 }
 
 LogRead LogRing::Read(uint64_t from, const LogFilter& filter, size_t max_bytes) const {
+  static const std::string kNoNode;
   LogRead out;
   from = std::max<uint64_t>(from, 1);
   out.next = from;
-  // Seqs are increasing: the first line at or after `from`.
-  auto it = std::lower_bound(lines_.begin(), lines_.end(), from,
-                             [](const LogRecord& r, uint64_t seq) { return r.seq < seq; });
+  // Seqs are increasing: the first chunk that ends after `from`.
+  auto it = std::upper_bound(chunks_.begin(), chunks_.end(), from, [](uint64_t seq, const LogRingChunk& c) {
+    return seq < c.first_seq + c.lines;
+  });
   size_t bytes = 0;
-  for (; it != lines_.end(); ++it) {
-    if (it->seq > out.next) out.dropped += it->seq - out.next;  // a gap: dropped here or by the node
-    out.next = it->seq + 1;
-    if (!filter.Matches(*it)) continue;
-    bytes += ChargedBytes(*it);
-    out.lines.push_back(*it);
-    if (bytes >= max_bytes) break;
+  bool full = false;
+  for (; it != chunks_.end() && !full; ++it) {
+    const LogRingChunk& c = *it;
+    if (c.first_seq > out.next) {  // a gap: dropped here or by the node
+      out.dropped += c.first_seq - out.next;
+      out.next = c.first_seq;
+    }
+    const std::string& node = c.node ? *c.node : kNoNode;
+    if (!filter.Matches(c.rank, node, c.unix_s)) {
+      out.next = c.first_seq + c.lines;
+      continue;
+    }
+    // Skip the lines of the chunk before the cursor.
+    size_t pos = 0;
+    for (uint64_t skip = out.next - c.first_seq; skip > 0; --skip) pos = c.text.find('\n', pos) + 1;
+    while (pos < c.text.size()) {
+      const size_t nl = c.text.find('\n', pos);
+      LogRecord r;
+      r.rank = c.rank;
+      r.local_rank = c.local_rank;
+      r.is_stderr = c.is_stderr;
+      r.unix_s = c.unix_s;
+      r.text.assign(c.text, pos, nl - pos);
+      r.seq = out.next++;
+      r.node = node;
+      bytes += ChargedBytes(r);
+      out.lines.push_back(std::move(r));
+      pos = nl + 1;
+      if (bytes >= max_bytes) {
+        full = true;
+        break;
+      }
+    }
   }
-  if (it == lines_.end() && next_seq_ > out.next) {  // numbers after the last kept line
+  if (!full && next_seq_ > out.next) {  // numbers after the last kept line
     out.dropped += next_seq_ - out.next;
     out.next = next_seq_;
   }

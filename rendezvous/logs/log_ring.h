@@ -1,8 +1,14 @@
 // LogRing: one run's shared log on the rendezvous server: a bounded ring of
-// lines in the order they arrived, each numbered (seq, from 1). When a bound
-// is reached the oldest lines are dropped; lines a node reports it dropped
-// itself take numbers too (NoteDropped), so a reader sees every loss as a gap
-// in the numbers and can count it (Read).
+// chunks (the whole lines one agent read from one worker stream at one
+// time, as they arrived), every line numbered (seq, from 1; a chunk of n
+// lines takes n consecutive numbers). When a bound is reached the oldest
+// whole chunks are dropped; lines a node reports it dropped itself take
+// numbers too (NoteDropped), so a reader sees every loss as a gap in the
+// numbers and can count it (Read). Reads hand out single lines: a chunk is
+// sliced where a cursor falls inside it.
+//
+// A line longer than kMaxLogLineBytes is cut when stored. The node label is
+// shared by every chunk of one stream (one string per stream, not per line).
 //
 // Pure: no I/O, threads or clock. Thread model: not thread-safe; the owner
 // serializes every call.
@@ -11,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,9 +27,26 @@
 namespace ctrun::rdzv {
 
 struct LogRingLimits {
-  size_t max_bytes = 8 << 20;   // ChargedBytes summed over the lines kept
+  size_t max_bytes = 8 << 20;   // ChargedBytes summed over the chunks kept
   size_t max_lines = 65536;
 };
+
+// What the ring keeps of a chunk.
+struct LogRingChunk {
+  int32_t rank = 0;        // global rank of the worker
+  int32_t local_rank = 0;
+  bool is_stderr = false;
+  double unix_s = 0;       // when the agent read the lines
+  std::shared_ptr<const std::string> node;  // the sending node's label; null: ""
+  std::string text;        // whole lines, each ending in '\n', each <= kMaxLogLineBytes + 1
+  // Set by the ring: the first line's number and how many lines.
+  uint64_t first_seq = 0;
+  size_t lines = 0;
+};
+
+// The bytes a stored chunk is charged for: its text plus a fixed overhead
+// (the node label is shared, not charged).
+inline size_t ChargedBytes(const LogRingChunk& c) { return c.text.size() + 64; }
 
 // Which lines a reader wants; every set field must match.
 struct LogFilter {
@@ -30,9 +54,10 @@ struct LogFilter {
   std::string node;        // "" any
   double since_unix_s = 0; // lines read at or after this time (0 any)
 
-  bool Matches(const LogRecord& r) const {
-    return (!rank || r.rank == *rank) && (node.empty() || r.node == node) && r.unix_s >= since_unix_s;
+  bool Matches(int32_t line_rank, const std::string& line_node, double unix_s) const {
+    return (!rank || line_rank == *rank) && (node.empty() || line_node == node) && unix_s >= since_unix_s;
   }
+  bool Matches(const LogRecord& r) const { return Matches(r.rank, r.node, r.unix_s); }
 };
 
 // What one Read returns.
@@ -46,28 +71,35 @@ class LogRing {
  public:
   explicit LogRing(LogRingLimits limits = {}) : limits_(limits) {}
 
-  // Numbers `line` (its seq is set here; its text is cut to
-  // kMaxLogLineBytes) and keeps it, dropping the oldest lines while a bound
-  // is exceeded.
-  void Append(LogRecord line);
+  // Numbers the lines of `chunk` (its first_seq and lines are set here;
+  // text without a final '\n' gets one, lines over kMaxLogLineBytes are
+  // cut) and keeps it, dropping the oldest chunks while a bound is exceeded
+  // (the new one too, if alone it exceeds one). Returns its line count; an
+  // empty text is ignored (0).
+  size_t Append(LogRingChunk chunk);
+  // One line (its text without '\n'; its seq and node are ignored), as a
+  // chunk of one line labelled r.node.
+  void Append(const LogRecord& line);
   // `n` lines a node dropped before sending: they take numbers, kept by no
   // one, so readers count them as dropped.
   void NoteDropped(uint64_t n) { next_seq_ += n; }
 
-  // Up to `max_bytes` (ChargedBytes; at least one line when one matches)
-  // of the matching lines numbered `from` or later. A cursor below the
-  // oldest kept line counts the lines in between as dropped.
+  // Up to `max_bytes` (ChargedBytes of LogRecord; at least one line when one
+  // matches) of the matching lines numbered `from` or later. A cursor below
+  // the oldest kept line counts the lines in between as dropped.
   LogRead Read(uint64_t from, const LogFilter& filter, size_t max_bytes) const;
 
   uint64_t next_seq() const { return next_seq_; }   // the number the next line gets
   uint64_t dropped() const { return dropped_; }     // lines this ring dropped
   size_t bytes() const { return bytes_; }
-  size_t lines() const { return lines_.size(); }
+  size_t lines() const { return lines_; }           // lines kept
+  size_t chunks() const { return chunks_.size(); }
 
  private:
   LogRingLimits limits_;
-  std::deque<LogRecord> lines_;
+  std::deque<LogRingChunk> chunks_;
   size_t bytes_ = 0;
+  size_t lines_ = 0;
   uint64_t next_seq_ = 1;
   uint64_t dropped_ = 0;
 };

@@ -22,14 +22,15 @@ class LogSink {
  public:
   virtual ~LogSink() = default;
 
-  // Sends the lines of `chunks` (each cut to kMaxLogLineBytes) and the count
-  // of lines dropped before them. Blocks until
+  // Sends `chunks` (whole lines; the server cuts each to kMaxLogLineBytes)
+  // and the count of lines dropped before them. May take the chunks' text
+  // (left unspecified: the caller discards them). Blocks until
   // the transport took them (flow control) or the stream broke. OK, or why
   // the stream is unusable (then make a new sink): Unavailable (the server
   // is unreachable or went away), FailedPrecondition (refused: token,
   // version), NotFound (the server does not know the run),
   // InvalidArgument (the server refused the batch).
-  virtual Status Send(const std::vector<LogChunk>& chunks, uint64_t dropped) = 0;
+  virtual Status Send(std::vector<LogChunk>& chunks, uint64_t dropped) = 0;
   // Ends the stream and waits at most `timeout` for the server's answer.
   virtual Status Finish(Duration timeout) = 0;
   // Makes a blocked or later Send/Finish return at once (Aborted).

@@ -9,9 +9,10 @@
 namespace ctrun::launcher {
 namespace {
 
-// A chunk of `n` lines "<tag>0".."<tag>(n-1)".
-LogChunk Chunk(const std::string& tag, size_t n = 1) {
+// A chunk of `n` lines "<tag>0".."<tag>(n-1)" of rank `rank`'s stdout.
+LogChunk Chunk(const std::string& tag, size_t n = 1, int rank = 0) {
   LogChunk c;
+  c.rank = rank;
   for (size_t i = 0; i < n; ++i) c.text += tag + std::to_string(i) + "\n";
   c.lines = n;
   return c;
@@ -24,7 +25,7 @@ std::vector<std::string> Lines(const std::vector<LogChunk>& batch) {
 }
 
 TEST_CASE("log queue: takes batches of whole chunks in order, up to the byte budget") {
-  LogQueue q;
+  LogQueue q(LogQueueLimits{65536, 8 << 20, 0});
   for (int i = 0; i < 10; ++i) q.Push(Chunk("c" + std::to_string(i) + ".", 2));
   CHECK(q.lines() == 20);
   uint64_t dropped = 99;
@@ -51,7 +52,7 @@ TEST_CASE("log queue: a batch has at least one chunk, however long; empty chunks
 }
 
 TEST_CASE("log queue: full, it drops the oldest chunks and counts their lines once") {
-  LogQueue q(LogQueueLimits{5, 1 << 20});
+  LogQueue q(LogQueueLimits{5, 1 << 20, 0});
   for (int i = 0; i < 5; ++i) q.Push(Chunk("c" + std::to_string(i) + ".", 2));
   CHECK(q.lines() == 4);
   CHECK(q.pending_dropped() == 6);
@@ -66,7 +67,7 @@ TEST_CASE("log queue: full, it drops the oldest chunks and counts their lines on
 
 TEST_CASE("log queue: the byte bound holds but keeps the newest chunk; lost batches count as drops") {
   const size_t each = Chunk(std::string(100, 'x')).text.size();
-  LogQueue q(LogQueueLimits{1000, 4 * each});
+  LogQueue q(LogQueueLimits{1000, 4 * each, 0});
   for (int i = 0; i < 10; ++i) q.Push(Chunk(std::string(100, 'x')));
   CHECK(q.lines() == 4);
   CHECK(q.bytes() <= 4 * each);
@@ -79,6 +80,32 @@ TEST_CASE("log queue: the byte bound holds but keeps the newest chunk; lost batc
   CHECK_FALSE(tiny.empty());
   tiny.TakeBatch(1 << 20, &dropped);
   CHECK(dropped == 3);
+}
+
+TEST_CASE("log queue: a stream's small chunks merge, in order, within merge_bytes and the bounds") {
+  LogQueue q(LogQueueLimits{8, 1 << 20, 12});
+  q.Push(Chunk("a", 1, 0));  // "a0\n": 3 bytes
+  q.Push(Chunk("b", 1, 1));
+  q.Push(Chunk("c", 2, 0));  // merges into a's chunk, past b's
+  LogChunk err = Chunk("e", 1, 0);
+  err.is_stderr = true;
+  q.Push(err);  // another stream: its own chunk
+  q.Push(Chunk("d", 2, 0));  // a's chunk would be 15 bytes: a new one
+  CHECK(q.lines() == 7);
+  CHECK(q.bytes() == 21);
+  uint64_t dropped = 0;
+  auto batch = q.TakeBatch(1 << 20, &dropped);
+  REQUIRE(batch.size() == 4);
+  CHECK(batch[0].lines == 3);
+  CHECK(batch[0].text == "a0\nc0\nc1\n");
+  CHECK(Lines(batch) == std::vector<std::string>{"a0", "c0", "c1", "b0", "e0", "d0", "d1"});
+  // A merge never takes the queue past a bound: then a new chunk, and the oldest go.
+  LogQueue tight(LogQueueLimits{3, 1 << 20, 1 << 10});
+  tight.Push(Chunk("x", 2));
+  tight.Push(Chunk("y", 2));
+  CHECK(tight.lines() == 2);
+  CHECK(tight.pending_dropped() == 2);
+  CHECK(Lines(tight.TakeBatch(1 << 20, &dropped)) == std::vector<std::string>{"y0", "y1"});
 }
 
 }  // namespace

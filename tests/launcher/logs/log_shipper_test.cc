@@ -30,7 +30,7 @@ struct Received {
 class FakeSink final : public rdzv::LogSink {
  public:
   explicit FakeSink(std::shared_ptr<Received> r) : r_(std::move(r)) {}
-  Status Send(const std::vector<LogChunk>& chunks, uint64_t dropped) override {
+  Status Send(std::vector<LogChunk>& chunks, uint64_t dropped) override {
     std::unique_lock<std::mutex> lock(r_->mu);
     if (r_->block) {
       r_->cv.wait(lock, [&] { return r_->cancelled; });

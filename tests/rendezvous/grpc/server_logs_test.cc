@@ -285,6 +285,95 @@ TEST_CASE("logs: a line over 16 KiB is cut; the reply counts the lines accepted"
   CHECK(all->lines[0].text.size() == kMaxLogLineBytes);
 }
 
+v1::LogChunk* AddChunk(v1::LogBatch& batch, int rank, const std::string& text) {
+  v1::LogChunk* c = batch.add_chunks();
+  c->set_rank(rank);
+  c->set_text(text);
+  return c;
+}
+
+TEST_CASE("logs: a mixed batch (lines and chunks) is kept line by line, lines first, every line numbered") {
+  auto server = Server();
+  TestClient client(server->port());
+  auto run = HoldRun(client);
+  auto stub = RawStub(server->port());
+  grpc::ClientContext context;
+  v1::ShipLogsReply reply;
+  auto writer = stub->ShipLogs(&context, &reply);
+  v1::LogBatch batch = Header();
+  AddChunk(batch, 1, "c1\nc2\n\nc4\n");
+  AddChunk(batch, 2, "");  // empty: ignored
+  AddChunk(batch, 3, std::string(20 * 1024, 'z') + "\nafter\n");
+  batch.add_lines()->set_text("single");
+  REQUIRE(writer->Write(batch));
+  writer->WritesDone();
+  REQUIRE(writer->Finish().ok());
+  CHECK(reply.accepted() == 7);
+  Result<Collected> all = ReadAll(server->port());
+  REQUIRE(all.ok());
+  REQUIRE(all->lines.size() == 7);
+  CHECK(all->lines[0].text == "single");
+  CHECK(all->lines[1].text == "c1");
+  CHECK(all->lines[1].rank == 1);
+  CHECK(all->lines[3].text.empty());
+  CHECK(all->lines[4].text == "c4");
+  CHECK(all->lines[5].text.size() == kMaxLogLineBytes);
+  CHECK(all->lines[5].rank == 3);
+  CHECK(all->lines[6].text == "after");
+  for (size_t i = 0; i < all->lines.size(); ++i) {
+    CHECK(all->lines[i].seq == i + 1);
+    CHECK(all->lines[i].node == "hostA");
+  }
+}
+
+TEST_CASE("logs: a chunk without a final newline or a batch of 1 MiB + 1 ends the stream, nothing of it kept") {
+  auto server = Server();
+  TestClient client(server->port());
+  auto run = HoldRun(client);
+  auto stub = RawStub(server->port());
+  {
+    grpc::ClientContext context;
+    v1::ShipLogsReply reply;
+    auto writer = stub->ShipLogs(&context, &reply);
+    v1::LogBatch batch = Header();
+    AddChunk(batch, 0, "whole\n");
+    AddChunk(batch, 0, "whole\npartial");
+    writer->Write(batch);
+    writer->WritesDone();
+    grpc::Status s = writer->Finish();
+    CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(s.error_message().find("chunks[1].text") != std::string::npos);
+  }
+  {
+    grpc::ClientContext context;
+    v1::ShipLogsReply reply;
+    auto writer = stub->ShipLogs(&context, &reply);
+    v1::LogBatch batch = Header();
+    AddChunk(batch, 0, "x\n");
+    const size_t size = batch.ByteSizeLong();
+    // One more chunk whose encoding brings the batch to 1 MiB + 1 exactly.
+    std::string text(kMaxLogBatchBytes - size, 'y');
+    v1::LogChunk* big = AddChunk(batch, 0, text);
+    while (batch.ByteSizeLong() > kMaxLogBatchBytes + 1) {
+      text.pop_back();
+      big->set_text(text);
+    }
+    while (batch.ByteSizeLong() < kMaxLogBatchBytes + 1) {
+      text.push_back('y');
+      big->set_text(text);
+    }
+    text.back() = '\n';
+    big->set_text(text);
+    REQUIRE(batch.ByteSizeLong() == kMaxLogBatchBytes + 1);
+    writer->Write(batch);
+    writer->WritesDone();
+    CHECK(writer->Finish().error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  Result<Collected> all = ReadAll(server->port());
+  REQUIRE(all.ok());
+  CHECK(all->lines.empty());
+}
+
 TEST_CASE("logs: one reader over the cap is RESOURCE_EXHAUSTED; the others are served") {
   auto server = Server();
   TestClient client(server->port());
