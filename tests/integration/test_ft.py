@@ -200,7 +200,11 @@ class FaultTolerance(FtCase):
         self.finish(groups)
         self.check_equal_state()
         by_step = self.check_steps(groups)
-        self.assertEqual(len(by_step[4]), 2, "the survivors trained step 4 as a quorum of two")
+        # The survivors trained on as a quorum of two: at least step 3, the one
+        # the rank was killed in, done again without it. How many more before
+        # the restarted group joins depends on how fast it starts again (under
+        # load it joined at step 4 once).
+        self.assertEqual(len(by_step[3]), 2, "the survivors trained step 3 again as a quorum of two")
         self.assertEqual(len(by_step[STEPS - 1]), 3, "the healed group trained the last step with the others")
         self.check_survivor(groups[0])
         self.check_survivor(groups[2])
@@ -375,7 +379,11 @@ class GptFaultTolerance(FtCase):
         self.release("release")
         self.finish(groups)
         by_step = self.check_steps(groups, GPT_STEPS)
-        self.assertEqual(len(by_step[4]), 2, "the survivors trained step 4 as a quorum of two")
+        # The survivors trained on as a quorum of two: at least step 3, the one
+        # the rank was killed in, done again without it. How many more before
+        # the restarted group joins depends on how fast it starts again (under
+        # load it joined at step 4 once).
+        self.assertEqual(len(by_step[3]), 2, "the survivors trained step 3 again as a quorum of two")
         self.assertEqual(len(by_step[GPT_STEPS - 1]), 3, "the healed group trained the last step with the others")
         self.check_survivor(groups[0])
         self.check_survivor(groups[2])
