@@ -27,17 +27,8 @@ namespace ctrun::rdzv::server_logs_test {
 
 using testing::JoinStreamReader;
 using testing::MakeJoin;
+using testing::StartAutoServer;
 using testing::TestClient;
-
-std::unique_ptr<RendezvousServer> Server(const std::string& token = "") {
-  ServerOptions options;
-  options.listen_address = "127.0.0.1:0";
-  options.mode = RunRegistry::Mode::kAutoCreate;
-  options.token = token;
-  Result<std::unique_ptr<RendezvousServer>> server = RendezvousServer::Start(options);
-  REQUIRE(server.ok());
-  return std::move(server).value();
-}
 
 // A one-node run "job" that the server holds while the returned stream lives.
 std::unique_ptr<JoinStreamReader> HoldRun(TestClient& client, const std::string& token = "") {
@@ -114,7 +105,7 @@ v1::LogBatch Header(const std::string& token = "") {
 }
 
 TEST_CASE("logs: shipped lines come back once, labelled, numbered, in order") {
-  auto server = Server();
+  auto server = StartAutoServer();
   TestClient client(server->port());
   auto run = HoldRun(client);
   LogSinkFactory sinks = MakeLogSinkFactory(Options(server->port()), "hostA");
@@ -145,7 +136,7 @@ TEST_CASE("logs: shipped lines come back once, labelled, numbered, in order") {
 }
 
 TEST_CASE("logs: a node's dropped lines reach the reader as a gap") {
-  auto server = Server();
+  auto server = StartAutoServer();
   TestClient client(server->port());
   auto run = HoldRun(client);
   auto sink = MakeLogSinkFactory(Options(server->port()), "hostA")();
@@ -159,7 +150,7 @@ TEST_CASE("logs: a node's dropped lines reach the reader as a gap") {
 }
 
 TEST_CASE("logs: a follower gets the backlog, then each new line once, and ends with the server") {
-  auto server = Server();
+  auto server = StartAutoServer();
   TestClient client(server->port());
   auto run = HoldRun(client);
   auto sink = MakeLogSinkFactory(Options(server->port()), "hostA")();
@@ -207,7 +198,7 @@ TEST_CASE("logs: a follower gets the backlog, then each new line once, and ends 
 }
 
 TEST_CASE("logs: a wrong token is refused on both calls and nothing is kept") {
-  auto server = Server("s3cret");
+  auto server = StartAutoServer("s3cret");
   TestClient client(server->port());
   auto run = HoldRun(client, "s3cret");
   auto sink = MakeLogSinkFactory(Options(server->port(), "wrong"), "hostA")();
@@ -223,7 +214,7 @@ TEST_CASE("logs: a wrong token is refused on both calls and nothing is kept") {
 }
 
 TEST_CASE("logs: an unknown run is NOT_FOUND for both calls") {
-  auto server = Server();
+  auto server = StartAutoServer();
   Result<Collected> read = ReadAll(server->port(), "", {}, "nosuch");
   REQUIRE_FALSE(read.ok());
   CHECK(read.status().code() == Status::Code::kNotFound);
@@ -234,7 +225,7 @@ TEST_CASE("logs: an unknown run is NOT_FOUND for both calls") {
 }
 
 TEST_CASE("logs: an oversized batch or host label ends the stream, INVALID_ARGUMENT, nothing kept") {
-  auto server = Server();
+  auto server = StartAutoServer();
   TestClient client(server->port());
   auto run = HoldRun(client);
   auto stub = RawStub(server->port());
@@ -265,7 +256,7 @@ TEST_CASE("logs: an oversized batch or host label ends the stream, INVALID_ARGUM
 }
 
 TEST_CASE("logs: a line over 16 KiB is cut; the reply counts the lines accepted") {
-  auto server = Server();
+  auto server = StartAutoServer();
   TestClient client(server->port());
   auto run = HoldRun(client);
   auto stub = RawStub(server->port());
@@ -293,7 +284,7 @@ v1::LogChunk* AddChunk(v1::LogBatch& batch, int rank, const std::string& text) {
 }
 
 TEST_CASE("logs: a mixed batch (lines and chunks) is kept line by line, lines first, every line numbered") {
-  auto server = Server();
+  auto server = StartAutoServer();
   TestClient client(server->port());
   auto run = HoldRun(client);
   auto stub = RawStub(server->port());
@@ -327,7 +318,7 @@ TEST_CASE("logs: a mixed batch (lines and chunks) is kept line by line, lines fi
 }
 
 TEST_CASE("logs: a chunk without a final newline or a batch of 1 MiB + 1 ends the stream, nothing of it kept") {
-  auto server = Server();
+  auto server = StartAutoServer();
   TestClient client(server->port());
   auto run = HoldRun(client);
   auto stub = RawStub(server->port());
@@ -375,7 +366,7 @@ TEST_CASE("logs: a chunk without a final newline or a batch of 1 MiB + 1 ends th
 }
 
 TEST_CASE("logs: one reader over the cap is RESOURCE_EXHAUSTED; the others are served") {
-  auto server = Server();
+  auto server = StartAutoServer();
   TestClient client(server->port());
   auto run = HoldRun(client);
   auto sink = MakeLogSinkFactory(Options(server->port()), "hostA")();
