@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "base/utf8.h"
 #include "launcher/cli/exit_codes.h"
 #include "launcher/forensics/stack_text.h"
 #include "launcher/logs/error_file.h"
@@ -51,24 +52,6 @@ WorkerFailure ReadWorkerFailure(const WorkerExit& e, int rank, const WorkerBindi
 }
 
 namespace {
-
-// Length of the valid UTF-8 sequence at text[i], or 0 when it is not one.
-size_t Utf8SequenceAt(std::string_view text, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char c = byte(i);
-  if (c < 0x80) return 1;
-  size_t n = 0;
-  unsigned lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c >= 0xE0 && c <= 0xEF) n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-  else if (c >= 0xF0 && c <= 0xF4) n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-  else return 0;
-  if (i + n > text.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (size_t k = 2; k < n; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  }
-  return n;
-}
 
 // `text` as valid UTF-8 (a proto string must be: a byte that is not is
 // '?'), cut to at most `bound` bytes, never inside a sequence.

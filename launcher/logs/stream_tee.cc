@@ -160,7 +160,7 @@ void StreamTee::ShipLines(std::string_view data) {
   chunk.text.append(ship_partial_);
   chunk.text.append(data.substr(0, last_nl + 1));
   ship_partial_.assign(data.substr(last_nl + 1));
-  for (char c : data.substr(0, last_nl + 1)) chunk.lines += c == '\n';
+  chunk.lines = static_cast<size_t>(std::count(data.begin(), data.begin() + last_nl + 1, '\n'));
   options_.shipper->Add(std::move(chunk));
 }
 

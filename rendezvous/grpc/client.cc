@@ -66,6 +66,17 @@ class CallTracker {
   int in_flight_ = 0;
 };
 
+// The fields that name the caller in every node request: the protocol
+// version, the run, the node and its incarnation, the token.
+template <class Request>
+void SetCaller(const ClientOptions& options, Request& req) {
+  req.set_version(kProtocolVersion);
+  req.set_run_id(options.run_id);
+  NodeToProto(options.node, req.mutable_node());
+  req.set_incarnation(options.incarnation);
+  req.set_token(options.token);
+}
+
 }  // namespace
 
 class RendezvousClient::Impl {
@@ -144,16 +155,12 @@ class RendezvousClient::Impl {
             std::function<void(const Status&)> on_end) {
     if (join_stale_) *join_stale_ = true;
     v1::JoinRequest req;
-    req.set_version(kProtocolVersion);
-    req.set_run_id(options_.run_id);
-    NodeToProto(options_.node, req.mutable_node());
-    req.set_incarnation(options_.incarnation);
+    SetCaller(options_, req);
     req.set_has_hint_rank(a.hint_rank.has_value());
     req.set_hint_rank(a.hint_rank.value_or(0));
     req.set_local_world_size(a.local_world_size);
     req.set_addr(a.addr);
     req.set_master_port(a.master_port);
-    req.set_token(options_.token);
     ParamsToProto(options_.params, req.mutable_params());
 
     join_stale_ = std::make_shared<std::atomic<bool>>(false);
@@ -233,11 +240,7 @@ void RendezvousClient::KeepAlive(std::function<void(const Status&)> done) {
 
 void RendezvousClient::KeepAlive(const std::optional<StepReport>& steps, KeepAliveDone done) {
   v1::KeepAliveRequest req;
-  req.set_version(kProtocolVersion);
-  req.set_run_id(options_.run_id);
-  NodeToProto(options_.node, req.mutable_node());
-  req.set_incarnation(options_.incarnation);
-  req.set_token(options_.token);
+  SetCaller(options_, req);
   if (steps) StepReportToProto(*steps, req.mutable_steps());
   const NodeId self = options_.node;
   impl_->Unary<v1::KeepAliveRequest, v1::KeepAliveReply>(
@@ -255,11 +258,7 @@ void RendezvousClient::KeepAlive(const std::optional<StepReport>& steps, KeepAli
 void RendezvousClient::Leave(LeaveReason reason, Duration timeout,
                              std::function<void(const Status&)> done, const std::string& report) {
   v1::LeaveRequest req;
-  req.set_version(kProtocolVersion);
-  req.set_run_id(options_.run_id);
-  NodeToProto(options_.node, req.mutable_node());
-  req.set_incarnation(options_.incarnation);
-  req.set_token(options_.token);
+  SetCaller(options_, req);
   req.set_reason(reason == LeaveReason::kNormalExit ? v1::LeaveRequest::NORMAL_EXIT
                  : reason == LeaveReason::kSignal   ? v1::LeaveRequest::SIGNAL
                  : reason == LeaveReason::kUnhealthy ? v1::LeaveRequest::UNHEALTHY
@@ -303,11 +302,7 @@ void RendezvousClient::GetStatus(Duration timeout, std::function<void(const Resu
 void RendezvousClient::Preempt(double remaining_s, const std::string& source, Duration timeout,
                                std::function<void(const Result<PreemptSent>&)> done) {
   v1::PreemptRequest req;
-  req.set_version(kProtocolVersion);
-  req.set_run_id(options_.run_id);
-  NodeToProto(options_.node, req.mutable_node());
-  req.set_incarnation(options_.incarnation);
-  req.set_token(options_.token);
+  SetCaller(options_, req);
   req.set_remaining_s(remaining_s);
   req.set_source(source);
   impl_->Unary<v1::PreemptRequest, v1::PreemptReply>(
@@ -325,11 +320,7 @@ void RendezvousClient::ReportFailure(uint64_t round, const std::string& host,
                                      const std::vector<WorkerFailureInfo>& failures, Duration timeout,
                                      std::function<void(const Status&)> done) {
   v1::ReportFailureRequest req;
-  req.set_version(kProtocolVersion);
-  req.set_run_id(options_.run_id);
-  NodeToProto(options_.node, req.mutable_node());
-  req.set_incarnation(options_.incarnation);
-  req.set_token(options_.token);
+  SetCaller(options_, req);
   req.set_round(round);
   req.set_host(host);
   for (const WorkerFailureInfo& f : failures) WorkerFailureToProto(f, req.add_failures());

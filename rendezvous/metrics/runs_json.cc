@@ -6,29 +6,12 @@
 #include <chrono>
 #include <iterator>
 
+#include "base/utf8.h"
 #include "rendezvous/machine/failure_verdict.h"
 
 namespace ctrun::rdzv {
 
 namespace {
-
-// Length of the valid UTF-8 sequence at text[i], or 0 when it is not one
-// (overlong forms, surrogates and code points above U+10FFFF included).
-size_t Utf8Length(std::string_view text, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char c = byte(i);
-  size_t n = 0;
-  unsigned lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c >= 0xE0 && c <= 0xEF) n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-  else if (c >= 0xF0 && c <= 0xF4) n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-  else return 0;
-  if (i + n > text.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (size_t k = 2; k < n; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  }
-  return n;
-}
 
 // Seconds from `then` to `now`, never negative.
 double Ago(TimePoint then, TimePoint now) { return std::max(0.0, std::chrono::duration<double>(now - then).count()); }
@@ -196,7 +179,7 @@ std::string JsonString(std::string_view text) {
   for (size_t i = 0; i < text.size();) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
-      const size_t n = Utf8Length(text, i);
+      const size_t n = Utf8SequenceAt(text, i);
       if (n == 0) {
         out += "\\ufffd";
         ++i;
