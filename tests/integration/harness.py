@@ -48,8 +48,13 @@ def base_env(**extra):
 def run(args, env=None, timeout=120, prefix=(), **kw):
     """Runs ctrun to completion; returns CompletedProcess with text output.
     `prefix` runs it through a command, e.g. private_net()'s."""
-    return subprocess.run(list(prefix) + [ctrun_bin()] + list(args), env=env or base_env(),
-                          capture_output=True, text=True, timeout=timeout, **kw)
+    try:
+        return subprocess.run(list(prefix) + [ctrun_bin()] + list(args), env=env or base_env(),
+                              capture_output=True, text=True, timeout=timeout, **kw)
+    except subprocess.TimeoutExpired as e:  # say what it wrote before it was killed
+        out, err = (t.decode(errors="replace") if isinstance(t, bytes) else t or "" for t in (e.stdout, e.stderr))
+        raise AssertionError(f"ctrun {' '.join(args)} ran past {timeout} s; its stdout (last 4000): "
+                             f"{out[-4000:]}\nits stderr (last 4000): {err[-4000:]}") from None
 
 
 def start(args, env=None, prefix=(), **kw):
