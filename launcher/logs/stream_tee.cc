@@ -1,10 +1,12 @@
 #include "launcher/logs/stream_tee.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <utility>
 
 #include "launcher/logs/console_dedup.h"
 #include "launcher/logs/filtered_log.h"
@@ -66,6 +68,7 @@ void WriteAll(int fd, std::string_view data) {
 StreamTee::StreamTee(boost::asio::io_context& io, int pipe_fd, int file_fd, int console_fd,
                      std::string prefix, std::function<void()> on_eof, TeeOptions options)
     : pipe_(io, pipe_fd),
+      pace_(io),
       file_fd_(file_fd),
       console_fd_(console_fd),
       options_(options),
@@ -77,6 +80,7 @@ StreamTee::StreamTee(boost::asio::io_context& io, int pipe_fd, int file_fd, int 
 
 StreamTee::~StreamTee() {
   if (file_fd_ >= 0) ::close(file_fd_);
+  if (paused_fd_ >= 0) ::close(paused_fd_);
 }
 
 void StreamTee::Read() {
@@ -88,8 +92,27 @@ void StreamTee::Read() {
                             Finish();
                             return;
                           }
-                          Read();
+                          if (n < buf_.size()) {
+                            ReadAfterPause();
+                          } else {
+                            Read();  // more may be waiting
+                          }
                         });
+}
+
+void StreamTee::ReadAfterPause() {
+  paused_fd_ = pipe_.release();  // no operation is pending: this is the read's handler
+  pace_.expires_after(kTeeReadPause);
+  pace_.async_wait([this](const boost::system::error_code&) {
+    if (done_) return;  // Finish ran (it cancels the pause)
+    boost::system::error_code assigned;
+    pipe_.assign(std::exchange(paused_fd_, -1), assigned);
+    if (assigned) {
+      Finish();
+      return;
+    }
+    Read();
+  });
 }
 
 void StreamTee::Consume(size_t n) {
@@ -177,9 +200,10 @@ void StreamTee::ShipTail() {
 void StreamTee::DrainAndFinish() {
   if (done_) return;
   boost::system::error_code ignored;
-  pipe_.non_blocking(true, ignored);
+  const int fd = paused_fd_ >= 0 ? paused_fd_ : pipe_.native_handle();
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   for (;;) {
-    ssize_t n = ::read(pipe_.native_handle(), buf_.data(), buf_.size());
+    ssize_t n = ::read(fd, buf_.data(), buf_.size());
     if (n > 0) {
       Consume(static_cast<size_t>(n));
     } else if (n < 0 && errno == EINTR) {
@@ -201,7 +225,9 @@ void StreamTee::Finish() {
     WriteLines();
   }
   boost::system::error_code ignored;
+  pace_.cancel();
   pipe_.close(ignored);
+  if (paused_fd_ >= 0) ::close(std::exchange(paused_fd_, -1));
   if (file_fd_ >= 0) {
     ::close(file_fd_);
     file_fd_ = -1;

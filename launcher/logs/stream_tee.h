@@ -14,7 +14,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <array>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -65,6 +67,14 @@ struct TeeOptions {
   bool is_stderr = false;
 };
 
+// After a read that found the pipe's whole content, the tee leaves the pipe
+// alone this long (not even watched) before it reads again, so that a worker
+// writing line by line is read in a few large reads rather than one wake-up
+// per write; a line that comes after a quiet spell is still read at once.
+// The worker's pipe (1 MiB, workers.cc) holds far more than a worker writes
+// in this time.
+inline constexpr std::chrono::milliseconds kTeeReadPause{5};
+
 class StreamTee {
  public:
   // Takes ownership of `pipe_fd` and `file_fd` (-1: no file) and closes them at
@@ -85,6 +95,7 @@ class StreamTee {
 
  private:
   void Read();
+  void ReadAfterPause();  // Read, after kTeeReadPause
   void Consume(size_t n);  // the first n bytes of buf_ to the file, the console, the filter
   bool WantsLines() const;  // the console takes prefixed lines, or there is a filter
   void WriteLines();        // out_'s prefixed lines to the console and the filter
@@ -95,6 +106,10 @@ class StreamTee {
   void Finish();
 
   boost::asio::posix::stream_descriptor pipe_;
+  boost::asio::steady_timer pace_;  // the pause after a read that emptied the pipe
+  // The pipe while paused: released from pipe_ (and so from epoll, which
+  // would otherwise wake the loop at every write the worker makes).
+  int paused_fd_ = -1;
   int file_fd_;
   int console_fd_;
   TeeOptions options_;

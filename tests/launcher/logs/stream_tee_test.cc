@@ -1,6 +1,15 @@
 #include "launcher/logs/stream_tee.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
 
 namespace ctrun::launcher {
 namespace {
@@ -39,6 +48,86 @@ TEST_CASE("The prefix template expands role, rank and local rank") {
   CHECK(ExpandLinePrefix("[${role_name}/${rank}/${local_rank}] ", "trainer", 5, 1) ==
         "[trainer/5/1] ");
   CHECK(ExpandLinePrefix("${rank}${rank}|", "r", 3, 0) == "33|");
+}
+
+// A temporary file for a tee's console; removed at the end.
+struct ConsoleFile {
+  std::string path = "/tmp/ctrun_tee_console_XXXXXX";
+  int fd = -1;
+  ConsoleFile() {
+    fd = ::mkstemp(path.data());
+    REQUIRE(fd >= 0);
+  }
+  ~ConsoleFile() {
+    ::close(fd);
+    ::unlink(path.c_str());
+  }
+  std::string Text() const {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+};
+
+std::string Lines(const std::string& prefix, int from, int to) {
+  std::string s;
+  for (int i = from; i < to; ++i) s += prefix + "line " + std::to_string(i) + "\n";
+  return s;
+}
+
+TEST_CASE("A worker writing line by line is teed whole and in order across the tee's pauses") {
+  boost::asio::io_context io;
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  ConsoleFile console;
+  bool ended = false;
+  StreamTee tee(io, fds[0], -1, console.fd, "[default0]:", [&] { ended = true; });
+  // One write per line, as an unbuffered Python worker makes them, from
+  // another thread while the tee reads (pausing after each read that
+  // emptied the pipe); more than the pipe holds, so the writer also waits.
+  constexpr int kLines = 20000;
+  int short_writes = 0;  // Catch's macros are for the test's own thread
+  std::thread writer([w = fds[1], &short_writes] {
+    for (int i = 0; i < kLines; ++i) {
+      const std::string line = "line " + std::to_string(i) + "\n";
+      if (::write(w, line.data(), line.size()) != static_cast<ssize_t>(line.size())) ++short_writes;
+    }
+    ::close(w);
+  });
+  while (!ended) REQUIRE(io.run_one() == 1);
+  writer.join();
+  CHECK(short_writes == 0);
+  CHECK(tee.done());
+  CHECK(console.Text() == Lines("[default0]:", 0, kLines));
+}
+
+TEST_CASE("A worker's end taken while the tee pauses keeps every line") {
+  boost::asio::io_context io;
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  const std::string first = Lines("", 0, 3);
+  REQUIRE(::write(fds[1], first.data(), first.size()) == static_cast<ssize_t>(first.size()));
+  ConsoleFile console;
+  int ended = 0;
+  StreamTee tee(io, fds[0], -1, console.fd, "[default0]:", [&] { ++ended; });
+  // The first read takes the three lines; the tee then pauses, the pipe set aside.
+  while (console.Text().empty()) REQUIRE(io.run_one() == 1);
+  REQUIRE(console.Text() == Lines("[default0]:", 0, 3));
+  // Written during the pause, with the writer still open (a descendant may
+  // hold the pipe for ever): DrainAndFinish takes it and ends the stream.
+  const std::string more = Lines("", 3, 5) + "no newline";
+  REQUIRE(::write(fds[1], more.data(), more.size()) == static_cast<ssize_t>(more.size()));
+  tee.DrainAndFinish();
+  CHECK(tee.done());
+  CHECK(ended == 1);
+  CHECK(console.Text() == Lines("[default0]:", 0, 5) + "[default0]:no newline\n");
+  io.run();  // the cancelled pause ends without reading again
+  CHECK(ended == 1);
+  // The read end is closed: a write now fails.
+  ::signal(SIGPIPE, SIG_IGN);
+  CHECK(::write(fds[1], "x", 1) == -1);
+  ::close(fds[1]);
 }
 
 }  // namespace
