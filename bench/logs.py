@@ -8,12 +8,19 @@ console (and so, without --share-logs, the workers' own output) to a file
 in $TMPDIR, timed from spawn to exit. The two kinds alternate (which goes
 first alternates too); so does a third kind, --tee 3, which reads the
 output through pipes as --share-logs does without shipping it (the floor of
-any feature that sees every line). Bytes on the wire: the protobuf bytes of the batches
+any feature that sees every line). Without either flag the workers write
+each line straight to the console file (one write() a line, WRITES below);
+through the agent's pipes a line costs the worker a pipe write and the agent
+writes the console 64 KiB at a time, so the piped kinds can be the faster
+ones. Bytes on the wire: the protobuf bytes of the batches
 the agent sent, divided by the lines in them, as the agent reports them
 (LOGLEVEL=DEBUG: "share-logs: shipped N lines in M bytes"), without gRPC's
 and HTTP/2's framing (5 + 9 bytes per batch of ~4,000 lines, in a few chunks).
 
-Env: CTRUN_BUILD_DIR (./build), LINES (100000), REPS (7).
+Env: CTRUN_BUILD_DIR (./build), LINES (100000), REPS (7), WRITES (line: the
+workers write each line with its own write(), as a training loop's
+logging.StreamHandler or print(..., flush=True) does, set here with
+PYTHONUNBUFFERED=1; block: Python's 8 KiB buffer).
 """
 import os
 import re
@@ -30,6 +37,7 @@ CTRUN = os.path.join(BUILD, "launcher", "ctrun")
 CTRUND = os.path.join(BUILD, "rendezvous", "ctrund")
 LINES = int(os.environ.get("LINES", "100000"))
 REPS = int(os.environ.get("REPS", "7"))
+WRITES = os.environ.get("WRITES", "line")
 RANKS = 2
 PY = "/usr/bin/python3"
 # A training loop's kind of line, ~60 bytes.
@@ -55,6 +63,9 @@ def run_job(endpoint, run_id, kind, out_dir):
     # The agent says at debug level what it shipped (lines, bytes) and how
     # long its last lines took to go; both kinds run with the same level.
     env = dict(os.environ, LINES=str(LINES), LOGLEVEL="DEBUG")
+    env.pop("PYTHONUNBUFFERED", None)
+    if WRITES == "line":
+        env["PYTHONUNBUFFERED"] = "1"
     env.pop("CTRUN_RDZV_TOKEN", None)
     with open(os.path.join(out_dir, f"{run_id}.out"), "w") as out:
         t0 = time.monotonic()
@@ -78,6 +89,8 @@ def run_job(endpoint, run_id, kind, out_dir):
 
 
 def main():
+    if WRITES not in ("line", "block"):
+        sys.exit(f"logs.py: WRITES={WRITES!r}: use line or block")
     for f in (CTRUN, CTRUND):
         if not os.access(f, os.X_OK):
             sys.exit(f"logs.py: {f} is not built (build it, or set CTRUN_BUILD_DIR)")
@@ -85,7 +98,7 @@ def main():
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         endpoint = re.search(r"serving rendezvous on (\S+)", daemon.stdout.readline()).group(1)
-        print(f"{RANKS} ranks x {LINES} lines, {REPS} interleaved runs per kind, ctrund at {endpoint}; "
+        print(f"{RANKS} ranks x {LINES} lines ({WRITES} writes), {REPS} interleaved runs per kind, ctrund at {endpoint}; "
               f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}", flush=True)
         walls = {kind: [] for kind in KINDS}
         shipped = []
@@ -113,13 +126,15 @@ def main():
     labels = {"without": "without", "tee": "--tee 3", "with": "--share-logs"}
     for name in KINDS:
         print(f"{labels[name]:<14} {benchjson.fmt(walls[name], digits=3):>22} {med(walls[name]) / med(walls['without']):8.3f}")
+    print(f"--share-logs / --tee 3 (the shipping alone, on the same pipes): "
+          f"{med(walls['with']) / med(walls['tee']):.3f}")
     print(f"ratio {ratio:.3f}; {per_line:.1f} protobuf bytes per line on the wire (lines of 59 bytes with their newline), "
           f"{dropped} lines dropped in all; the last lines took {benchjson.fmt([s['flush_s'] for s in shipped], 1e3, 1)}"
           f" ms to go at the end of a job")
     results = {"logs_overhead_ratio": ratio, "logs_bytes_per_line": per_line,
                "logs_tee_ratio": med(walls["tee"]) / med(walls["without"])}
     doc = {
-        "config": {"ranks": RANKS, "lines": LINES, "reps": REPS},
+        "config": {"ranks": RANKS, "lines": LINES, "reps": REPS, "writes": WRITES},
         "wall_s": walls, "shipped": shipped, "results": results,
         "plots": [{
             "file": "logs-wall.png", "title": f"{RANKS} ranks x {LINES} lines: wall time with and without --share-logs",

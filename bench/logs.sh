@@ -7,7 +7,8 @@
 # printed), and ends with
 #   RESULT logs_overhead_ratio <wall time with --share-logs / without, medians>
 #   RESULT logs_bytes_per_line <protobuf bytes per shipped line>
-# Uses $CTRUN_BUILD_DIR (default ./build). Env: LINES (100000), REPS (7).
+# Uses $CTRUN_BUILD_DIR (default ./build). Env: LINES (100000), REPS (7),
+# WRITES (line: a write() per line, as logging/print(flush=True); block).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec /usr/bin/python3 bench/logs.py "$@"

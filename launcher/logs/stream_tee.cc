@@ -65,10 +65,29 @@ void WriteAll(int fd, std::string_view data) {
   }
 }
 
+std::chrono::microseconds TeeReadPause(std::chrono::microseconds elapsed, size_t bytes, size_t pipe_bytes) {
+  if (bytes == 0) return kTeeReadPause;
+  const double us = static_cast<double>(elapsed.count()) * static_cast<double>(pipe_bytes / 2) /
+                    static_cast<double>(bytes);
+  if (us >= static_cast<double>(kTeeReadPause.count())) return kTeeReadPause;
+  if (us < static_cast<double>(kTeeMinPause.count())) return std::chrono::microseconds(0);
+  return std::chrono::microseconds(static_cast<int64_t>(us));
+}
+
+namespace {
+
+size_t PipeCapacity(int fd) {
+  const int n = ::fcntl(fd, F_GETPIPE_SZ);
+  return n > 0 ? static_cast<size_t>(n) : 65536;  // Linux's default
+}
+
+}  // namespace
+
 StreamTee::StreamTee(boost::asio::io_context& io, int pipe_fd, int file_fd, int console_fd,
                      std::string prefix, std::function<void()> on_eof, TeeOptions options)
     : pipe_(io, pipe_fd),
       pace_(io),
+      pipe_bytes_(PipeCapacity(pipe_fd)),
       file_fd_(file_fd),
       console_fd_(console_fd),
       options_(options),
@@ -84,25 +103,46 @@ StreamTee::~StreamTee() {
 }
 
 void StreamTee::Read() {
+  reading_ = true;
   pipe_.async_read_some(boost::asio::buffer(buf_),
-                        [this](const boost::system::error_code& ec, size_t n) {
-                          if (done_) return;  // DrainAndFinish ran first
-                          if (n > 0) Consume(n);
-                          if (ec) {
-                            Finish();
-                            return;
-                          }
-                          if (n < buf_.size()) {
-                            ReadAfterPause();
-                          } else {
-                            Read();  // more may be waiting
-                          }
-                        });
+                        [this](const boost::system::error_code& ec, size_t n) { OnRead(ec, n); });
 }
 
-void StreamTee::ReadAfterPause() {
+void StreamTee::OnRead(const boost::system::error_code& ec, size_t n) {
+  reading_ = false;
+  if (done_) return;
+  if (n > 0) Consume(n);
+  if (drain_requested_) {
+    Drain();
+    return;
+  }
+  if (ec) {
+    Finish();
+    return;
+  }
+  cycle_bytes_ += n;
+  if (n == buf_.size()) {
+    Read();  // more may be waiting
+    return;
+  }
+  // The pipe is empty: a cycle ends.
+  const auto now = std::chrono::steady_clock::now();
+  const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(now - cycle_start_);
+  const std::chrono::microseconds pause =
+      cycle_start_ == std::chrono::steady_clock::time_point{} ? kTeeReadPause
+                                                              : TeeReadPause(elapsed, cycle_bytes_, pipe_bytes_);
+  cycle_bytes_ = 0;
+  cycle_start_ = now;
+  if (pause.count() == 0) {
+    Read();
+    return;
+  }
+  ReadAfterPause(pause);
+}
+
+void StreamTee::ReadAfterPause(std::chrono::microseconds pause) {
   paused_fd_ = pipe_.release();  // no operation is pending: this is the read's handler
-  pace_.expires_after(kTeeReadPause);
+  pace_.expires_after(pause);
   pace_.async_wait([this](const boost::system::error_code&) {
     if (done_) return;  // Finish ran (it cancels the pause)
     boost::system::error_code assigned;
@@ -199,6 +239,18 @@ void StreamTee::ShipTail() {
 
 void StreamTee::DrainAndFinish() {
   if (done_) return;
+  if (reading_) {
+    // Its bytes may be in buf_ already, their handler queued: it takes
+    // them first, then drains (OnRead). Cancelled, a read still waiting ends now.
+    drain_requested_ = true;
+    boost::system::error_code ignored;
+    pipe_.cancel(ignored);
+    return;
+  }
+  Drain();
+}
+
+void StreamTee::Drain() {
   boost::system::error_code ignored;
   const int fd = paused_fd_ >= 0 ? paused_fd_ : pipe_.native_handle();
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);

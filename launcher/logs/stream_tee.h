@@ -67,13 +67,22 @@ struct TeeOptions {
   bool is_stderr = false;
 };
 
-// After a read that found the pipe's whole content, the tee leaves the pipe
-// alone this long (not even watched) before it reads again, so that a worker
-// writing line by line is read in a few large reads rather than one wake-up
-// per write; a line that comes after a quiet spell is still read at once.
-// The worker's pipe (1 MiB, workers.cc) holds far more than a worker writes
-// in this time.
-inline constexpr std::chrono::milliseconds kTeeReadPause{5};
+// After a read that emptied a worker's pipe the tee leaves the pipe alone
+// (not even watched by epoll) for a pause before it reads again, so that a
+// worker writing line by line is read in a few large reads rather than one
+// wake-up per write; a line that comes after a quiet spell is still read at
+// once. The pause is at most kTeeReadPause, and short enough that the worker,
+// writing as fast as in the last cycle, fills about half the pipe: a fast
+// writer is never held up by a full pipe.
+inline constexpr std::chrono::microseconds kTeeReadPause{5000};
+// Below this the tee reads again at once (a timer would cost more).
+inline constexpr std::chrono::microseconds kTeeMinPause{100};
+
+// The pause after a cycle that read `bytes` in `elapsed` (from the read that
+// last emptied the pipe to the one that emptied it now) from a pipe of
+// `pipe_bytes`: the time to write pipe_bytes / 2 at that rate, at most
+// kTeeReadPause; zero when it would be under kTeeMinPause.
+std::chrono::microseconds TeeReadPause(std::chrono::microseconds elapsed, size_t bytes, size_t pipe_bytes);
 
 class StreamTee {
  public:
@@ -90,12 +99,17 @@ class StreamTee {
 
   // For when the worker is gone: takes what the pipe holds now, completes the
   // last line and finishes (on_eof runs), without waiting for an end-of-file
-  // that a descendant still holding the pipe would put off for ever.
+  // that a descendant still holding the pipe would put off for ever. While a
+  // read is in flight (its bytes may be read and not yet handled) this
+  // happens in that read's handler, after its bytes: on_eof then runs later,
+  // on the io_context.
   void DrainAndFinish();
 
  private:
   void Read();
-  void ReadAfterPause();  // Read, after kTeeReadPause
+  void OnRead(const boost::system::error_code& ec, size_t n);
+  void ReadAfterPause(std::chrono::microseconds pause);
+  void Drain();  // DrainAndFinish's work, with no read in flight
   void Consume(size_t n);  // the first n bytes of buf_ to the file, the console, the filter
   bool WantsLines() const;  // the console takes prefixed lines, or there is a filter
   void WriteLines();        // out_'s prefixed lines to the console and the filter
@@ -110,6 +124,11 @@ class StreamTee {
   // The pipe while paused: released from pipe_ (and so from epoll, which
   // would otherwise wake the loop at every write the worker makes).
   int paused_fd_ = -1;
+  size_t pipe_bytes_;        // the pipe's capacity (F_GETPIPE_SZ)
+  size_t cycle_bytes_ = 0;   // read since the pipe was last emptied
+  std::chrono::steady_clock::time_point cycle_start_{};  // when it was (zero: never yet)
+  bool reading_ = false;          // an async read is in flight
+  bool drain_requested_ = false;  // DrainAndFinish came while it was
   int file_fd_;
   int console_fd_;
   TeeOptions options_;

@@ -130,5 +130,42 @@ TEST_CASE("A worker's end taken while the tee pauses keeps every line") {
   ::close(fds[1]);
 }
 
+TEST_CASE("A worker's end taken while a read is in flight keeps that read's bytes first") {
+  boost::asio::io_context io;
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  const std::string first = Lines("", 0, 2);
+  REQUIRE(::write(fds[1], first.data(), first.size()) == static_cast<ssize_t>(first.size()));
+  ConsoleFile console;
+  int ended = 0;
+  // The tee starts its first read at once: it may take the two lines before
+  // its handler has run. More comes, then the worker is gone.
+  StreamTee tee(io, fds[0], -1, console.fd, "[default0]:", [&] { ++ended; });
+  const std::string more = Lines("", 2, 4);
+  REQUIRE(::write(fds[1], more.data(), more.size()) == static_cast<ssize_t>(more.size()));
+  tee.DrainAndFinish();
+  while (ended == 0) REQUIRE(io.run_one() == 1);
+  io.run();
+  CHECK(ended == 1);
+  CHECK(console.Text() == Lines("[default0]:", 0, 4));
+  ::close(fds[1]);
+}
+
+TEST_CASE("The tee's pause lets a writer at its last rate fill half the pipe, within bounds") {
+  using us = std::chrono::microseconds;
+  const size_t pipe = 256 << 10;
+  // A quiet stream, or one line after a long spell: the longest pause.
+  CHECK(TeeReadPause(us(0), 0, pipe) == kTeeReadPause);
+  CHECK(TeeReadPause(us(2'000'000), 60, pipe) == kTeeReadPause);
+  // 128 KiB in 10 ms: half the pipe takes 10 ms at that rate, over the bound.
+  CHECK(TeeReadPause(us(10'000), 128 << 10, pipe) == kTeeReadPause);
+  // 256 KiB in 4 ms: half the pipe fills in 2 ms.
+  CHECK(TeeReadPause(us(4'000), 256 << 10, pipe) == us(2'000));
+  // A default 64 KiB pipe at the same rate: 0.5 ms.
+  CHECK(TeeReadPause(us(4'000), 256 << 10, 64 << 10) == us(500));
+  // Faster than a pause is worth: read again at once.
+  CHECK(TeeReadPause(us(100), 256 << 10, 64 << 10) == us(0));
+}
+
 }  // namespace
 }  // namespace ctrun::launcher
