@@ -251,7 +251,6 @@ void StreamTee::DrainAndFinish() {
 }
 
 void StreamTee::Drain() {
-  boost::system::error_code ignored;
   const int fd = paused_fd_ >= 0 ? paused_fd_ : pipe_.native_handle();
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   for (;;) {
@@ -264,7 +263,7 @@ void StreamTee::Drain() {
       break;  // end-of-file, nothing more now (EAGAIN), or an error
     }
   }
-  Finish();  // closing the pipe cancels the pending read
+  Finish();
 }
 
 void StreamTee::Finish() {
