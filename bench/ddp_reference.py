@@ -6,6 +6,7 @@ worker (no DataLoader), so only the training step is compared.
 Run under torchrun; rank 0 prints `BENCH samples_per_s=<global samples/s>`
 for the steps after --warmup."""
 import argparse
+import gc
 import gzip
 import os
 import time
@@ -92,6 +93,8 @@ def main():
     if rank == 0:
         seconds = time.perf_counter() - start
         print(f"BENCH samples_per_s={samples / seconds:.1f} steps={step - args.warmup}", flush=True)
+    del model, opt  # before the group: torch 1.13 can deadlock otherwise (docs/preemption.md)
+    gc.collect()
     dist.destroy_process_group()
 
 

@@ -9,6 +9,7 @@ env:// default, exactly as under `torchrun`.
 Data: Debian's dataset-fashion-mnist package (idx files, no download).
 """
 import argparse
+import gc
 import gzip
 import os
 import time
@@ -103,6 +104,12 @@ def main():
             print(f"epoch {epoch}: train loss {(total / count).item():.4f}, "
                   f"test accuracy {correct.item() / len(test):.4f}, "
                   f"{time.time() - start:.1f} s, world size {world}", flush=True)
+    # DDP's reducer holds the process group: dropped first, the group's last
+    # reference goes with destroy_process_group() and not with the model at
+    # interpreter exit, where torch (1.13 at least) can deadlock
+    # (docs/preemption.md, pytorch#56297).
+    del model, opt
+    gc.collect()
     dist.destroy_process_group()
 
 

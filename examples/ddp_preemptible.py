@@ -12,8 +12,8 @@ a plain DDP script.
         --steps 1000 --checkpoint /tmp/ckpt.pt
 """
 import argparse
+import gc
 import os
-import sys
 
 import torch
 import torch.distributed as dist
@@ -75,8 +75,15 @@ def main():
             save(args.checkpoint, model, opt, step)
             confirm_saved(step)
             print(f"rank {dist.get_rank()}: preempted, saved step {step}", flush=True)
-            sys.exit(0)
-    save(args.checkpoint, model, opt, step)
+            break
+    else:
+        save(args.checkpoint, model, opt, step)
+    # DDP's reducer holds the process group. Dropped first, the group's last
+    # reference goes with destroy_process_group(), which lets Gloo's threads
+    # finish without the GIL; dropped at interpreter exit, torch (1.13 at
+    # least) can deadlock there (pytorch#56297).
+    del model, opt
+    gc.collect()
     dist.destroy_process_group()
 
 
