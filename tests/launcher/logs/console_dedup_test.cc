@@ -8,59 +8,35 @@
 #include <vector>
 
 #include "launcher/logs/stream_tee.h"
+#include "tests/launcher/logs/test_pipe.h"
 
 namespace ctrun::launcher {
 namespace {
 
-// A pipe's two ends; closes what is left open.
-struct Pipe {
-  int r = -1, w = -1;
-  Pipe() {
-    int fds[2];
-    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-    r = fds[0];
-    w = fds[1];
-  }
-  ~Pipe() {
-    if (r >= 0) ::close(r);
-    if (w >= 0) ::close(w);
-  }
-  void CloseWrite() {
-    ::close(w);
-    w = -1;
-  }
-  std::string ReadAll() {
-    CloseWrite();
-    std::string s;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(r, buf, sizeof buf)) > 0;) s.append(buf, static_cast<size_t>(n));
-    return s;
-  }
-};
+using testing::TestPipe;
 
 // Runs `texts` (one per local rank) through StreamTees that share one
 // ConsoleDedup whose window never closes during the test: what reaches the
 // console is decided by FlushAll alone, not by timing.
 std::string RunTees(const std::vector<std::string>& texts, bool prefix_console) {
   boost::asio::io_context io;
-  Pipe console;
+  TestPipe console;
   LineDedup::Limits limits;
   limits.window = std::chrono::hours(1);
   ConsoleDedup dedup(io, console.w, limits);
-  std::vector<std::unique_ptr<Pipe>> workers;
+  std::vector<std::unique_ptr<TestPipe>> workers;
   std::vector<std::unique_ptr<StreamTee>> tees;
   for (size_t lr = 0; lr < texts.size(); ++lr) {
-    workers.push_back(std::make_unique<Pipe>());
-    Pipe& p = *workers.back();
-    REQUIRE(::write(p.w, texts[lr].data(), texts[lr].size()) == static_cast<ssize_t>(texts[lr].size()));
+    workers.push_back(std::make_unique<TestPipe>());
+    TestPipe& p = *workers.back();
+    p.Write(texts[lr]);
     p.CloseWrite();
     TeeOptions options;
     options.prefix_console = prefix_console;
     options.dedup = &dedup;
     options.local_rank = static_cast<int>(lr);
-    tees.push_back(std::make_unique<StreamTee>(io, p.r, -1, console.w, "[default" + std::to_string(lr) + "]:",
-                                               nullptr, options));
-    p.r = -1;  // the tee owns it
+    tees.push_back(std::make_unique<StreamTee>(io, p.TakeRead(), -1, console.w,
+                                               "[default" + std::to_string(lr) + "]:", nullptr, options));
   }
   // Until every tee reaches its end-of-file (io.run() would wait for the timer).
   auto all_done = [&] {

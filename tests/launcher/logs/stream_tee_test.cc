@@ -7,9 +7,12 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
+
+#include "tests/launcher/logs/test_pipe.h"
 
 namespace ctrun::launcher {
 namespace {
@@ -70,6 +73,19 @@ struct ConsoleFile {
   }
 };
 
+// A tee from a worker's pipe to a console file, as the agent makes one.
+struct TeeRig {
+  boost::asio::io_context io;
+  testing::TestPipe worker;
+  ConsoleFile console;
+  int ended = 0;  // on_eof's runs
+  std::unique_ptr<StreamTee> tee;
+  void Start() {
+    tee = std::make_unique<StreamTee>(io, worker.TakeRead(), -1, console.fd, "[default0]:", [this] { ++ended; });
+  }
+};
+
+
 std::string Lines(const std::string& prefix, int from, int to) {
   std::string s;
   for (int i = from; i < to; ++i) s += prefix + "line " + std::to_string(i) + "\n";
@@ -79,7 +95,7 @@ std::string Lines(const std::string& prefix, int from, int to) {
 TEST_CASE("A worker writing line by line is teed whole and in order across the tee's pauses") {
   boost::asio::io_context io;
   int fds[2];
-  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);  // the writer thread closes its end
   ConsoleFile console;
   bool ended = false;
   StreamTee tee(io, fds[0], -1, console.fd, "[default0]:", [&] { ended = true; });
@@ -103,52 +119,38 @@ TEST_CASE("A worker writing line by line is teed whole and in order across the t
 }
 
 TEST_CASE("A worker's end taken while the tee pauses keeps every line") {
-  boost::asio::io_context io;
-  int fds[2];
-  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-  const std::string first = Lines("", 0, 3);
-  REQUIRE(::write(fds[1], first.data(), first.size()) == static_cast<ssize_t>(first.size()));
-  ConsoleFile console;
-  int ended = 0;
-  StreamTee tee(io, fds[0], -1, console.fd, "[default0]:", [&] { ++ended; });
+  TeeRig rig;
+  rig.worker.Write(Lines("", 0, 3));
+  rig.Start();
   // The first read takes the three lines; the tee then pauses, the pipe set aside.
-  while (console.Text().empty()) REQUIRE(io.run_one() == 1);
-  REQUIRE(console.Text() == Lines("[default0]:", 0, 3));
+  while (rig.console.Text().empty()) REQUIRE(rig.io.run_one() == 1);
+  REQUIRE(rig.console.Text() == Lines("[default0]:", 0, 3));
   // Written during the pause, with the writer still open (a descendant may
   // hold the pipe for ever): DrainAndFinish takes it and ends the stream.
-  const std::string more = Lines("", 3, 5) + "no newline";
-  REQUIRE(::write(fds[1], more.data(), more.size()) == static_cast<ssize_t>(more.size()));
-  tee.DrainAndFinish();
-  CHECK(tee.done());
-  CHECK(ended == 1);
-  CHECK(console.Text() == Lines("[default0]:", 0, 5) + "[default0]:no newline\n");
-  io.run();  // the cancelled pause ends without reading again
-  CHECK(ended == 1);
+  rig.worker.Write(Lines("", 3, 5) + "no newline");
+  rig.tee->DrainAndFinish();
+  CHECK(rig.tee->done());
+  CHECK(rig.ended == 1);
+  CHECK(rig.console.Text() == Lines("[default0]:", 0, 5) + "[default0]:no newline\n");
+  rig.io.run();  // the cancelled pause ends without reading again
+  CHECK(rig.ended == 1);
   // The read end is closed: a write now fails.
   ::signal(SIGPIPE, SIG_IGN);
-  CHECK(::write(fds[1], "x", 1) == -1);
-  ::close(fds[1]);
+  CHECK(::write(rig.worker.w, "x", 1) == -1);
 }
 
 TEST_CASE("A worker's end taken while a read is in flight keeps that read's bytes first") {
-  boost::asio::io_context io;
-  int fds[2];
-  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-  const std::string first = Lines("", 0, 2);
-  REQUIRE(::write(fds[1], first.data(), first.size()) == static_cast<ssize_t>(first.size()));
-  ConsoleFile console;
-  int ended = 0;
+  TeeRig rig;
+  rig.worker.Write(Lines("", 0, 2));
   // The tee starts its first read at once: it may take the two lines before
   // its handler has run. More comes, then the worker is gone.
-  StreamTee tee(io, fds[0], -1, console.fd, "[default0]:", [&] { ++ended; });
-  const std::string more = Lines("", 2, 4);
-  REQUIRE(::write(fds[1], more.data(), more.size()) == static_cast<ssize_t>(more.size()));
-  tee.DrainAndFinish();
-  while (ended == 0) REQUIRE(io.run_one() == 1);
-  io.run();
-  CHECK(ended == 1);
-  CHECK(console.Text() == Lines("[default0]:", 0, 4));
-  ::close(fds[1]);
+  rig.Start();
+  rig.worker.Write(Lines("", 2, 4));
+  rig.tee->DrainAndFinish();
+  while (rig.ended == 0) REQUIRE(rig.io.run_one() == 1);
+  rig.io.run();
+  CHECK(rig.ended == 1);
+  CHECK(rig.console.Text() == Lines("[default0]:", 0, 4));
 }
 
 TEST_CASE("The tee's pause lets a writer at its last rate fill half the pipe, within bounds") {
