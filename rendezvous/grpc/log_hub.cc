@@ -1,5 +1,7 @@
 #include "rendezvous/grpc/log_hub.h"
 
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "rendezvous/grpc/log_client.h"
@@ -18,6 +20,19 @@ class Refused final : public Reactor {
   explicit Refused(const grpc::Status& status) { this->Finish(status); }
   void OnDone() override { delete this; }
 };
+
+// A ring entry of a shipped LogLine or LogChunk (the same fields), taking its text.
+template <class Message>
+LogRingChunk RingChunkOf(Message& m, const std::shared_ptr<const std::string>& node) {
+  LogRingChunk c;
+  c.rank = m.rank();
+  c.local_rank = m.local_rank();
+  c.is_stderr = m.is_stderr();
+  c.unix_s = m.unix_s();
+  c.node = node;
+  c.text = std::move(*m.mutable_text());
+  return c;
+}
 
 }  // namespace
 
@@ -265,26 +280,11 @@ std::optional<grpc::Status> LogHub::TakeBatch(ShipLogsStream* s, std::vector<std
   ring.NoteDropped(batch.dropped());
   uint64_t accepted = 0;
   for (v1::LogLine& l : *batch.mutable_lines()) {  // single lines: one-line chunks
-    LogRingChunk c;
-    c.rank = l.rank();
-    c.local_rank = l.local_rank();
-    c.is_stderr = l.is_stderr();
-    c.unix_s = l.unix_s();
-    c.node = s->label_;
-    c.text = std::move(*l.mutable_text());
+    LogRingChunk c = RingChunkOf(l, s->label_);
     c.text.push_back('\n');  // a '\n' inside makes it more lines: counted as such
     accepted += ring.Append(std::move(c));
   }
-  for (v1::LogChunk& l : *batch.mutable_chunks()) {
-    LogRingChunk c;
-    c.rank = l.rank();
-    c.local_rank = l.local_rank();
-    c.is_stderr = l.is_stderr();
-    c.unix_s = l.unix_s();
-    c.node = s->label_;
-    c.text = std::move(*l.mutable_text());
-    accepted += ring.Append(std::move(c));
-  }
+  for (v1::LogChunk& c : *batch.mutable_chunks()) accepted += ring.Append(RingChunkOf(c, s->label_));
   s->accepted_ += accepted;
   s->last_active_ = std::chrono::steady_clock::now();
   runs_.Touch(s->run_id_);

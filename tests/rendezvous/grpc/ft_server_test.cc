@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "rdzv_test_client.h"
 #include "rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/ft_client.h"
 #include "rendezvous/grpc/proto_convert.h"
@@ -20,6 +21,7 @@ namespace ctrun::rdzv {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::StartAutoServer;
 using std::chrono::seconds;
 
 constexpr seconds kWait{20};  // how long a test waits for any one callback
@@ -55,16 +57,6 @@ class Inbox {
 QuorumParams Params(int min, int max, Duration join = seconds(30)) {
   return QuorumParams{.min_replicas = min, .max_replicas = max, .join_timeout = join,
                       .heartbeat_timeout = seconds(30)};
-}
-
-std::unique_ptr<RendezvousServer> StartServer(const std::string& token = "") {
-  ServerOptions options;
-  options.listen_address = "127.0.0.1:0";
-  options.mode = RunRegistry::Mode::kAutoCreate;
-  options.token = token;
-  Result<std::unique_ptr<RendezvousServer>> server = RendezvousServer::Start(options);
-  REQUIRE(server.ok());
-  return std::move(server).value();
 }
 
 struct Lost {
@@ -155,7 +147,7 @@ std::vector<std::unique_ptr<Group>> FormThree(int port, QuorumParams params = Pa
 Ballot Ok1() { return Ballot{.quorum_id = 1, .step = 0, .ok = true}; }
 
 TEST_CASE("FtSync: first calls form quorum 1; a step everyone votes for commits on the fast path") {
-  auto server = StartServer();
+  auto server = StartAutoServer();
   auto g = FormThree(server->port());
   for (auto& x : g) x->Sync(0, Ok1());
   for (auto& x : g) {
@@ -167,7 +159,7 @@ TEST_CASE("FtSync: first calls form quorum 1; a step everyone votes for commits 
 }
 
 TEST_CASE("FtSync: one no vote discards the step for all, and the next quorum has a new id") {
-  auto server = StartServer();
+  auto server = StartAutoServer();
   auto g = FormThree(server->port());
   g[0]->Sync(0, Ok1());
   g[1]->Sync(0, Ballot{.quorum_id = 1, .step = 0, .ok = false});
@@ -202,13 +194,13 @@ void LoseC(std::vector<std::unique_ptr<Group>>& g, const std::function<void()>& 
 }
 
 TEST_CASE("FtWatch: a group whose client goes away is lost; the others are told and go on without it") {
-  auto server = StartServer();
+  auto server = StartAutoServer();
   auto g = FormThree(server->port());
   LoseC(g, [&] { g[0]->client.reset(); }, "its agent's watch stream ended");
 }
 
 TEST_CASE("FtLeave: a group that leaves is lost; it comes back with its lower step") {
-  auto server = StartServer();
+  auto server = StartAutoServer();
   auto g = FormThree(server->port());
   LoseC(g, [&] { REQUIRE(g[0]->LeaveNow("its workers failed").ok()); }, "its workers failed");
   // c asks again at step 0 while a and b go on; it is in a quorum soon.
@@ -234,7 +226,7 @@ TEST_CASE("FtLeave: a group that leaves is lost; it comes back with its lower st
 }
 
 TEST_CASE("FtSync: a second call of a group replaces the held one") {
-  auto server = StartServer();
+  auto server = StartAutoServer();
   // MIN 3: both of a's calls are held until c asks, whichever the server
   // sees first.
   Group a(server->port(), "a", Params(3, 3));
@@ -254,7 +246,7 @@ TEST_CASE("FtSync: a second call of a group replaces the held one") {
 }
 
 TEST_CASE("FtSync: two groups of two nodes form a quorum of 2; one node's watch ending loses its group") {
-  auto server = StartServer();
+  auto server = StartAutoServer();
   std::vector<std::unique_ptr<Group>> nodes;  // a's n0, n1, then b's
   for (const char* id : {"a", "b"}) {
     for (int part : {0, 1}) nodes.push_back(std::make_unique<Group>(server->port(), id, part, 2, Params(2, 2)));
@@ -287,7 +279,7 @@ TEST_CASE("FtSync: two groups of two nodes form a quorum of 2; one node's watch 
 }
 
 TEST_CASE("FtSync: with MIN 2 and a healthy group that does not ask, the quorum forms at the join timeout") {
-  auto server = StartServer();
+  auto server = StartAutoServer();
   const QuorumParams params = Params(2, 3, milliseconds(200));
   Group a(server->port(), "a", params), b(server->port(), "b", params), c(server->port(), "c", params);
   a.Watch();
@@ -302,7 +294,7 @@ TEST_CASE("FtSync: with MIN 2 and a healthy group that does not ask, the quorum 
 }
 
 TEST_CASE("Ft calls: bad input is refused with one line, and the server keeps serving") {
-  auto server = StartServer("secret");
+  auto server = StartAutoServer("secret");
   const int port = server->port();
   auto refused = [&](Group& g) {
     g.Sync(0);
@@ -359,7 +351,7 @@ TEST_CASE("Ft calls: bad input is refused with one line, and the server keeps se
 }
 
 TEST_CASE("FtSync: a run takes at most 1024 groups, and the server keeps serving") {
-  auto server = StartServer("secret");
+  auto server = StartAutoServer("secret");
   const int port = server->port();
   // 1024 groups, each answered at once (a heartbeat timeout so short that
   // the earlier ones are never healthy by the next call), then one more.

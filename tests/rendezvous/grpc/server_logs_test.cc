@@ -104,6 +104,33 @@ v1::LogBatch Header(const std::string& token = "") {
   return b;
 }
 
+// The run "job" held on a fresh server, and a raw stub to it (for batches
+// the agents' sink never sends).
+struct HeldRun {
+  std::unique_ptr<RendezvousServer> server = StartAutoServer();
+  TestClient client{server->port()};
+  std::unique_ptr<JoinStreamReader> run = HoldRun(client);
+  std::unique_ptr<v1::Rendezvous::Stub> stub = RawStub(server->port());
+};
+
+// What one raw ShipLogs stream of `batch` gave: whether the batch was
+// written, how the stream ended, and the reply.
+struct Shipped {
+  bool written = false;
+  grpc::Status status;
+  v1::ShipLogsReply reply;
+};
+
+Shipped ShipRaw(v1::Rendezvous::Stub& stub, const v1::LogBatch& batch) {
+  grpc::ClientContext context;
+  Shipped r;
+  auto writer = stub.ShipLogs(&context, &r.reply);
+  r.written = writer->Write(batch);
+  writer->WritesDone();
+  r.status = writer->Finish();
+  return r;
+}
+
 TEST_CASE("logs: shipped lines come back once, labelled, numbered, in order") {
   auto server = StartAutoServer();
   TestClient client(server->port());
@@ -225,52 +252,33 @@ TEST_CASE("logs: an unknown run is NOT_FOUND for both calls") {
 }
 
 TEST_CASE("logs: an oversized batch or host label ends the stream, INVALID_ARGUMENT, nothing kept") {
-  auto server = StartAutoServer();
-  TestClient client(server->port());
-  auto run = HoldRun(client);
-  auto stub = RawStub(server->port());
+  HeldRun held;
   {
-    grpc::ClientContext context;
-    v1::ShipLogsReply reply;
-    auto writer = stub->ShipLogs(&context, &reply);
     v1::LogBatch batch = Header();
     for (int i = 0; i < 70; ++i) batch.add_lines()->set_text(std::string(16 * 1024, 'x'));  // > 1 MiB
-    writer->Write(batch);
-    writer->WritesDone();
-    CHECK(writer->Finish().error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(ShipRaw(*held.stub, batch).status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
   }
   {
-    grpc::ClientContext context;
-    v1::ShipLogsReply reply;
-    auto writer = stub->ShipLogs(&context, &reply);
     v1::LogBatch batch = Header();
     batch.set_host(std::string(300, 'h'));
     batch.add_lines()->set_text("x");
-    writer->Write(batch);
-    writer->WritesDone();
-    CHECK(writer->Finish().error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(ShipRaw(*held.stub, batch).status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
   }
-  Result<Collected> all = ReadAll(server->port());
+  Result<Collected> all = ReadAll(held.server->port());
   REQUIRE(all.ok());
   CHECK(all->lines.empty());
 }
 
 TEST_CASE("logs: a line over 16 KiB is cut; the reply counts the lines accepted") {
-  auto server = StartAutoServer();
-  TestClient client(server->port());
-  auto run = HoldRun(client);
-  auto stub = RawStub(server->port());
-  grpc::ClientContext context;
-  v1::ShipLogsReply reply;
-  auto writer = stub->ShipLogs(&context, &reply);
+  HeldRun held;
   v1::LogBatch batch = Header();
   batch.add_lines()->set_text(std::string(20 * 1024, 'y'));
   batch.add_lines()->set_text("short");
-  REQUIRE(writer->Write(batch));
-  writer->WritesDone();
-  REQUIRE(writer->Finish().ok());
-  CHECK(reply.accepted() == 2);
-  Result<Collected> all = ReadAll(server->port());
+  Shipped shipped = ShipRaw(*held.stub, batch);
+  REQUIRE(shipped.written);
+  REQUIRE(shipped.status.ok());
+  CHECK(shipped.reply.accepted() == 2);
+  Result<Collected> all = ReadAll(held.server->port());
   REQUIRE(all.ok());
   REQUIRE(all->lines.size() == 2);
   CHECK(all->lines[0].text.size() == kMaxLogLineBytes);
@@ -284,23 +292,17 @@ v1::LogChunk* AddChunk(v1::LogBatch& batch, int rank, const std::string& text) {
 }
 
 TEST_CASE("logs: a mixed batch (lines and chunks) is kept line by line, lines first, every line numbered") {
-  auto server = StartAutoServer();
-  TestClient client(server->port());
-  auto run = HoldRun(client);
-  auto stub = RawStub(server->port());
-  grpc::ClientContext context;
-  v1::ShipLogsReply reply;
-  auto writer = stub->ShipLogs(&context, &reply);
+  HeldRun held;
   v1::LogBatch batch = Header();
   AddChunk(batch, 1, "c1\nc2\n\nc4\n");
   AddChunk(batch, 2, "");  // empty: ignored
   AddChunk(batch, 3, std::string(20 * 1024, 'z') + "\nafter\n");
   batch.add_lines()->set_text("single");
-  REQUIRE(writer->Write(batch));
-  writer->WritesDone();
-  REQUIRE(writer->Finish().ok());
-  CHECK(reply.accepted() == 7);
-  Result<Collected> all = ReadAll(server->port());
+  Shipped shipped = ShipRaw(*held.stub, batch);
+  REQUIRE(shipped.written);
+  REQUIRE(shipped.status.ok());
+  CHECK(shipped.reply.accepted() == 7);
+  Result<Collected> all = ReadAll(held.server->port());
   REQUIRE(all.ok());
   REQUIRE(all->lines.size() == 7);
   CHECK(all->lines[0].text == "single");
@@ -318,27 +320,16 @@ TEST_CASE("logs: a mixed batch (lines and chunks) is kept line by line, lines fi
 }
 
 TEST_CASE("logs: a chunk without a final newline or a batch of 1 MiB + 1 ends the stream, nothing of it kept") {
-  auto server = StartAutoServer();
-  TestClient client(server->port());
-  auto run = HoldRun(client);
-  auto stub = RawStub(server->port());
+  HeldRun held;
   {
-    grpc::ClientContext context;
-    v1::ShipLogsReply reply;
-    auto writer = stub->ShipLogs(&context, &reply);
     v1::LogBatch batch = Header();
     AddChunk(batch, 0, "whole\n");
     AddChunk(batch, 0, "whole\npartial");
-    writer->Write(batch);
-    writer->WritesDone();
-    grpc::Status s = writer->Finish();
+    grpc::Status s = ShipRaw(*held.stub, batch).status;
     CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
     CHECK(s.error_message().find("chunks[1].text") != std::string::npos);
   }
   {
-    grpc::ClientContext context;
-    v1::ShipLogsReply reply;
-    auto writer = stub->ShipLogs(&context, &reply);
     v1::LogBatch batch = Header();
     AddChunk(batch, 0, "x\n");
     const size_t size = batch.ByteSizeLong();
@@ -356,11 +347,9 @@ TEST_CASE("logs: a chunk without a final newline or a batch of 1 MiB + 1 ends th
     text.back() = '\n';
     big->set_text(text);
     REQUIRE(batch.ByteSizeLong() == kMaxLogBatchBytes + 1);
-    writer->Write(batch);
-    writer->WritesDone();
-    CHECK(writer->Finish().error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(ShipRaw(*held.stub, batch).status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
   }
-  Result<Collected> all = ReadAll(server->port());
+  Result<Collected> all = ReadAll(held.server->port());
   REQUIRE(all.ok());
   CHECK(all->lines.empty());
 }
