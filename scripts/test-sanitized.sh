@@ -29,16 +29,27 @@ jobs="${CTRUN_JOBS:-$(nproc)}"
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" \
   -DCTRUN_SANITIZE=ON -DCTRUN_BUILD_TRAINER=ON -DCTRUN_FUZZ=OFF >/dev/null
+scripts/ccache-stats.sh snapshot "$build/.ccache-before"
+build_start=$SECONDS
 ninja -C "$build" -j "$jobs"
+echo "test-sanitized: $build built in $((SECONDS - build_start)) s"
+scripts/ccache-stats.sh report "$build/.ccache-before" "test-sanitized"
 
 # Inherited by every test and every process a test starts (ctrun, ctrund).
 export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+junits="$PWD/$build/Testing"
+rm -f "$junits"/sanitized-*.junit.xml
+mkdir -p "$junits"
+start=$SECONDS
 status=0
-ctest --test-dir "$build" -L unit -LE plain-only -j "$jobs" --output-on-failure "$@" || status=1
+ctest --test-dir "$build" -L unit -LE plain-only -j "$jobs" --output-on-failure \
+  --output-junit "$junits/sanitized-unit.junit.xml" "$@" || status=1
 trainer='^(trainer_.*|ft)$'
-ctest --test-dir "$build" -LE 'unit|plain-only' -R "$trainer" -j "${CTRUN_TEST_JOBS:-1}" --output-on-failure "$@" \
-  || status=1
-ctest --test-dir "$build" -LE 'unit|plain-only' -E "$trainer" -j "$jobs" --output-on-failure "$@" || status=1
+ctest --test-dir "$build" -LE 'unit|plain-only' -R "$trainer" -j "${CTRUN_TEST_JOBS:-1}" --output-on-failure \
+  --output-junit "$junits/sanitized-trainer.junit.xml" "$@" || status=1
+ctest --test-dir "$build" -LE 'unit|plain-only' -E "$trainer" -j "$jobs" --output-on-failure \
+  --output-junit "$junits/sanitized-integration.junit.xml" "$@" || status=1
+scripts/slowest-tests.py --title "sanitized suite ($((SECONDS - start)) s)" "$junits"/sanitized-*.junit.xml || true
 exit "$status"
