@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <tuple>
 
 #if defined(CTRUN_HAVE_GLOG)
 #include <glog/logging.h>
@@ -202,21 +203,31 @@ Result<bool> TrainEpoch(Worker& w, EpochTotals& totals, BenchWindow& bench) {
   return false;
 }
 
-// Evaluates, logs the epoch's train and test metrics (summed over ranks),
-// and moves the position to the next epoch.
-Status FinishEpoch(Worker& w, const EpochTotals& totals, double epoch_start) {
-  auto evaluated = Evaluate(w.model, w.Forward(), w.test, w.env.rank, w.env.world_size, w.device);
-  if (!evaluated.ok()) return evaluated.status();
-  auto [test_loss, test_correct] = *evaluated;
-  auto sums = w.SumOverRanks({totals.loss_sum, totals.correct, totals.seen, test_loss, test_correct});
+// Logs the epoch's train metrics and, after every --eval-every'th epoch and
+// the run's last (`last`), its test metrics (summed over ranks), and moves
+// the position to the next epoch. Every rank decides alike: the sums are
+// collective.
+Status FinishEpoch(Worker& w, const EpochTotals& totals, double epoch_start, bool last) {
+  const bool eval = last || (w.position.epoch + 1) % w.flags.eval_every == 0;
+  double test_loss = 0, test_correct = 0;
+  if (eval) {
+    auto evaluated = Evaluate(w.model, w.Forward(), w.test, w.env.rank, w.env.world_size, w.device);
+    if (!evaluated.ok()) return evaluated.status();
+    std::tie(test_loss, test_correct) = *evaluated;
+  }
+  auto sums = eval ? w.SumOverRanks({totals.loss_sum, totals.correct, totals.seen, test_loss, test_correct})
+                   : w.SumOverRanks({totals.loss_sum, totals.correct, totals.seen});
   if (!sums.ok()) return sums.status();
   const auto& v = *sums;
+  char test[96] = "";
+  if (eval) {
+    std::snprintf(test, sizeof test, " | test loss %.4f acc %.4f", v[3] / static_cast<double>(w.test.size()),
+                  v[4] / static_cast<double>(w.test.size()));
+  }
   char line[256];
-  std::snprintf(line, sizeof line,
-                "epoch %lld done: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1f s",
+  std::snprintf(line, sizeof line, "epoch %lld done: train loss %.4f acc %.4f%s | %.1f s",
                 static_cast<long long>(w.position.epoch), v[0] / std::max(1.0, v[2]),
-                v[1] / std::max(1.0, v[2]), v[3] / static_cast<double>(w.test.size()),
-                v[4] / static_cast<double>(w.test.size()), Now() - epoch_start);
+                v[1] / std::max(1.0, v[2]), test, Now() - epoch_start);
   w.Log(line);
   ++w.position.epoch;
   w.position.epoch_consumed = 0;
@@ -339,7 +350,7 @@ Result<int> Run(const TrainFlags& flags) {
     if (w.preempted != PreemptOutcome::kNone) break;
     stop = *stopped;
     if (!stop || w.position.epoch_consumed >= w.train.size()) {
-      CTRUN_RETURN_IF_ERROR(FinishEpoch(w, totals, epoch_start));
+      CTRUN_RETURN_IF_ERROR(FinishEpoch(w, totals, epoch_start, stop || w.position.epoch + 1 >= flags.epochs));
     }
     CTRUN_RETURN_IF_ERROR(Save(w));
     if (!stop && w.position.epoch < flags.epochs) {  // the boundary after the epoch's last step: just saved

@@ -52,6 +52,8 @@ Run under a launcher, e.g.  ctrun --nproc-per-node 4 --no-python build/trainer/a
   --log-every N           steps between progress lines; 0 = none (default 100)
   --train-limit N         use the first N training samples (default all)
   --test-limit N          use the first N test samples (default all)
+  --eval-every N          evaluate on the test set after every Nth epoch and
+                          after the last (default 1)
   --max-steps N           stop after N steps in total (default no limit)
   --bucket-cap-mb X       DDP bucket size (default 25)
   --grad-compression C    none, fp16, bf16 or topk:D (default none); topk:D sends
@@ -116,6 +118,7 @@ Result<TrainFlags> ParseTrainFlags(const std::vector<std::string>& args) {
       {"--log-every", IntFlag(&flags.log_every, 0)},
       {"--train-limit", IntFlag(&flags.train_limit, 0)},
       {"--test-limit", IntFlag(&flags.test_limit, 0)},
+      {"--eval-every", IntFlag(&flags.eval_every, 1)},
       {"--max-steps", IntFlag(&flags.max_steps, 0)},
       {"--bucket-cap-mb", RealFlag(&flags.bucket_cap_mb, true)},
       {"--grad-compression", TextFlag(&flags.grad_compression)},

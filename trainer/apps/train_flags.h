@@ -24,6 +24,7 @@ struct TrainFlags {
   int64_t log_every = 100;          // steps; 0 = no progress lines
   int64_t train_limit = 0;          // first N training samples; 0 = all
   int64_t test_limit = 0;           // first N test samples; 0 = all
+  int64_t eval_every = 1;           // epochs between test-set evaluations (and after the last)
   int64_t max_steps = 0;            // stop after this many steps; 0 = no limit
   double bucket_cap_mb = 25;
   std::string grad_compression = "none";  // none, fp16, bf16 or topk:D

@@ -15,7 +15,7 @@ namespace {
 using namespace agent_testing;
 using std::chrono::seconds;
 
-std::string EnvValue(const WorkerSpec& spec, const std::string& key) {
+std::string WatcherEnvValue(const WorkerSpec& spec, const std::string& key) {
   for (const std::string& kv : spec.env) {
     if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
   }
@@ -35,7 +35,7 @@ TEST_CASE_METHOD(AgentFixture, "agent: each group's heartbeat files are watched 
   REQUIRE(fake_liveness.heartbeat_files.size() == 2);
   CHECK(fake_liveness.step_files == fake_liveness.heartbeat_files);
   for (int lr = 0; lr < 2; ++lr) {
-    CHECK(fake_liveness.heartbeat_files[lr] == EnvValue(workers.last_specs[lr], "CTRUN_HEARTBEAT_FILE"));
+    CHECK(fake_liveness.heartbeat_files[lr] == WatcherEnvValue(workers.last_specs[lr], "CTRUN_HEARTBEAT_FILE"));
   }
   workers.Exit(0, 0);  // an exited worker is no longer watched
   CHECK(fake_liveness.forgotten == std::vector<int>{0});

@@ -12,7 +12,7 @@
 namespace ctrun::launcher {
 namespace {
 
-std::string EnvValue(const WorkerSpec& spec, const std::string& key) {
+std::string SpecEnvValue(const WorkerSpec& spec, const std::string& key) {
   for (const std::string& kv : spec.env) {
     if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
   }
@@ -67,15 +67,15 @@ TEST_CASE_METHOD(SpecsFixture, "worker specs: one per local rank, with its ranks
     const WorkerSpec& s = specs[lr];
     CHECK(s.local_rank == lr);
     CHECK(s.argv == std::vector<std::string>{"/bin/echo", "hi"});
-    CHECK(EnvValue(s, "RANK") == std::to_string(2 + lr));
-    CHECK(EnvValue(s, "GROUP_RANK") == "1");
-    CHECK(EnvValue(s, "MASTER_ADDR") == "10.0.0.1");
-    CHECK(EnvValue(s, "MASTER_PORT") == "29400");
-    CHECK(EnvValue(s, "TORCHELASTIC_RESTART_COUNT") == "2");
-    CHECK(EnvValue(s, "TORCHELASTIC_ERROR_FILE") == log_dir->ErrorFile(2, lr));
-    CHECK(EnvValue(s, "CTRUN_EXCLUDE_NODE_FILE") == ExcludeNodeFile(*log_dir));
-    CHECK(EnvValue(s, "PATH") == "/usr/bin");
-    CHECK(EnvValue(s, "CTRUN_HEARTBEAT_FILE") == "<unset>");  // --heartbeat-timeout is off
+    CHECK(SpecEnvValue(s, "RANK") == std::to_string(2 + lr));
+    CHECK(SpecEnvValue(s, "GROUP_RANK") == "1");
+    CHECK(SpecEnvValue(s, "MASTER_ADDR") == "10.0.0.1");
+    CHECK(SpecEnvValue(s, "MASTER_PORT") == "29400");
+    CHECK(SpecEnvValue(s, "TORCHELASTIC_RESTART_COUNT") == "2");
+    CHECK(SpecEnvValue(s, "TORCHELASTIC_ERROR_FILE") == log_dir->ErrorFile(2, lr));
+    CHECK(SpecEnvValue(s, "CTRUN_EXCLUDE_NODE_FILE") == ExcludeNodeFile(*log_dir));
+    CHECK(SpecEnvValue(s, "PATH") == "/usr/bin");
+    CHECK(SpecEnvValue(s, "CTRUN_HEARTBEAT_FILE") == "<unset>");  // --heartbeat-timeout is off
     CHECK(s.out.mode == StdioTarget::Mode::kInherit);
     CHECK(s.err.mode == StdioTarget::Mode::kInherit);
     CHECK(s.binding.cpus.empty());
@@ -90,7 +90,7 @@ TEST_CASE_METHOD(SpecsFixture, "worker specs: heartbeat file, bindings and no st
   bindings = {WorkerBinding{{0, 1}, {0}, "CPUs 0-1"}};  // local rank 1 is not bound
   const std::vector<WorkerSpec> specs = Specs();
   REQUIRE(specs.size() == 2);
-  CHECK(EnvValue(specs[1], "CTRUN_HEARTBEAT_FILE") == HeartbeatFile(*log_dir, 2, 1));
+  CHECK(SpecEnvValue(specs[1], "CTRUN_HEARTBEAT_FILE") == HeartbeatFile(*log_dir, 2, 1));
   CHECK(HeartbeatFile(*log_dir, 2, 1) == log_dir->RankDir(2, 1) + "/heartbeat");
   CHECK(specs[0].binding.cpus == std::vector<int>{0, 1});
   CHECK(specs[1].binding.cpus.empty());

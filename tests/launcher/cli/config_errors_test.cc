@@ -13,7 +13,7 @@ namespace {
 
 using Args = std::vector<std::string>;
 
-std::string Bad(const Args& args, const Environment& env = {}) {
+std::string BadInputMessage(const Args& args, const Environment& env = {}) {
   auto r = ParseCommandLine(args, env);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().IsInvalidArgument());
@@ -30,7 +30,7 @@ struct BadCase {
 void CheckBad(const std::vector<BadCase>& cases) {
   for (const BadCase& c : cases) {
     INFO("args: " << fmt::format("{}", fmt::join(c.args, " ")));
-    std::string msg = Bad(c.args, c.env);
+    std::string msg = BadInputMessage(c.args, c.env);
     CHECK_THAT(msg, Catch::Contains(c.message));
     CHECK(msg.find('\n') == std::string::npos);
   }
@@ -194,13 +194,13 @@ TEST_CASE("an error line quotes at most ~200 bytes of what the user gave", "[con
   const std::string huge(100000, 'x');
   for (std::string flag : {"--rdzv-id", "--nnodes", "--rdzv-endpoint", "--local-addr", "--rdzv-conf"}) {
     INFO(flag);
-    const std::string msg = Bad({flag, huge, "t.py"}, {});
+    const std::string msg = BadInputMessage({flag, huge, "t.py"}, {});
     CHECK_THAT(msg, Catch::Contains(flag + " 'xxx"));
     CHECK_THAT(msg, Catch::Contains("(100000 bytes)'"));
     CHECK(msg.size() < 600);
   }
-  CHECK(Bad({"--" + huge, "t.py"}, {}).size() < 600);
-  CHECK(Bad({"t.py"}, {{"PET_RDZV_ID", huge}}).size() < 600);
+  CHECK(BadInputMessage({"--" + huge, "t.py"}, {}).size() < 600);
+  CHECK(BadInputMessage({"t.py"}, {{"PET_RDZV_ID", huge}}).size() < 600);
 }
 
 }  // namespace

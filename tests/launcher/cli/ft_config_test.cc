@@ -21,7 +21,7 @@ Args Ft(Args more) {
   return args;
 }
 
-LaunchConfig Good(const Args& args, const Environment& env = {}) {
+LaunchConfig FtGood(const Args& args, const Environment& env = {}) {
   auto r = ParseCommandLine(args, env);
   INFO(r.status().ToString());
   REQUIRE(r.ok());
@@ -29,7 +29,7 @@ LaunchConfig Good(const Args& args, const Environment& env = {}) {
   return r->config;
 }
 
-std::string Bad(const Args& args, const Environment& env = {}) {
+std::string FtBad(const Args& args, const Environment& env = {}) {
   auto r = ParseCommandLine(args, env);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().IsInvalidArgument());
@@ -38,7 +38,7 @@ std::string Bad(const Args& args, const Environment& env = {}) {
 }
 
 TEST_CASE("a one-node replica group rendezvous locally, whatever its node rank", "[config][ft]") {
-  LaunchConfig c = Good(Ft({"--node-rank", "3"}));
+  LaunchConfig c = FtGood(Ft({"--node-rank", "3"}));
   CHECK(c.ft->group_size == 1);
   CHECK(c.min_nodes == 1);
   CHECK(c.max_nodes == 1);
@@ -47,7 +47,7 @@ TEST_CASE("a one-node replica group rendezvous locally, whatever its node rank",
 }
 
 TEST_CASE("--ft-group-size: node rank R is in group R / size, whose nodes rendezvous at the endpoint", "[config][ft]") {
-  LaunchConfig c = Good(Ft({"--ft-group-size", "2", "--node-rank", "5"}));
+  LaunchConfig c = FtGood(Ft({"--ft-group-size", "2", "--node-rank", "5"}));
   CHECK(c.ft->group_size == 2);
   CHECK(c.ft->group_index == 2);
   CHECK(c.ft->group_id() == "group-2");
@@ -59,9 +59,9 @@ TEST_CASE("--ft-group-size: node rank R is in group R / size, whose nodes rendez
   CHECK_FALSE(c.local_rendezvous());
   CHECK(c.rdzv_conf.is_host == std::optional<bool>(false));  // ctrund serves the groups' rendezvous
   // --nnodes may say the group's size; the variables Kubeflow sets work too.
-  c = Good(Ft({"--ft-group-size", "2", "--nnodes", "2", "--node-rank", "1"}));
+  c = FtGood(Ft({"--ft-group-size", "2", "--nnodes", "2", "--node-rank", "1"}));
   CHECK(c.ft->group_index == 0);
-  c = Good(Ft({}), {{"PET_FT_GROUP_SIZE", "3"}, {"PET_NODE_RANK", "4"}});
+  c = FtGood(Ft({}), {{"PET_FT_GROUP_SIZE", "3"}, {"PET_NODE_RANK", "4"}});
   CHECK(c.ft->group_size == 3);
   CHECK(c.ft->group_index == 1);
   CHECK(c.max_nodes == 3);
@@ -70,15 +70,15 @@ TEST_CASE("--ft-group-size: node rank R is in group R / size, whose nodes rendez
 TEST_CASE("--ft-group-size: bad values and combinations are refused with one line", "[config][ft]") {
   for (const char* v : {"0", "65", "x", "-1", "1.5"}) {
     INFO(v);
-    CHECK_THAT(Bad(Ft({"--ft-group-size", v, "--node-rank", "0"})),
+    CHECK_THAT(FtBad(Ft({"--ft-group-size", v, "--node-rank", "0"})),
                Catch::Contains("must be a node count from 1 to 64"));
   }
-  CHECK_THAT(Bad({"--ft-group-size", "2", "t.py"}), Catch::Contains("replica groups are for --ft-replicas"));
-  CHECK_THAT(Bad(Ft({"--ft-group-size", "2"})), Catch::Contains("--ft-group-size 2 needs this node's --node-rank"));
-  CHECK_THAT(Bad(Ft({"--ft-group-size", "2", "--nnodes", "4", "--node-rank", "1"})),
+  CHECK_THAT(FtBad({"--ft-group-size", "2", "t.py"}), Catch::Contains("replica groups are for --ft-replicas"));
+  CHECK_THAT(FtBad(Ft({"--ft-group-size", "2"})), Catch::Contains("--ft-group-size 2 needs this node's --node-rank"));
+  CHECK_THAT(FtBad(Ft({"--ft-group-size", "2", "--nnodes", "4", "--node-rank", "1"})),
              Catch::Contains("give --nnodes 2 or drop it"));
-  CHECK_THAT(Bad(Ft({"--nnodes", "2"})), Catch::Contains("give --nnodes 1 or drop it"));
-  CHECK_THAT(Bad(Ft({"--ft-group-size", "2", "--node-rank", "0", "--rdzv-conf", "is_host=1"})),
+  CHECK_THAT(FtBad(Ft({"--nnodes", "2"})), Catch::Contains("give --nnodes 1 or drop it"));
+  CHECK_THAT(FtBad(Ft({"--ft-group-size", "2", "--node-rank", "0", "--rdzv-conf", "is_host=1"})),
              Catch::Contains("served by ctrund at --rdzv-endpoint, not by an agent; drop is_host=1"));
 }
 

@@ -86,19 +86,19 @@ const std::map<std::string_view, Sample>& Samples() {
 // Rows torchrun itself gives no PET_* form (ctrun adds PET_NUMA_BINDING).
 const std::set<std::string_view> kNoEnv = {"--logs-specs", "--version", "--help"};
 
-std::string Streams(const StreamSelection& s) {
+std::string PetStreams(const StreamSelection& s) {
   std::string out = std::to_string(s.all);
   for (const auto& [rank, v] : s.per_rank) out += fmt::format(" {}:{}", rank, v);
   return out;
 }
 
 template <typename T>
-std::string Opt(const std::optional<T>& v) {
+std::string PetOpt(const std::optional<T>& v) {
   return v ? fmt::format("{}", *v) : "unset";
 }
 
 // Every LaunchConfig field a flag can set, one per line.
-std::string Dump(const LaunchConfig& c) {
+std::string PetDump(const LaunchConfig& c) {
   const RdzvConf& r = c.rdzv_conf;
   std::string given, signals, filter = "unset";
   for (const auto& [k, v] : r.given) given += k + "=" + v + ";";
@@ -115,27 +115,27 @@ std::string Dump(const LaunchConfig& c) {
       static_cast<int>(c.rdzv_backend), c.rdzv_endpoint, c.rdzv_host, c.rdzv_port,
       c.standalone ? "<random>" : c.rdzv_id, r.join_timeout.count(), r.last_call_timeout.count(),
       r.close_timeout.count(), r.heartbeat_timeout.count(), r.keep_alive_interval.count(),
-      r.keep_alive_max_attempt, r.read_timeout.count(), r.timeout.count(), Opt(r.is_host), r.store_type,
-      r.use_libuv, Opt(r.token_file), given);
+      r.keep_alive_max_attempt, r.read_timeout.count(), r.timeout.count(), PetOpt(r.is_host), r.store_type,
+      r.use_libuv, PetOpt(r.token_file), given);
   out += fmt::format(
       "standalone={} node_rank={}/{} master={}:{}/{} local_addr={} restarts={} monitor={} start={} signals={} "
       "grace={} barrier={} root_cause={} heartbeat={}/{}\n",
       c.standalone, c.node_rank, c.node_rank_given, c.master_addr, c.master_port, c.master_port_given,
-      Opt(c.local_addr), c.max_restarts, c.monitor_interval.count(), c.start_method, signals,
+      PetOpt(c.local_addr), c.max_restarts, c.monitor_interval.count(), c.start_method, signals,
       c.shutdown_grace.count(), c.exit_barrier_timeout.count(), c.exit_code_from_root_cause,
       c.heartbeat_timeout.count(), c.heartbeat_initial_timeout ? c.heartbeat_initial_timeout->count() : -1.0);
   out += fmt::format(
       "role={} module={} no_python={} run_path={} script={} log_dir={} redirects={} tee={} filter={} "
       "logs_specs={} numa={} events={} prefix={} no_agent_store={} events_file={} dedup_logs={} share_logs={}\n",
-      c.role, c.module, c.no_python, c.run_path, c.script, Opt(c.log_dir), Streams(c.redirects), Streams(c.tee),
-      filter, Opt(c.logs_specs), Opt(c.numa_binding), Opt(c.event_log_handler), c.log_line_prefix_template,
-      c.no_agent_store, Opt(c.events_file), c.dedup_logs, c.share_logs);
+      c.role, c.module, c.no_python, c.run_path, c.script, PetOpt(c.log_dir), PetStreams(c.redirects),
+      PetStreams(c.tee), filter, PetOpt(c.logs_specs), PetOpt(c.numa_binding), PetOpt(c.event_log_handler),
+      c.log_line_prefix_template, c.no_agent_store, PetOpt(c.events_file), c.dedup_logs, c.share_logs);
   out += fmt::format("backoff={} healthy={} fail_fast={} kill_timeout={} hang_stacks={}\n",
                      c.restart_backoff.count(), c.min_healthy_uptime.count(), c.fail_fast_on_startup,
                      c.kill_timeout.count(), c.hang_stacks_timeout.count());
   out += fmt::format("preempt_grace={} preempt_signal={}\n", c.preempt_grace ? c.preempt_grace->count() : -1.0,
                      c.preempt_signal);
-  out += fmt::format("health_check={} timeout={} interval={} max_unhealthy={}\n", Opt(c.health_check),
+  out += fmt::format("health_check={} timeout={} interval={} max_unhealthy={}\n", PetOpt(c.health_check),
                      c.health_check_timeout.count(), c.health_check_interval.count(),
                      c.max_unhealthy_nodes ? *c.max_unhealthy_nodes : -1);
   out += fmt::format("straggler_factor={} straggler_intervals={}\n", c.straggler_factor, c.straggler_intervals);
@@ -157,7 +157,7 @@ std::string ParseDump(std::vector<std::string> args, const Environment& env) {
   auto r = ParseCommandLine(args, env);
   INFO(fmt::format("{} with {} PET_* variables", fmt::join(args, " "), env.size()));
   REQUIRE(r.ok());
-  return Dump(r->config);
+  return PetDump(r->config);
 }
 
 std::vector<std::string> FlagForm(const FlagSpec& flag, const Sample& s) {

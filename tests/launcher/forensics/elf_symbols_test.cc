@@ -14,7 +14,7 @@
 namespace ctrun::launcher {
 namespace {
 
-const char* const kPython = "/usr/bin/python3.11";
+const char* const kElfPython = "/usr/bin/python3.11";
 
 std::string TempFile(const std::string& bytes) {
   char path[] = "/tmp/ctrun_elf_XXXXXX";
@@ -26,7 +26,7 @@ std::string TempFile(const std::string& bytes) {
 }
 
 TEST_CASE("python3.11 defines _PyRuntime and Py_Version; a name it lacks is absent") {
-  Result<ElfSymbols> elf = ReadElfSymbols(kPython, {"_PyRuntime", "Py_Version", "no_such_symbol_anywhere"});
+  Result<ElfSymbols> elf = ReadElfSymbols(kElfPython, {"_PyRuntime", "Py_Version", "no_such_symbol_anywhere"});
   REQUIRE(elf.ok());
   CHECK_FALSE(elf->relocatable);  // Debian builds it at fixed addresses (ET_EXEC)
   CHECK(elf->values.count("_PyRuntime") == 1);
@@ -41,7 +41,7 @@ TEST_CASE("a missing file, a file that is not ELF and a cut-off ELF file are err
   CHECK(ReadElfSymbols(text, {"_PyRuntime"}).status().code() == Status::Code::kInvalidArgument);
   ::unlink(text.c_str());
 
-  std::ifstream in(kPython, std::ios::binary);
+  std::ifstream in(kElfPython, std::ios::binary);
   std::string head(4096, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   const std::string cut = TempFile(head);  // the headers point past the end

@@ -20,40 +20,40 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-const WallTime kStart = WallTime() + std::chrono::hours(1000);
+const WallTime kStepTimesStart = WallTime() + std::chrono::hours(1000);
 
 TEST_CASE("step times: the first touch starts the count, each next one is a step") {
-  StepTimes t(2, kStart);
-  t.Touch(0, kStart + seconds(5));
+  StepTimes t(2, kStepTimesStart);
+  t.Touch(0, kStepTimesStart + seconds(5));
   CHECK(t.Take().empty());
-  t.Touch(0, kStart + seconds(6));
-  t.Touch(0, kStart + seconds(8));
-  t.Touch(0, kStart + seconds(9));
+  t.Touch(0, kStepTimesStart + seconds(6));
+  t.Touch(0, kStepTimesStart + seconds(8));
+  t.Touch(0, kStepTimesStart + seconds(9));
   // Intervals 1, 2, 1: median 1; three steps.
   CHECK(t.Take() == std::vector<StepSample>{{0, seconds(1), 3}});
   CHECK(t.Take().empty());  // nothing new
-  t.Touch(0, kStart + seconds(11));
-  t.Touch(0, kStart + seconds(15));
+  t.Touch(0, kStepTimesStart + seconds(11));
+  t.Touch(0, kStepTimesStart + seconds(15));
   // Even count: the mean of the middle two (2 and 4).
   CHECK(t.Take() == std::vector<StepSample>{{0, seconds(3), 5}});
 }
 
 TEST_CASE("step times: leftovers, repeats and unknown ranks are ignored") {
-  StepTimes t(2, kStart);
-  t.Touch(1, kStart - seconds(1));  // before the start
-  t.Touch(1, kStart + seconds(1));
-  t.Touch(1, kStart + seconds(1));  // the same touch seen twice
-  t.Touch(1, kStart);               // older than the last
-  t.Touch(1, kStart + milliseconds(1500));
-  t.Touch(2, kStart + seconds(3));
-  t.Touch(-1, kStart + seconds(3));
+  StepTimes t(2, kStepTimesStart);
+  t.Touch(1, kStepTimesStart - seconds(1));  // before the start
+  t.Touch(1, kStepTimesStart + seconds(1));
+  t.Touch(1, kStepTimesStart + seconds(1));  // the same touch seen twice
+  t.Touch(1, kStepTimesStart);               // older than the last
+  t.Touch(1, kStepTimesStart + milliseconds(1500));
+  t.Touch(2, kStepTimesStart + seconds(3));
+  t.Touch(-1, kStepTimesStart + seconds(3));
   CHECK(t.Take() == std::vector<StepSample>{{1, milliseconds(500), 1}});
 }
 
 TEST_CASE("step times: only ranks with a new step are reported") {
-  StepTimes t(3, kStart);
-  for (int r = 0; r < 3; ++r) t.Touch(r, kStart + seconds(1));
-  t.Touch(2, kStart + seconds(3));
+  StepTimes t(3, kStepTimesStart);
+  for (int r = 0; r < 3; ++r) t.Touch(r, kStepTimesStart + seconds(1));
+  t.Touch(2, kStepTimesStart + seconds(3));
   CHECK(t.Take() == std::vector<StepSample>{{2, seconds(2), 1}});
 }
 

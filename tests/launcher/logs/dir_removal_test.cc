@@ -17,12 +17,12 @@ namespace {
 namespace fs = std::filesystem;
 
 // A fresh directory under the system temp dir, removed at scope exit.
-struct ScratchDir {
-  ScratchDir() {
+struct RemovalScratchDir {
+  RemovalScratchDir() {
     std::string pattern = (fs::temp_directory_path() / "dir_removal_test_XXXXXX").string();
     path = ::mkdtemp(pattern.data());
   }
-  ~ScratchDir() {
+  ~RemovalScratchDir() {
     std::error_code ec;
     fs::remove_all(path, ec);
   }
@@ -94,7 +94,7 @@ TEST_CASE("Remove takes every name at once and closes every descriptor by Wait")
 }
 
 TEST_CASE("Remove stops at a directory it cannot remove and says so") {
-  ScratchDir scratch;
+  RemovalScratchDir scratch;
   const size_t before = OpenDescriptors();
   std::vector<std::string> dirs = MakeTree(scratch.path);
   fs::create_directories(fs::path(dirs[2]) / "nested");  // not in the list: not followed
@@ -111,7 +111,7 @@ TEST_CASE("Remove stops at a directory it cannot remove and says so") {
 }
 
 TEST_CASE("Remove of a directory that is not there returns false and leaves the rest") {
-  ScratchDir scratch;
+  RemovalScratchDir scratch;
   std::vector<std::string> dirs = MakeTree(scratch.path);
   fs::remove(dirs[0]);
   DirRemoval removal;
@@ -121,7 +121,7 @@ TEST_CASE("Remove of a directory that is not there returns false and leaves the 
 }
 
 TEST_CASE("Remove does not follow a symbolic link in place of a directory") {
-  ScratchDir scratch;
+  RemovalScratchDir scratch;
   std::vector<std::string> dirs = MakeTree(scratch.path);
   fs::create_directory(scratch.path / "elsewhere");
   std::ofstream(scratch.path / "elsewhere" / "keep");

@@ -11,12 +11,14 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "tests/source_path.h"
+
 namespace ctrun::launcher {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kDataDir = fs::path(CTRUN_LOGS_TEST_DATA);
+const fs::path kDataDir = ctrun::testing::FromExeDir(CTRUN_LOGS_TEST_DATA);
 
 // A fresh directory under the system temp dir, removed with its contents.
 class TempDir {

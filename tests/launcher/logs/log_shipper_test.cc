@@ -65,7 +65,7 @@ rdzv::LogSinkFactory Factory(const std::shared_ptr<Received>& r) {
   };
 }
 
-LogChunk Chunk(int rank, const std::string& text, size_t lines) {
+LogChunk ShipperChunk(int rank, const std::string& text, size_t lines) {
   LogChunk c;
   c.rank = rank;
   c.text = text;
@@ -76,14 +76,14 @@ LogChunk Chunk(int rank, const std::string& text, size_t lines) {
 TEST_CASE("log shipper: lines reach the sink in order, Stop sends the rest and ends the stream") {
   auto r = std::make_shared<Received>();
   LogShipper shipper(Factory(r));
-  shipper.Add(Chunk(0, "a\nb\n", 2));
+  shipper.Add(ShipperChunk(0, "a\nb\n", 2));
   {
     std::unique_lock<std::mutex> lock(r->mu);
     REQUIRE(r->cv.wait_for(lock, std::chrono::seconds(10), [&] { return r->lines.size() == 2; }));
   }
-  shipper.Add(Chunk(1, "c\n", 1));
+  shipper.Add(ShipperChunk(1, "c\n", 1));
   shipper.Stop(std::chrono::seconds(5));
-  shipper.Add(Chunk(1, "late\n", 1));  // ignored after Stop
+  shipper.Add(ShipperChunk(1, "late\n", 1));  // ignored after Stop
   std::lock_guard<std::mutex> lock(r->mu);
   CHECK(r->lines == std::vector<std::string>{"a", "b", "c"});
   CHECK(r->sinks == 1);
@@ -95,7 +95,7 @@ TEST_CASE("log shipper: a full queue drops the oldest and the next batch says ho
   auto r = std::make_shared<Received>();
   // Lines queued before the first batch is due (50 ms): the queue holds 2.
   LogShipper shipper(Factory(r), LogQueueLimits{2, 1 << 20});
-  for (int i = 0; i < 5; ++i) shipper.Add(Chunk(0, std::to_string(i) + "\n", 1));
+  for (int i = 0; i < 5; ++i) shipper.Add(ShipperChunk(0, std::to_string(i) + "\n", 1));
   shipper.Stop(std::chrono::seconds(5));
   std::lock_guard<std::mutex> lock(r->mu);
   CHECK(r->lines.size() + r->dropped == 5);
@@ -108,7 +108,7 @@ TEST_CASE("log shipper: a sink that never returns is cancelled at Stop's budget"
   auto r = std::make_shared<Received>();
   r->block = true;
   LogShipper shipper(Factory(r));
-  shipper.Add(Chunk(0, "x\n", 1));
+  shipper.Add(ShipperChunk(0, "x\n", 1));
   {
     // The batch is in Send (the sink was made) before Stop begins.
     std::unique_lock<std::mutex> lock(r->mu);

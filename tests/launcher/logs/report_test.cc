@@ -5,12 +5,14 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/source_path.h"
+
 namespace ctrun::launcher {
 namespace {
 
-const std::filesystem::path kDataDir = std::filesystem::path(CTRUN_LOGS_TEST_DATA);
+const std::filesystem::path kReportDataDir = ctrun::testing::FromExeDir(CTRUN_LOGS_TEST_DATA);
 
-std::vector<std::string> Lines(const std::string& text) {
+std::vector<std::string> ReportLines(const std::string& text) {
   std::vector<std::string> lines;
   size_t start = 0;
   while (true) {
@@ -22,8 +24,8 @@ std::vector<std::string> Lines(const std::string& text) {
 }
 
 void CheckSameLines(const std::string& actual, const std::string& expected) {
-  std::vector<std::string> a = Lines(actual);
-  std::vector<std::string> e = Lines(expected);
+  std::vector<std::string> a = ReportLines(actual);
+  std::vector<std::string> e = ReportLines(expected);
   for (size_t i = 0; i < std::min(a.size(), e.size()); ++i) {
     INFO("line " << i);
     CHECK(a[i] == e[i]);
@@ -166,7 +168,7 @@ TEST_CASE("Report for one signal failure without an error file") {
 
 TEST_CASE("Report for two failures whose root cause has a multi-line traceback") {
   const std::string fixture = "tests/launcher/logs/data/record_error.json";
-  Result<ErrorFileData> error = ReadErrorFile((kDataDir / "record_error.json").string());
+  Result<ErrorFileData> error = ReadErrorFile((kReportDataDir / "record_error.json").string());
   REQUIRE(error.ok());
   WorkerFailure killed = Failure(0, 4, -15, 4321, 1795315925);
   killed.error_file = "/nonexistent/error.json";
@@ -256,7 +258,7 @@ TEST_CASE("A bound worker's entry names its binding after its exit code") {
   WorkerFailure unbound = Failure(1, 5, 1, 11, 1714564801);
   std::vector<WorkerFailure> failures = {bound, unbound};
   const std::vector<std::string> lines =
-      Lines(FormatFailureReport("x", "h", failures, 0, ReportTimeZone::kUtc));
+      ReportLines(FormatFailureReport("x", "h", failures, 0, ReportTimeZone::kUtc));
   CHECK(std::count(lines.begin(), lines.end(), "  binding   : " + bound.binding) == 1);
   const auto exit_line = std::find(lines.begin(), lines.end(), "  exitcode  : 1 (pid: 10)");
   REQUIRE(exit_line != lines.end());
@@ -270,18 +272,18 @@ TEST_CASE("The report is as wide as its widest line, up to 60") {
   std::vector<WorkerFailure> failures = {Failure(0, 0, -9, 1, 0)};
   // "  traceback : Signal 9 (SIGKILL) received by PID 1" is the widest line.
   std::vector<std::string> lines =
-      Lines(FormatFailureReport("x", "h", failures, 0, ReportTimeZone::kUtc));
+      ReportLines(FormatFailureReport("x", "h", failures, 0, ReportTimeZone::kUtc));
   CHECK(lines[1] == std::string(50, '='));
   CHECK(lines[3] == std::string(50, '-'));
   // Width counts characters, not UTF-8 bytes: "<45 x é> FAILED" is 52 wide.
   std::vector<std::string> wide =
-      Lines(FormatFailureReport(Repeat("\xc3\xa9", 45), "h", failures, 0, ReportTimeZone::kUtc));
+      ReportLines(FormatFailureReport(Repeat("\xc3\xa9", 45), "h", failures, 0, ReportTimeZone::kUtc));
   CHECK(wide[1].size() == 52);
   // A longer title widens the report, up to 60 columns.
-  CHECK(Lines(FormatFailureReport(std::string(52, 'n'), "h", failures, 0,
-                                  ReportTimeZone::kUtc))[1] == std::string(59, '='));
-  CHECK(Lines(FormatFailureReport(std::string(80, 'n'), "h", failures, 0,
-                                  ReportTimeZone::kUtc))[1] == std::string(60, '='));
+  CHECK(ReportLines(FormatFailureReport(std::string(52, 'n'), "h", failures, 0,
+                                        ReportTimeZone::kUtc))[1] == std::string(59, '='));
+  CHECK(ReportLines(FormatFailureReport(std::string(80, 'n'), "h", failures, 0,
+                                        ReportTimeZone::kUtc))[1] == std::string(60, '='));
 }
 
 TEST_CASE("Other failures keep list order around the root cause") {

@@ -6,13 +6,15 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/source_path.h"
+
 namespace ctrun::launcher {
 namespace {
 
-const std::string kData = CTRUN_NUMA_TEST_DATA;
+const std::string kPlacementData = ctrun::testing::FromExeDir(CTRUN_NUMA_TEST_DATA).string();
 
 Topology Xml(const std::string& name) {
-  Result<Topology> t = ReadXmlTopology(kData + "/" + name);
+  Result<Topology> t = ReadXmlTopology(kPlacementData + "/" + name);
   REQUIRE(t.ok());
   return std::move(*t);
 }

@@ -7,10 +7,12 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/source_path.h"
+
 namespace ctrun::launcher {
 namespace {
 
-const std::string kData = CTRUN_NUMA_TEST_DATA;
+const std::string kData = ctrun::testing::FromExeDir(CTRUN_NUMA_TEST_DATA).string();
 
 const Cpu& CpuOf(const Topology& t, int id) {
   auto it = std::find_if(t.cpus.begin(), t.cpus.end(), [&](const Cpu& c) { return c.id == id; });

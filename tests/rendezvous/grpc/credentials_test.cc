@@ -20,11 +20,14 @@
 #include "client_inbox.h"
 #include "rendezvous/grpc/client.h"
 #include "rendezvous/grpc/server.h"
+#include "tests/source_path.h"
 
 namespace ctrun::rdzv {
 namespace {
 
-std::string Fixture(const std::string& name) { return std::string(CTRUN_TLS_DATA_DIR) + "/" + name; }
+std::string Fixture(const std::string& name) {
+  return (ctrun::testing::FromExeDir(CTRUN_TLS_DATA_DIR) / name).string();
+}
 
 TlsFiles Files(const std::string& cert, const std::string& key, const std::string& ca) {
   TlsFiles f;

@@ -12,7 +12,7 @@ namespace {
 
 using std::chrono::seconds;
 
-using test::Params;
+using test::FtTestParams;
 using test::t0;
 
 // Node `part`'s call for group `group` (address "<group><part>").
@@ -33,13 +33,13 @@ std::vector<uint64_t> Answered(const FtOutput& out) {
 TEST_CASE("FtRuns parts: two parts join into one call; the answer fans out; a partly held group waits") {
   FtRuns runs;
   FtOutput out;
-  REQUIRE(runs.Sync("r", Params(2, 2), Call("b", 0), 0, 1, 1, t0, out).ok());
-  REQUIRE(runs.Sync("r", Params(2, 2), Call("a", 1), 1, 2, 11, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("b", 0), 0, 1, 1, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("a", 1), 1, 2, 11, t0, out).ok());
   CHECK(out.answers.empty());
   std::optional<FtRunView> view = runs.View("r");
   REQUIRE(view.has_value());
   CHECK(view->waiting == std::vector<std::string>{"a", "b"});  // a: part 1 of 2 held
-  REQUIRE(runs.Sync("r", Params(2, 2), Call("a", 0), 0, 2, 10, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("a", 0), 0, 2, 10, t0, out).ok());
   CHECK(Answered(out) == std::vector<uint64_t>{10, 11, 1});  // by group, then part
   const SyncAnswer& a = out.answers[0].second;
   CHECK(out.answers[1].second == a);
@@ -55,17 +55,17 @@ TEST_CASE("FtRuns parts: two parts join into one call; the answer fans out; a pa
 TEST_CASE("FtRuns parts: three parts vote as one; one part without a ballot votes no") {
   FtRuns runs;
   FtOutput out;
-  REQUIRE(runs.Sync("r", Params(2, 2), Call("b", 0), 0, 1, 1, t0, out).ok());
-  for (int p = 0; p < 3; ++p) REQUIRE(runs.Sync("r", Params(2, 2), Call("a", p), p, 3, 10 + p, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("b", 0), 0, 1, 1, t0, out).ok());
+  for (int p = 0; p < 3; ++p) REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("a", p), p, 3, 10 + p, t0, out).ok());
   REQUIRE(out.answers.size() == 4);
   CHECK(out.answers[1].second.quorum.members[0].address == "a0;a1;a2");
   out = {};
   // Step 0 of quorum 1: a's part 2 lost its ballot (it healed): a says no.
-  REQUIRE(runs.Sync("r", Params(2, 2), Call("b", 0, 0, Yes(1)), 0, 1, 2, t0, out).ok());
-  REQUIRE(runs.Sync("r", Params(2, 2), Call("a", 0, 0, Yes(1)), 0, 3, 20, t0, out).ok());
-  REQUIRE(runs.Sync("r", Params(2, 2), Call("a", 1, 0, Yes(1)), 1, 3, 21, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("b", 0, 0, Yes(1)), 0, 1, 2, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("a", 0, 0, Yes(1)), 0, 3, 20, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("a", 1, 0, Yes(1)), 1, 3, 21, t0, out).ok());
   CHECK(out.answers.empty());
-  REQUIRE(runs.Sync("r", Params(2, 2), Call("a", 2, 0), 2, 3, 22, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("a", 2, 0), 2, 3, 22, t0, out).ok());
   CHECK(Answered(out) == std::vector<uint64_t>{20, 21, 22, 2});
   for (const auto& [id, answer] : out.answers) {
     CHECK(answer.commit == std::optional<bool>(false));
@@ -73,9 +73,9 @@ TEST_CASE("FtRuns parts: three parts vote as one; one part without a ballot vote
   }
   out = {};
   // Step 0 of quorum 2: every part says yes: the step commits.
-  REQUIRE(runs.Sync("r", Params(2, 2), Call("b", 0, 0, Yes(2)), 0, 1, 3, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("b", 0, 0, Yes(2)), 0, 1, 3, t0, out).ok());
   for (int p = 0; p < 3; ++p) {
-    REQUIRE(runs.Sync("r", Params(2, 2), Call("a", p, 0, Yes(2)), p, 3, 30 + p, t0, out).ok());
+    REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("a", p, 0, Yes(2)), p, 3, 30 + p, t0, out).ok());
   }
   REQUIRE(out.answers.size() == 4);
   for (const auto& [id, answer] : out.answers) CHECK(answer.commit == std::optional<bool>(true));
@@ -112,8 +112,8 @@ TEST_CASE("FtParts: the joined ballot is a yes only when every part votes yes fo
 TEST_CASE("FtRuns parts: differing committed steps end every part's call and step nothing") {
   FtRuns runs;
   FtOutput out;
-  REQUIRE(runs.Sync("r", Params(1, 2), Call("a", 0, 3), 0, 2, 1, t0, out).ok());
-  REQUIRE(runs.Sync("r", Params(1, 2), Call("a", 1, 4), 1, 2, 2, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(1, 2), Call("a", 0, 3), 0, 2, 1, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(1, 2), Call("a", 1, 4), 1, 2, 2, t0, out).ok());
   CHECK(out.answers.empty());
   REQUIRE(out.ended_calls.size() == 2);
   CHECK(out.ended_calls[0].first == 1);
@@ -130,17 +130,17 @@ TEST_CASE("FtRuns parts: a part's second call replaces its first; a dropped part
   FtRuns runs;
   FtOutput out;
   // MIN 3: a's joined call waits for c.
-  REQUIRE(runs.Sync("r", Params(3, 3), Call("a", 0), 0, 2, 1, t0, out).ok());
-  REQUIRE(runs.Sync("r", Params(3, 3), Call("a", 0), 0, 2, 2, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(3, 3), Call("a", 0), 0, 2, 1, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(3, 3), Call("a", 0), 0, 2, 2, t0, out).ok());
   REQUIRE(out.ended_calls.size() == 1);
   CHECK(out.ended_calls[0].first == 1);
   CHECK(out.ended_calls[0].second.IsAborted());
   CHECK_THAT(out.ended_calls[0].second.message(), Catch::Contains("replaced"));
-  REQUIRE(runs.Sync("r", Params(3, 3), Call("a", 1), 1, 2, 3, t0, out).ok());
-  REQUIRE(runs.Sync("r", Params(3, 3), Call("b", 0), 0, 1, 4, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(3, 3), Call("a", 1), 1, 2, 3, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(3, 3), Call("b", 0), 0, 1, 4, t0, out).ok());
   runs.DropCall("r", "a", 2);  // part 0's client went away after the join
   out = {};
-  REQUIRE(runs.Sync("r", Params(3, 3), Call("c", 0), 0, 1, 5, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(3, 3), Call("c", 0), 0, 1, 5, t0, out).ok());
   CHECK(Answered(out) == std::vector<uint64_t>{3, 4, 5});
   CHECK(out.answers[0].second.quorum.members[0].address == "a0;a1");
 }
@@ -148,20 +148,20 @@ TEST_CASE("FtRuns parts: a part's second call replaces its first; a dropped part
 TEST_CASE("FtRuns parts: a part dropped before the join is waited for again") {
   FtRuns runs;
   FtOutput out;
-  REQUIRE(runs.Sync("r", Params(2, 2), Call("a", 0), 0, 2, 1, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("a", 0), 0, 2, 1, t0, out).ok());
   runs.DropCall("r", "a", 1);
-  REQUIRE(runs.Sync("r", Params(2, 2), Call("a", 1), 1, 2, 2, t0, out).ok());
-  REQUIRE(runs.Sync("r", Params(2, 2), Call("b", 0), 0, 1, 3, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("a", 1), 1, 2, 2, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("b", 0), 0, 1, 3, t0, out).ok());
   CHECK(out.answers.empty());
-  REQUIRE(runs.Sync("r", Params(2, 2), Call("a", 0), 0, 2, 4, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("a", 0), 0, 2, 4, t0, out).ok());
   CHECK(Answered(out) == std::vector<uint64_t>{4, 2, 3});
 }
 
 TEST_CASE("FtRuns parts: a leave while parts are held ends all of them") {
   FtRuns runs;
   FtOutput out;
-  REQUIRE(runs.Sync("r", Params(2, 2), Call("a", 0), 0, 3, 1, t0, out).ok());
-  REQUIRE(runs.Sync("r", Params(2, 2), Call("a", 2), 2, 3, 2, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("a", 0), 0, 3, 1, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(2, 2), Call("a", 2), 2, 3, 2, t0, out).ok());
   REQUIRE(runs.Leave("r", "a", "its workers failed", t0, out).ok());
   REQUIRE(out.ended_calls.size() == 2);
   for (const auto& [id, why] : out.ended_calls) CHECK(why.IsAborted());
@@ -173,11 +173,11 @@ TEST_CASE("FtRuns parts: a leave while parts are held ends all of them") {
 TEST_CASE("FtRuns parts: a finished run answers every held part with finished") {
   FtRuns runs;
   FtOutput out;
-  REQUIRE(runs.Watch("r", Params(1, 2), "b", 100, t0, out).ok());
-  REQUIRE(runs.Sync("r", Params(1, 2), Call("a", 0), 0, 2, 1, t0, out).ok());
+  REQUIRE(runs.Watch("r", FtTestParams(1, 2), "b", 100, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(1, 2), Call("a", 0), 0, 2, 1, t0, out).ok());
   REQUIRE(runs.Leave("r", "b", "its workers finished training", t0, out, 5).ok());
   CHECK(out.answers.empty());
-  REQUIRE(runs.Sync("r", Params(1, 2), Call("a", 1), 1, 2, 2, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(1, 2), Call("a", 1), 1, 2, 2, t0, out).ok());
   CHECK(Answered(out) == std::vector<uint64_t>{1, 2});
   for (const auto& [id, answer] : out.answers) {
     CHECK(answer.finished_step == std::optional<int64_t>(5));
@@ -188,7 +188,7 @@ TEST_CASE("FtRuns parts: a finished run answers every held part with finished") 
 TEST_CASE("FtRuns parts: parts out of range, a changed count and a too long joined address are refused") {
   FtRuns runs;
   FtOutput out;
-  const QuorumParams params = Params(2, 2);
+  const QuorumParams params = FtTestParams(2, 2);
   for (int64_t parts : {0, 65, -1}) {
     Status s = runs.Sync("r", params, Call("a", 0), 0, parts, 1, t0, out);
     CHECK(s.IsInvalidArgument());
@@ -227,13 +227,13 @@ TEST_CASE("FtRuns parts: parts out of range, a changed count and a too long join
 void FormThree(FtRuns& runs, FtOutput& out) {
   uint64_t id = 100;
   for (const char* g : {"a", "b"}) {
-    for (const char* n : {"n0", "n1"}) REQUIRE(runs.Watch("r", Params(1, 3), g, id++, t0, out, n).ok());
+    for (const char* n : {"n0", "n1"}) REQUIRE(runs.Watch("r", FtTestParams(1, 3), g, id++, t0, out, n).ok());
   }
-  REQUIRE(runs.Watch("r", Params(1, 3), "c", 104, t0, out).ok());
-  REQUIRE(runs.Sync("r", Params(1, 3), Call("c", 0), 0, 1, 1, t0, out).ok());
+  REQUIRE(runs.Watch("r", FtTestParams(1, 3), "c", 104, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(1, 3), Call("c", 0), 0, 1, 1, t0, out).ok());
   for (int p = 0; p < 2; ++p) {
-    REQUIRE(runs.Sync("r", Params(1, 3), Call("a", p), p, 2, 2 + p, t0, out).ok());
-    REQUIRE(runs.Sync("r", Params(1, 3), Call("b", p), p, 2, 4 + p, t0, out).ok());
+    REQUIRE(runs.Sync("r", FtTestParams(1, 3), Call("a", p), p, 2, 2 + p, t0, out).ok());
+    REQUIRE(runs.Sync("r", FtTestParams(1, 3), Call("b", p), p, 2, 4 + p, t0, out).ok());
   }
   REQUIRE(out.answers.size() == 5);
   REQUIRE(runs.LastQuorum("r")->members.size() == 3);
@@ -259,9 +259,9 @@ TEST_CASE("FtRuns parts: either node's watch ending loses the group; every node 
     runs.WatchGone("r", "a", 201 - gone, t0, out);  // its other node's: the group is lost already
     CHECK(out.pushes.empty());
     // b and c go on without a.
-    REQUIRE(runs.Sync("r", Params(1, 3), Call("c", 0, 0, Yes(1)), 0, 1, 10, t0, out).ok());
-    REQUIRE(runs.Sync("r", Params(1, 3), Call("b", 0, 0, Yes(1)), 0, 2, 11, t0, out).ok());
-    REQUIRE(runs.Sync("r", Params(1, 3), Call("b", 1, 0, Yes(1)), 1, 2, 12, t0, out).ok());
+    REQUIRE(runs.Sync("r", FtTestParams(1, 3), Call("c", 0, 0, Yes(1)), 0, 1, 10, t0, out).ok());
+    REQUIRE(runs.Sync("r", FtTestParams(1, 3), Call("b", 0, 0, Yes(1)), 0, 2, 11, t0, out).ok());
+    REQUIRE(runs.Sync("r", FtTestParams(1, 3), Call("b", 1, 0, Yes(1)), 1, 2, 12, t0, out).ok());
     REQUIRE(out.answers.size() == 3);
     CHECK(Answered(out) == std::vector<uint64_t>{11, 12, 10});
     CHECK(out.answers[0].second.commit == std::optional<bool>(false));  // a never voted
@@ -272,43 +272,43 @@ TEST_CASE("FtRuns parts: either node's watch ending loses the group; every node 
 TEST_CASE("FtRuns parts: a group has at most one watch per node; a node's second watch replaces its first") {
   FtRuns runs;
   FtOutput out;
-  REQUIRE(runs.Sync("r", Params(1, 2), Call("a", 0), 0, 2, 1, t0, out).ok());
-  REQUIRE(runs.Watch("r", Params(1, 2), "a", 100, t0, out, "n0").ok());
-  REQUIRE(runs.Watch("r", Params(1, 2), "a", 101, t0, out, "n1").ok());
-  Status more = runs.Watch("r", Params(1, 2), "a", 102, t0, out, "n2");
+  REQUIRE(runs.Sync("r", FtTestParams(1, 2), Call("a", 0), 0, 2, 1, t0, out).ok());
+  REQUIRE(runs.Watch("r", FtTestParams(1, 2), "a", 100, t0, out, "n0").ok());
+  REQUIRE(runs.Watch("r", FtTestParams(1, 2), "a", 101, t0, out, "n1").ok());
+  Status more = runs.Watch("r", FtTestParams(1, 2), "a", 102, t0, out, "n2");
   CHECK(more.code() == Status::Code::kResourceExhausted);
   CHECK_THAT(more.message(), Catch::Contains("2 watches"));
-  REQUIRE(runs.Watch("r", Params(1, 2), "a", 103, t0, out, "n1").ok());
+  REQUIRE(runs.Watch("r", FtTestParams(1, 2), "a", 103, t0, out, "n1").ok());
   REQUIRE(out.ended_watches.size() == 1);
   CHECK(out.ended_watches[0].first == 101);
   CHECK(out.ended_watches[0].second.IsAborted());
-  CHECK(runs.Watch("r", Params(1, 2), "a", 104, t0, out, std::string(129, 'n')).IsInvalidArgument());
-  CHECK(runs.Watch("r", Params(1, 2), "a", 104, t0, out, "n\n").IsInvalidArgument());
+  CHECK(runs.Watch("r", FtTestParams(1, 2), "a", 104, t0, out, std::string(129, 'n')).IsInvalidArgument());
+  CHECK(runs.Watch("r", FtTestParams(1, 2), "a", 104, t0, out, "n\n").IsInvalidArgument());
 
   // Before the group's first call: at most 64.
   for (uint64_t i = 0; i < 64; ++i) {
-    REQUIRE(runs.Watch("r", Params(1, 2), "b", 200 + i, t0, out, "n" + std::to_string(i)).ok());
+    REQUIRE(runs.Watch("r", FtTestParams(1, 2), "b", 200 + i, t0, out, "n" + std::to_string(i)).ok());
   }
-  CHECK(runs.Watch("r", Params(1, 2), "b", 300, t0, out, "n64").code() == Status::Code::kResourceExhausted);
+  CHECK(runs.Watch("r", FtTestParams(1, 2), "b", 300, t0, out, "n64").code() == Status::Code::kResourceExhausted);
 }
 
 TEST_CASE("FtRuns parts: the server holds at most max_held_calls calls, all runs together") {
   FtRuns runs(FtRuns::Limits{.max_runs = 64, .max_groups = 1024, .max_held_calls = 3,
                              .idle_ttl = std::chrono::minutes(5)});
   FtOutput out;
-  REQUIRE(runs.Sync("r", Params(3, 3), Call("a", 0), 0, 2, 1, t0, out).ok());
-  REQUIRE(runs.Sync("r", Params(3, 3), Call("a", 1), 1, 2, 2, t0, out).ok());
-  REQUIRE(runs.Sync("s", Params(2, 2), Call("b", 0), 0, 1, 3, t0, out).ok());
-  Status full = runs.Sync("s", Params(2, 2), Call("c", 0), 0, 1, 4, t0, out);
+  REQUIRE(runs.Sync("r", FtTestParams(3, 3), Call("a", 0), 0, 2, 1, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(3, 3), Call("a", 1), 1, 2, 2, t0, out).ok());
+  REQUIRE(runs.Sync("s", FtTestParams(2, 2), Call("b", 0), 0, 1, 3, t0, out).ok());
+  Status full = runs.Sync("s", FtTestParams(2, 2), Call("c", 0), 0, 1, 4, t0, out);
   CHECK(full.code() == Status::Code::kResourceExhausted);
   CHECK_THAT(full.message(), Catch::Contains("holds 3 calls already"));
   // A part that calls again replaces its own call: no new one is held.
-  REQUIRE(runs.Sync("r", Params(3, 3), Call("a", 1), 1, 2, 5, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(3, 3), Call("a", 1), 1, 2, 5, t0, out).ok());
   REQUIRE(out.ended_calls.size() == 1);
   CHECK(out.ended_calls[0].first == 2);
   // Once a call is answered (dropped here) there is room again.
   runs.DropCall("s", "b", 3);
-  CHECK(runs.Sync("s", Params(2, 2), Call("c", 0), 0, 1, 6, t0, out).ok());
+  CHECK(runs.Sync("s", FtTestParams(2, 2), Call("c", 0), 0, 1, 6, t0, out).ok());
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 namespace ctrun::rdzv::test {
 
 // MIN:MAX with a 5 s join timeout and a 1 s heartbeat timeout.
-inline QuorumParams Params(int min, int max) {
+inline QuorumParams FtTestParams(int min, int max) {
   return QuorumParams{.min_replicas = min, .max_replicas = max, .join_timeout = std::chrono::seconds(5),
                       .heartbeat_timeout = std::chrono::seconds(1)};
 }

@@ -54,7 +54,7 @@ class Inbox {
   std::deque<T> items_;
 };
 
-QuorumParams Params(int min, int max, Duration join = seconds(30)) {
+QuorumParams FtServerParams(int min, int max, Duration join = seconds(30)) {
   return QuorumParams{.min_replicas = min, .max_replicas = max, .join_timeout = join,
                       .heartbeat_timeout = seconds(30)};
 }
@@ -125,7 +125,7 @@ struct Group {
 };
 
 // Three watching groups a, b, c make their first calls: quorum 1.
-std::vector<std::unique_ptr<Group>> FormThree(int port, QuorumParams params = Params(1, 3)) {
+std::vector<std::unique_ptr<Group>> FormThreeGroups(int port, QuorumParams params = FtServerParams(1, 3)) {
   std::vector<std::unique_ptr<Group>> g;
   for (const char* id : {"c", "a", "b"}) g.push_back(std::make_unique<Group>(port, id, params));
   for (auto& x : g) x->Watch();
@@ -148,7 +148,7 @@ Ballot Ok1() { return Ballot{.quorum_id = 1, .step = 0, .ok = true}; }
 
 TEST_CASE("FtSync: first calls form quorum 1; a step everyone votes for commits on the fast path") {
   auto server = StartAutoServer();
-  auto g = FormThree(server->port());
+  auto g = FormThreeGroups(server->port());
   for (auto& x : g) x->Sync(0, Ok1());
   for (auto& x : g) {
     SyncAnswer a = x->Ok();
@@ -160,7 +160,7 @@ TEST_CASE("FtSync: first calls form quorum 1; a step everyone votes for commits 
 
 TEST_CASE("FtSync: one no vote discards the step for all, and the next quorum has a new id") {
   auto server = StartAutoServer();
-  auto g = FormThree(server->port());
+  auto g = FormThreeGroups(server->port());
   g[0]->Sync(0, Ok1());
   g[1]->Sync(0, Ballot{.quorum_id = 1, .step = 0, .ok = false});
   g[2]->Sync(0, Ok1());
@@ -195,13 +195,13 @@ void LoseC(std::vector<std::unique_ptr<Group>>& g, const std::function<void()>& 
 
 TEST_CASE("FtWatch: a group whose client goes away is lost; the others are told and go on without it") {
   auto server = StartAutoServer();
-  auto g = FormThree(server->port());
+  auto g = FormThreeGroups(server->port());
   LoseC(g, [&] { g[0]->client.reset(); }, "its agent's watch stream ended");
 }
 
 TEST_CASE("FtLeave: a group that leaves is lost; it comes back with its lower step") {
   auto server = StartAutoServer();
-  auto g = FormThree(server->port());
+  auto g = FormThreeGroups(server->port());
   LoseC(g, [&] { REQUIRE(g[0]->LeaveNow("its workers failed").ok()); }, "its workers failed");
   // c asks again at step 0 while a and b go on; it is in a quorum soon.
   g[0]->Sync(0);
@@ -229,9 +229,9 @@ TEST_CASE("FtSync: a second call of a group replaces the held one") {
   auto server = StartAutoServer();
   // MIN 3: both of a's calls are held until c asks, whichever the server
   // sees first.
-  Group a(server->port(), "a", Params(3, 3));
-  Group b(server->port(), "b", Params(3, 3));
-  Group c(server->port(), "c", Params(3, 3));
+  Group a(server->port(), "a", FtServerParams(3, 3));
+  Group b(server->port(), "b", FtServerParams(3, 3));
+  Group c(server->port(), "c", FtServerParams(3, 3));
   a.Sync(0);
   a.Sync(0);
   b.Sync(0);
@@ -249,7 +249,9 @@ TEST_CASE("FtSync: two groups of two nodes form a quorum of 2; one node's watch 
   auto server = StartAutoServer();
   std::vector<std::unique_ptr<Group>> nodes;  // a's n0, n1, then b's
   for (const char* id : {"a", "b"}) {
-    for (int part : {0, 1}) nodes.push_back(std::make_unique<Group>(server->port(), id, part, 2, Params(2, 2)));
+    for (int part : {0, 1}) {
+      nodes.push_back(std::make_unique<Group>(server->port(), id, part, 2, FtServerParams(2, 2)));
+    }
   }
   for (auto& n : nodes) n->Watch();
   for (auto& n : nodes) n->SyncPart(0);
@@ -280,7 +282,7 @@ TEST_CASE("FtSync: two groups of two nodes form a quorum of 2; one node's watch 
 
 TEST_CASE("FtSync: with MIN 2 and a healthy group that does not ask, the quorum forms at the join timeout") {
   auto server = StartAutoServer();
-  const QuorumParams params = Params(2, 3, milliseconds(200));
+  const QuorumParams params = FtServerParams(2, 3, milliseconds(200));
   Group a(server->port(), "a", params), b(server->port(), "b", params), c(server->port(), "c", params);
   a.Watch();
   b.Watch();
@@ -305,11 +307,11 @@ TEST_CASE("Ft calls: bad input is refused with one line, and the server keeps se
     return a.status();
   };
   {
-    Group g(port, std::string(129, 'g'), Params(1, 2), "secret");
+    Group g(port, std::string(129, 'g'), FtServerParams(1, 2), "secret");
     CHECK(refused(g).IsInvalidArgument());
   }
   {
-    Group g(port, "a", Params(1, 2), "secret");
+    Group g(port, "a", FtServerParams(1, 2), "secret");
     g.client->Sync(SyncCall{.group = "a", .committed_step = 0, .address = std::string(1025, 'x'), .ballot = {}},
                    0, [&](const Result<SyncAnswer>& a) { g.answers.Put(a); });
     Result<SyncAnswer> a = g.Answer();
@@ -317,27 +319,27 @@ TEST_CASE("Ft calls: bad input is refused with one line, and the server keeps se
     CHECK(a.status().message().find("1024") != std::string::npos);
   }
   {
-    Group g(port, "a", Params(0, 2), "secret");
+    Group g(port, "a", FtServerParams(0, 2), "secret");
     Status s = refused(g);
     CHECK(s.IsInvalidArgument());
     CHECK(s.message().find("min_replicas") != std::string::npos);
   }
   {
-    Group g(port, "a", Params(1, 2), "wrong");
+    Group g(port, "a", FtServerParams(1, 2), "wrong");
     CHECK(refused(g).code() == Status::Code::kFailedPrecondition);
   }
   {
-    Group a(port, "a", Params(1, 1), "secret", "mismatch");
+    Group a(port, "a", FtServerParams(1, 1), "secret", "mismatch");
     a.Sync(0);
     CHECK(a.Ok().quorum.id == 1);
-    Group b(port, "b", Params(1, 2), "secret", "mismatch");
+    Group b(port, "b", FtServerParams(1, 2), "secret", "mismatch");
     Status s = refused(b);
     CHECK(s.code() == Status::Code::kFailedPrecondition);
     CHECK(s.message().find("1:1") != std::string::npos);
     CHECK(s.message().find("1:2") != std::string::npos);
   }
   {
-    Group g(port, "a", Params(1, 2), "secret");
+    Group g(port, "a", FtServerParams(1, 2), "secret");
     Inbox<Status> done;
     g.client->Leave(std::string(257, 'r'), seconds(10), [&](const Status& s) { done.Put(s); });
     std::optional<Status> s = done.Take();
@@ -345,7 +347,7 @@ TEST_CASE("Ft calls: bad input is refused with one line, and the server keeps se
     CHECK(s->IsInvalidArgument());
   }
   // Still serving.
-  Group a(port, "a", Params(1, 2), "secret", "after");
+  Group a(port, "a", FtServerParams(1, 2), "secret", "after");
   a.Sync(0);
   CHECK(a.Ok().quorum.id == 1);
 }
@@ -382,7 +384,7 @@ TEST_CASE("FtSync: a run takes at most 1024 groups, and the server keeps serving
   CHECK(s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
   CHECK(s.error_message().find("1024") != std::string::npos);
 
-  Group a(port, "a", Params(1, 2), "secret", "after");
+  Group a(port, "a", FtServerParams(1, 2), "secret", "after");
   a.Sync(0);
   CHECK(a.Ok().quorum.id == 1);
 }

@@ -92,7 +92,7 @@ class StoreConn {
   int fd_;
 };
 
-Params RunParams(int min_nodes, int max_nodes) {
+Params MuxRunParams(int min_nodes, int max_nodes) {
   Params p;
   p.min_nodes = min_nodes;
   p.max_nodes = max_nodes;
@@ -100,18 +100,18 @@ Params RunParams(int min_nodes, int max_nodes) {
   return p;
 }
 
-std::unique_ptr<RendezvousServer> StartServer(ServerOptions options) {
+std::unique_ptr<RendezvousServer> StartMuxServer(ServerOptions options) {
   options.listen_address = "127.0.0.1:0";
   Result<std::unique_ptr<RendezvousServer>> server = RendezvousServer::Start(options);
   REQUIRE(server.ok());
   return std::move(server).value();
 }
 
-std::unique_ptr<RendezvousServer> FixedServer(int min_nodes, int max_nodes, bool serve_stores = true) {
+std::unique_ptr<RendezvousServer> FixedMuxServer(int min_nodes, int max_nodes, bool serve_stores = true) {
   ServerOptions options;
-  options.runs.push_back({"job", RunParams(min_nodes, max_nodes)});
+  options.runs.push_back({"job", MuxRunParams(min_nodes, max_nodes)});
   options.serve_stores = serve_stores;
-  return StartServer(options);
+  return StartMuxServer(options);
 }
 
 v1::RoundComplete NextRound(JoinStreamReader& stream) {
@@ -121,7 +121,7 @@ v1::RoundComplete NextRound(JoinStreamReader& stream) {
 }
 
 TEST_CASE("a round is told its store is on the rendezvous port, and TCPStore clients there share the run's table") {
-  auto server = FixedServer(1, 1);
+  auto server = FixedMuxServer(1, 1);
   TestClient client(server->port());
   auto a = client.Join(MakeJoin("job", "node1", 11, 1, 1));
   CHECK(NextRound(*a).store_on_rendezvous_port());
@@ -137,7 +137,7 @@ TEST_CASE("a round is told its store is on the rendezvous port, and TCPStore cli
 }
 
 TEST_CASE("each round starts with an empty store, the last round's store connections are closed") {
-  auto server = FixedServer(1, 2);
+  auto server = FixedMuxServer(1, 2);
   TestClient client(server->port());
   const v1::JoinRequest join_a = MakeJoin("job", "node1", 11, 1, 2);
   const v1::JoinRequest join_b = MakeJoin("job", "node2", 22, 1, 2);
@@ -165,7 +165,7 @@ TEST_CASE("each round starts with an empty store, the last round's store connect
 TEST_CASE("a run whose members share an address with another running run is not offered the port") {
   ServerOptions options;
   options.mode = RunRegistry::Mode::kAutoCreate;
-  auto server = StartServer(options);
+  auto server = StartMuxServer(options);
   TestClient client(server->port());
   auto a = client.Join(MakeJoin("run-a", "node1", 11, 1, 1));
   CHECK(NextRound(*a).store_on_rendezvous_port());
@@ -180,14 +180,14 @@ TEST_CASE("a run whose members share an address with another running run is not 
 }
 
 TEST_CASE("a store connection that no running round holds is closed") {
-  auto server = FixedServer(1, 1);
+  auto server = FixedMuxServer(1, 1);
   StoreConn early(server->port());  // before any round
   early.SendGet("k");
   CHECK(early.ClosedByServer());
 }
 
 TEST_CASE("with serve_stores off, no round is offered the port and store connections are closed") {
-  auto server = FixedServer(1, 1, /*serve_stores=*/false);
+  auto server = FixedMuxServer(1, 1, /*serve_stores=*/false);
   TestClient client(server->port());
   auto a = client.Join(MakeJoin("job", "node1", 11, 1, 1));
   CHECK_FALSE(NextRound(*a).store_on_rendezvous_port());
@@ -197,7 +197,7 @@ TEST_CASE("with serve_stores off, no round is offered the port and store connect
 }
 
 TEST_CASE("a connection that speaks neither gRPC nor the store protocol is closed, the port goes on serving") {
-  auto server = FixedServer(1, 1);
+  auto server = FixedMuxServer(1, 1);
   {
     StoreConn http(server->port());
     http.Send("GET /metrics HTTP/1.1\r\n\r\n");

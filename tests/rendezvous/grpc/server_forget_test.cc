@@ -19,17 +19,17 @@ using testing::MakeKeepAlive;
 using testing::MakeLeave;
 using testing::TestClient;
 
-struct StateDir {
-  StateDir() {
+struct ForgetStateDir {
+  ForgetStateDir() {
     std::string tmpl = (std::filesystem::temp_directory_path() / "ctrun-server-forget-XXXXXX").string();
     REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
     path = tmpl;
   }
-  ~StateDir() { std::filesystem::remove_all(path); }
+  ~ForgetStateDir() { std::filesystem::remove_all(path); }
   std::string path;
 };
 
-std::unique_ptr<RendezvousServer> Daemon(std::optional<Duration> ttl, const std::string& state_dir = "") {
+std::unique_ptr<RendezvousServer> ForgetDaemon(std::optional<Duration> ttl, const std::string& state_dir = "") {
   ServerOptions options;
   options.listen_address = "127.0.0.1:0";
   options.mode = RunRegistry::Mode::kAutoCreate;
@@ -64,8 +64,8 @@ void TwoNodeJob(TestClient& client, const std::string& run_id, uint64_t round = 
 }
 
 TEST_CASE("with a zero TTL a finished run is forgotten: unknown to its late nodes, its id starts a new run") {
-  StateDir dir;
-  auto server = Daemon(Duration::zero(), dir.path);
+  ForgetStateDir dir;
+  auto server = ForgetDaemon(Duration::zero(), dir.path);
   TestClient client(server->port());
   TwoNodeJob(client, "job");
 
@@ -93,7 +93,7 @@ TEST_CASE("with a zero TTL a finished run is forgotten: unknown to its late node
 
 TEST_CASE("a closed run is kept while its TTL runs, and for ever without one") {
   for (std::optional<Duration> ttl : {std::optional<Duration>(std::chrono::hours(1)), std::optional<Duration>()}) {
-    auto server = Daemon(ttl);
+    auto server = ForgetDaemon(ttl);
     TestClient client(server->port());
     TwoNodeJob(client, "job");
     auto late = client.Join(MakeJoin("job", "node3", 33, 2, 2, "10.0.0.3"));
@@ -105,7 +105,7 @@ TEST_CASE("a closed run is kept while its TTL runs, and for ever without one") {
 }
 
 TEST_CASE("a closed run whose last member still runs is not forgotten until it leaves") {
-  auto server = Daemon(Duration::zero());
+  auto server = ForgetDaemon(Duration::zero());
   TestClient client(server->port());
   const v1::JoinRequest a = MakeJoin("job", "node1", 11, 2, 2, "10.0.0.1");
   const v1::JoinRequest b = MakeJoin("job", "node2", 22, 2, 2, "10.0.0.2");

@@ -13,7 +13,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-const TimePoint kT0{};
+const TimePoint kQuorumT0{};
 
 QuorumMember M(const std::string& id, int64_t step = 0, int64_t failures = 0) {
   return QuorumMember{.id = id, .step = step, .address = id + ":1", .commit_failures = failures};
@@ -25,13 +25,13 @@ std::vector<std::string> Ids(const Quorum& q) {
   return out;
 }
 
-QuorumParams Params(int min = 1, int max = 1 << 20) {
+QuorumParams QuorumTestParams(int min = 1, int max = 1 << 20) {
   return QuorumParams{.min_replicas = min, .max_replicas = max, .join_timeout = seconds(60),
                       .heartbeat_timeout = seconds(5)};
 }
 
 // Three groups that all heartbeat at `t`, then all ask: quorum 1 of a, b, c.
-QuorumMachine ThreeFormed(TimePoint t, QuorumParams params = Params(2)) {
+QuorumMachine ThreeFormed(TimePoint t, QuorumParams params = QuorumTestParams(2)) {
   QuorumMachine q(params);
   for (const char* id : {"a", "b", "c"}) q.Heartbeat(id, t);
   q.Request(M("c"), t);
@@ -46,14 +46,14 @@ QuorumMachine ThreeFormed(TimePoint t, QuorumParams params = Params(2)) {
 }
 
 TEST_CASE("Quorum: the first quorum forms at once when every healthy group asks") {
-  QuorumMachine q = ThreeFormed(kT0);
+  QuorumMachine q = ThreeFormed(kQuorumT0);
   CHECK(q.Waiting().empty());
   CHECK_THAT(q.reason(), Catch::StartsWith("new quorum (3 asking, 3 healthy, min 2)"));
 }
 
 TEST_CASE("Quorum: fast path, the same members again keep the quorum id") {
-  QuorumMachine q = ThreeFormed(kT0);
-  const TimePoint t = kT0 + milliseconds(50);
+  QuorumMachine q = ThreeFormed(kQuorumT0);
+  const TimePoint t = kQuorumT0 + milliseconds(50);
   q.Request(M("a", 1), t);
   q.Request(M("b", 1), t);
   CHECK(!q.Tick(t));  // c not back yet: a step is a barrier across the groups
@@ -66,8 +66,8 @@ TEST_CASE("Quorum: fast path, the same members again keep the quorum id") {
 }
 
 TEST_CASE("Quorum: a lost group shrinks the next quorum at once, with a new id") {
-  QuorumMachine q = ThreeFormed(kT0);
-  const TimePoint t = kT0 + milliseconds(50);
+  QuorumMachine q = ThreeFormed(kQuorumT0);
+  const TimePoint t = kQuorumT0 + milliseconds(50);
   q.Request(M("a", 1), t);
   q.Lost("c", t);
   q.Request(M("b", 1), t);
@@ -78,8 +78,8 @@ TEST_CASE("Quorum: a lost group shrinks the next quorum at once, with a new id")
 }
 
 TEST_CASE("Quorum: a silent group is waited for until its heartbeat is stale") {
-  QuorumMachine q = ThreeFormed(kT0);
-  const TimePoint t = kT0 + seconds(1);
+  QuorumMachine q = ThreeFormed(kQuorumT0);
+  const TimePoint t = kQuorumT0 + seconds(1);
   q.Heartbeat("c", t);  // c's last sign of life
   q.Request(M("a", 1), t);
   q.Request(M("b", 1), t);
@@ -97,14 +97,14 @@ TEST_CASE("Quorum: a silent group is waited for until its heartbeat is stale") {
 }
 
 TEST_CASE("Quorum: a healthy straggler is waited for until the join timeout") {
-  QuorumMachine q(Params(1));
-  for (const char* id : {"a", "b"}) q.Heartbeat(id, kT0);
-  q.Request(M("a"), kT0);
-  q.Request(M("b"), kT0);
-  auto first = q.Tick(kT0);
+  QuorumMachine q(QuorumTestParams(1));
+  for (const char* id : {"a", "b"}) q.Heartbeat(id, kQuorumT0);
+  q.Request(M("a"), kQuorumT0);
+  q.Request(M("b"), kQuorumT0);
+  auto first = q.Tick(kQuorumT0);
   REQUIRE(first);
-  q.Heartbeat("c", kT0);  // a new group, alive but not asking
-  const TimePoint t = kT0 + seconds(1);
+  q.Heartbeat("c", kQuorumT0);  // a new group, alive but not asking
+  const TimePoint t = kQuorumT0 + seconds(1);
   q.Heartbeat("c", t);
   q.Request(M("a", 1), t);
   q.Request(M("b", 1), t);
@@ -115,8 +115,8 @@ TEST_CASE("Quorum: a healthy straggler is waited for until the join timeout") {
 }
 
 TEST_CASE("Quorum: a minority of the healthy groups never forms a quorum (split brain)") {
-  QuorumMachine q = ThreeFormed(kT0, Params(1));
-  TimePoint t = kT0;
+  QuorumMachine q = ThreeFormed(kQuorumT0, QuorumTestParams(1));
+  TimePoint t = kQuorumT0;
   for (int i = 0; i < 30; ++i) {  // b and c stay alive but never ask, for 150 s
     t += seconds(5) - milliseconds(1);
     q.Heartbeat("b", t);
@@ -128,23 +128,23 @@ TEST_CASE("Quorum: a minority of the healthy groups never forms a quorum (split 
 }
 
 TEST_CASE("Quorum: fewer than MIN groups never form a quorum") {
-  QuorumMachine q(Params(2));
-  q.Request(M("a"), kT0);
-  CHECK(!q.Tick(kT0 + seconds(1)));
+  QuorumMachine q(QuorumTestParams(2));
+  q.Request(M("a"), kQuorumT0);
+  CHECK(!q.Tick(kQuorumT0 + seconds(1)));
   CHECK_THAT(q.reason(), Catch::StartsWith("waiting: fewer groups asking than --ft-replicas MIN"));
-  q.Lost("a", kT0 + seconds(2));
+  q.Lost("a", kQuorumT0 + seconds(2));
   CHECK(q.Waiting().empty());
-  CHECK(!q.NextDeadline(kT0 + seconds(2)));
+  CHECK(!q.NextDeadline(kQuorumT0 + seconds(2)));
 }
 
 TEST_CASE("Quorum: MAX takes the previous members first, the rest stay waiting as spares") {
-  QuorumMachine q(Params(1, 2));
-  q.Request(M("b"), kT0);
-  q.Request(M("c"), kT0);
-  auto first = q.Tick(kT0);
+  QuorumMachine q(QuorumTestParams(1, 2));
+  q.Request(M("b"), kQuorumT0);
+  q.Request(M("c"), kQuorumT0);
+  auto first = q.Tick(kQuorumT0);
   REQUIRE(first);
   CHECK(Ids(*first) == std::vector<std::string>{"b", "c"});
-  const TimePoint t = kT0 + seconds(1);
+  const TimePoint t = kQuorumT0 + seconds(1);
   q.Request(M("a"), t);  // a spare: first seen after b and c
   q.Request(M("b", 1), t);
   q.Request(M("c", 1), t);
@@ -161,8 +161,8 @@ TEST_CASE("Quorum: MAX takes the previous members first, the rest stay waiting a
 }
 
 TEST_CASE("Quorum: a group back after a loss joins the next quorum, and the id changes") {
-  QuorumMachine q = ThreeFormed(kT0);
-  TimePoint t = kT0 + seconds(1);
+  QuorumMachine q = ThreeFormed(kQuorumT0);
+  TimePoint t = kQuorumT0 + seconds(1);
   q.Lost("c", t);
   q.Request(M("a", 1), t);
   q.Request(M("b", 1), t);
@@ -180,8 +180,8 @@ TEST_CASE("Quorum: a group back after a loss joins the next quorum, and the id c
 }
 
 TEST_CASE("Quorum: commit failures bump the id with the same members") {
-  QuorumMachine q = ThreeFormed(kT0);
-  const TimePoint t = kT0 + seconds(1);
+  QuorumMachine q = ThreeFormed(kQuorumT0);
+  const TimePoint t = kQuorumT0 + seconds(1);
   q.Request(M("a", 0, 1), t);
   q.Request(M("b"), t);
   q.Request(M("c"), t);
@@ -191,12 +191,12 @@ TEST_CASE("Quorum: commit failures bump the id with the same members") {
 }
 
 TEST_CASE("Quorum: bad parameters are one line naming the flag") {
-  CHECK(CheckQuorumParams(Params(1, 3)).ok());
-  CHECK(CheckQuorumParams(Params(0)).message() ==
+  CHECK(CheckQuorumParams(QuorumTestParams(1, 3)).ok());
+  CHECK(CheckQuorumParams(QuorumTestParams(0)).message() ==
         "quorum: min_replicas 0 is below 1; give --ft-replicas MIN:MAX with MIN >= 1");
-  CHECK(CheckQuorumParams(Params(3, 2)).message() ==
+  CHECK(CheckQuorumParams(QuorumTestParams(3, 2)).message() ==
         "quorum: max_replicas 2 is below min_replicas 3; give --ft-replicas MIN:MAX with MIN <= MAX");
-  QuorumParams zero = Params();
+  QuorumParams zero = QuorumTestParams();
   zero.join_timeout = Duration::zero();
   CHECK(!CheckQuorumParams(zero).ok());
 }

@@ -14,9 +14,9 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-const TimePoint kT0{};
+const TimePoint kStepSyncT0{};
 
-QuorumParams Params(int min = 1) {
+QuorumParams StepSyncParams(int min = 1) {
   return QuorumParams{.min_replicas = min, .max_replicas = 8, .join_timeout = seconds(60),
                       .heartbeat_timeout = seconds(5)};
 }
@@ -46,9 +46,9 @@ Quorum Started(StepSync& sync, TimePoint t) {
 }
 
 TEST_CASE("StepSync: every group votes yes; all commit and train the next step in the same quorum") {
-  StepSync sync(Params());
-  const Quorum q = Started(sync, kT0);
-  const TimePoint t = kT0 + milliseconds(10);
+  StepSync sync(StepSyncParams());
+  const Quorum q = Started(sync, kStepSyncT0);
+  const TimePoint t = kStepSyncT0 + milliseconds(10);
   sync.Call(Voted("a", q, true), t);
   sync.Call(Voted("b", q, true), t);
   CHECK(sync.Tick(t).empty());  // c's vote is missing: nothing decided
@@ -64,9 +64,9 @@ TEST_CASE("StepSync: every group votes yes; all commit and train the next step i
 }
 
 TEST_CASE("StepSync: one no discards the step for all, and the next quorum has a new id") {
-  StepSync sync(Params());
-  const Quorum q = Started(sync, kT0);
-  const TimePoint t = kT0 + milliseconds(10);
+  StepSync sync(StepSyncParams());
+  const Quorum q = Started(sync, kStepSyncT0);
+  const TimePoint t = kStepSyncT0 + milliseconds(10);
   sync.Call(Voted("a", q, true), t);
   sync.Call(Voted("b", q, false), t);
   sync.Call(Voted("c", q, true), t);
@@ -80,9 +80,9 @@ TEST_CASE("StepSync: one no discards the step for all, and the next quorum has a
 }
 
 TEST_CASE("StepSync: a group lost before it voted discards the step; the others go on without it") {
-  StepSync sync(Params());
-  const Quorum q = Started(sync, kT0);
-  const TimePoint t = kT0 + milliseconds(10);
+  StepSync sync(StepSyncParams());
+  const Quorum q = Started(sync, kStepSyncT0);
+  const TimePoint t = kStepSyncT0 + milliseconds(10);
   sync.Call(Voted("a", q, true), t);
   sync.Call(Voted("c", q, true), t);
   sync.Lost("b", t);
@@ -96,9 +96,9 @@ TEST_CASE("StepSync: a group lost before it voted discards the step; the others 
 }
 
 TEST_CASE("StepSync: a restarted group joins without a ballot, behind, and is told to heal by the step") {
-  StepSync sync(Params());
-  Quorum q = Started(sync, kT0);
-  TimePoint t = kT0;
+  StepSync sync(StepSyncParams());
+  Quorum q = Started(sync, kStepSyncT0);
+  TimePoint t = kStepSyncT0;
   for (int step = 0; step < 3; ++step) {  // three committed steps
     t += milliseconds(10);
     for (const char* g : {"a", "b", "c"}) sync.Call(Voted(g, q, true), t);
@@ -129,9 +129,9 @@ TEST_CASE("StepSync: a restarted group joins without a ballot, behind, and is to
 }
 
 TEST_CASE("StepSync: a ballot for a quorum that is gone is not counted") {
-  StepSync sync(Params());
-  const Quorum q = Started(sync, kT0);
-  const TimePoint t = kT0 + milliseconds(10);
+  StepSync sync(StepSyncParams());
+  const Quorum q = Started(sync, kStepSyncT0);
+  const TimePoint t = kStepSyncT0 + milliseconds(10);
   SyncCall stale = Voted("a", q, true);
   stale.ballot->quorum_id = q.id - 1;
   sync.Call(stale, t);

@@ -9,7 +9,7 @@ namespace ctrun::rdzv::testing {
 namespace {
 
 // Steps a Join of `name` and records what it decided at the script's time.
-void Join(Script& s, RunHistory& h, const std::string& name) {
+void HistoryJoin(Script& s, RunHistory& h, const std::string& name) {
   s.Join(name);
   h.Add(s.last(), s.At(s.Elapsed()));
 }
@@ -17,9 +17,9 @@ void Join(Script& s, RunHistory& h, const std::string& name) {
 TEST_CASE("RunHistory records each round, the restart that broke it and its cause") {
   Script s(Nodes(2, 2));
   RunHistory h;
-  Join(s, h, "a");
+  HistoryJoin(s, h, "a");
   s.Jump(seconds(1));
-  Join(s, h, "b");  // round 0 completes at 1 s
+  HistoryJoin(s, h, "b");  // round 0 completes at 1 s
   REQUIRE(h.rounds().size() == 1);
   CHECK(h.rounds()[0].round == 0);
   CHECK(h.rounds()[0].world_size == 2);
@@ -42,8 +42,8 @@ TEST_CASE("RunHistory records each round, the restart that broke it and its caus
   CHECK(h.rounds()[0].end == RoundEnd::kRestarted);
   CHECK(h.rounds()[0].ended == s.At(seconds(5)));
 
-  Join(s, h, "b");
-  Join(s, h, "a");  // round 1
+  HistoryJoin(s, h, "b");
+  HistoryJoin(s, h, "a");  // round 1
   REQUIRE(h.rounds().size() == 2);
   CHECK(h.rounds()[1].round == 1);
   CHECK(h.rounds()[1].end == RoundEnd::kRunning);

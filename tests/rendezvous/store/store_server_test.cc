@@ -26,18 +26,20 @@ namespace ctrun::rdzv {
 namespace {
 
 std::string Le64(uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), sizeof(v)); }
-std::string Str(const std::string& s) { return Le64(s.size()) + s; }
+std::string ServerStr(const std::string& s) { return Le64(s.size()) + s; }
 // torch 2.x dialect: VALIDATE opens the connection.
-std::string Validate() {
+std::string ServerValidate() {
   const uint32_t magic = kStoreValidateMagic;
   return std::string(1, '\0') + std::string(reinterpret_cast<const char*>(&magic), sizeof(magic));
 }
-std::string Set(const std::string& k, const std::string& v) { return std::string(1, '\1') + Str(k) + Str(v); }
-std::string Get(const std::string& k) { return std::string(1, '\3') + Str(k); }
+std::string Set(const std::string& k, const std::string& v) {
+  return std::string(1, '\1') + ServerStr(k) + ServerStr(v);
+}
+std::string Get(const std::string& k) { return std::string(1, '\3') + ServerStr(k); }
 std::string MultiGet(const std::string& k, uint64_t n) {
   std::string out(1, '\12');
   out += Le64(n);
-  for (uint64_t i = 0; i < n; ++i) out += Str(k);
+  for (uint64_t i = 0; i < n; ++i) out += ServerStr(k);
   return out;
 }
 
@@ -131,7 +133,7 @@ TEST_CASE("a client that asks for more than it reads is held, then gets every re
   const int port = loop.Call([&] { return loop.server->port(); });
   const std::string big(1 << 20, 'b');
   Conn c(port);
-  c.Send(Validate() + Set("big", big) + Set("small", "s") + Get("small"));
+  c.Send(ServerValidate() + Set("big", big) + Set("small", "s") + Get("small"));
   REQUIRE(c.ReadValue() == "s");  // both SETs were applied
   CHECK(loop.Call([&] { return loop.server->UnsentLimit(); }) == (2u << 20));
   // 256 GETs of 1 MiB, alternating with small ones, in one write; nothing
@@ -157,7 +159,7 @@ TEST_CASE("more pipelined requests than one turn serves are all answered") {
   const int port = loop.Call([&] { return loop.server->port(); });
   Conn c(port);
   const size_t n = 3 * StoreServer::kMaxRequestsPerTurn + 7;
-  std::string asks = Validate() + Set("k", "v");
+  std::string asks = ServerValidate() + Set("k", "v");
   for (size_t i = 0; i < n; ++i) asks += Get("k");
   c.Send(asks);
   for (size_t i = 0; i < n; ++i) REQUIRE(c.ReadValue() == "v");
@@ -167,9 +169,9 @@ TEST_CASE("a MULTI_GET over the cap closes its connection alone") {
   Loop loop;
   const int port = loop.Call([&] { return loop.server->port(); });
   Conn other(port);
-  other.Send(Validate() + Set("v", std::string(32 << 10, 'x')));
+  other.Send(ServerValidate() + Set("v", std::string(32 << 10, 'x')));
   Conn attacker(port);
-  attacker.Send(Validate() + MultiGet("v", 4096));  // a 128 MiB reply
+  attacker.Send(ServerValidate() + MultiGet("v", 4096));  // a 128 MiB reply
   CHECK(attacker.ClosedByServer());
   other.Send(MultiGet("v", 2));
   CHECK(other.ReadValue() == std::string(32 << 10, 'x'));
@@ -178,7 +180,7 @@ TEST_CASE("a MULTI_GET over the cap closes its connection alone") {
 
 // A connection that works: (VALIDATE first,) then a SET and a GET answered.
 bool Works(Conn& c, const std::string& key, bool first = true) {
-  c.Send((first ? Validate() : std::string()) + Set(key, "v") + Get(key));
+  c.Send((first ? ServerValidate() : std::string()) + Set(key, "v") + Get(key));
   return c.ReadValue() == "v";
 }
 

@@ -11,6 +11,7 @@ TEST_CASE("ParseTrainFlags: defaults") {
   CHECK(flags->batch_size == 64);
   CHECK(flags->data_dir == "/usr/share/datasets/fashion-mnist");
   CHECK(flags->checkpoint_dir.empty());
+  CHECK(flags->eval_every == 1);
   CHECK_FALSE(flags->deterministic);
 }
 
@@ -23,6 +24,7 @@ TEST_CASE("ParseTrainFlags: both spellings of values") {
   CHECK(flags->deterministic);
   CHECK(flags->checkpoint_dir == "/tmp/x");
   CHECK(flags->grad_compression == "fp16");
+  CHECK(ct::ParseTrainFlags({"--eval-every", "10"})->eval_every == 10);
 }
 
 TEST_CASE("ParseTrainFlags: errors name the flag and the fix") {
@@ -32,6 +34,7 @@ TEST_CASE("ParseTrainFlags: errors name the flag and the fix") {
   };
   for (const Case& c : {Case{{"--epochs", "0"}, "--epochs 0: must be at least 1"},
                         Case{{"--epochs", "two"}, "--epochs 'two': not an integer"},
+                        Case{{"--eval-every", "0"}, "--eval-every 0: must be at least 1"},
                         Case{{"--lr", "-1"}, "--lr -1: must be greater than 0"},
                         Case{{"--lr", "fast"}, "--lr 'fast': not a number"},
                         Case{{"--batch-size"}, "--batch-size: missing value"},
