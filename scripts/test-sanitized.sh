@@ -1,9 +1,25 @@
 #!/usr/bin/env bash
 # Builds everything (ctrun, ctrund, the trainer, the tests) with
 # AddressSanitizer + UndefinedBehaviorSanitizer into build-asan (or
-# $CTRUN_ASAN_BUILD_DIR) and runs the whole CTest suite there. Any sanitizer
+# $CTRUN_ASAN_BUILD_DIR) and runs the sanitized suite there. Any sanitizer
 # report fails the test that triggered it (halt_on_error). Part of the README's
-# test command (and so of CI): ~17 min to build and ~15 min to run on 2 cores.
+# test command (and so of CI): on 2 cores ~14 min to build with an empty
+# compiler cache (~2 min with a warm one: CMakeLists.txt, CTRUN_CCACHE) and
+# ~11 min to run; it ends with the build's cache hits and the 25 slowest tests.
+#
+# What runs here: each C++ path once.
+#   - Every unit test (label unit): each C++ file's own cases.
+#   - The integration tests whose subject is ctrun's own C++ behaviour (the
+#     agent, the rendezvous, the store, ctrund, the trainer's paths). Where
+#     several cases of one test take the same C++ path (another mesh layout,
+#     another fault that ends in the same restart), the test runs one of them
+#     here: CTest sets CTRUN_SANITIZED=1, and each skipped case says which
+#     case covers it.
+#   - Not the tests whose subject is the environment (what ships: the .deb,
+#     the wheel, the container image; the docs; a real Slurm, podman, a
+#     browser; the network's own behaviour): they are labelled plain-only
+#     (ctrun_integration_test(... PLAIN_ONLY)) and run in the plain stage only.
+# docs/contributing.md, "The loop", lists the stages and their times.
 #
 # -Og -g1: line tables for the reports. -Og, not -O1: with UBSan, gcc 12 at
 # -O1 takes 2.3x as long on the gRPC-heavy files (server.cc: 72 s vs 32 s),
@@ -21,7 +37,6 @@
 # cases outlived their bounds (a cut-off node's exit, a survivors' job) in 1
 # of 3 CI runs; beside only each other they pass. Every part always runs;
 # the script fails if any did.
-# Tests labelled plain-only (what ships, the docs) run in the plain stage only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${CTRUN_ASAN_BUILD_DIR:-build-asan}"
