@@ -214,10 +214,16 @@ def print_load(args, cases, runs, cpu100k, ratios):
     return cpu_ratio
 
 
+# store_load's default --clients-per-address: the ranks of one node.
+CLIENTS_PER_ADDRESS = 8
+
+
 def print_storm(args, storms, drops, fd_limit):
     print()
     print(f"connect storm: {args.storm_clients} clients connect at once, ADD + WAIT on a barrier, "
           f"close; {args.storm_reps} runs each; fd limit {fd_limit}")
+    print(f"  each from a node's loopback address: {-(-args.storm_clients // CLIENTS_PER_ADDRESS)} addresses "
+          f"(127.1.x.y), {CLIENTS_PER_ADDRESS} clients each (ctrun's store takes at most 1,024 from one)")
     print(f"{'server':>6} {'first connect → last released, s':>34} {'slowest connect, s':>20} "
           f"{'server CPU s':>14} {'listen drops':>13} {'refused':>8}")
     for k in SERVERS:

@@ -24,6 +24,13 @@
 //     from the first connect() to the last client released. Every ADD result
 //     1..N must come back exactly once.
 //
+// Each client connects from a source address of its own node's: K clients
+// (--clients-per-address, default 8) per address from 127.1.0.1 up, as the
+// ranks of one node would, so the server's cap on connections from one
+// address (rendezvous/store/store_server.h) is met as in a real job; 0
+// leaves the source to the kernel (127.0.0.1 for every client). The host
+// must then be a 127.x.y.z address.
+//
 // Prints one JSON object on stdout: requests, seconds, requests_per_s,
 // p50_us, p99_us (of requests with a reply, from sending to the whole reply
 // read; a GET's includes its pipelined SET), server_cpu_s (utime + stime of

@@ -14,6 +14,8 @@ namespace store_load {
 
 namespace {
 constexpr int kMaxProblemsPrinted = 10;
+constexpr uint32_t kFirstSource = (127u << 24) | (1u << 16) | 1u;  // 127.1.0.1
+constexpr uint32_t kSources = 65533;                                 // up to 127.1.255.254
 }  // namespace
 
 Loop::Loop(const Options& o) : o_(o) {
@@ -22,6 +24,10 @@ Loop::Loop(const Options& o) : o_(o) {
   addr_.sin_port = htons(static_cast<uint16_t>(o.port));
   if (inet_pton(AF_INET, o.host.c_str(), &addr_.sin_addr) != 1) {
     Usage("--host wants an IPv4 address, got '" + o.host + "'");
+  }
+  if (o.clients_per_address > 0 && (ntohl(addr_.sin_addr.s_addr) >> 24) != 127) {
+    Usage("--host " + o.host + ": clients bind loopback source addresses; use a 127.x.y.z host or "
+          "--clients-per-address 0");
   }
 }
 
@@ -37,6 +43,20 @@ bool Loop::Connect(Conn& c) {
   }
   const int one = 1;
   setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (o_.clients_per_address > 0) {
+    // The next client's source address: a node's worth of clients (K) per
+    // address, from 127.1.0.1 up, each with its own ephemeral ports.
+    sockaddr_in source{};
+    source.sin_family = AF_INET;
+    const uint64_t node = sources_used_ / static_cast<uint64_t>(o_.clients_per_address);
+    source.sin_addr.s_addr = htonl(kFirstSource + static_cast<uint32_t>(node % kSources));
+    ++sources_used_;
+    if (bind(c.fd, reinterpret_cast<const sockaddr*>(&source), sizeof(source)) != 0) {
+      Problem(std::string("bind to a loopback source address: ") + std::strerror(errno));
+      ++connect_failures_;
+      return false;
+    }
+  }
   c.connect_start = Clock::now();
   if (connect(c.fd, reinterpret_cast<const sockaddr*>(&addr_), sizeof(addr_)) != 0 && errno != EINPROGRESS) {
     Problem(std::string("connect: ") + std::strerror(errno));

@@ -90,6 +90,7 @@ class Loop {
   int errors_ = 0;
   int connect_failures_ = 0;
   int closed_ = 0;
+  uint64_t sources_used_ = 0;  // connections given a source address so far
 };
 
 template <typename Reply>

@@ -10,6 +10,7 @@ namespace store_load {
   std::fprintf(stderr,
                "store_load: %s\n"
                "usage: store_load --port P [--host H] [--server-pid PID] [--prefix S] [--timeout S]\n"
+               "                  [--clients-per-address K]\n"
                "         mix --conns C --value-bytes V (--seconds T [--warmup W] | --cycles K)\n"
                "       | storm --clients N\n",
                why.c_str());
@@ -61,6 +62,7 @@ Options Parse(int argc, char** argv) {
     else if (a == "--server-pid") o.server_pid = static_cast<int>(Number(a, v));
     else if (a == "--timeout") o.timeout = Number(a, v);
     else if (a == "--prefix") o.prefix = v;
+    else if (a == "--clients-per-address") o.clients_per_address = static_cast<int>(Number(a, v));
     else Usage("unknown argument '" + a + "'");
   }
   Check(o);

@@ -22,6 +22,10 @@ struct Options {
   int server_pid = 0;
   double timeout = 300;
   std::string prefix = "load";
+  // Clients per source address: client i binds 127.1.0.0 + 1 + i / K before
+  // it connects, as K ranks of one node would (the store caps connections per
+  // address); 0: the kernel picks the source (127.0.0.1 for every client).
+  int clients_per_address = 8;
 };
 
 [[noreturn]] void Usage(const std::string& why);

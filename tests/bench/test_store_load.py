@@ -2,7 +2,8 @@
 requests of its mix and a 64-client storm against ctrun's store server
 (bench/store_server) and against torch's own TCPStore server, every reply
 checked by the generator (values, ADD counts, WAIT answers, the final count);
-and a server that answers wrongly is caught."""
+the storm with the store's connection caps in force; and a server that
+answers wrongly is caught."""
 import json
 import os
 import socket
@@ -93,6 +94,42 @@ class TorchStoreTest(Protocol, unittest.TestCase):
     @classmethod
     def server(cls):
         return start([PY, "-c", TORCH_SERVER])
+
+
+class ConnectionCapsTest(unittest.TestCase):
+    """The storm with the server's connection caps in force, at a small size:
+    ctrun's store server with at most 16 connections from one address. The
+    generator's default spreads its clients over loopback addresses, 8 a
+    node, so 64 clients stay under the cap; from one address, the clients
+    past the cap are refused and the storm fails. If a cap ever changes how
+    the bench's clients are served, this test, not the next bench run, says so."""
+
+    def setUp(self):
+        self.proc, self.port = start([SERVER, "127.0.0.1", "0", "--max-per-address", "16"])
+
+    def tearDown(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+    def test_clients_spread_over_addresses_stay_under_the_cap(self):
+        rc, out, err = load(self.port, "--prefix", "spread", "storm", "--clients", "64")
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        self.assertEqual((doc["released"], doc["connect_failures"], doc["errors"]), (64, 0, 0))
+
+    def test_clients_from_one_address_meet_the_cap(self):
+        rc, out, err = load(self.port, "--prefix", "one", "--clients-per-address", "0", "storm", "--clients", "64")
+        self.assertEqual(rc, 1, out)
+        # Closed at once past the cap: an end of stream, or a reset when the
+        # client's request was still unread.
+        self.assertRegex(err, r"store_load: (the server closed a connection with a reply due|recv: Connection reset)")
+
+    def test_a_host_off_loopback_is_refused_with_spread_sources(self):
+        rc, _, err = load(self.port, "--host", "10.0.0.1", "storm", "--clients", "2")
+        self.assertEqual(rc, 2)
+        self.assertIn("--host 10.0.0.1: clients bind loopback source addresses; use a 127.x.y.z host or "
+                      "--clients-per-address 0", err)
 
 
 class WrongReplyTest(unittest.TestCase):
