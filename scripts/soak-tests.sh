@@ -35,24 +35,6 @@ for r in $(seq "$rounds"); do
 done
 stop
 
-python3 - "$rounds" "$out" <<'PY'
-import os, statistics, sys, xml.etree.ElementTree as ET
-rounds, out = int(sys.argv[1]), sys.argv[2]
-runs = {}
-for r in range(1, rounds + 1):
-    path = os.path.join(out, f"round{r}.xml")
-    if not os.path.exists(path):
-        continue
-    for case in ET.parse(path).getroot().iter("testcase"):
-        ok = case.get("status") == "run" and case.find("failure") is None and case.find("error") is None
-        runs.setdefault(case.get("name"), []).append((ok, float(case.get("time") or 0)))
-bad = 0
-print(f"\n| test | passed | median s | slowest s |\n|---|---|---|---|")
-for name in sorted(runs, key=lambda n: (sum(ok for ok, _ in runs[n]), n)):
-    passed = sum(ok for ok, _ in runs[name])
-    times = [t for _, t in runs[name]]
-    bad += passed < rounds
-    print(f"| {name} | {passed}/{rounds} | {statistics.median(times):.1f} | {max(times):.1f} |")
-print(f"\nsoak: {len(runs) - bad} of {len(runs)} integration tests passed {rounds}/{rounds}")
-sys.exit(1 if bad or not runs else 0)
-PY
+junits=()
+for r in $(seq "$rounds"); do junits+=("$out/round$r.xml"); done
+scripts/test-times.py passes "${junits[@]}"

@@ -66,5 +66,5 @@ ctest --test-dir "$build" -LE 'unit|plain-only' -R "$trainer" -j "${CTRUN_TEST_J
   --output-junit "$junits/sanitized-trainer.junit.xml" "$@" || status=1
 ctest --test-dir "$build" -LE 'unit|plain-only' -E "$trainer" -j "$jobs" --output-on-failure \
   --output-junit "$junits/sanitized-integration.junit.xml" "$@" || status=1
-scripts/slowest-tests.py --title "sanitized suite ($((SECONDS - start)) s)" "$junits"/sanitized-*.junit.xml || true
+scripts/test-times.py slowest --title "sanitized suite ($((SECONDS - start)) s)" "$junits"/sanitized-*.junit.xml || true
 exit "$status"

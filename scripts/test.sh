@@ -13,5 +13,5 @@ rm -f "$junit"
 start=$SECONDS
 status=0
 ctest --test-dir "$build" -j "$jobs" --output-on-failure --output-junit "$junit" "$@" || status=$?
-scripts/slowest-tests.py --title "plain suite ($((SECONDS - start)) s)" "$junit" || true
+scripts/test-times.py slowest --title "plain suite ($((SECONDS - start)) s)" "$junit" || true
 exit "$status"

@@ -215,8 +215,7 @@ Status FinishEpoch(Worker& w, const EpochTotals& totals, double epoch_start, boo
     if (!evaluated.ok()) return evaluated.status();
     std::tie(test_loss, test_correct) = *evaluated;
   }
-  auto sums = eval ? w.SumOverRanks({totals.loss_sum, totals.correct, totals.seen, test_loss, test_correct})
-                   : w.SumOverRanks({totals.loss_sum, totals.correct, totals.seen});
+  auto sums = w.SumOverRanks({totals.loss_sum, totals.correct, totals.seen, test_loss, test_correct});
   if (!sums.ok()) return sums.status();
   const auto& v = *sums;
   char test[96] = "";
