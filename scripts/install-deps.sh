@@ -8,6 +8,8 @@ pkgs=(
   cmake ninja-build g++ pkg-config git
   # compiles cached across builds and clones (CMakeLists.txt: CTRUN_CCACHE)
   ccache
+  # a faster linker (CMakeLists.txt: CTRUN_FAST_LINKER; gold, in binutils, otherwise)
+  lld
   libboost1.74-dev libboost-filesystem1.74-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libcli11-dev catch2 nlohmann-json3-dev
