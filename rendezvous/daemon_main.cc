@@ -58,6 +58,25 @@ std::string ListenHost(const std::string& listen) {
   return host;
 }
 
+// Whether --listen's host reaches beyond this machine: anything but a
+// loopback address or "localhost" (0.0.0.0 and :: are every interface).
+bool ListensBeyondLoopback(const std::string& listen) {
+  const std::string host = ListenHost(listen);
+  return !(host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0);
+}
+
+constexpr const char* kExamples = R"(
+Examples:
+  ctrund --listen 127.0.0.1:29400                 # this machine's agents only
+  ctrund --token-file /etc/ctrun/token            # every interface; nodes send the same token
+  ctrund --tls-cert srv.pem --tls-key srv.key --token-file /etc/ctrun/token
+  ctrund --state-dir /var/lib/ctrund --metrics-port 9400   # resumes its runs after a restart
+Then on every node: ctrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d \
+  --rdzv-endpoint THIS_HOST:29400 --rdzv-id job1 train.py
+Listening beyond loopback (the default 0.0.0.0) without --token-file or TLS lets
+anyone who reaches the port join or end a run: ctrund warns once at start.
+docs/daemon.md has the rest.)";
+
 // Every usage error (a bad flag, file or environment value; exit 2) ends
 // the same way, whether or not the message already names the fix.
 int Usage(const std::string& message) {
@@ -144,6 +163,7 @@ int main(int argc, char** argv) {
   DaemonFlags flags;
   CLI::App app("ctrund: the ctrun rendezvous daemon. Serves every --rdzv-id that joins it.", "ctrund");
   AddFlags(app, flags);
+  app.footer(kExamples);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -197,6 +217,11 @@ int main(int argc, char** argv) {
   }
   std::printf("ctrund: serving rendezvous on %s%s\n", (*server)->address().c_str(),
               !tls->ServerSide() ? "" : tls->ca_pem.empty() ? " (TLS)" : " (TLS, client certificates required)");
+  if (ListensBeyondLoopback(flags.listen) && token->empty() && !tls->ServerSide()) {
+    spdlog::warn("listening on {} with no token and no TLS: anyone who can reach this port can join or end a "
+                 "run (give --token-file, or --tls-cert and --tls-key, or --listen 127.0.0.1:PORT)",
+                 flags.listen);
+  }
   auto metrics = ServeMetrics(flags, server->get());
   if (!metrics.ok()) {
     std::fprintf(stderr, "ctrund: %s\n", metrics.status().message().c_str());

@@ -57,14 +57,6 @@ Status UsageError(std::string_view why) {
       "{} (usage: ctrun [OPTIONS] SCRIPT [SCRIPT_ARGS...]; see ctrun --help)", why));
 }
 
-Status UnknownFlag(std::string_view name) {
-  std::string near = ClosestSpelling(name);
-  if (near.empty()) {
-    return Status::InvalidArgument(fmt::format("unknown flag '{}' (see ctrun --help for the flags ctrun knows)", Quote(name)));
-  }
-  return Status::InvalidArgument(fmt::format("unknown flag '{}' (did you mean {}? see ctrun --help)", Quote(name), near));
-}
-
 uint64_t RandomSeed() {
   try {
     std::random_device device;
@@ -115,8 +107,9 @@ Result<Tokens> Tokenize(const std::vector<std::string>& args) {
       name = arg.substr(0, 2);
       inline_value = arg.substr(arg[2] == '=' ? 3 : 2);
     }
-    const FlagSpec* flag = FindFlag(name);
-    if (flag == nullptr) return UnknownFlag(name);
+    Result<const FlagSpec*> resolved = ResolveFlag(name);
+    if (!resolved.ok()) return resolved.status();
+    const FlagSpec* flag = *resolved;
     if (flag->kind == FlagKind::kAction) {
       t.action = flag;
       return t;

@@ -16,9 +16,13 @@
 // SIGUSR2, case-insensitive, the SIG prefix optional ("term,usr1"); repeats
 // are dropped.
 //
-// Deliberate differences from torchrun: flag abbreviations ("--nproc 2") are
-// not accepted (an unknown flag gets a "did you mean" error instead); combined
-// short flags ("-mr3") are not accepted ("-r3", "-r=3" and "-r 3" are).
+// Long flags may be abbreviated to a unique prefix, as argparse allows
+// ("--nproc 2", "--standal"; flags.h, ResolveFlag): a prefix of several flags
+// is refused naming them, and an unknown flag gets a "did you mean". A
+// prefix that matches both spellings of one flag (--nproc-per-node and
+// --nproc_per_node) is that flag. Deliberate difference from torchrun:
+// combined short flags ("-mr3") are not accepted ("-r3", "-r=3" and "-r 3"
+// are).
 #pragma once
 
 #include <map>

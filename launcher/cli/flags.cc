@@ -2,9 +2,14 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "launcher/cli/flag_values.h"
 #include "launcher/cli/identifier.h"
+#include "launcher/cli/text.h"
 
 namespace ctrun::launcher {
 namespace {
@@ -324,11 +329,19 @@ const FlagSpec* FindFlag(std::string_view spelling) {
 }
 
 std::string ClosestSpelling(std::string_view unknown) {
+  constexpr size_t kFar = static_cast<size_t>(-1);
+  const size_t whole_limit = std::max<size_t>(3, unknown.size() / 3) + 1;  // distances below this
   std::string_view best;
-  size_t best_distance = std::max<size_t>(3, unknown.size() / 3) + 1;
+  size_t best_distance = kFar;
   for (const FlagSpec& f : Flags()) {
     for (std::string_view s : f.spellings) {
       size_t d = EditDistance(unknown, s);
+      if (d >= whole_limit) d = kFar;
+      // A misspelt abbreviation: one edit from the start of a longer spelling.
+      if (unknown.size() >= 5 && s.size() > unknown.size()) {
+        size_t start = EditDistance(unknown, s.substr(0, unknown.size()));
+        if (start <= 1) d = std::min(d, start);
+      }
       if (d < best_distance) {
         best = s;
         best_distance = d;
@@ -336,6 +349,39 @@ std::string ClosestSpelling(std::string_view unknown) {
     }
   }
   return std::string(best);
+}
+
+Result<const FlagSpec*> ResolveFlag(std::string_view typed) {
+  if (const FlagSpec* exact = FindFlag(typed)) return exact;
+  // argparse takes a unique prefix of a long option; a short one ("-r")
+  // must be exact.
+  std::vector<std::pair<const FlagSpec*, std::string_view>> matches;  // a row, its first matching spelling
+  if (typed.size() > 2 && typed.rfind("--", 0) == 0) {
+    for (const FlagSpec& f : Flags()) {
+      for (std::string_view s : f.spellings) {
+        if (s.size() > typed.size() && s.rfind(typed, 0) == 0) {
+          matches.emplace_back(&f, s);
+          break;
+        }
+      }
+    }
+  }
+  if (matches.size() == 1) return matches[0].first;
+  if (matches.size() > 1) {
+    std::string names;
+    for (const auto& [flag, spelling] : matches) {
+      if (!names.empty()) names += ", ";
+      names += spelling;
+    }
+    return Status::InvalidArgument(
+        fmt::format("ambiguous flag '{}' could match {} (write more of it)", Quote(typed), names));
+  }
+  std::string near = ClosestSpelling(typed);
+  if (near.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("unknown flag '{}' (see ctrun --help for the flags ctrun knows)", Quote(typed)));
+  }
+  return Status::InvalidArgument(fmt::format("unknown flag '{}' (did you mean {}? see ctrun --help)", Quote(typed), near));
 }
 
 }  // namespace ctrun::launcher

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/result.h"
 #include "base/status.h"
 #include "launcher/cli/launch_config.h"
 
@@ -47,11 +48,24 @@ struct FlagSpec {
 const std::vector<FlagSpec>& Flags();
 
 // The row that has `spelling` among its spellings (exact match, no
-// abbreviations), or nullptr.
+// abbreviations: see ResolveFlag), or nullptr.
 const FlagSpec* FindFlag(std::string_view spelling);
 
-// The known spelling closest to `unknown` by edit distance (ties: table
-// order), or "" when none is close enough to be a plausible typo.
+// The row a typed long flag names, as torchrun's argparse reads it: an exact
+// spelling, else a unique prefix ("--nproc" is --nproc-per-node; a prefix
+// that matches several spellings of one row, "--nproc" matching both
+// --nproc-per-node and --nproc_per_node, names that row). Errors, each one
+// line naming what was typed and the fix: a prefix of several rows'
+// spellings ("ambiguous flag '--n' could match --nnodes, --nproc-per-node,
+// --node-rank (write more of it)"), and an unknown flag ("unknown flag
+// '--nprocs' (did you mean --nproc-per-node? see ctrun --help)"). Short
+// flags ("-r") are matched exactly.
+Result<const FlagSpec*> ResolveFlag(std::string_view typed);
+
+// The known spelling closest to `unknown` (ties: table order), or "" when
+// none is close enough to be a plausible typo: within an edit distance of
+// about a third of its length, or one edit from a spelling's start of the
+// same length (a misspelt abbreviation: "--nprocs", "--standlone").
 std::string ClosestSpelling(std::string_view unknown);
 
 }  // namespace ctrun::launcher

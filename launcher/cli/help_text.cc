@@ -49,12 +49,30 @@ std::string Wrap(std::string_view text, size_t indent, size_t width) {
 
 std::string HelpText() {
   std::string out =
-      "usage: ctrun [OPTIONS] SCRIPT [SCRIPT_ARGS...]\n\n"
+      "usage: ctrun [OPTIONS] SCRIPT [SCRIPT_ARGS...]\n"
+      "       ctrun status|logs [--rdzv-endpoint HOST:PORT] [--rdzv-id ID] ...\n\n"
+      "Examples:\n"
+      "  ctrun --nproc-per-node 4 train.py --lr 0.1\n"
+      "      one node, 4 workers (RANK, LOCAL_RANK, WORLD_SIZE... as torchrun sets them)\n"
+      "  ctrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint node0:29400 \\\n"
+      "        --rdzv-id job1 train.py\n"
+      "      the same on each of two nodes; node0's agent hosts the rendezvous\n"
+      "  ctrund --listen 0.0.0.0:29400 --token-file /etc/ctrun/token\n"
+      "      a rendezvous daemon off the training nodes (ctrund --help)\n"
+      "  srun --ntasks-per-node=1 ctrun --nproc-per-node 8 train.py\n"
+      "      under Slurm: the nodes, the ranks and the endpoint come from SLURM_*\n"
+      "  ctrun status --rdzv-endpoint node0:29400 --rdzv-id job1 --why\n"
+      "      a run's nodes and rounds, and which rank failed first and why\n"
+      "  ctrun logs --rdzv-endpoint node0:29400 --rdzv-id job1 --follow\n"
+      "      every node's worker lines in one place (agents run with --share-logs)\n"
+      "  ctrun --ft-replicas 2:4 --rdzv-backend c10d --rdzv-endpoint svc:29400 --rdzv-id job1 \\\n"
+      "        --no-python ctrun-fashion-mnist --ft\n"
+      "      fault tolerance per step: a group that fails is healed while the others train on\n\n"
       "Start NPROC workers of SCRIPT on this node and supervise them (a torchrun replacement).\n"
       "Options must come before SCRIPT; everything after SCRIPT is passed to it unchanged.\n"
-      "A value can be given as --flag VALUE or --flag=VALUE. Options marked [env X] take their\n"
-      "default from the environment variable X (the flag wins); on/off options read X as an\n"
-      "integer: 0 is off, any other integer on.\n";
+      "A value can be given as --flag VALUE or --flag=VALUE, and a flag by a unique prefix\n"
+      "(--nproc 4). Options marked [env X] take their default from the environment variable\n"
+      "X (the flag wins); on/off options read X as an integer: 0 is off, any other integer on.\n";
   for (HelpGroup g : {HelpGroup::kSize, HelpGroup::kRendezvous, HelpGroup::kLaunch, HelpGroup::kLogs,
                       HelpGroup::kCtrun}) {
     out += fmt::format("\n{}:\n", GroupTitle(g));

@@ -132,6 +132,7 @@ Result<std::unique_ptr<FtRuntime>> StartFaultTolerance(boost::asio::io_context& 
     if (!server.ok()) return server.status();
     rt->server = std::move(*server);
   }
+  if (!rt->server) spdlog::info("joining the quorum at {} (served by another agent or ctrund)", plan->endpoint);
   const std::string node = rdzv::ToString(plan->node);
   const int parts = config.ft->group_size;
   const std::string group = parts > 1 ? config.ft->group_id() : node;

@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "launcher/net/free_port.h"
+#include "launcher/rdzv/waiting_line.h"
 #include "rendezvous/grpc/log_client.h"
 #include "rendezvous/machine/node_order.h"
 
@@ -29,7 +30,7 @@ std::pair<std::string, int> SplitEndpoint(const std::string& endpoint) {
 }
 
 
-constexpr auto kStatusEvery = std::chrono::seconds(10);
+constexpr auto kStatusEvery = std::chrono::seconds(5);
 constexpr Duration kSignalLeaveTimeout = std::chrono::seconds(2);
 constexpr Duration kPreemptSendTimeout = std::chrono::seconds(5);
 // A reconnect waits for the server (wait-for-ready) and needs no delay; the
@@ -102,6 +103,7 @@ void GrpcRendezvous::NextRound(std::function<void(Result<Round>)> done) {
       [this](const Status& s) { OnStreamEnd(s); });
 
   ProbeTls();
+  join_deadline_ = Clock::now() + ToDuration(options_.join_timeout);
   join_timer_.expires_after(ToDuration(options_.join_timeout));
   join_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || phase_ != Phase::kJoining) return;
@@ -388,15 +390,11 @@ void GrpcRendezvous::ArmStatusLine() {
                      st.status().message());
         return;
       }
-      std::string line = "waiting for nodes: " + std::to_string(st->participants) + "/" +
-                         std::to_string(st->max_nodes) + " (min " +
-                         std::to_string(st->min_nodes) + ")";
-      if (st->last_call_deadline) {
-        const double left =
-            std::chrono::duration<double>(*st->last_call_deadline - Clock::now()).count();
-        line += ", last call in " + std::to_string(static_cast<int>(std::ceil(std::max(0.0, left)))) + " s";
-      }
-      spdlog::info("{}", line);
+      const auto seconds_to = [](TimePoint t) { return std::chrono::duration<double>(t - Clock::now()).count(); };
+      std::optional<double> last_call;
+      if (st->last_call_deadline) last_call = seconds_to(*st->last_call_deadline);
+      spdlog::info("{}", WaitingLine(*st, options_.client.endpoint, options_.client.run_id,
+                                     seconds_to(join_deadline_), last_call));
     });
     ArmStatusLine();
   });

@@ -32,6 +32,7 @@
 #include <optional>
 #include <string>
 
+#include "base/clock.h"
 #include "launcher/cli/launch_config.h"
 #include "launcher/rdzv/rendezvous_handler.h"
 #include "rendezvous/grpc/client.h"
@@ -127,6 +128,7 @@ class GrpcRendezvous : public RendezvousHandler {
   std::unique_ptr<rdzv::RendezvousClient> client_;
   std::unique_ptr<HostedServer> hosted_;
   boost::asio::steady_timer join_timer_;
+  TimePoint join_deadline_{};  // when join_timer_ fires (the waiting line's "giving up in")
   boost::asio::steady_timer keep_alive_timer_;
   boost::asio::steady_timer status_timer_;
   boost::asio::steady_timer barrier_timer_;

@@ -89,8 +89,10 @@ Result<std::unique_ptr<HostedServer>> HostRendezvousServer(RendezvousPlan& plan,
   if (ListenPort(so.listen_address) == 0) {  // there is no port to join instead
     return Status::Unavailable("--rdzv-endpoint " + plan.endpoint + ": " + server.status().message());
   }
-  spdlog::info("the rendezvous at {} is hosted by another agent ({}); joining it", plan.endpoint,
-               server.status().message());
+  // The normal case for every node but one: the bind failure is not an
+  // error here (it is above, where this node was meant to host). The
+  // caller says it joins.
+  spdlog::debug("not hosting the rendezvous at {}: {}", plan.endpoint, server.status().message());
   return std::unique_ptr<HostedServer>();
 }
 

@@ -21,6 +21,7 @@ Result<std::unique_ptr<RendezvousHandler>> MakeGrpc(boost::asio::io_context& io,
     if (!server.ok()) return server.status();
     hosted = std::move(*server);
   }
+  if (!hosted) spdlog::info("joining the rendezvous at {} (served by another agent or ctrund)", plan.endpoint);
   GrpcRendezvousOptions o;
   o.client.endpoint = plan.endpoint;
   o.client.run_id = plan.run_id;

@@ -119,6 +119,8 @@ void Outbox::Flush() {
   kicks.clear();
   for (const std::string& line : logs) spdlog::info("{}", line);
   logs.clear();
+  for (const std::string& line : debug_logs) spdlog::debug("{}", line);
+  debug_logs.clear();
   for (auto& call : calls) call();
   calls.clear();
 }

@@ -123,7 +123,8 @@ class JoinStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 // Work collected under the server's lock, done after it is released.
 struct Outbox {
   std::vector<JoinStream*> kicks;  // streams held by a true Enqueue/RequestFinish
-  std::vector<std::string> logs;   // info lines
+  std::vector<std::string> logs;   // info lines (plain sentences)
+  std::vector<std::string> debug_logs;  // debug lines (the machine's own terms)
   std::vector<std::function<void()>> calls;  // WhenDrained callbacks now due
 
   // Kicks the streams, logs the lines, then makes the calls, in that order;

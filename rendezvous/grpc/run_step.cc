@@ -110,7 +110,10 @@ bool RendezvousServer::Impl::Route(const std::string& run_id, const std::vector<
         },
         d);
     if (!std::holds_alternative<Admitted>(d) && !std::holds_alternative<Rejected>(d)) {
-      out.logs.push_back("rendezvous run '" + run_id + "': " + Describe(d, kLoggedNodes));
+      out.logs.push_back("rendezvous run '" + run_id + "': " + Narrate(d, kLoggedNodes));
+      if (spdlog::should_log(spdlog::level::debug)) {
+        out.debug_logs.push_back("rendezvous run '" + run_id + "': " + Describe(d, kLoggedNodes));
+      }
     }
   }
   CollectDrained(run_id, out);

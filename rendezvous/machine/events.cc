@@ -106,6 +106,72 @@ std::string Describe(const Decision& decision, size_t max_nodes) {
       decision);
 }
 
+namespace {
+
+// "a, b, c" or "a, b and 9998 more": the ids of `nodes`, at most `max_nodes`.
+std::string ListIds(const std::vector<NodeId>& nodes, size_t max_nodes) {
+  std::string out;
+  for (size_t i = 0; i < nodes.size() && i < max_nodes; ++i) out += (i ? ", " : "") + ToString(nodes[i]);
+  if (nodes.size() > max_nodes) out += " and " + std::to_string(nodes.size() - max_nodes) + " more";
+  return out;
+}
+
+std::string Count(size_t n, std::string_view word) {
+  return std::to_string(n) + " " + std::string(word) + (n == 1 ? "" : "s");
+}
+
+std::string WhyRestart(const RestartRequested& d) {
+  const std::string node = "node " + ToString(d.cause);
+  switch (d.reason) {
+    case RestartReason::kNodeJoinedWaitList: return node + " is waiting to join";
+    case RestartReason::kNodeLost: return node + " was lost (its connection or keep-alives stopped)";
+    case RestartReason::kNodeLeft: return node + " left";
+    case RestartReason::kWorkersFailed: return "the workers of " + node + " failed";
+  }
+  return node;
+}
+
+}  // namespace
+
+std::string Narrate(const Decision& decision, size_t max_nodes) {
+  return std::visit(
+      Overloaded{
+          [](const Admitted& d) {
+            return "node " + ToString(d.node) +
+                   (d.state == AdmitState::kParticipant ? " joined round " + std::to_string(d.round)
+                    : d.state == AdmitState::kWaiting   ? " waits for the round after " + std::to_string(d.round)
+                                                        : " waits as a spare (the run is full)");
+          },
+          [max_nodes](const RoundComplete& d) {
+            std::vector<NodeId> nodes;
+            for (const auto& m : d.members) nodes.push_back(m.node);
+            return "round " + std::to_string(d.round) + " formed: " + Count(nodes.size(), "node") + " (" +
+                   ListIds(nodes, max_nodes) + "), world size " + std::to_string(d.world_size) +
+                   (d.hints_honoured ? ", in the nodes' --node-rank order" : "");
+          },
+          [](const RestartRequested& d) {
+            return "round " + std::to_string(d.round) + " ends for a restart: " + WhyRestart(d) + " (" +
+                   Count(d.nodes.size(), "node") + " told)";
+          },
+          [](const Evicted& d) { return "node " + ToString(d.node) + " was removed from the run"; },
+          [](const Rejected& d) { return "node " + ToString(d.node) + " was refused: " + d.message; },
+          [](const TimedOut& d) { return "node " + ToString(d.node) + " gave up waiting for a round"; },
+          [](const Closed& d) {
+            return "the run is closed after round " + std::to_string(d.round) + " (" +
+                   Count(d.nodes.size(), "node") + " told)" +
+                   (d.unhealthy_budget_exceeded ? ": more nodes left as unhealthy than --max-unhealthy-nodes allows"
+                                                : "");
+          },
+          [](const PreemptNotice& d) {
+            char budget[32];
+            std::snprintf(budget, sizeof budget, "%g", d.remaining_s);
+            return "node " + ToString(d.from) + " has notice of preemption (" + d.source + ", " + budget +
+                   " s left); " + Count(d.nodes.size(), "node") + " told";
+          },
+      },
+      decision);
+}
+
 Status ToStatus(const Rejected& rejected) {
   switch (rejected.code) {
     case RejectCode::kClosed: return Status::Aborted(rejected.message);

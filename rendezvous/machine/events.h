@@ -201,6 +201,14 @@ std::string_view Name(RejectCode code);
 // round, not one id per member).
 std::string Describe(const Decision& decision, size_t max_nodes = SIZE_MAX);
 
+// The same decision as a plain sentence, for the info lines a user reads
+// (Describe's terms stay for --log-level debug and the tests), e.g.
+// "round 1 formed: 2 nodes (a, b), world size 4",
+// "round 1 ends for a restart: node c was lost (2 nodes told)",
+// "the run is closed after round 1 (2 nodes told)". Node lists are cut as
+// Describe's are.
+std::string Narrate(const Decision& decision, size_t max_nodes = SIZE_MAX);
+
 // The Status a client returns for a refused Join/KeepAlive:
 // kClosed -> Aborted, kDuplicateNode -> FailedPrecondition,
 // kUnknownNode -> NotFound, kInvalidJoin -> InvalidArgument,

@@ -57,6 +57,23 @@ class MultiNodeTest(unittest.TestCase):
         allout = "".join(o for o, _ in outs)
         for rank in range(8):
             self.assertIn(f"rank {rank} world 8 sum 36", allout)
+        # The joining nodes say so plainly; the host does not join.
+        joining = f"joining the rendezvous at 127.0.0.1:{job.port} (served by another agent or ctrund)"
+        self.assertNotIn(joining, outs[0][1])
+        for _, err in outs[1:]:
+            self.assertIn(joining, err)
+            self.assertNotIn("hosted by another agent", err)
+
+    def test_a_node_waiting_for_others_says_for_how_many_and_until_when(self):
+        job = Job(self, "2", 1)
+        host = job.start(0, h.worker("allreduce.py"))
+        # Every 5 s while the round forms; join_timeout is 60 s in FAST.
+        err = h.read_until(host.stderr,
+                           f"waiting for 1 more node (1/2) at 127.0.0.1:{job.port}, run 'job'; giving up in ", 20)
+        self.assertNotIn("waiting for nodes:", err)
+        job.start(1, h.worker("allreduce.py"))
+        for p, (_, err) in zip(job.agents, h.finish(self, job.agents, 120)):
+            self.assertEqual(p.returncode, 0, err)
 
     def test_scale_up_restart_is_not_charged(self):
         d = h.tempdir(self)
@@ -119,6 +136,7 @@ class MultiNodeTest(unittest.TestCase):
         for p in agents:
             out, err = p.communicate(timeout=120)
             self.assertEqual(p.returncode, 0, err)
+            self.assertIn(f"joining the rendezvous at {endpoint} (served by another agent or ctrund)", err)
             outs.append(out)
         self.assertEqual("".join(outs[:2]).count("world 4 sum 10"), 4)
         self.assertEqual("".join(outs[2:]).count("world 4 sum 10"), 4)

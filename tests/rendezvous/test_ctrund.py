@@ -55,6 +55,34 @@ class CtrundTest(unittest.TestCase):
         proc.send_signal(signal.SIGTERM)
         self.assertEqual(proc.wait(timeout=DEADLINE_S), 0)
 
+    def test_help_has_examples(self):
+        done = subprocess.run([CTRUND, "--help"], capture_output=True, text=True, timeout=DEADLINE_S)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("Examples:\n  ctrund --listen 127.0.0.1:29400", done.stdout)
+        self.assertIn("ctrund warns once at start", done.stdout)
+
+    def test_warns_once_when_it_listens_beyond_loopback_with_no_credentials(self):
+        # Every interface, in a network namespace of its own (only its own
+        # loopback there): nothing outside the test can reach the port.
+        warning = "with no token and no TLS: anyone who can reach this port can join or end a run"
+        for listen, token, warned in (("0.0.0.0:0", None, True), ("0.0.0.0:0", "s3cret", False),
+                                      ("127.0.0.1:0", None, False)):
+            with self.subTest(listen=listen, token=token):
+                env = dict(os.environ)
+                env.pop("CTRUN_RDZV_TOKEN", None)
+                if token:
+                    env["CTRUN_RDZV_TOKEN"] = token
+                proc = subprocess.Popen(["unshare", "--net", CTRUND, "--listen", listen], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, env=env)
+                self.addCleanup(lambda: proc.poll() is None and proc.kill())
+                self.assertIn("serving rendezvous", read_line(proc.stdout))
+                proc.send_signal(signal.SIGTERM)
+                out, err = proc.communicate(timeout=DEADLINE_S)
+                self.assertEqual(proc.returncode, 0, err)
+                self.assertEqual(err.decode().count(warning), 1 if warned else 0, err)
+                if warned:
+                    self.assertIn(f"listening on {listen} {warning}", err.decode())
+
     def test_exits_0_on_sigint(self):
         proc = self.start("--log-level", "warn")
         self.assertIn("serving rendezvous", read_line(proc.stdout))

@@ -11,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
 
+#include <csignal>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -238,6 +239,12 @@ Result<std::shared_ptr<Communicator>> ConnectProcessGroup(const DistEnv& env,
 #endif
     }
 #if defined(CTRUN_TRAINER_GLOO)
+    // Gloo writes to its peers with writev, which raises SIGPIPE once a peer
+    // has died, and SIGPIPE's default action ends this process without a
+    // word (a C++ worker's rank 0 then exited with nothing on stderr). Python
+    // ignores SIGPIPE from its start, so torch's workers never meet it; ours
+    // ignore it from here, and the failed collective reports its peer.
+    std::signal(SIGPIPE, SIG_IGN);
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
     gloo_options->devices.push_back(GlooDevice(env));
     gloo_options->threads = options.gloo_threads;

@@ -41,6 +41,8 @@ bool HaveNccl();
 //    or peers do not join within `timeout` (the message names the address);
 //  - FailedPrecondition when NCCL or Gloo is asked for in a build without
 //    it, or no GPU exists for LOCAL_RANK.
+// With Gloo, the process ignores SIGPIPE from then on, as a Python worker
+// does: a write to a dead peer fails the collective instead of killing it.
 Result<std::shared_ptr<Communicator>> ConnectProcessGroup(const DistEnv& env,
                                                           const ProcessGroupOptions& options);
 

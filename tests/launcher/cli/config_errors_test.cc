@@ -153,7 +153,11 @@ TEST_CASE("bad inputs are rejected with a one-line message naming input and fix:
           "[config]") {
   CheckBad({
       {{"--nproc-per-nodes", "2", "t.py"}, {}, "unknown flag '--nproc-per-nodes' (did you mean --nproc-per-node?"},
-      {{"--nproc_per_nod=2", "t.py"}, {}, "unknown flag '--nproc_per_nod' (did you mean --nproc_per_node?"},
+      {{"--nproc_per_nodes=2", "t.py"}, {}, "unknown flag '--nproc_per_nodes' (did you mean --nproc_per_node?"},
+      {{"--nprocs", "2", "t.py"}, {}, "unknown flag '--nprocs' (did you mean --nproc-per-node? see ctrun --help)"},
+      {{"--rdzv", "c10d", "t.py"}, {}, "ambiguous flag '--rdzv' could match --rdzv-backend, --rdzv-endpoint, --rdzv-id, --rdzv-conf (write more of it)"},
+      {{"--rdzv_", "c10d", "t.py"}, {}, "ambiguous flag '--rdzv_' could match --rdzv_backend, --rdzv_endpoint, --rdzv_id, --rdzv_conf (write more of it)"},
+      {{"-n", "2", "t.py"}, {}, "unknown flag '-n'"},  // short flags are exact
       {{"--zzzzzzzzzzzzzzzz", "t.py"}, {}, "unknown flag '--zzzzzzzzzzzzzzzz' (see ctrun --help"},
       {{"-x", "t.py"}, {}, "unknown flag '-x'"},
       {{"--nnodes"}, {}, "--nnodes expects a value (write --nnodes MIN:MAX or --nnodes=MIN:MAX)"},

@@ -169,6 +169,21 @@ TEST_CASE("good inputs fill the expected fields: node counts, processes per node
   });
 }
 
+TEST_CASE("a unique prefix of a flag is that flag, as argparse reads torchrun's", "[config]") {
+  CheckGood({
+      {{"--nproc", "4", "t.py"}, {}, {"nproc=number:4"}},  // both of --nproc-per-node's spellings: one flag
+      {{"--nproc_per", "4", "t.py"}, {}, {"nproc=number:4"}},
+      {{"--nnode=2", "t.py"}, {}, {"nnodes=2:2"}},
+      {{"--standal", "t.py"}, {}, {"standalone=true"}},
+      {{"--max_re", "3", "--rdzv_b", "c10d", "t.py"}, {}, {"max_restarts=3", "rdzv_backend=c10d"}},
+      {{"--no-py", "t.py"}, {}, {"no_python=true"}},
+      {{"--nproc-per-node", "2", "--nproc", "3", "t.py"}, {}, {"nproc=number:3"}},  // last one wins
+  });
+  auto help = ParseCommandLine({"--hel"}, {});
+  REQUIRE(help.ok());
+  CHECK(help->action == ParseAction::kHelp);
+}
+
 TEST_CASE("good inputs fill the expected fields: rendezvous backends and endpoints", "[config]") {
   CheckGood({
       {{"--rdzv-backend", "c10d", "t.py"}, {}, {"rdzv_backend=c10d", "rdzv_host=localhost", "rdzv_port=29400"}},

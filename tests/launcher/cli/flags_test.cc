@@ -36,7 +36,7 @@ TEST_CASE("the table has torchrun's spellings and PET_ names", "[flags]") {
   CHECK(FindFlag("-m") == FindFlag("--module"));
   CHECK(FindFlag("-r") == FindFlag("--redirects"));
   CHECK(FindFlag("-t") == FindFlag("--tee"));
-  CHECK(FindFlag("--nproc") == nullptr);  // no abbreviations
+  CHECK(FindFlag("--nproc") == nullptr);  // exact only: ResolveFlag takes prefixes
 }
 
 TEST_CASE("help text is grouped like torchrun's and shows spellings and PET_ names", "[flags]") {
@@ -44,6 +44,15 @@ TEST_CASE("help text is grouped like torchrun's and shows spellings and PET_ nam
   REQUIRE(r.ok());
   REQUIRE(r->action == ParseAction::kHelp);
   const std::string& help = r->text;
+  // A usage line, then the examples, before the flag table.
+  CHECK_THAT(help, Catch::StartsWith("usage: ctrun [OPTIONS] SCRIPT [SCRIPT_ARGS...]\n"));
+  const size_t examples = help.find("\nExamples:\n  ctrun --nproc-per-node 4 train.py");
+  REQUIRE(examples != std::string::npos);
+  CHECK(examples < help.find("\nWorker/node size:\n"));
+  for (const char* example : {"  ctrund --listen", "  srun --ntasks-per-node=1 ctrun", "  ctrun status ", "  ctrun logs ",
+                              "  ctrun --ft-replicas"}) {
+    CHECK(help.find(example) < help.find("\nWorker/node size:\n"));
+  }
   size_t last = 0;
   for (const char* group : {"\nWorker/node size:\n", "\nRendezvous:\n", "\nUser-code launch:\n", "\nLogs:\n", "\nctrun:\n"}) {
     size_t at = help.find(group);
@@ -91,6 +100,42 @@ TEST_CASE("ClosestSpelling", "[flags]") {
   CHECK(ClosestSpelling("--max_restart") == "--max_restarts");
   CHECK(ClosestSpelling("--rdzv-endpont") == "--rdzv-endpoint");
   CHECK(ClosestSpelling("--qqqqqqqqqqqqqqqqqqqq") == "");
+  // a misspelt abbreviation: one edit from a longer spelling's start
+  CHECK(ClosestSpelling("--nprocs") == "--nproc-per-node");
+  CHECK(ClosestSpelling("--nnodez") == "--nnodes");
+}
+
+TEST_CASE("ResolveFlag: exact, a unique prefix, an ambiguous prefix, unknown", "[flags]") {
+  CHECK(*ResolveFlag("--nproc-per-node") == FindFlag("--nproc-per-node"));
+  CHECK(*ResolveFlag("--npr") == FindFlag("--nproc-per-node"));
+  CHECK(*ResolveFlag("--nproc_") == FindFlag("--nproc-per-node"));
+  CHECK(*ResolveFlag("-r") == FindFlag("--redirects"));
+  for (std::string_view typed : {"--rdzv", "--no", "--"}) {
+    INFO(typed);
+    auto r = ResolveFlag(typed);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().IsInvalidArgument());
+  }
+  CHECK(ResolveFlag("--no").status().message() ==
+        "ambiguous flag '--no' could match --node-rank, --no-python, --no-agent-store (write more of it)");
+  CHECK(ResolveFlag("--n").status().message() ==
+        "ambiguous flag '--n' could match --nnodes, --nproc-per-node, --node-rank, --no-python, --numa-binding, "
+        "--no-agent-store (write more of it)");
+  CHECK(!ResolveFlag("-re").ok());  // short flags are never prefixes
+  // every spelling's every prefix either resolves to its own row or is refused as ambiguous
+  for (const FlagSpec& flag : Flags()) {
+    for (std::string_view s : flag.spellings) {
+      for (size_t n = 3; n <= s.size() && s.rfind("--", 0) == 0; ++n) {
+        auto r = ResolveFlag(s.substr(0, n));
+        INFO(s.substr(0, n));
+        if (r.ok()) {  // its own row, or another flag spelt exactly so (--health-check of --health-check-...)
+          CHECK((*r == &flag || *r == FindFlag(s.substr(0, n))));
+        } else {
+          CHECK(r.status().message().rfind("ambiguous flag", 0) == 0);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

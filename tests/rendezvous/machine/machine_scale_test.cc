@@ -112,5 +112,32 @@ TEST_CASE("Describe shows at most the given number of node ids, then a count") {
   CHECK(Describe(Closed{2, {N("a"), N("b")}}, 0) == "Closed r2 [ ... +2 more]");
 }
 
+TEST_CASE("Narrate says each decision as a plain sentence, node lists cut as Describe's") {
+  RoundComplete round{3, {}, 0, false, ""};
+  for (int i = 0; i < 5; ++i) round.members.push_back(Member{N("n" + std::to_string(i)), i, 1, "", 0});
+  round.world_size = 5;
+  CHECK(Narrate(round) == "round 3 formed: 5 nodes (n0, n1, n2, n3, n4), world size 5");
+  CHECK(Narrate(round, 2) == "round 3 formed: 5 nodes (n0, n1 and 3 more), world size 5");
+  round.hints_honoured = true;
+  CHECK(Narrate(round, 2) == "round 3 formed: 5 nodes (n0, n1 and 3 more), world size 5, in the nodes' --node-rank order");
+  CHECK(Narrate(RestartRequested{1, RestartReason::kNodeLost, N("x"), {N("a"), N("b")}}) ==
+        "round 1 ends for a restart: node x was lost (its connection or keep-alives stopped) (2 nodes told)");
+  CHECK(Narrate(RestartRequested{1, RestartReason::kWorkersFailed, N("x"), {N("a")}}) ==
+        "round 1 ends for a restart: the workers of node x failed (1 node told)");
+  CHECK(Narrate(RestartRequested{1, RestartReason::kNodeJoinedWaitList, N("x"), {N("a")}}) ==
+        "round 1 ends for a restart: node x is waiting to join (1 node told)");
+  CHECK(Narrate(Closed{2, {N("a"), N("b")}}) == "the run is closed after round 2 (2 nodes told)");
+  CHECK(Narrate(Admitted{N("a"), AdmitState::kRedundant, 0}) == "node a waits as a spare (the run is full)");
+  CHECK(Narrate(TimedOut{N("a"), "x"}) == "node a gave up waiting for a round");
+  // No decision is narrated in the machine's own terms.
+  for (const Decision& d : std::vector<Decision>{round, Closed{2, {N("a")}}, Evicted{N("a"), "x"}}) {
+    const std::string line = Narrate(d);
+    for (const char* term : {"RoundComplete", "Closed r", "ws=", "Evicted", " r2", " r3"}) {
+      INFO(line);
+      CHECK(line.find(term) == std::string::npos);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ctrun::rdzv::testing
