@@ -100,10 +100,16 @@ TEST_CASE("Spares are promoted in arrival order whatever their ids") {
   CHECK(s.State().redundant == std::vector<NodeId>{N("c")});
 }
 
-TEST_CASE("Describe shows at most the given number of node ids, then a count") {
+// Round 3 of the nodes n0..n4, one worker each.
+RoundComplete FiveNodeRound() {
   RoundComplete round{3, {}, 0, false, ""};
   for (int i = 0; i < 5; ++i) round.members.push_back(Member{N("n" + std::to_string(i)), i, 1, "", 0});
   round.world_size = 5;
+  return round;
+}
+
+TEST_CASE("Describe shows at most the given number of node ids, then a count") {
+  RoundComplete round = FiveNodeRound();
   CHECK(Describe(round) == "RoundComplete r3 [n0 n1 n2 n3 n4] ws=5");
   CHECK(Describe(round, 2) == "RoundComplete r3 [n0 n1 ... +3 more] ws=5");
   CHECK(Describe(round, 5) == "RoundComplete r3 [n0 n1 n2 n3 n4] ws=5");
@@ -113,9 +119,7 @@ TEST_CASE("Describe shows at most the given number of node ids, then a count") {
 }
 
 TEST_CASE("Narrate says each decision as a plain sentence, node lists cut as Describe's") {
-  RoundComplete round{3, {}, 0, false, ""};
-  for (int i = 0; i < 5; ++i) round.members.push_back(Member{N("n" + std::to_string(i)), i, 1, "", 0});
-  round.world_size = 5;
+  RoundComplete round = FiveNodeRound();
   CHECK(Narrate(round) == "round 3 formed: 5 nodes (n0, n1, n2, n3, n4), world size 5");
   CHECK(Narrate(round, 2) == "round 3 formed: 5 nodes (n0, n1 and 3 more), world size 5");
   round.hints_honoured = true;
