@@ -4,7 +4,6 @@
 
 #include <boost/asio/post.hpp>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <utility>
 #include <variant>
