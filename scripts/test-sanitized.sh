@@ -28,6 +28,11 @@
 # ASan's allocator). Extra arguments go to ctest, e.g.
 # scripts/test-sanitized.sh -R rendezvous
 #
+# The trainer's tests fork the ranks they start themselves from a started
+# process of the binary (docs/contributing.md, "Rank starts"): LeakSanitizer
+# checks a launch's first and last ranks there, every exec'd process (ctrun,
+# ctrund, the unit tests, ranks under ctrun) at its exit.
+#
 # The unit tests (pure logic, loopback gRPC) run $CTRUN_JOBS at a time, as in
 # the plain suite. The integration tests then run in two parts: those that
 # run the instrumented trainer (trainer_*, ft: several ranks each, CPU-bound)

@@ -297,9 +297,7 @@ void EtcdRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
     spdlog::warn("could not leave the etcd rendezvous within close_timeout");
     finish();
   });
-  const rdzv::LeaveReason why = reason == ShutdownReason::kSignal      ? rdzv::LeaveReason::kSignal
-                                : reason == ShutdownReason::kUnhealthy ? rdzv::LeaveReason::kUnhealthy
-                                                                       : rdzv::LeaveReason::kNormalExit;
+  const rdzv::LeaveReason why = ToLeaveReason(reason);
   rdzv::Event leave = rdzv::Leave{options_.node, options_.incarnation, why, unhealthy_report_};
   const bool registered = registered_;
   RunOnEtcd([this, leave, registered, finish] {

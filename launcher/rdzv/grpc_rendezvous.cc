@@ -405,9 +405,7 @@ void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
   reconnect_timer_.cancel();
   keep_alive_timer_.cancel();
   status_timer_.cancel();
-  const rdzv::LeaveReason leave = reason == ShutdownReason::kSignal      ? rdzv::LeaveReason::kSignal
-                                  : reason == ShutdownReason::kUnhealthy ? rdzv::LeaveReason::kUnhealthy
-                                                                         : rdzv::LeaveReason::kNormalExit;
+  const rdzv::LeaveReason leave = ToLeaveReason(reason);
   // On a signal, leave promptly: the peers learn of it from the keep-alives
   // anyway. A server that did not answer the last Join (or was lost while
   // the workers ran) will not answer a Leave either: do not wait

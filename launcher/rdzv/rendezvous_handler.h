@@ -13,6 +13,7 @@
 
 #include "base/result.h"
 #include "rendezvous/logs/log_sink.h"
+#include "rendezvous/machine/events.h"
 #include "rendezvous/machine/failure_record.h"
 #include "rendezvous/machine/straggler.h"
 
@@ -49,6 +50,18 @@ enum class ShutdownReason {
   // close; the run counts it against --max-unhealthy-nodes.
   kUnhealthy,
 };
+
+// How a node leaves the rendezvous on each shutdown: kSucceeded and kFailed
+// both close the run (as torchrun's shutdown() does), and say which it was.
+inline rdzv::LeaveReason ToLeaveReason(ShutdownReason reason) {
+  switch (reason) {
+    case ShutdownReason::kSucceeded: return rdzv::LeaveReason::kNormalExit;
+    case ShutdownReason::kFailed: return rdzv::LeaveReason::kFailedExit;
+    case ShutdownReason::kSignal: return rdzv::LeaveReason::kSignal;
+    case ShutdownReason::kUnhealthy: return rdzv::LeaveReason::kUnhealthy;
+  }
+  return rdzv::LeaveReason::kNormalExit;
+}
 
 // A preemption notice that travels between nodes through the rendezvous.
 struct PreemptNotice {

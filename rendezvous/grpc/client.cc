@@ -259,7 +259,8 @@ void RendezvousClient::Leave(LeaveReason reason, Duration timeout,
                              std::function<void(const Status&)> done, const std::string& report) {
   v1::LeaveRequest req;
   SetCaller(options_, req);
-  req.set_reason(reason == LeaveReason::kNormalExit ? v1::LeaveRequest::NORMAL_EXIT
+  req.set_reason(reason == LeaveReason::kNormalExit   ? v1::LeaveRequest::NORMAL_EXIT
+                 : reason == LeaveReason::kFailedExit ? v1::LeaveRequest::FAILED_EXIT
                  : reason == LeaveReason::kSignal   ? v1::LeaveRequest::SIGNAL
                  : reason == LeaveReason::kUnhealthy ? v1::LeaveRequest::UNHEALTHY
                                                     : v1::LeaveRequest::FAILURE);

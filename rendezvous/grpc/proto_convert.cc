@@ -141,13 +141,14 @@ Join JoinFromProto(const v1::JoinRequest& request, const std::string& peer_ip) {
 Result<LeaveReason> LeaveReasonFromProto(v1::LeaveRequest::Reason reason) {
   switch (reason) {
     case v1::LeaveRequest::NORMAL_EXIT: return LeaveReason::kNormalExit;
+    case v1::LeaveRequest::FAILED_EXIT: return LeaveReason::kFailedExit;
     case v1::LeaveRequest::FAILURE: return LeaveReason::kFailure;
     case v1::LeaveRequest::SIGNAL: return LeaveReason::kSignal;
     case v1::LeaveRequest::UNHEALTHY: return LeaveReason::kUnhealthy;
     default: break;
   }
   return Status::InvalidArgument("LeaveRequest.reason " + std::to_string(static_cast<int>(reason)) +
-                                 ": expected NORMAL_EXIT, FAILURE, SIGNAL or UNHEALTHY (use the same ctrun version on every node)");
+                                 ": expected NORMAL_EXIT, FAILED_EXIT, FAILURE, SIGNAL or UNHEALTHY (use the same ctrun version on every node)");
 }
 
 void UpdateFromDecision(const Decision& decision, v1::Update* out) { std::visit(UpdateWriter{out}, decision); }

@@ -164,8 +164,11 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::Leave(grpc::CallbackServerCont
     if (machine.ok()) {
       const rdzv::Leave leave{NodeFromProto(request->node()), request->incarnation(), *reason,
                               request->report()};
-      out.logs.push_back("rendezvous run '" + request->run_id() + "': node " + ToString(leave.node) + " left (" +
-                         std::string(Name(leave.reason)) + ")");
+      out.logs.push_back("run '" + request->run_id() + "': node " + ToString(leave.node) + " left: " +
+                         std::string(Explain(leave.reason)) +
+                         (leave.report.empty() ? std::string() : " (" + leave.report + ")"));
+      out.debug_logs.push_back("rendezvous run '" + request->run_id() + "': node " + ToString(leave.node) +
+                               " left (" + std::string(Name(leave.reason)) + ")");
       StepRun(request->run_id(), **machine, RunEvent{.event = leave, .now = Clock::now()}, out);
     }
   }

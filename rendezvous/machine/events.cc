@@ -34,9 +34,21 @@ Overloaded(F...) -> Overloaded<F...>;
 std::string_view Name(LeaveReason reason) {
   switch (reason) {
     case LeaveReason::kNormalExit: return "normal_exit";
+    case LeaveReason::kFailedExit: return "failed_exit";
     case LeaveReason::kFailure: return "failure";
     case LeaveReason::kSignal: return "signal";
     case LeaveReason::kUnhealthy: return "unhealthy";
+  }
+  return "?";
+}
+
+std::string_view Explain(LeaveReason reason) {
+  switch (reason) {
+    case LeaveReason::kNormalExit: return "its workers finished; the run is closed";
+    case LeaveReason::kFailedExit: return "its workers failed with no restarts left; the run is closed";
+    case LeaveReason::kFailure: return "its workers failed; it will join again";
+    case LeaveReason::kSignal: return "its agent was stopped by a signal";
+    case LeaveReason::kUnhealthy: return "it is unhealthy";
   }
   return "?";
 }

@@ -38,6 +38,10 @@ struct KeepAlive {
 
 enum class LeaveReason {
   kNormalExit,  // the agent is exiting normally: closes the run, like torchrun's shutdown()
+  // Its workers failed with no restarts left and the agent exits: closes the
+  // run as kNormalExit does (torchrun's shutdown() after a failure), and
+  // says so in the server's log.
+  kFailedExit,
   kFailure,     // its workers failed; it will stop them and Join again
   kSignal,      // the agent got a signal and exits: scale down, the run stays open
   // Its health check failed (or a worker asked to exclude it): it stopped
@@ -208,6 +212,10 @@ std::string Describe(const Decision& decision, size_t max_nodes = SIZE_MAX);
 // "the run is closed after round 1 (2 nodes told)". Node lists are cut as
 // Describe's are.
 std::string Narrate(const Decision& decision, size_t max_nodes = SIZE_MAX);
+
+// Why a node left, as a plain sentence for the server's info line ("its
+// workers failed with no restarts left; the run is closed").
+std::string_view Explain(LeaveReason reason);
 
 // The Status a client returns for a refused Join/KeepAlive:
 // kClosed -> Aborted, kDuplicateNode -> FailedPrecondition,

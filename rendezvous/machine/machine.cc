@@ -195,6 +195,7 @@ void RendezvousMachine::OnLeave(const Leave& leave, TimePoint now, std::vector<D
   NodeRecord& rec = it->second;
   switch (leave.reason) {
     case LeaveReason::kNormalExit:
+    case LeaveReason::kFailedExit:
       Erase(it);
       DoClose(out);
       return;

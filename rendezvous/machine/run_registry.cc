@@ -43,9 +43,7 @@ Status RunRegistry::Add(const std::string& run_id, const Params& params) {
   return Status::Ok();
 }
 
-Result<RendezvousMachine*> RunRegistry::Find(const std::string& run_id) {
-  auto it = runs_.find(run_id);
-  if (it != runs_.end()) return &it->second;
+std::string RunRegistry::Served() const {
   std::string served;
   size_t named = 0;
   for (const auto& [id, machine] : runs_) {
@@ -55,6 +53,20 @@ Result<RendezvousMachine*> RunRegistry::Find(const std::string& run_id) {
     }
     served += (served.empty() ? "'" : ", '") + id + "'";
   }
+  return served;
+}
+
+Result<std::string> RunRegistry::OnlyRunId() const {
+  if (runs_.size() == 1) return runs_.begin()->first;
+  if (runs_.empty()) return Status::NotFound("this server serves no run yet");
+  return Status::NotFound("this server serves " + std::to_string(runs_.size()) + " runs (" + Served() +
+                          "): name one with --rdzv-id");
+}
+
+Result<RendezvousMachine*> RunRegistry::Find(const std::string& run_id) {
+  auto it = runs_.find(run_id);
+  if (it != runs_.end()) return &it->second;
+  std::string served = Served();
   if (served.empty()) served = "no run yet";
   // A late node of a run that ended: the id is unknown now, not closed.
   if (ttl_) served += "; a closed run is forgotten after ctrund's --closed-run-ttl";

@@ -87,9 +87,15 @@ class RunRegistry {
   // Served run ids, sorted.
   std::vector<std::string> RunIds() const;
 
+  // For a query that names no run (`ctrun status`, `ctrun logs` without
+  // --rdzv-id): the id of the one run served; NotFound otherwise, naming
+  // the runs (the first 8) and the fix.
+  Result<std::string> OnlyRunId() const;
+
   Mode mode() const { return mode_; }
 
  private:
+  std::string Served() const;  // "'a', 'b'" (the first 8, then "and N more"); "" for none
   Status CheckSameNodes(const std::string& run_id, const RendezvousMachine& machine, const Params& params) const;
 
   Mode mode_;

@@ -128,7 +128,9 @@ class Ctrund:
     """A ctrund on 127.0.0.1 port 0 with its status page and metrics on
     port 0 too, its addresses read back from what it prints: .proc, .endpoint
     (HOST:PORT), .page (the status page's URL, ending in /), .metrics (the
-    metrics URL). `test`'s cleanup kills it and reaps it."""
+    metrics URL). `test`'s cleanup kills it and reaps it; stop() does so at
+    once and returns what it printed on stderr (its log) after its address
+    lines."""
 
     def __init__(self, test, *extra):
         self.proc = subprocess.Popen([os.path.join(build_dir(), "rendezvous", "ctrund"), "--listen", "127.0.0.1:0",
@@ -143,7 +145,9 @@ class Ctrund:
     def stop(self):
         if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.communicate(timeout=30)
+        if not hasattr(self, "log"):
+            self.log = self.proc.communicate(timeout=30)[1]
+        return self.log
 
 
 def finish(test, procs, timeout):

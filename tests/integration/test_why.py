@@ -68,6 +68,11 @@ class WhyTest(unittest.TestCase):
         self.assertEqual(run["why"]["root"]["error_message"], MESSAGE)
         self.assertEqual(run["why"]["failures_seen"], 6)
 
+        # ctrund's log says in words how the failed nodes left (not "normal_exit").
+        log = daemon.stop()
+        self.assertRegex(log, r"run 'why': node \S+ left: its workers failed with no restarts left; the run is closed")
+        self.assertNotIn("normal_exit", log)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -23,6 +23,7 @@
 #include <sstream>
 #include <string>
 
+#include "trainer/apps/fork_server.h"
 #include "trainer/parallel/ddp.h"
 #include "trainer/comm/dist_env.h"
 #include "trainer/data/distributed_sampler.h"
@@ -226,6 +227,7 @@ int RunAllReduceBench(int64_t numel) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ctrun::trainer::ServeForksIfAsked(argc, argv);  // the tests' fast rank starts (fork_server.h)
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "sampler") return RunSampler();
   if (mode == "train") return RunTrain(argc, argv);

@@ -10,6 +10,7 @@ import os
 import tempfile
 import unittest
 
+import fork_server
 from trainer_test_util import SANITIZED, binary, plain_only, read_floats, run_ranks
 
 TOL = 2e-5
@@ -31,7 +32,6 @@ class DdpEquivalenceTest(unittest.TestCase):
 
     def single(self, world, steps, batch, accum=1, unused=False):
         """The single process's parameters (each configuration run once)."""
-        import subprocess
         path = self.out(f"single_{world}_{steps}_{batch}_{accum}_{unused}.bin")
         if os.path.exists(path):
             return read_floats(path)
@@ -39,7 +39,7 @@ class DdpEquivalenceTest(unittest.TestCase):
                 "--batch", str(batch * accum), "--out", path]
         if unused:
             argv.append("--unused")
-        subprocess.run(argv, check=True, timeout=120)
+        fork_server.run(argv, check=True, timeout=120)
         return read_floats(path)
 
     def ddp(self, world, steps, batch, *extra):

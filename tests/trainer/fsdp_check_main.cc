@@ -25,6 +25,7 @@
 #include <set>
 #include <string>
 
+#include "trainer/apps/fork_server.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/parallel/ddp.h"
 #include "trainer/comm/dist_env.h"
@@ -312,6 +313,7 @@ int RunLoadFull(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ctrun::trainer::ServeForksIfAsked(argc, argv);  // the tests' fast rank starts (fork_server.h)
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "train") return RunTrain(argc, argv);
   if (mode == "load-full") return RunLoadFull(argc, argv);

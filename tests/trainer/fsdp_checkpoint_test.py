@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 import unittest
 
+import fork_server
 from trainer_test_util import binary, read_floats, run_ranks
 
 TOL = 2e-5
@@ -40,9 +41,9 @@ class FsdpCheckpointTest(unittest.TestCase):
 
     def single(self, steps, *extra):
         out = self.path(f"single_{steps}.bin")
-        subprocess.run([self.tool, "train", "--strategy", "single", "--global", GLOBAL, "--steps",
-                        str(steps), "--out", out, *extra], check=True, timeout=120,
-                       stderr=subprocess.DEVNULL)
+        fork_server.run([self.tool, "train", "--strategy", "single", "--global", GLOBAL, "--steps",
+                         str(steps), "--out", out, *extra], check=True, timeout=120,
+                        stderr=subprocess.DEVNULL)
         return read_floats(out)
 
     def worst(self, a, b):
@@ -70,9 +71,8 @@ class FsdpCheckpointTest(unittest.TestCase):
         self.assertGreater(self.worst(fresh, got), 100 * TOL)
         # The consolidated checkpoint the last phase wrote loads into a plain model.
         out = self.path("plain.bin")
-        done = subprocess.run([self.tool, "load-full", "--ckpt", self.path("full.pt"), "--model",
-                               self.path("model.pt"), "--out", out], capture_output=True, text=True,
-                              timeout=120)
+        done = fork_server.run([self.tool, "load-full", "--ckpt", self.path("full.pt"), "--model",
+                                self.path("model.pt"), "--out", out], capture_output=True, timeout=120)
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertIn("loaded step=6 momentum_states=8", done.stderr)
         self.assertEqual(self.worst(read_floats(out), got), 0.0)

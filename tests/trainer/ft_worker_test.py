@@ -23,7 +23,7 @@ import tempfile
 import threading
 import unittest
 
-from trainer_test_util import Store, binary, rank_env
+from trainer_test_util import Store, binary, rank_env, spawn
 
 GROUPS = 2
 SANITIZED = os.environ.get("CTRUN_SANITIZED") == "1"
@@ -162,9 +162,9 @@ class FtWorkerTest(unittest.TestCase):
                 env = {k: v for k, v in env.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK",
                        "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
                        "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT")}
-            procs.append(subprocess.Popen([*(launcher if ctrun else []), self.tool, *ARGS, "--dump-state", dump],
-                                          env=env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            argv = [*(launcher if ctrun else []), self.tool, *ARGS, "--dump-state", dump]
+            procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         if ctrun else spawn(argv, env, subprocess.PIPE, subprocess.PIPE))
         outs = []
         try:
             for p in procs:

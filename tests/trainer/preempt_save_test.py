@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import unittest
 
-from trainer_test_util import SANITIZED, Store, binary, plain_only, rank_env
+from trainer_test_util import SANITIZED, Store, binary, plain_only, rank_env, spawn
 
 DEADLINE = 100
 # Under ASan + UBSan one epoch (the notice comes at step 2 of 16; 32 in two epochs).
@@ -64,9 +64,9 @@ class PreemptSaveTest(unittest.TestCase):
         (codes, rank-0 stdout, stderrs)."""
         store = Store()
         envs = [rank_env(r, 2, store.port, env(r) if env else None) for r in range(2)]
-        procs = [subprocess.Popen([worker or cls.worker, *args], env=envs[r],
-                                  stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True) for r in range(2)]
+        procs = [spawn([worker or cls.worker, *args], envs[r],
+                       stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL, stderr=subprocess.PIPE)
+                 for r in range(2)]  # 2 ranks: both leak-checked
         lines = []
         try:
             for line in procs[0].stdout:

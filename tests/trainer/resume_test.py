@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import unittest
 
-from trainer_test_util import BUILD_DIR, Store, binary, rank_env
+from trainer_test_util import BUILD_DIR, Store, binary, leak_check_rank, rank_env, spawn
 
 DEADLINE = 120
 # Under ASan + UBSan one epoch: the kill at step 12 and the resume from step
@@ -61,9 +61,10 @@ class ResumeTest(unittest.TestCase):
         """Launches `world` ranks; with kill_rank, SIGKILLs it once rank 0 logs
         `kill_at_step`, then stops the rest. Returns (codes, rank-0 stdout)."""
         store = Store()
-        procs = [subprocess.Popen([cls.worker, *args], env=rank_env(r, world, store.port),
-                                  stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True) for r in range(world)]
+        procs = [spawn([cls.worker, *args], rank_env(r, world, store.port),
+                       stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       leak_check=leak_check_rank(r, world))
+                 for r in range(world)]
         lines = []
         try:
             for line in procs[0].stdout:

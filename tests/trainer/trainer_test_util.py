@@ -13,6 +13,8 @@ import socket
 import subprocess
 import unittest
 
+from fork_server import leak_check_rank, spawn
+
 BUILD_DIR = os.environ.get("CTRUN_BUILD_DIR", "")
 # The ASan + UBSan stage (scripts/test-sanitized.sh) sets CTRUN_SANITIZED=1:
 # there every trainer process start costs ~2 s more, so the tests run each of
@@ -87,8 +89,8 @@ def run_ranks_output(argv, world, timeout=120, extra_env=None):
     """Runs `argv` as `world` ranks; returns [(returncode, stdout, stderr)] by
     rank. Kills every rank if any is still running at the deadline."""
     store = Store()
-    procs = [subprocess.Popen(argv, env=rank_env(r, world, store.port, extra_env),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = [spawn(argv, rank_env(r, world, store.port, extra_env), subprocess.PIPE, subprocess.PIPE,
+                   leak_check=leak_check_rank(r, world))
              for r in range(world)]
     results = []
     try:

@@ -7,10 +7,10 @@ missing. It also writes the message to TORCHELASTIC_ERROR_FILE, bad flags
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import unittest
 
+import fork_server
 from trainer_test_util import RefusingPort, Store, binary, rank_env
 
 SMALL = ["--train-limit", "256", "--test-limit", "100", "--epochs", "1", "--log-every", "0"]
@@ -34,7 +34,7 @@ class WorkerErrorsTest(unittest.TestCase):
         shutil.rmtree(self.tmp)
 
     def run_worker(self, args, env):
-        p = subprocess.run([self.worker, *args], env=env, capture_output=True, text=True, timeout=90)
+        p = fork_server.run([self.worker, *args], env=env, capture_output=True, timeout=90)
         self.assertNotEqual(p.returncode, 0, p.stdout)
         lines = p.stderr.strip().splitlines()
         self.assertEqual(len(lines), 1, p.stderr)
@@ -72,8 +72,8 @@ class WorkerErrorsTest(unittest.TestCase):
 
     def test_checkpoint_of_another_run_is_rejected(self):
         args = SMALL + ["--checkpoint-dir", self.tmp]
-        ok = subprocess.run([self.worker, *args, "--seed", "1"], env=self.env(),
-                            capture_output=True, text=True, timeout=90)
+        ok = fork_server.run([self.worker, *args, "--seed", "1"], env=self.env(),
+                            capture_output=True, timeout=90)
         self.assertEqual(ok.returncode, 0, ok.stderr)
         path = os.path.join(self.tmp, "checkpoint.pt")
         with open(path, "rb") as f:
@@ -98,8 +98,8 @@ class WorkerErrorsTest(unittest.TestCase):
 
     def test_missing_checkpoint_dir_is_made(self):
         ckpt = os.path.join(self.tmp, "a", "b")
-        ok = subprocess.run([self.worker, *SMALL, "--checkpoint-dir", ckpt], env=self.env(),
-                            capture_output=True, text=True, timeout=90)
+        ok = fork_server.run([self.worker, *SMALL, "--checkpoint-dir", ckpt], env=self.env(),
+                            capture_output=True, timeout=90)
         self.assertEqual(ok.returncode, 0, ok.stderr)
         self.assertTrue(os.path.isfile(os.path.join(ckpt, "checkpoint.pt")))
 
@@ -111,12 +111,12 @@ class WorkerErrorsTest(unittest.TestCase):
 
     def test_gpt_mesh_error_goes_to_the_error_file(self):
         gpt = binary("trainer/apps/ctrun-gpt")
-        p = subprocess.run([gpt, "--mesh", "pp=2,dp=2,tp=2"], env=self.error_file_env(0, 4),
-                           capture_output=True, text=True, timeout=90)
+        p = fork_server.run([gpt, "--mesh", "pp=2,dp=2,tp=2"], env=self.error_file_env(0, 4),
+                           capture_output=True, timeout=90)
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("pp*dp*tp = 8 but WORLD_SIZE is 4", self.error_file_message())
-        p = subprocess.run([gpt, "--mesh", "tp=two"], env=self.error_file_env(0, 4),
-                           capture_output=True, text=True, timeout=90)
+        p = fork_server.run([gpt, "--mesh", "tp=two"], env=self.error_file_env(0, 4),
+                           capture_output=True, timeout=90)
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("--mesh 'tp=two'", self.error_file_message())
 

@@ -19,6 +19,7 @@
 #endif
 
 #include "trainer/apps/error_file.h"
+#include "trainer/apps/fork_server.h"
 #include "trainer/apps/fashion_mnist_ft.h"
 #include "trainer/apps/fashion_mnist_worker.h"
 #include "trainer/apps/train_flags.h"
@@ -375,6 +376,7 @@ Result<int> Run(const TrainFlags& flags) {
 
 int main(int argc, char** argv) {
   using namespace ctrun::trainer;
+  ctrun::trainer::ServeForksIfAsked(argc, argv);  // the tests' fast rank starts (fork_server.h)
 #if defined(CTRUN_HAVE_GLOG)
   // Our errors are one line each; c10d's glog copies of them are noise.
   if (std::getenv("GLOG_minloglevel") == nullptr) FLAGS_minloglevel = google::GLOG_FATAL;

@@ -21,6 +21,7 @@
 #endif
 
 #include "trainer/apps/error_file.h"
+#include "trainer/apps/fork_server.h"
 #include "trainer/apps/gpt_flags.h"
 #include "trainer/apps/gpt_ft.h"
 #include "trainer/apps/gpt_hsdp.h"
@@ -475,6 +476,7 @@ Failure Run(const GptFlags& flags) {
 
 int main(int argc, char** argv) {
   using namespace ctrun::trainer;
+  ctrun::trainer::ServeForksIfAsked(argc, argv);  // the tests' fast rank starts (fork_server.h)
 #if defined(CTRUN_HAVE_GLOG)
   if (std::getenv("GLOG_minloglevel") == nullptr) FLAGS_minloglevel = google::GLOG_FATAL;
 #endif

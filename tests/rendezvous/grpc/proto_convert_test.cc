@@ -80,6 +80,7 @@ TEST_CASE("step reports and straggler changes round-trip, bad params are clamped
 
 TEST_CASE("LeaveReasonFromProto refuses an unspecified reason") {
   CHECK(*LeaveReasonFromProto(v1::LeaveRequest::NORMAL_EXIT) == LeaveReason::kNormalExit);
+  CHECK(*LeaveReasonFromProto(v1::LeaveRequest::FAILED_EXIT) == LeaveReason::kFailedExit);
   CHECK(*LeaveReasonFromProto(v1::LeaveRequest::SIGNAL) == LeaveReason::kSignal);
   CHECK(LeaveReasonFromProto(v1::LeaveRequest::REASON_UNSPECIFIED).status().IsInvalidArgument());
 }

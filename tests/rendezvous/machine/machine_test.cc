@@ -59,6 +59,14 @@ TEST_CASE("Leave(normal_exit) closes the run without restarting the others") {
   CHECK(s.Join("a") == Lines{"Rejected a closed"});
 }
 
+TEST_CASE("Leave(failed_exit), a node whose workers failed for good, closes the run as normal_exit does") {
+  Script s(Nodes(2, 2));
+  s.Join("a");
+  s.Join("b");
+  CHECK(s.Leave("a", LeaveReason::kFailedExit) == Lines{"Closed r0 [b]"});
+  CHECK(s.Join("a") == Lines{"Rejected a closed"});
+}
+
 TEST_CASE("Leave(signal) does not close: the node may join again") {
   Script s(Nodes(2, 2));
   s.Join("a");
@@ -205,6 +213,10 @@ TEST_CASE("Describe and Name give stable one-line forms") {
   CHECK(Name(RestartReason::kNodeJoinedWaitList) == "node_joined_wait_list");
   CHECK(Name(RestartReason::kWorkersFailed) == "workers_failed");
   CHECK(Name(LeaveReason::kNormalExit) == "normal_exit");
+  CHECK(Name(LeaveReason::kFailedExit) == "failed_exit");
+  // The info line's sentence: a failed node does not read as a normal exit.
+  CHECK(Explain(LeaveReason::kNormalExit) == "its workers finished; the run is closed");
+  CHECK(Explain(LeaveReason::kFailedExit) == "its workers failed with no restarts left; the run is closed");
   CHECK(Name(NodeStatus::kRejoining) == "rejoining");
   CHECK(ToStatus(Rejected{N("a"), RejectCode::kDuplicateNode, "m"}).code() == Status::Code::kFailedPrecondition);
   CHECK(ToStatus(Rejected{N("a"), RejectCode::kInvalidJoin, "m"}).IsInvalidArgument());

@@ -36,6 +36,20 @@ TEST_CASE("Auto-create mode makes a run on its first join, with that join's para
   CHECK(r.RunIds() == std::vector<std::string>{"job"});
 }
 
+TEST_CASE("A query naming no run gets the only run, or the runs to pick from") {
+  RunRegistry r(RunRegistry::Mode::kAutoCreate);
+  CHECK(r.OnlyRunId().status().message() == "this server serves no run yet");
+  REQUIRE(r.Add("job5", Nodes(1, 2)).ok());
+  CHECK(r.OnlyRunId().value() == "job5");
+  REQUIRE(r.Add("job2", Nodes(1, 2)).ok());
+  CHECK(r.OnlyRunId().status().IsNotFound());
+  CHECK(r.OnlyRunId().status().message() == "this server serves 2 runs ('job2', 'job5'): name one with --rdzv-id");
+  for (int i = 0; i < 10; ++i) REQUIRE(r.Add("j" + std::to_string(i), Nodes(1, 2)).ok());
+  CHECK(r.OnlyRunId().status().message() ==
+        "this server serves 12 runs ('j0', 'j1', 'j2', 'j3', 'j4', 'j5', 'j6', 'j7' and 4 more): name one with "
+        "--rdzv-id");
+}
+
 TEST_CASE("A join asking for other --nnodes than the run's is refused") {
   RunRegistry r(RunRegistry::Mode::kAutoCreate);
   r.FindForJoin("job", Nodes(2, 3));
