@@ -128,8 +128,12 @@ bool Agent::EndStopIfDrained() {
   const std::vector<WorkerFailure> failures = std::move(attempt_->failures);
   // Once per failed attempt, before the restart or the exit (`ctrun status --why`).
   if (!failures.empty()) {
-    rdzv_.ReportFailures(
-        FailureReportOf(attempt_->round.round, HostName(), failures, attempt_->failure_contexts));
+    std::vector<FailureContext> contexts = std::move(attempt_->failure_contexts);
+    // Every tee is at its end: a worker's kept stderr is whole.
+    for (size_t i = 0; i < failures.size() && i < contexts.size(); ++i) {
+      contexts[i].stderr_tail = attempt_->tees->StderrTail(static_cast<size_t>(failures[i].local_rank));
+    }
+    rdzv_.ReportFailures(FailureReportOf(attempt_->round.round, HostName(), failures, contexts));
   }
   ended_tees_ = std::move(attempt_->tees);
   attempt_.reset();

@@ -10,6 +10,10 @@
 namespace ctrun::launcher {
 namespace {
 
+// A worker's last stderr lines kept for its failure report: a traceback's
+// end (the exception's line is the last).
+constexpr size_t kStderrTailLines = 8;
+
 // The filtered log at `path`, or null when `filters` is empty or the file
 // cannot be made (a warning; the job goes on).
 std::unique_ptr<FilteredLog> OpenFilteredLog(const std::vector<std::string>& filters, const std::string& path) {
@@ -58,6 +62,11 @@ void AttemptTees::StartTee(boost::asio::io_context& io, const TeeStream& s, int 
   options.shipper = shipper_;
   options.rank = s.rank;
   options.is_stderr = s.is_stderr;
+  if (s.is_stderr) {
+    if (stderr_tails_.size() <= s.worker) stderr_tails_.resize(s.worker + 1);
+    stderr_tails_[s.worker] = std::make_unique<OutputTail>(kStderrTailLines, rdzv::kMaxFailureText);
+    options.on_bytes = [tail = stderr_tails_[s.worker].get()](std::string_view bytes) { tail->Append(bytes); };
+  }
   ++open_;
   tees_.push_back(std::make_unique<StreamTee>(io, pipe_fd, file_fd, s.to_console ? console_fd : -1, s.prefix,
                                               [this, on_eof] {
@@ -65,6 +74,11 @@ void AttemptTees::StartTee(boost::asio::io_context& io, const TeeStream& s, int 
                                                 on_eof();
                                               },
                                               options));
+}
+
+std::vector<std::string> AttemptTees::StderrTail(size_t worker) const {
+  if (worker >= stderr_tails_.size() || !stderr_tails_[worker]) return {};
+  return stderr_tails_[worker]->Lines();
 }
 
 void AttemptTees::FlushDedup() {

@@ -25,6 +25,7 @@
 #include "launcher/agent/failure_report.h"
 #include "launcher/agent/worker_specs.h"
 #include "launcher/health/exclusion_request.h"
+#include "launcher/health/output_tail.h"
 #include "launcher/liveness/watch.h"
 #include "launcher/logs/console_dedup.h"
 #include "launcher/logs/filtered_log.h"
@@ -52,6 +53,11 @@ class AttemptTees {
   // Takes what each pipe holds now and finishes every tee (the workers are
   // gone). Each tee's on_eof may end the attempt: the tees stay alive.
   void DrainAll();
+  // The last lines worker `worker` (its index in the plan) wrote on stderr,
+  // oldest first, when its stderr is piped (--tee, --share-logs,
+  // --dedup-logs, --duplicate-stderr-filters); empty otherwise. For the
+  // failure report of a worker that wrote no error file.
+  std::vector<std::string> StderrTail(size_t worker) const;
 
  private:
   void FlushDedup();  // the ConsoleDedups' held lines to the console
@@ -63,6 +69,9 @@ class AttemptTees {
   std::unique_ptr<FilteredLog> filtered_stderr_;
   std::unique_ptr<ConsoleDedup> dedup_stdout_;  // --dedup-logs only
   std::unique_ptr<ConsoleDedup> dedup_stderr_;
+  // By worker (null where stderr is not piped); the tees write to them, so
+  // declared before tees_.
+  std::vector<std::unique_ptr<OutputTail>> stderr_tails_;
   std::vector<std::unique_ptr<StreamTee>> tees_;
   LogShipper* shipper_ = nullptr;  // --share-logs: the agent's, which outlives the tees
   int open_ = 0;

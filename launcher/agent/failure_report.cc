@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -98,6 +99,24 @@ std::string_view LastTextLine(std::string_view text) {
   return {};
 }
 
+// "ValueError: bad", "KeyboardInterrupt", "torch.distributed.DistBackendError: x":
+// a dotted name ending in Error, Exception, Exit or Interrupt, then ':' or
+// the line's end.
+bool IsExceptionLine(std::string_view line) {
+  size_t name_end = 0;
+  while (name_end < line.size() && (std::isalnum(static_cast<unsigned char>(line[name_end])) ||
+                                    line[name_end] == '_' || line[name_end] == '.')) {
+    ++name_end;
+  }
+  if (name_end == 0 || std::isdigit(static_cast<unsigned char>(line[0]))) return false;
+  if (name_end < line.size() && line[name_end] != ':') return false;
+  const std::string_view name = line.substr(0, name_end);
+  for (std::string_view end : {"Error", "Exception", "Exit", "Interrupt"}) {
+    if (name.size() >= end.size() && name.substr(name.size() - end.size()) == end) return true;
+  }
+  return false;
+}
+
 std::optional<double> ErrorFileMtime(const std::string& path) {
   struct stat st {};
   if (path.empty() || ::stat(path.c_str(), &st) != 0) return std::nullopt;
@@ -120,6 +139,16 @@ rdzv::WorkerFailureInfo FailureInfoOf(const WorkerFailure& f, const FailureConte
     info.error_file = CutUtf8(f.error_file, rdzv::kMaxFailurePath);
     info.error_message = CutUtf8(FirstTextLine(f.error->message), rdzv::kMaxFailureText);
     info.last_line = CutUtf8(LastTextLine(f.error->traceback), rdzv::kMaxFailureText);
+  } else if (!context.stderr_tail.empty()) {
+    for (auto line = context.stderr_tail.rbegin(); line != context.stderr_tail.rend(); ++line) {
+      const std::string_view text = TrimBlanks(*line);
+      if (info.last_line.empty() && !text.empty()) info.last_line = CutUtf8(text, rdzv::kMaxFailureText);
+      if (IsExceptionLine(text)) {
+        info.error_message = CutUtf8(text, rdzv::kMaxFailureText);
+        break;
+      }
+    }
+    info.from_stderr = !info.last_line.empty();
   }
   const double stamp = static_cast<double>(FailureTimestamp(f));
   if (f.error && f.error->timestamp) {

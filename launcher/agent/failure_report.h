@@ -40,11 +40,18 @@ struct FailureContext {
   // signalled it: a restart, a peer's failure).
   bool stopped_by_agent = false;
   double seen_at_unix_s = 0;  // when the agent saw the exit (sub-second)
+  // Its last stderr lines, oldest first, when the agent piped its stderr
+  // (AttemptTees::StderrTail); empty otherwise.
+  std::vector<std::string> stderr_tail{};
 };
 
 // The rendezvous' record of `failure` (pure): rank, exit code or signal,
 // error_message = the error file's message, first line; last_line = its
-// traceback's last non-empty line; stacks_file = the report's stacks field;
+// traceback's last non-empty line. With no error file (a script without
+// @record), from context.stderr_tail instead (from_stderr): last_line = its
+// last non-empty line, error_message = the last line that reads as a Python
+// exception ("ValueError: ...", "torch.distributed.DistBackendError: ...")
+// or "" when none does. stacks_file = the report's stacks field;
 // each text cut to its bound (failure_record.h) on a UTF-8 boundary.
 // failed_at_unix_s: `error_file_mtime` (when the worker wrote its error
 // file: sub-second) when it is within 2 s of the file's timestamp, else

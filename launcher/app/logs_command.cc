@@ -40,7 +40,7 @@ std::string LogsHelpText() {
          "lines it dropped are counted on stderr.\n"
          "\n"
          "  --rdzv-endpoint, --rdzv_endpoint HOST[:PORT]  the server (default localhost:29400; $PET_RDZV_ENDPOINT)\n"
-         "  --rdzv-id, --rdzv_id ID                       the run (default none; $PET_RDZV_ID)\n"
+         "  --rdzv-id, --rdzv_id ID                       the run (default: the server's only run; $PET_RDZV_ID)\n"
          "  --rdzv-conf, --rdzv_conf K=V,...              token_file and tls_* as for a launch ($PET_RDZV_CONF)\n"
          "  -f, --follow                                  keep printing new lines until the server forgets the run\n"
          "  --rank R                                      only global rank R's lines\n"

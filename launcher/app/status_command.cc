@@ -55,11 +55,13 @@ std::string StatusHelpText() {
          "the groups lost or waiting.\n"
          "\n"
          "  --rdzv-endpoint, --rdzv_endpoint HOST[:PORT]  the server (default localhost:29400; $PET_RDZV_ENDPOINT)\n"
-         "  --rdzv-id, --rdzv_id ID                       the run (default none; $PET_RDZV_ID)\n"
+         "  --rdzv-id, --rdzv_id ID                       the run (default: the server's only run; $PET_RDZV_ID)\n"
          "  --rdzv-conf, --rdzv_conf K=V,...              token_file and tls_* as for a launch ($PET_RDZV_CONF)\n"
          "  --why                                         why the job failed: the first failure by time across\n"
-         "                                                nodes (the root cause: its rank, node, error message and\n"
-         "                                                traceback's last line) and the failures that followed it\n"
+         "                                                nodes (the root cause: its rank and node, and its message:\n"
+         "                                                from its error file when main has @record, else from its\n"
+         "                                                last stderr lines when ctrun read them: --tee 2 or 3,\n"
+         "                                                --share-logs, --dedup-logs) and the failures that followed it\n"
          "\n"
          "Exit status (the same with --why): 0 shown, 1 the server is unreachable or does not serve the\n"
          "run, 2 a bad flag.\n";
@@ -96,12 +98,18 @@ Result<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args, const E
     CTRUN_RETURN_IF_ERROR(Apply(*spec, name, value, out.config));
     given.push_back(spec);
   }
+  bool named_run = false;
   for (std::string_view flag : kStatusFlags) {
     const FlagSpec* spec = FindFlag(flag);
-    if (std::find(given.begin(), given.end(), spec) != given.end()) continue;
+    const bool is_id = flag == "--rdzv-id";
+    if (std::find(given.begin(), given.end(), spec) != given.end()) {
+      named_run |= is_id;
+      continue;
+    }
     if (auto it = env.find(std::string(spec->env)); it != env.end()) {
       CTRUN_RETURN_IF_ERROR(Apply(*spec, spec->env, it->second, out.config));
-    } else if (spec->default_text) {
+      named_run |= is_id;
+    } else if (spec->default_text && !is_id) {  // no run named: the server's only run
       CTRUN_RETURN_IF_ERROR(Apply(*spec, spec->name, spec->default_text, out.config));
     }
   }
@@ -114,7 +122,7 @@ Result<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args, const E
   }
   const bool v6 = endpoint->host.find(':') != std::string::npos;
   out.endpoint = (v6 ? "[" + endpoint->host + "]" : endpoint->host) + ":" + std::to_string(endpoint->port);
-  out.run_id = out.config.rdzv_id;
+  out.run_id = named_run ? out.config.rdzv_id : std::string();
   return out;
 }
 
@@ -278,7 +286,8 @@ int RunStatusCommand(const std::vector<std::string>& args, const Environment& en
     return kExitFailure;
   }
   const std::string text =
-      parsed->why ? FormatWhy(**answer) : FormatStatus(parsed->run_id, parsed->endpoint, **answer);
+      parsed->why ? FormatWhy(**answer) : FormatStatus((*answer)->run_id.empty() ? parsed->run_id : (*answer)->run_id,
+                                                       parsed->endpoint, **answer);
   std::fputs(text.c_str(), stdout);
   return kExitSuccess;
 }

@@ -27,7 +27,7 @@ struct StatusArgs {
   bool help = false;
   bool why = false;      // --why: the failures' verdict instead of the table
   std::string endpoint;  // "host:port" or "[v6]:port"
-  std::string run_id;
+  std::string run_id;     // "" when neither --rdzv-id nor $PET_RDZV_ID names one: the server's only run
   LaunchConfig config;   // rdzv_conf (token, TLS) as the launcher reads it
 };
 Result<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args, const Environment& env);

@@ -8,6 +8,7 @@
 
 #include "launcher/logs/report.h"
 #include "rendezvous/machine/failure_verdict.h"
+#include "rendezvous/machine/node_order.h"
 
 namespace ctrun::launcher {
 
@@ -47,14 +48,20 @@ std::string GroupReason(const rdzv::ConsequenceGroup& g, bool root) {
   return fmt::format("{} after {}", rdzv::ReasonText(g.reason), span);
 }
 
+// The fix for a worker that wrote no error file.
+constexpr std::string_view kRecordFix =
+    "decorate its main with @record (from torch.distributed.elastic.multiprocessing.errors import record) "
+    "for its error file";
+
 }  // namespace
 
 std::string DescribeFailure(const rdzv::ReportedFailure& r) {
   const rdzv::WorkerFailureInfo& f = r.failure;
-  // The node's address (--local-addr, else its host name), and its host
-  // name too when that says more.
-  std::string host = Printable(r.node.addr.empty() ? r.host : r.node.addr);
-  if (!r.host.empty() && Printable(r.host) != host) host += " (" + Printable(r.host) + ")";
+  // The node as the status table and the page show it (its --local-addr,
+  // else its host name, then '#' and its agent's pid: two nodes on one host
+  // differ), and its host name too when that says more.
+  std::string host = r.node.addr.empty() ? Printable(r.host) : Printable(rdzv::ToString(r.node));
+  if (!r.host.empty() && !r.node.addr.empty() && r.host != r.node.addr) host += " (" + Printable(r.host) + ")";
   const std::string end =
       f.signal != 0 ? "was killed by " + SignalName(f.signal) : "exited with " + std::to_string(f.exit_code);
   return fmt::format("rank {} (node {}, local rank {}) {} at {}", f.rank, host, f.local_rank, end,
@@ -73,6 +80,13 @@ std::string FormatWhy(const rdzv::RunView& view) {
     if (!f.last_line.empty()) out += "  last line: " + Printable(f.last_line) + "\n";
     if (!f.error_file.empty()) out += "  error file: " + Printable(f.error_file) + "\n";
     if (!f.stacks_file.empty()) out += "  stacks: " + Printable(f.stacks_file) + "\n";
+    // No error file (a script without @record): say where the text came
+    // from, or that there is none, and the fix, once.
+    if (f.error_file.empty() && f.signal == 0) {
+      out += f.from_stderr ? "  no error file: the lines above are from its stderr; " + std::string(kRecordFix) + "\n"
+                           : "  no error file and no stderr kept: " + std::string(kRecordFix) +
+                                 ", or run ctrun with --tee 3\n";
+    }
   } else {
     out += "no root cause: every worker reported was stopped by its agent\n";
   }

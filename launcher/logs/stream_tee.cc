@@ -160,6 +160,7 @@ void StreamTee::Consume(size_t n) {
   if (file_fd_ >= 0) WriteAll(file_fd_, data);
   if (console_fd_ >= 0 && !options_.prefix_console && options_.dedup == nullptr) WriteAll(console_fd_, data);
   if (options_.shipper != nullptr) ShipLines(data);
+  if (options_.on_bytes) options_.on_bytes(data);
   if (!WantsLines()) return;
   out_.clear();
   prefixer_.Feed(data, &out_);

@@ -65,6 +65,9 @@ struct TeeOptions {
   LogShipper* shipper = nullptr;  // borrowed; must outlive the StreamTee
   int rank = 0;
   bool is_stderr = false;
+  // Every byte read also goes here, as read (the agent keeps a worker's last
+  // stderr lines for its failure report); empty: nowhere.
+  std::function<void(std::string_view)> on_bytes{};
 };
 
 // After a read that emptied a worker's pipe the tee leaves the pipe alone

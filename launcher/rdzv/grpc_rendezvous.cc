@@ -477,8 +477,10 @@ void GrpcRendezvous::EndBarrier(bool drained) {
 rdzv::LogSinkFactory GrpcRendezvous::LogSinks() {
   // The static backend's server only hands out ranks: it keeps no logs.
   if (options_.fixed_master) return nullptr;
-  return rdzv::MakeLogSinkFactory(options_.client, options_.advertise_addr.empty() ? options_.client.node.addr
-                                                                                   : options_.advertise_addr);
+  // The label the status table and --why show: two agents on one host differ.
+  rdzv::NodeId label = options_.client.node;
+  if (!options_.advertise_addr.empty()) label.addr = options_.advertise_addr;
+  return rdzv::MakeLogSinkFactory(options_.client, rdzv::ToString(label));
 }
 
 }  // namespace ctrun::launcher

@@ -290,6 +290,7 @@ void RendezvousClient::GetStatus(Duration timeout, std::function<void(const Resu
   v1::StateRequest req;
   req.set_version(kProtocolVersion);
   req.set_run_id(options_.run_id);
+  req.set_only_run(options_.run_id.empty());
   req.set_token(options_.token);
   impl_->Unary<v1::StateRequest, v1::StateReply>(
       [](auto* a, grpc::ClientContext* c, const v1::StateRequest* q, v1::StateReply* r, auto cb) { a->GetState(c, q, r, std::move(cb)); }, std::move(req), timeout,

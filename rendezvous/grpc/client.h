@@ -105,6 +105,8 @@ class RendezvousClient {
 
   // The run with every node (run_view.h), for `ctrun status`; fails like
   // GetState, and with NotFound when the server does not know the run.
+  // With an empty options.run_id: the server's only run (RunView::run_id
+  // says which), NotFound naming the runs when it serves none or several.
   void GetStatus(Duration timeout, std::function<void(const Result<RunView>&)> done);
 
   // This node's preemption notice to the other nodes of the run (the server

@@ -16,6 +16,7 @@ void WorkerFailureToProto(const WorkerFailureInfo& f, v1::WorkerFailureReport* o
   out->set_error_file(f.error_file);
   out->set_pid(f.pid);
   out->set_stopped_by_agent(f.stopped_by_agent);
+  out->set_from_stderr(f.from_stderr);
 }
 
 WorkerFailureInfo WorkerFailureFromProto(const v1::WorkerFailureReport& p) {
@@ -31,6 +32,7 @@ WorkerFailureInfo WorkerFailureFromProto(const v1::WorkerFailureReport& p) {
   f.error_file = p.error_file();
   f.pid = p.pid();
   f.stopped_by_agent = p.stopped_by_agent();
+  f.from_stderr = p.from_stderr();
   return f;
 }
 

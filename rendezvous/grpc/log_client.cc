@@ -156,6 +156,7 @@ Status ReadLogs(const ClientOptions& options, const ReadLogsArgs& args, const Lo
   v1::ReadLogsRequest request;
   request.set_version(kProtocolVersion);
   request.set_run_id(options.run_id);
+  request.set_only_run(options.run_id.empty());
   request.set_token(options.token);
   request.set_follow(args.follow);
   if (args.rank) {

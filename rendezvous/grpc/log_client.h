@@ -43,7 +43,8 @@ struct ReadLogsArgs {
 // lines dropped before them; return false to stop reading.
 using LogLinesCallback = std::function<bool(const std::vector<LogRecord>& lines, uint64_t dropped)>;
 
-// Reads run options.run_id's shared log from the server (ReadLogs), calling
+// Reads run options.run_id's shared log (an empty id: the server's only
+// run, as RendezvousClient::GetStatus) from the server (ReadLogs), calling
 // `on_lines` on this thread, until the server ends the stream (without
 // follow: after the lines it keeps; with follow: when it forgets the run or
 // shuts down) or `on_lines` returns false. OK then; Unavailable naming the

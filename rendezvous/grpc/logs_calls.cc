@@ -11,14 +11,15 @@ namespace ctrun::rdzv {
 
 grpc::Status RendezvousServer::Impl::AdmitLogCall(const grpc::CallbackServerContext& context,
                                                   v1::ProtocolVersion version, const std::string& token,
-                                                  const std::string& run_id) {
+                                                  std::string& run_id, bool only_run, RunRegistry::Asker asker) {
   grpc::Status status = call_check_.Check(context, version, token, run_id);
   if (!status.ok()) return status;
   Outbox out;
   {
     std::lock_guard<CheckedMutex> lock(mu_);
     ForgetDue(Clock::now(), out);
-    (void)Usable(run_id, status);
+    run_id = QueryRun(run_id, only_run, status);
+    if (status.ok()) (void)Usable(run_id, status, asker);
   }
   out.Flush();
   return status;
@@ -40,15 +41,20 @@ std::vector<bool> RendezvousServer::Impl::RunsKnown(const std::vector<std::strin
 grpc::ServerReadReactor<v1::LogBatch>* RendezvousServer::Impl::ShipLogs(grpc::CallbackServerContext* context,
                                                                         v1::ShipLogsReply* reply) {
   return logs_->StartShip(context, reply, [this](const grpc::CallbackServerContext& c, const v1::LogBatch& first) {
-    return AdmitLogCall(c, first.version(), first.token(), first.run_id());
+    std::string run_id = first.run_id();
+    return AdmitLogCall(c, first.version(), first.token(), run_id);
   });
 }
 
 grpc::ServerWriteReactor<v1::LogLines>* RendezvousServer::Impl::ReadLogs(grpc::CallbackServerContext* context,
                                                                          const v1::ReadLogsRequest* request) {
-  grpc::Status status = AdmitLogCall(*context, request->version(), request->token(), request->run_id());
+  v1::ReadLogsRequest query = *request;
+  std::string run_id = query.run_id();
+  grpc::Status status =
+      AdmitLogCall(*context, query.version(), query.token(), run_id, query.only_run(), RunRegistry::Asker::kQuery);
   if (!status.ok()) return LogHub::Refuse(status);
-  return logs_->StartRead(context, *request);
+  query.set_run_id(run_id);
+  return logs_->StartRead(context, query);
 }
 
 }  // namespace ctrun::rdzv

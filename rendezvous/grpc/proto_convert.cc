@@ -232,6 +232,7 @@ void StateReplyAddView(const RunView& view, v1::StateReply* out) {
 
 RunView RunViewFromStateReply(const v1::StateReply& reply, TimePoint now) {
   RunView view;
+  view.run_id = reply.run_id();
   view.has_rendezvous = !reply.no_rendezvous_run();
   if (reply.has_ft()) view.ft = FtRunViewFromProto(reply.ft());
   view.counts = CountsFromStateReply(reply, now);

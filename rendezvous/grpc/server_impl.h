@@ -213,8 +213,13 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   void ReportSteps(const std::string& run_id, const NodeId& node, const v1::KeepAliveRequest& request,
                    v1::KeepAliveReply* reply, Outbox& out);
   // The machine for a unary call, or the error in `status` (UNAVAILABLE
-  // while stopping, NOT_FOUND for an unknown run).
-  Result<RendezvousMachine*> Usable(const std::string& run_id, grpc::Status& status);
+  // while stopping, NOT_FOUND for an unknown run, worded for `asker`).
+  Result<RendezvousMachine*> Usable(const std::string& run_id, grpc::Status& status,
+                                    RunRegistry::Asker asker = RunRegistry::Asker::kNode);
+  // A query's run (GetState, ReadLogs; requires mu_): `run_id`, or with
+  // `only_run` and no id the one run served (NOT_FOUND in `status`
+  // naming the runs otherwise).
+  std::string QueryRun(const std::string& run_id, bool only_run, grpc::Status& status);
 
   // run_stores.cc. The workers' stores: which run holds the port for its
   // round (under mu_), and each run's StoreServer (on the mux's thread).
@@ -247,8 +252,11 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   //
   // The token and version check and a run this server holds (NOT_FOUND
   // otherwise), for a log call.
+  // `run_id` may be resolved (ReadLogs' only_run: the one run served;
+  // QueryRun).
   grpc::Status AdmitLogCall(const grpc::CallbackServerContext& context, v1::ProtocolVersion version,
-                            const std::string& token, const std::string& run_id);
+                            const std::string& token, std::string& run_id, bool only_run = false,
+                            RunRegistry::Asker asker = RunRegistry::Asker::kNode);
   // Whether each run is still held (LogHub drops the logs of the others).
   std::vector<bool> RunsKnown(const std::vector<std::string>& run_ids);
 

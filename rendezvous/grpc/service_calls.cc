@@ -186,8 +186,11 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::GetState(grpc::CallbackServerC
     std::lock_guard<CheckedMutex> lock(mu_);
     const TimePoint now = Clock::now();
     ForgetDue(now, out);
-    Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
-    if (std::optional<FtRunView> ft = ft_runs_.View(request->run_id()); ft && !stopping_) {
+    const std::string run_id = QueryRun(request->run_id(), request->only_run(), status);
+    reply->set_run_id(run_id);
+    Result<RendezvousMachine*> machine =
+        status.ok() ? Usable(run_id, status, RunRegistry::Asker::kQuery) : Result<RendezvousMachine*>(Status::NotFound(""));
+    if (std::optional<FtRunView> ft = ft_runs_.View(run_id); ft && !stopping_) {
       FtRunViewToProto(*ft, reply->mutable_ft());
       if (!machine.ok()) {  // only the quorum: each replica group runs its own rendezvous
         reply->set_no_rendezvous_run(true);
@@ -199,8 +202,8 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::GetState(grpc::CallbackServerC
     } else if (machine.ok()) {
       StateReplyFromSnapshot((*machine)->State(), now, reply);
       RunView view = ViewOf((*machine)->Export(), (*machine)->Tally(), now);
-      if (auto steps = steps_.find(request->run_id()); steps != steps_.end()) AddStepTimes(steps->second, view);
-      if (auto f = failures_.find(request->run_id()); f != failures_.end()) AddFailures(f->second, now, view);
+      if (auto steps = steps_.find(run_id); steps != steps_.end()) AddStepTimes(steps->second, view);
+      if (auto f = failures_.find(run_id); f != failures_.end()) AddFailures(f->second, now, view);
       StateReplyAddView(view, reply);
     }
     if (machine.ok() && (*machine)->Preempted()) {
@@ -212,15 +215,24 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::GetState(grpc::CallbackServerC
   return reactor;
 }
 
-Result<RendezvousMachine*> RendezvousServer::Impl::Usable(const std::string& run_id, grpc::Status& status) {
+Result<RendezvousMachine*> RendezvousServer::Impl::Usable(const std::string& run_id, grpc::Status& status,
+                                                          RunRegistry::Asker asker) {
   mu_.AssertHeld("Usable");
   if (stopping_) {
     status = grpc::Status(grpc::StatusCode::UNAVAILABLE, kShuttingDown);
     return Status::Unavailable(kShuttingDown);
   }
-  Result<RendezvousMachine*> machine = registry_.Find(run_id);
+  Result<RendezvousMachine*> machine = registry_.Find(run_id, asker);
   if (!machine.ok()) status = grpc::Status(grpc::StatusCode::NOT_FOUND, machine.status().message());
   return machine;
+}
+
+std::string RendezvousServer::Impl::QueryRun(const std::string& run_id, bool only_run, grpc::Status& status) {
+  mu_.AssertHeld("QueryRun");
+  if (!only_run || !run_id.empty()) return run_id;
+  Result<std::string> only = registry_.OnlyRunId();
+  if (!only.ok()) status = grpc::Status(grpc::StatusCode::NOT_FOUND, only.status().message());
+  return only.ok() ? *only : run_id;
 }
 
 }  // namespace ctrun::rdzv

@@ -51,11 +51,18 @@ inline size_t ChargedBytes(const LogRingChunk& c) { return c.text.size() + 64; }
 // Which lines a reader wants; every set field must match.
 struct LogFilter {
   std::optional<int32_t> rank;
-  std::string node;        // "" any
+  // "" any; a node's label ("vm#7260": its address, '#', its agent's pid),
+  // or an address alone ("vm": every agent there).
+  std::string node;
   double since_unix_s = 0; // lines read at or after this time (0 any)
 
   bool Matches(int32_t line_rank, const std::string& line_node, double unix_s) const {
-    return (!rank || line_rank == *rank) && (node.empty() || line_node == node) && unix_s >= since_unix_s;
+    return (!rank || line_rank == *rank) && NodeMatches(line_node) && unix_s >= since_unix_s;
+  }
+  bool NodeMatches(const std::string& line_node) const {
+    return node.empty() || line_node == node ||
+           (line_node.size() > node.size() && line_node.compare(0, node.size(), node) == 0 &&
+            line_node[node.size()] == '#');
   }
   bool Matches(const LogRecord& r) const { return Matches(r.rank, r.node, r.unix_s); }
 };

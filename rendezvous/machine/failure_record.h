@@ -48,6 +48,9 @@ struct WorkerFailureInfo {
   // The agent stopped it itself (a restart, a peer's failure): a
   // consequence by construction.
   bool stopped_by_agent = false;
+  // error_message and last_line were read from its stderr, as the agent
+  // kept it: it wrote no error file (a script without @record).
+  bool from_stderr = false;
 
   bool operator==(const WorkerFailureInfo&) const = default;
 };

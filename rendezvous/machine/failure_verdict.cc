@@ -38,8 +38,10 @@ bool ConnectionFailure(const WorkerFailureInfo& f) {
 
 // Whether failure a is the better root cause than b (both not stopped).
 bool BetterRoot(const WorkerFailureInfo& a, const WorkerFailureInfo& b) {
-  if (a.failed_at_unix_s != b.failed_at_unix_s) return a.failed_at_unix_s < b.failed_at_unix_s;
   const bool ca = ConnectionFailure(a), cb = ConnectionFailure(b);
+  const double at = a.failed_at_unix_s + (ca ? kConnectionGraceS : 0);
+  const double bt = b.failed_at_unix_s + (cb ? kConnectionGraceS : 0);
+  if (at != bt) return at < bt;
   if (ca != cb) return !ca;
   return a.rank < b.rank;
 }

@@ -3,10 +3,13 @@
 // cause and why each other one is a consequence of it.
 //
 // The root cause is the earliest failure by failure time that its agent did
-// not stop itself (stopped_by_agent). Ties go to a failure whose message is
-// not a connection error (times are often whole seconds: the worker whose
-// peer hung up fails in the same second as the peer), then to the lowest
-// rank. Every other failure is a consequence, with a reason:
+// not stop itself (stopped_by_agent), where a connection error counts as
+// kConnectionGraceS later than its time: it is the effect of a peer that
+// went away, and that peer closes its sockets before it exits (its
+// traceback, its teardown), so without an error file's timestamp its exit
+// is seen after the connection error it caused. Ties go to a failure whose
+// message is not a connection error (times are often whole seconds), then
+// to the lowest rank. Every other failure is a consequence, with a reason:
 //   kStoppedByAgent   its agent stopped it (a restart, a peer's failure);
 //   kConnectionError  its error message or last line is a lost connection
 //                     (Gloo, NCCL, c10d, sockets: IsConnectionError);
@@ -25,6 +28,10 @@
 #include "rendezvous/machine/failure_record.h"
 
 namespace ctrun::rdzv {
+
+// How much later than its time a connection error counts when the root
+// cause is chosen (see above).
+inline constexpr double kConnectionGraceS = 1.0;
 
 enum class ConsequenceReason { kStoppedByAgent, kConnectionError, kFailedAfter };
 

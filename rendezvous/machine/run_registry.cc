@@ -63,7 +63,7 @@ Result<std::string> RunRegistry::OnlyRunId() const {
                           "): name one with --rdzv-id");
 }
 
-Result<RendezvousMachine*> RunRegistry::Find(const std::string& run_id) {
+Result<RendezvousMachine*> RunRegistry::Find(const std::string& run_id, Asker asker) {
   auto it = runs_.find(run_id);
   if (it != runs_.end()) return &it->second;
   std::string served = Served();
@@ -71,6 +71,7 @@ Result<RendezvousMachine*> RunRegistry::Find(const std::string& run_id) {
   // A late node of a run that ended: the id is unknown now, not closed.
   if (ttl_) served += "; a closed run is forgotten after ctrund's --closed-run-ttl";
   const std::string quoted = run_id.size() > kMaxRunIdBytes ? run_id.substr(0, 32) + "..." : run_id;
+  if (asker == Asker::kQuery) return Status::NotFound("run '" + quoted + "' is not served here (serving " + served + ")");
   return Status::NotFound("--rdzv-id '" + quoted + "' is not served here (serving " + served +
                           "): give every node the same --rdzv-id");
 }

@@ -57,8 +57,11 @@ class RunRegistry {
   // exists with another --nnodes.
   Status Add(const std::string& run_id, const Params& params);
 
-  // The machine of `run_id`, or NotFound naming the run ids served here.
-  Result<RendezvousMachine*> Find(const std::string& run_id);
+  // The machine of `run_id`, or NotFound naming the run ids served here
+  // (with a launch's fix; a query's, `ctrun status`'s, reads "run 'x' is
+  // not served here (serving 'a')").
+  enum class Asker { kNode, kQuery };
+  Result<RendezvousMachine*> Find(const std::string& run_id, Asker asker = Asker::kNode);
 
   // For a Join: Find, and in kAutoCreate mode create an unknown run with
   // `params`. Errors: NotFound (kFixed, unknown id), InvalidArgument (bad

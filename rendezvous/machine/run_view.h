@@ -51,6 +51,9 @@ struct FtRunView {
 };
 
 struct RunView {
+  // The run's id: set by the client from the server's reply (the one the
+  // server picked for a query that named none).
+  std::string run_id;
   // False when the server holds only the fault-tolerant quorum of this run
   // id (each replica group runs its own rendezvous): counts and nodes are
   // then empty.

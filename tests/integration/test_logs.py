@@ -89,7 +89,9 @@ class ShareLogsTest(unittest.TestCase):
         self.assertEqual(follower.returncode, 0, err)
         self.assertNotIn("dropped", err)
         labels = self.check_every_line_once(out, 6)
-        self.assertEqual(len(labels), 1, labels)  # every agent is on this host: one label
+        # Every agent is on this host: their labels differ by their pids.
+        self.assertEqual(len(labels), 3, labels)
+        self.assertEqual(len({label.partition("#")[0] for label in labels}), 1, labels)
         # The agents' own consoles are as without --share-logs.
         console = "".join(o + e for o, e in outs)
         for r in range(6):
@@ -103,6 +105,11 @@ class ShareLogsTest(unittest.TestCase):
                            text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual([LINE.match(x).group(2) for x in r.stdout.splitlines()], ["1"] * LINES)
+        # No --rdzv-id: the server's only run.
+        only = subprocess.run([h.ctrun_bin(), "logs", "--rdzv-endpoint", d.endpoint, "--rank", "1"],
+                              env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual(only.returncode, 0, only.stderr)
+        self.assertEqual(only.stdout, r.stdout)
 
     def test_without_share_logs_nothing_leaves_the_node(self):
         d = h.Ctrund(self)

@@ -78,8 +78,10 @@ class MetricsTest(unittest.TestCase):
         return r.stdout
 
     def status(self, run_id="m1"):
-        r = h.run(["status", "--rdzv-endpoint", self.endpoint, "--rdzv-id", run_id], timeout=30)
-        return r
+        """`ctrun status` of `run_id` (None: no --rdzv-id, the server's only run)."""
+        named = [] if run_id is None else ["--rdzv-id", run_id]
+        return h.run(["status", "--rdzv-endpoint", self.endpoint, *named], timeout=30,
+                     env=h.base_env(PET_RDZV_ID=None))
 
     def test_scrape_and_status_through_a_restart(self):
         d = h.tempdir(self)
@@ -112,6 +114,10 @@ class MetricsTest(unittest.TestCase):
         for rank, line in enumerate(lines[2:]):
             self.assertRegex(line, rf"^{rank}\s+member\s+127\.0\.0\.{rank + 1}#\d+\s+1\s+127\.0\.0\.{rank + 1}\s+\d+\.\d s ago$")
         self.assertEqual(len(lines), 4, r.stdout)
+        # No --rdzv-id: the server serves one run, and that is the run shown.
+        only = self.status(None)
+        self.assertEqual(only.returncode, 0, only.stderr)
+        self.assertEqual(only.stdout.splitlines()[0], lines[0])
 
         # Group rank 1's worker fails: its node restarts, the round breaks (workers_failed), round 1 runs.
         open(os.path.join(d, "fail"), "w").close()
@@ -143,8 +149,12 @@ class MetricsTest(unittest.TestCase):
     def test_unknown_run_and_bad_requests(self):
         r = self.status("nope")
         self.assertEqual(r.returncode, 1)
-        self.assertIn("--rdzv-id 'nope' is not served here", r.stderr)
-        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        # A query gets no launch advice ("give every node the same --rdzv-id").
+        self.assertRegex(r.stderr, r"^ctrun status: rendezvous at 127\.0\.0\.1:\d+: run 'nope' is not served here "
+                                   r"\(serving no run yet; [^)]*\)\n$")
+        r = self.status(None)
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stderr, r"^ctrun status: rendezvous at 127\.0\.0\.1:\d+: this server serves no run yet\n$")
         r = h.run(["status", "--nnodes", "2"], timeout=30)
         self.assertEqual(r.returncode, 2)
         self.assertIn("it takes only --rdzv-endpoint, --rdzv-id, --rdzv-conf and --why", r.stderr)

@@ -18,6 +18,21 @@ CONF = "is_host=0,last_call_timeout=1,keep_alive_interval=0.5,keep_alive_max_att
 MESSAGE = f"ValueError: rank {FAIL_RANK} failed on purpose"
 
 
+def consequence_ranks(test, lines):
+    """The ranks `status --why`'s consequence groups list, sorted."""
+    consequences = [line for line in lines if line.startswith("consequences: ")]
+    test.assertEqual(len(consequences), 1, "\n".join(lines))
+    listed = []
+    for line in lines[lines.index(consequences[0]) + 1:]:
+        m = re.match(r"^  ranks? ([\d, -]+) on \d nodes?: (connection error|failed .* after it|stopped by its agent)",
+                     line)
+        if m:
+            for part in m.group(1).split(", "):
+                lo, _, hi = part.partition("-")
+                listed += range(int(lo), int(hi or lo) + 1)
+    return sorted(listed)
+
+
 class WhyTest(unittest.TestCase):
     def test_the_first_failure_is_the_root_cause_and_the_rest_consequences(self):
         d = h.tempdir(self)
@@ -42,22 +57,13 @@ class WhyTest(unittest.TestCase):
                               "--rdzv-id", "why"], capture_output=True, text=True, timeout=20)
         self.assertEqual(why.returncode, 0, why.stderr)
         lines = why.stdout.splitlines()
-        self.assertRegex(lines[0], rf"^root cause: rank {FAIL_RANK} \(node {re.escape(failed[0])}\b.*, local rank 0\) "
+        # The node with its agent's pid: three nodes share this host.
+        self.assertRegex(lines[0], rf"^root cause: rank {FAIL_RANK} \(node {re.escape(failed[0])}#\d+ .*, local rank 0\) "
                                    rf"exited with 1 at .* UTC: {MESSAGE}$")
         self.assertIn(f"  last line: {MESSAGE}", lines)
         self.assertTrue(any(line.startswith("  error file: ") for line in lines), why.stdout)
-        consequences = [line for line in lines if line.startswith("consequences: ")]
-        self.assertEqual(len(consequences), 1, why.stdout)
         # Every other rank is a consequence, each named once in a group.
-        listed = []
-        for line in lines[lines.index(consequences[0]) + 1:]:
-            m = re.match(r"^  ranks? ([\d, -]+) on \d nodes?: (connection error|failed .* after it|stopped by its agent)",
-                         line)
-            if m:
-                for part in m.group(1).split(", "):
-                    lo, _, hi = part.partition("-")
-                    listed += range(int(lo), int(hi or lo) + 1)
-        self.assertEqual(sorted(listed), [r for r in range(6) if r != FAIL_RANK], why.stdout)
+        self.assertEqual(consequence_ranks(self, lines), [r for r in range(6) if r != FAIL_RANK], why.stdout)
 
         # The status page's JSON: the same verdict.
         url = daemon.page + "api/runs"
@@ -68,10 +74,41 @@ class WhyTest(unittest.TestCase):
         self.assertEqual(run["why"]["root"]["error_message"], MESSAGE)
         self.assertEqual(run["why"]["failures_seen"], 6)
 
+        self.assertNotIn("no error file", why.stdout)  # @record wrote one
+
         # ctrund's log says in words how the failed nodes left (not "normal_exit").
         log = daemon.stop()
         self.assertRegex(log, r"run 'why': node \S+ left: its workers failed with no restarts left; the run is closed")
         self.assertNotIn("normal_exit", log)
+
+    def test_without_record_the_message_comes_from_the_kept_stderr(self):
+        """A stock script (no @record, so no error file) under --tee 3: the
+        root cause's message and the peers' connection errors are read from
+        the workers' stderr, and --why says so once, with the fix."""
+        fail_rank = 2
+        daemon = h.Ctrund(self)
+        env = h.base_env(FAIL_RANK=fail_rank, NO_RECORD=1)
+        procs = []
+        self.addCleanup(lambda: [p.kill() for p in procs if p.poll() is None])
+        for addr in ("127.0.0.1", "127.0.0.2"):
+            procs.append(h.start(["--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                                  "--rdzv-endpoint", daemon.endpoint, "--rdzv-id", "stock", "--local-addr", addr,
+                                  "--rdzv-conf", CONF, "--max-restarts", "0", "--tee", "3",
+                                  h.worker("raise_after_barrier.py")], env=env))
+        for p, (_, err) in zip(procs, h.finish(self, procs, 40)):
+            self.assertNotEqual(p.returncode, 0, err)
+        why = subprocess.run([h.ctrun_bin(), "status", "--why", "--rdzv-endpoint", daemon.endpoint],
+                             capture_output=True, text=True, timeout=20, env=h.base_env(PET_RDZV_ID=None))
+        self.assertEqual(why.returncode, 0, why.stderr)
+        lines = why.stdout.splitlines()
+        message = f"ValueError: rank {fail_rank} failed on purpose"
+        self.assertRegex(lines[0], rf"^root cause: rank {fail_rank} \(node .*\) exited with 1 at .* UTC: {message}$")
+        self.assertIn("  no error file: the lines above are from its stderr; decorate its main with @record", why.stdout)
+        self.assertEqual(why.stdout.count("no error file"), 1, why.stdout)
+        self.assertFalse(any(line.startswith("  error file: ") for line in lines), why.stdout)
+        # Every other rank is a consequence (a connection error read from its
+        # stderr, a later failure, or stopped by its agent).
+        self.assertEqual(consequence_ranks(self, lines), [r for r in range(4) if r != fail_rank], why.stdout)
 
 
 if __name__ == "__main__":

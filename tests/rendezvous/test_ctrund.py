@@ -165,7 +165,7 @@ class ClosedRunTtlTest(unittest.TestCase):
         # is unknown (not that it is closed), no state file, no series.
         late = self.status("reuse")
         self.assertNotEqual(late.returncode, 0, late.stdout)
-        self.assertIn("--rdzv-id 'reuse' is not served here", late.stderr)
+        self.assertIn("run 'reuse' is not served here", late.stderr)
         self.assertNotIn("closed", late.stdout)
         self.assertEqual(os.listdir(self.state), [])
         text = self.metrics()

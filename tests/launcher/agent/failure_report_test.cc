@@ -150,7 +150,7 @@ WorkerFailure PythonFailure() {
 }
 
 TEST_CASE("the rendezvous' failure record: first message line, last traceback line, precise time") {
-  const rdzv::WorkerFailureInfo info = FailureInfoOf(PythonFailure(), FailureContext{false, 1001.25}, 1000.75);
+  const rdzv::WorkerFailureInfo info = FailureInfoOf(PythonFailure(), FailureContext{false, 1001.25, {}}, 1000.75);
   CHECK(info.rank == 4);
   CHECK(info.local_rank == 0);
   CHECK(info.exit_code == 1);
@@ -167,6 +167,47 @@ TEST_CASE("the rendezvous' failure record: first message line, last traceback li
   CHECK(FailureInfoOf(PythonFailure(), FailureContext{}, std::nullopt).failed_at_unix_s == 1000);
 }
 
+TEST_CASE("the rendezvous' failure record: without an error file, the message is read from its stderr") {
+  WorkerFailure f = PythonFailure();
+  f.error.reset();  // a script without @record
+  FailureContext context{false, 1001.5, {}};
+  context.stderr_tail = {"step 3", "Traceback (most recent call last):", "  File \"w.py\", line 3, in <module>",
+                         "    raise ValueError('bad batch')", "ValueError: bad batch", "", "  "};
+  rdzv::WorkerFailureInfo info = FailureInfoOf(f, context, std::nullopt);
+  CHECK(info.from_stderr);
+  CHECK(info.error_message == "ValueError: bad batch");
+  CHECK(info.last_line == "ValueError: bad batch");
+  CHECK(info.error_file.empty());
+  CHECK(info.failed_at_unix_s == 1001.5);
+
+  // A dotted exception, then a line printed after it: the message is the
+  // exception's line, the last line the one after.
+  context.stderr_tail = {"torch.distributed.DistBackendError: Connection closed by peer [127.0.0.1]:5",
+                         "worker 3 exiting"};
+  info = FailureInfoOf(f, context, std::nullopt);
+  CHECK(info.error_message == "torch.distributed.DistBackendError: Connection closed by peer [127.0.0.1]:5");
+  CHECK(info.last_line == "worker 3 exiting");
+
+  // No line reads as an exception: no message, the last line only; an
+  // error-like word inside a sentence is not one.
+  context.stderr_tail = {"the Error: budget is spent", "3 Errors: none", "bye"};
+  info = FailureInfoOf(f, context, std::nullopt);
+  CHECK(info.error_message.empty());
+  CHECK(info.last_line == "bye");
+  CHECK(info.from_stderr);
+
+  context.stderr_tail = {"KeyboardInterrupt"};
+  CHECK(FailureInfoOf(f, context, std::nullopt).error_message == "KeyboardInterrupt");
+
+  // Nothing kept: nothing read from it. An error file wins over the stderr.
+  context.stderr_tail = {"", " "};
+  CHECK_FALSE(FailureInfoOf(f, context, std::nullopt).from_stderr);
+  context.stderr_tail = {"OSError: other"};
+  info = FailureInfoOf(PythonFailure(), context, std::nullopt);
+  CHECK_FALSE(info.from_stderr);
+  CHECK(info.error_message == "ValueError: bad batch");
+}
+
 TEST_CASE("the rendezvous' failure record: a signal death without a file, stopped by its agent") {
   WorkerFailure f;
   f.rank = 5;
@@ -174,7 +215,7 @@ TEST_CASE("the rendezvous' failure record: a signal death without a file, stoppe
   f.exit_code = -15;
   f.observed_at_s = 1002;
   f.stacks = "/tmp/stacks_1.txt (innermost frame: w.py:3 stuck_here)";
-  rdzv::WorkerFailureInfo info = FailureInfoOf(f, FailureContext{true, 1002.5}, std::nullopt);
+  rdzv::WorkerFailureInfo info = FailureInfoOf(f, FailureContext{true, 1002.5, {}}, std::nullopt);
   CHECK(info.exit_code == 0);
   CHECK(info.signal == 15);
   CHECK(info.stopped_by_agent);
@@ -197,7 +238,7 @@ TEST_CASE("the rendezvous' failure record: long texts are cut to their bounds on
   CHECK(FailureInfoOf(f, FailureContext{}, std::nullopt).error_message == "bad ? byte");
 
   const RendezvousHandler::FailureReport report =
-      FailureReportOf(3, std::string(300, 'h'), {PythonFailure(), f}, {FailureContext{true, 1}});
+      FailureReportOf(3, std::string(300, 'h'), {PythonFailure(), f}, {FailureContext{true, 1, {}}});
   CHECK(report.round == 3);
   CHECK(report.host.size() == rdzv::kMaxFailureHost);
   REQUIRE(report.failures.size() == 2);

@@ -25,7 +25,9 @@ TEST_CASE("ctrun status reads the launcher's rendezvous flags, spellings and PET
   a = ParseStatusArgs({}, {});
   REQUIRE(a.ok());
   CHECK(a->endpoint == "localhost:29400");
-  CHECK(a->run_id == "none");  // torchrun's default run id
+  // No run named: the server picks its only run (a launch without
+  // --rdzv-id runs 'none', torchrun's default, and is found that way).
+  CHECK(a->run_id.empty());
 
   a = ParseStatusArgs({"--rdzv-endpoint=[::1]:5", "--rdzv-conf", "token_file=/t"}, {});
   REQUIRE(a.ok());

@@ -104,6 +104,36 @@ TEST_CASE("report failure: GetState returns the failures earliest first, and how
   CHECK(state.failures_size() == 0);
 }
 
+TEST_CASE("a query naming no run (only_run) gets the server's only run, or the runs to pick from") {
+  auto server = StartAutoServer();
+  TestClient client(server->port());
+  v1::StateRequest any = MakeState("");
+  any.set_only_run(true);
+  v1::StateReply state;
+  grpc::Status none = client.GetState(any, &state);
+  CHECK(none.error_code() == grpc::StatusCode::NOT_FOUND);
+  CHECK(none.error_message() == "this server serves no run yet");
+
+  auto a = client.Join(MakeJoin("job5", "a", 1, 1, 1));
+  REQUIRE(a->NextOf(v1::Update::kRoundComplete));
+  REQUIRE(client.GetState(any, &state).ok());
+  CHECK(state.run_id() == "job5");
+  CHECK(state.complete());
+  CHECK(state.nodes_size() == 1);
+
+  // A named run that is not served: no launch advice for a query.
+  grpc::Status unknown = client.GetState(MakeState("nope"), &state);
+  CHECK(unknown.error_message() == "run 'nope' is not served here (serving 'job5')");
+
+  auto b = client.Join(MakeJoin("job2", "b", 2, 1, 1));
+  REQUIRE(b->NextOf(v1::Update::kRoundComplete));
+  grpc::Status several = client.GetState(any, &state);
+  CHECK(several.error_code() == grpc::StatusCode::NOT_FOUND);
+  CHECK(several.error_message() == "this server serves 2 runs ('job2', 'job5'): name one with --rdzv-id");
+  // Without only_run an empty id is an unknown run, as before.
+  CHECK(client.GetState(MakeState(""), &state).error_code() == grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_CASE("report failure: a closed run still takes a late node's report, and `ctrun status` reads it") {
   auto server = StartAutoServer();
   TestClient client(server->port());
@@ -132,6 +162,8 @@ TEST_CASE("report failure: a closed run still takes a late node's report, and `c
   info.signal = 15;
   info.failed_at_unix_s = 49.5;
   info.stacks_file = "/tmp/stacks_1.txt";
+  info.last_line = "Killed";
+  info.from_stderr = true;  // travels with the rest (compared whole below)
   std::promise<Status> sent;
   rc.ReportFailure(1, "host-a", {info}, std::chrono::seconds(10), [&](const Status& s) { sent.set_value(s); });
   REQUIRE(sent.get_future().get().ok());
@@ -145,6 +177,7 @@ TEST_CASE("report failure: a closed run still takes a late node's report, and `c
   CHECK(view->failures[0].host == "host-a");
   CHECK(view->failures[0].node == options.node);
   CHECK(view->failures[1].failure.error_message == "RuntimeError: Broken pipe");
+  CHECK(view->run_id == "job");
 }
 
 TEST_CASE("report failure: out-of-bounds fields, an unknown run, a wrong token are refused in one line") {

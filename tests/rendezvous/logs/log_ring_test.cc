@@ -156,6 +156,17 @@ TEST_CASE("log ring: filters skip whole chunks without counting them as drops") 
   LogFilter node0;
   node0.node = "n0";
   CHECK(Texts(ring.Read(2, node0, kAll)) == std::vector<std::string>{"b", "e"});
+  // A label with its agent's pid: matched whole, or by its address alone.
+  LogFilter by_addr;
+  by_addr.node = "vm";
+  CHECK(by_addr.NodeMatches("vm#7260"));
+  CHECK(by_addr.NodeMatches("vm"));
+  CHECK_FALSE(by_addr.NodeMatches("vm2#7260"));
+  CHECK_FALSE(by_addr.NodeMatches("v"));
+  by_addr.node = "vm#7260";
+  CHECK(by_addr.NodeMatches("vm#7260"));
+  CHECK_FALSE(by_addr.NodeMatches("vm#7261"));
+  CHECK_FALSE(by_addr.NodeMatches("vm"));
   LogFilter since;
   since.since_unix_s = 20;
   CHECK(Texts(ring.Read(1, since, kAll)) == std::vector<std::string>{"c", "d", "e"});

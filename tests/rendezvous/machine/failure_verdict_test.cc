@@ -69,6 +69,21 @@ TEST_CASE("verdict: ties go to a failure that is not a connection error, then to
   CHECK(DecideVerdict({VerdictFailure("a", 6, 7, "x"), VerdictFailure("b", 4, 7.5, "y")}).root == 0u);
 }
 
+TEST_CASE("verdict: a connection error seen just before the failure that caused it is not the root cause") {
+  // No error files: times are when the agents saw the exits, and the peer
+  // that raised is seen after the rank whose connection it closed.
+  const std::vector<ReportedFailure> seen = {VerdictFailure("a", 0, 100.02, "RuntimeError: Connection closed by peer"),
+                                             VerdictFailure("b", 3, 100.05, "ValueError: rank 3 failed")};
+  const FailureVerdict v = DecideVerdict(seen);
+  REQUIRE(v.root == 1u);
+  REQUIRE(v.consequences.size() == 1);
+  CHECK(v.consequences[0].reason == ConsequenceReason::kConnectionError);
+  CHECK(v.consequences[0].after_s == 0);  // never negative
+  // A connection error well before any other failure is still the root.
+  CHECK(DecideVerdict({VerdictFailure("a", 0, 90, "Connection reset by peer"), VerdictFailure("b", 3, 100, "ValueError")})
+            .root == 0u);
+}
+
 TEST_CASE("verdict: none reported, or all stopped by their agents, leaves no root cause") {
   CHECK_FALSE(DecideVerdict({}).root);
   const FailureVerdict v = DecideVerdict({VerdictFailure("a", 0, 1, "", true), VerdictFailure("a", 1, 2, "", true)});
