@@ -259,7 +259,7 @@ void Agent::RecordFailure(const WorkerExit& e) {
   // Exited while the agent stopped the group: stopped by it, unless its
   // stacks were saved (killed for a hang: a cause, not a consequence).
   const bool stopped = state_ == State::kStopping && attempt_->failures.back().stacks.empty();
-  attempt_->failure_contexts.push_back(FailureContext{stopped, now_s, {}});
+  attempt_->failure_contexts.push_back(FailureContext{stopped, now_s});
 }
 
 void Agent::OnMembershipChange(bool charged, const std::string& why) {

@@ -6,13 +6,30 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string>
+#include <string_view>
+
+#include "launcher/health/output_tail.h"
+#include "rendezvous/machine/failure_record.h"
 
 namespace ctrun::launcher {
 namespace {
 
 // A worker's last stderr lines kept for its failure report: a traceback's
-// end (the exception's line is the last).
+// end (the exception's line is the last), from its last bytes.
 constexpr size_t kStderrTailLines = 8;
+constexpr size_t kStderrTailBytes = kStderrTailLines * rdzv::kMaxFailureText;
+
+// Appends `bytes` to `tail`, keeping at least its last kStderrTailBytes
+// (trimmed once it holds twice that: a copy per read, amortised).
+void KeepLastBytes(std::string& tail, std::string_view bytes) {
+  if (bytes.size() >= kStderrTailBytes) {
+    tail.assign(bytes.substr(bytes.size() - kStderrTailBytes));
+    return;
+  }
+  tail.append(bytes);
+  if (tail.size() > 2 * kStderrTailBytes) tail.erase(0, tail.size() - kStderrTailBytes);
+}
 
 // The filtered log at `path`, or null when `filters` is empty or the file
 // cannot be made (a warning; the job goes on).
@@ -64,8 +81,8 @@ void AttemptTees::StartTee(boost::asio::io_context& io, const TeeStream& s, int 
   options.is_stderr = s.is_stderr;
   if (s.is_stderr) {
     if (stderr_tails_.size() <= s.worker) stderr_tails_.resize(s.worker + 1);
-    stderr_tails_[s.worker] = std::make_unique<OutputTail>(kStderrTailLines, rdzv::kMaxFailureText);
-    options.on_bytes = [tail = stderr_tails_[s.worker].get()](std::string_view bytes) { tail->Append(bytes); };
+    stderr_tails_[s.worker] = std::make_unique<std::string>();
+    options.on_bytes = [tail = stderr_tails_[s.worker].get()](std::string_view bytes) { KeepLastBytes(*tail, bytes); };
   }
   ++open_;
   tees_.push_back(std::make_unique<StreamTee>(io, pipe_fd, file_fd, s.to_console ? console_fd : -1, s.prefix,
@@ -78,7 +95,9 @@ void AttemptTees::StartTee(boost::asio::io_context& io, const TeeStream& s, int 
 
 std::vector<std::string> AttemptTees::StderrTail(size_t worker) const {
   if (worker >= stderr_tails_.size() || !stderr_tails_[worker]) return {};
-  return stderr_tails_[worker]->Lines();
+  OutputTail lines(kStderrTailLines, rdzv::kMaxFailureText);
+  lines.Append(*stderr_tails_[worker]);
+  return lines.Lines();
 }
 
 void AttemptTees::FlushDedup() {

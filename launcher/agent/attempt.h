@@ -18,6 +18,7 @@
 #include <boost/asio/io_context.hpp>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -25,7 +26,6 @@
 #include "launcher/agent/failure_report.h"
 #include "launcher/agent/worker_specs.h"
 #include "launcher/health/exclusion_request.h"
-#include "launcher/health/output_tail.h"
 #include "launcher/liveness/watch.h"
 #include "launcher/logs/console_dedup.h"
 #include "launcher/logs/filtered_log.h"
@@ -71,7 +71,10 @@ class AttemptTees {
   std::unique_ptr<ConsoleDedup> dedup_stderr_;
   // By worker (null where stderr is not piped); the tees write to them, so
   // declared before tees_.
-  std::vector<std::unique_ptr<OutputTail>> stderr_tails_;
+  // Each holds the stream's last bytes only; lines are split when a report
+  // asks (StderrTail), so a busy stderr costs a copy per read, not a string
+  // per line.
+  std::vector<std::unique_ptr<std::string>> stderr_tails_;
   std::vector<std::unique_ptr<StreamTee>> tees_;
   LogShipper* shipper_ = nullptr;  // --share-logs: the agent's, which outlives the tees
   int open_ = 0;

@@ -8,8 +8,9 @@ environment and standard streams it would have had from subprocess.Popen
 `spawn` returns a Popen-like object (pid, stdout, stderr, poll, wait,
 communicate, send_signal, kill, returncode). A launch's first and last
 ranks end with LeakSanitizer's check (in an ASan build); the ranks between
-repeat their code paths and skip its ~1 s (`leak_check_rank`). One server per binary and
-per set of the variables read before main (LD_*, OMP_*, the sanitizers'):
+repeat their code paths and skip its ~1 s (`leak_check_rank`). One server
+per binary and per set of the variables read before main (LD_*, OMP_*, the
+sanitizers'):
 a rank whose values of those differ gets a server of its own, so it starts
 exactly as exec would have started it."""
 import array
@@ -44,7 +45,8 @@ class _Server:
         self.statuses = {}
 
     def fork(self, argv, env, fds, leak_check):
-        fields = [f"leak-check={int(leak_check)}", str(len(argv)), *argv, str(len(env)), *(f"{k}={v}" for k, v in env.items())]
+        fields = [f"leak-check={int(leak_check)}", str(len(argv)), *argv,
+                  str(len(env)), *(f"{k}={v}" for k, v in env.items())]
         payload = "".join(f + "\0" for f in fields).encode()
         self.sock.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
         while True:
@@ -85,12 +87,11 @@ class Rank:
         self.args = argv
         self.returncode = None
         self._server = server
-        ours, theirs = [], []
+        theirs = []  # the descriptors the rank gets: closed here once it has them
 
         def stream(spec, default):
             if spec == subprocess.PIPE:
                 r, w = os.pipe()
-                ours.append(r)
                 theirs.append(w)
                 return w, open(r, "r", closefd=True)
             if spec == subprocess.DEVNULL:

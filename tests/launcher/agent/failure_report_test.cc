@@ -150,7 +150,7 @@ WorkerFailure PythonFailure() {
 }
 
 TEST_CASE("the rendezvous' failure record: first message line, last traceback line, precise time") {
-  const rdzv::WorkerFailureInfo info = FailureInfoOf(PythonFailure(), FailureContext{false, 1001.25, {}}, 1000.75);
+  const rdzv::WorkerFailureInfo info = FailureInfoOf(PythonFailure(), FailureContext{false, 1001.25}, 1000.75);
   CHECK(info.rank == 4);
   CHECK(info.local_rank == 0);
   CHECK(info.exit_code == 1);
@@ -170,7 +170,7 @@ TEST_CASE("the rendezvous' failure record: first message line, last traceback li
 TEST_CASE("the rendezvous' failure record: without an error file, the message is read from its stderr") {
   WorkerFailure f = PythonFailure();
   f.error.reset();  // a script without @record
-  FailureContext context{false, 1001.5, {}};
+  FailureContext context{false, 1001.5};
   context.stderr_tail = {"step 3", "Traceback (most recent call last):", "  File \"w.py\", line 3, in <module>",
                          "    raise ValueError('bad batch')", "ValueError: bad batch", "", "  "};
   rdzv::WorkerFailureInfo info = FailureInfoOf(f, context, std::nullopt);
@@ -215,7 +215,7 @@ TEST_CASE("the rendezvous' failure record: a signal death without a file, stoppe
   f.exit_code = -15;
   f.observed_at_s = 1002;
   f.stacks = "/tmp/stacks_1.txt (innermost frame: w.py:3 stuck_here)";
-  rdzv::WorkerFailureInfo info = FailureInfoOf(f, FailureContext{true, 1002.5, {}}, std::nullopt);
+  rdzv::WorkerFailureInfo info = FailureInfoOf(f, FailureContext{true, 1002.5}, std::nullopt);
   CHECK(info.exit_code == 0);
   CHECK(info.signal == 15);
   CHECK(info.stopped_by_agent);
@@ -238,7 +238,7 @@ TEST_CASE("the rendezvous' failure record: long texts are cut to their bounds on
   CHECK(FailureInfoOf(f, FailureContext{}, std::nullopt).error_message == "bad ? byte");
 
   const RendezvousHandler::FailureReport report =
-      FailureReportOf(3, std::string(300, 'h'), {PythonFailure(), f}, {FailureContext{true, 1, {}}});
+      FailureReportOf(3, std::string(300, 'h'), {PythonFailure(), f}, {FailureContext{true, 1}});
   CHECK(report.round == 3);
   CHECK(report.host.size() == rdzv::kMaxFailureHost);
   REQUIRE(report.failures.size() == 2);

@@ -51,20 +51,14 @@ TEST_CASE("Close is idempotent and a closed run ignores everything but joins") {
   CHECK(s.Run(seconds(1000)).empty());
 }
 
-TEST_CASE("Leave(normal_exit) closes the run without restarting the others") {
-  Script s(Nodes(2, 2));
-  s.Join("a");
-  s.Join("b");
-  CHECK(s.Leave("a", LeaveReason::kNormalExit) == Lines{"Closed r0 [b]"});
-  CHECK(s.Join("a") == Lines{"Rejected a closed"});
-}
-
-TEST_CASE("Leave(failed_exit), a node whose workers failed for good, closes the run as normal_exit does") {
-  Script s(Nodes(2, 2));
-  s.Join("a");
-  s.Join("b");
-  CHECK(s.Leave("a", LeaveReason::kFailedExit) == Lines{"Closed r0 [b]"});
-  CHECK(s.Join("a") == Lines{"Rejected a closed"});
+TEST_CASE("Leave(normal_exit), and failed_exit (its workers failed for good), close the run without restarting the others") {
+  for (LeaveReason reason : {LeaveReason::kNormalExit, LeaveReason::kFailedExit}) {
+    Script s(Nodes(2, 2));
+    s.Join("a");
+    s.Join("b");
+    CHECK(s.Leave("a", reason) == Lines{"Closed r0 [b]"});
+    CHECK(s.Join("a") == Lines{"Rejected a closed"});
+  }
 }
 
 TEST_CASE("Leave(signal) does not close: the node may join again") {
