@@ -74,7 +74,8 @@ Agent::Agent(boost::asio::io_context& io, const LaunchConfig& config, Environmen
       health_timer_(io),
       remaining_restarts_(config.max_restarts),
       steps_(events, rdzv::StragglerParams{config.straggler_factor, config.straggler_intervals}),
-      preempt_timer_(io) {
+      preempt_timer_(io),
+      preempt_waiting_timer_(io) {
   for (int sig : config_.signals_to_handle) signals_.add(sig);
 }
 

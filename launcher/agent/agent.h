@@ -224,6 +224,11 @@ class Agent {
   void BeginPreempt(WorkerNotice notice, bool tell_peers);
   void OnPeerPreempt(const PreemptNotice& notice);
   void OnPreemptDeadline();
+  // Logs PreemptWaitingLine every kPreemptWaitingEvery while the workers save.
+  void ArmPreemptWaitingLine();
+  static constexpr std::chrono::seconds kPreemptWaitingEvery{5};
+  // This attempt's workers' CTRUN_PREEMPT_SAVED_FILE paths, by local rank.
+  std::vector<std::string> PreemptMarkers() const;
   void PreemptWorkerExited(const WorkerExit& exit);
   // The notice's verdict is "missed: `why`" (the first reason stays).
   void MissPreempt(std::string why);
@@ -287,6 +292,7 @@ class Agent {
   TimePoint preempt_began_{};
   std::optional<PreemptVerdict> preempt_verdict_;
   boost::asio::steady_timer preempt_timer_;  // the notice's deadline, armed while kRunning
+  boost::asio::steady_timer preempt_waiting_timer_;  // the waiting line's, every 5 s until then
 };
 
 // The state's name in events ("running", ...).

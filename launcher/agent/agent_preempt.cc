@@ -57,6 +57,7 @@ void Agent::BeginPreempt(WorkerNotice notice, bool tell_peers) {
       preempt_timer_.async_wait([this](const boost::system::error_code& ec) {
         if (!ec) OnPreemptDeadline();
       });
+      ArmPreemptWaitingLine();
       return;
     case State::kStopping:
       // A restart under way ends the job instead; a stop after success, or
@@ -76,6 +77,23 @@ void Agent::BeginPreempt(WorkerNotice notice, bool tell_peers) {
     case State::kFailed:
       return;
   }
+}
+
+void Agent::ArmPreemptWaitingLine() {
+  preempt_waiting_timer_.expires_after(kPreemptWaitingEvery);
+  preempt_waiting_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || state_ != State::kRunning || !preempt_ || preempt_verdict_) return;
+    const double stop_in = std::chrono::duration<double>(preempt_timer_.expiry() - Clock::now()).count();
+    spdlog::info("{}", PreemptWaitingLine(SavedCount(PreemptMarkers()), attempt_->running,
+                                          static_cast<int>(attempt_->ranks.size()), stop_in));
+    ArmPreemptWaitingLine();
+  });
+}
+
+std::vector<std::string> Agent::PreemptMarkers() const {
+  std::vector<std::string> markers;
+  for (int lr = 0; lr < config_.nproc_per_node; ++lr) markers.push_back(PreemptSavedFile(log_dir_, restart_count_, lr));
+  return markers;
 }
 
 void Agent::OnPeerPreempt(const PreemptNotice& peer) {
@@ -118,11 +136,8 @@ void Agent::MissPreempt(std::string why) {
 
 void Agent::FinishPreempted(const std::vector<WorkerFailure>& failures) {
   preempt_timer_.cancel();
-  if (!preempt_verdict_) {
-    std::vector<std::string> markers;
-    for (int lr = 0; lr < config_.nproc_per_node; ++lr) markers.push_back(PreemptSavedFile(log_dir_, restart_count_, lr));
-    preempt_verdict_ = ReadVerdict(markers);
-  }
+  preempt_waiting_timer_.cancel();
+  if (!preempt_verdict_) preempt_verdict_ = ReadVerdict(PreemptMarkers());
   if (!failures.empty()) PrintFailureReport(failures, std::nullopt);
   if (preempt_verdict_->finished) {
     spdlog::info("the workers finished the job during the preemption notice (none saved: nothing is left to do)");

@@ -4,7 +4,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -100,6 +103,18 @@ PreemptVerdict VerdictOf(const std::vector<std::optional<std::string>>& contents
     v.step = by_step.begin()->first;
   }
   return v;
+}
+
+std::string PreemptWaitingLine(int saved, int running, int workers, double stop_in_s) {
+  return fmt::format("waiting for the workers to save before the preemption: {} of {} saved, {} still running; "
+                     "stopping them in {} s",
+                     saved, workers, running, static_cast<long>(std::ceil(std::max(0.0, stop_in_s))));
+}
+
+int SavedCount(const std::vector<std::string>& markers) {
+  int n = 0;
+  for (const std::string& path : markers) n += ::access(path.c_str(), F_OK) == 0 ? 1 : 0;
+  return n;
 }
 
 PreemptVerdict ReadVerdict(const std::vector<std::string>& markers) {

@@ -11,7 +11,8 @@
 //                             worker writes the step it saved there, then
 //                             exits 0.
 //
-// Pure functions but WriteNoticeFile and ReadVerdict (files); thread-safe.
+// Pure functions but WriteNoticeFile, SavedCount and ReadVerdict (files);
+// thread-safe.
 #pragma once
 
 #include <optional>
@@ -54,6 +55,16 @@ std::string NoticeLine(const WorkerNotice& notice);
 // Writes NoticeLine(notice) to `path` whole: to `path`.tmp, then rename.
 // IOError naming the path on failure.
 Status WriteNoticeFile(const std::string& path, const WorkerNotice& notice);
+
+// The line logged every few seconds while the workers save: `saved` of
+// `workers` wrote their marker, `running` have not exited yet, the group is
+// stopped in `stop_in_s`.
+//   "waiting for the workers to save before the preemption: 1 of 2 saved,
+//    2 still running; stopping them in 22 s"
+std::string PreemptWaitingLine(int saved, int running, int workers, double stop_in_s);
+
+// How many of `markers` (paths) exist: the workers that have saved.
+int SavedCount(const std::vector<std::string>& markers);
 
 // The verdict of a group whose workers all exited 0, from their markers
 // (`markers`, by local rank): saved when every marker holds the same step

@@ -2,6 +2,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -18,9 +19,21 @@
 namespace ctrun::launcher {
 namespace {
 
-bool IsTargetFlag(const std::string& name) {
-  const FlagSpec* spec = FindFlag(name);
-  return spec && (spec->name == "--rdzv-endpoint" || spec->name == "--rdzv-id" || spec->name == "--rdzv-conf");
+// `ctrun logs`'s flags, for ResolveSubcommandFlag: the run's three (the
+// launch table's spellings, passed on to ParseStatusArgs), then its own.
+enum LogsRow : size_t { kEndpoint, kId, kConf, kFollow, kRank, kNode, kSince, kHelp };
+const std::vector<SubcommandFlag>& LogsFlags() {
+  static const std::vector<SubcommandFlag> flags = {
+      FindFlag("--rdzv-endpoint")->spellings,
+      FindFlag("--rdzv-id")->spellings,
+      FindFlag("--rdzv-conf")->spellings,
+      {"--follow", "-f"},
+      {"--rank"},
+      {"--node"},
+      {"--since"},
+      {"--help", "-h"},
+  };
+  return flags;
 }
 
 double UnixNow() {
@@ -55,21 +68,29 @@ Result<LogsArgs> ParseLogsArgs(const std::vector<std::string>& args, const Envir
   std::vector<std::string> target;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (arg == "-h" || arg == "--help") {
-      out.help = true;
-      return out;
-    }
-    if (arg == "-f" || arg == "--follow") {
-      out.follow = true;
-      continue;
-    }
     const size_t eq = arg.find('=');
-    const std::string name = arg.substr(0, eq);
-    const bool ours = name == "--rank" || name == "--node" || name == "--since";
-    if (!ours && !IsTargetFlag(name)) {
+    const std::string typed = arg.substr(0, eq);
+    Result<size_t> row = ResolveSubcommandFlag(typed, LogsFlags(), "ctrun logs");
+    if (!row.ok() && row.status().IsNotFound()) {
       return Status::InvalidArgument("ctrun logs: unknown argument '" + arg +
                                      "' (it takes --rdzv-endpoint, --rdzv-id, --rdzv-conf, --follow, --rank, --node "
                                      "and --since)");
+    }
+    if (!row.ok()) return row.status();
+    // As typed, but an abbreviation named in full (as argparse names it).
+    const SubcommandFlag& spellings = LogsFlags()[*row];
+    const bool exact = std::find(spellings.begin(), spellings.end(), typed) != spellings.end();
+    const std::string name = exact ? typed : std::string(spellings[0]);
+    if ((*row == kFollow || *row == kHelp) && eq != std::string::npos) {
+      return Status::InvalidArgument("ctrun logs: " + name + " takes no value (write it alone)");
+    }
+    if (*row == kHelp) {
+      out.help = true;
+      return out;
+    }
+    if (*row == kFollow) {
+      out.follow = true;
+      continue;
     }
     std::string value;
     if (eq != std::string::npos) {
@@ -79,16 +100,16 @@ Result<LogsArgs> ParseLogsArgs(const std::vector<std::string>& args, const Envir
     } else {
       return Status::InvalidArgument(name + " needs a value (see ctrun logs --help)");
     }
-    if (name == "--rank") {
+    if (*row == kRank) {
       std::optional<long long> r = ParseInt(value);
       if (!r || *r < 0 || *r > std::numeric_limits<int>::max()) {
         return Status::InvalidArgument("--rank '" + value + "': give a global rank, a whole number >= 0");
       }
       out.rank = static_cast<int>(*r);
-    } else if (name == "--node") {
+    } else if (*row == kNode) {
       if (value.empty()) return Status::InvalidArgument("--node '': give a node's --local-addr or host name");
       out.node = value;
-    } else if (name == "--since") {
+    } else if (*row == kSince) {
       std::optional<double> s = ParseDouble(value);
       if (!s || !std::isfinite(*s) || *s < 0) {
         return Status::InvalidArgument("--since '" + value + "': give seconds before now, a number >= 0 (e.g. 30)");

@@ -27,13 +27,20 @@ constexpr std::string_view kStatusFlags[] = {"--rdzv-endpoint", "--rdzv-id", "--
 constexpr int kDefaultPort = 29400;
 constexpr std::chrono::seconds kTimeout{10};
 
-bool IsStatusFlag(const FlagSpec* spec) {
-  if (!spec) return false;
-  for (std::string_view name : kStatusFlags) {
-    if (spec->name == name) return true;
-  }
-  return false;
+// `ctrun status`'s flags, for ResolveSubcommandFlag: the kStatusFlags rows
+// (the launch table's spellings), then --why and --help.
+const std::vector<SubcommandFlag>& StatusFlags() {
+  static const std::vector<SubcommandFlag> flags = [] {
+    std::vector<SubcommandFlag> out;
+    for (std::string_view name : kStatusFlags) out.push_back(FindFlag(name)->spellings);
+    out.push_back({"--why"});
+    out.push_back({"--help", "-h"});
+    return out;
+  }();
+  return flags;
 }
+constexpr size_t kWhyRow = std::size(kStatusFlags);
+constexpr size_t kHelpRow = kWhyRow + 1;
 
 Status Apply(const FlagSpec& spec, std::string_view source, std::string_view value, LaunchConfig& config) {
   Status s = spec.apply(value, config);
@@ -72,30 +79,38 @@ Result<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args, const E
   std::vector<const FlagSpec*> given;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (arg == "-h" || arg == "--help") {
-      out.help = true;
-      return out;
-    }
-    if (arg == "--why") {
-      out.why = true;
-      continue;
-    }
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(0, eq);
-    const FlagSpec* spec = FindFlag(name);
-    if (!IsStatusFlag(spec)) {
+    Result<size_t> row = ResolveSubcommandFlag(name, StatusFlags(), "ctrun status");
+    if (!row.ok() && row.status().IsNotFound()) {
       return Status::InvalidArgument("ctrun status: unknown argument '" + arg +
                                      "' (it takes only --rdzv-endpoint, --rdzv-id, --rdzv-conf and --why)");
     }
+    if (!row.ok()) return row.status();
+    if (*row >= kWhyRow && eq != std::string::npos) {
+      return Status::InvalidArgument("ctrun status: " + std::string(StatusFlags()[*row][0]) +
+                                     " takes no value (write it alone)");
+    }
+    if (*row == kHelpRow) {
+      out.help = true;
+      return out;
+    }
+    if (*row == kWhyRow) {
+      out.why = true;
+      continue;
+    }
+    const FlagSpec* spec = FindFlag(kStatusFlags[*row]);
+    // An abbreviation is named in full, as argparse names it.
+    const std::string flag = FindFlag(name) ? name : std::string(spec->name);
     std::string value;
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
     } else if (i + 1 < args.size()) {
       value = args[++i];
     } else {
-      return Status::InvalidArgument(name + " needs a value (e.g. " + name + " " + std::string(spec->metavar) + ")");
+      return Status::InvalidArgument(flag + " needs a value (e.g. " + flag + " " + std::string(spec->metavar) + ")");
     }
-    CTRUN_RETURN_IF_ERROR(Apply(*spec, name, value, out.config));
+    CTRUN_RETURN_IF_ERROR(Apply(*spec, flag, value, out.config));
     given.push_back(spec);
   }
   bool named_run = false;

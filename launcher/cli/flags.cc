@@ -351,37 +351,61 @@ std::string ClosestSpelling(std::string_view unknown) {
   return std::string(best);
 }
 
-Result<const FlagSpec*> ResolveFlag(std::string_view typed) {
-  if (const FlagSpec* exact = FindFlag(typed)) return exact;
-  // argparse takes a unique prefix of a long option; a short one ("-r")
-  // must be exact.
-  std::vector<std::pair<const FlagSpec*, std::string_view>> matches;  // a row, its first matching spelling
-  if (typed.size() > 2 && typed.rfind("--", 0) == 0) {
-    for (const FlagSpec& f : Flags()) {
-      for (std::string_view s : f.spellings) {
-        if (s.size() > typed.size() && s.rfind(typed, 0) == 0) {
-          matches.emplace_back(&f, s);
-          break;
-        }
+namespace {
+
+// Every row of `rows` (each a list of spellings) with a spelling that
+// `typed`, a long flag, is a proper prefix of: its index and its first such
+// spelling (argparse's rule; a short flag has none).
+template <typename Rows, typename Spellings>
+std::vector<std::pair<size_t, std::string_view>> PrefixMatches(std::string_view typed, const Rows& rows,
+                                                               Spellings spellings) {
+  std::vector<std::pair<size_t, std::string_view>> matches;
+  if (typed.size() <= 2 || typed.rfind("--", 0) != 0) return matches;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (std::string_view s : spellings(rows[i])) {
+      if (s.size() > typed.size() && s.rfind(typed, 0) == 0) {
+        matches.emplace_back(i, s);
+        break;
       }
     }
   }
-  if (matches.size() == 1) return matches[0].first;
-  if (matches.size() > 1) {
-    std::string names;
-    for (const auto& [flag, spelling] : matches) {
-      if (!names.empty()) names += ", ";
-      names += spelling;
-    }
-    return Status::InvalidArgument(
-        fmt::format("ambiguous flag '{}' could match {} (write more of it)", Quote(typed), names));
+  return matches;
+}
+
+std::string Ambiguous(std::string_view typed, const std::vector<std::pair<size_t, std::string_view>>& matches) {
+  std::string names;
+  for (const auto& [row, spelling] : matches) {
+    if (!names.empty()) names += ", ";
+    names += spelling;
   }
+  return fmt::format("ambiguous flag '{}' could match {} (write more of it)", Quote(typed), names);
+}
+
+}  // namespace
+
+Result<const FlagSpec*> ResolveFlag(std::string_view typed) {
+  if (const FlagSpec* exact = FindFlag(typed)) return exact;
+  const std::vector<FlagSpec>& flags = Flags();
+  const auto matches = PrefixMatches(typed, flags, [](const FlagSpec& f) -> const auto& { return f.spellings; });
+  if (matches.size() == 1) return &flags[matches[0].first];
+  if (matches.size() > 1) return Status::InvalidArgument(Ambiguous(typed, matches));
   std::string near = ClosestSpelling(typed);
   if (near.empty()) {
     return Status::InvalidArgument(
         fmt::format("unknown flag '{}' (see ctrun --help for the flags ctrun knows)", Quote(typed)));
   }
   return Status::InvalidArgument(fmt::format("unknown flag '{}' (did you mean {}? see ctrun --help)", Quote(typed), near));
+}
+
+Result<size_t> ResolveSubcommandFlag(std::string_view typed, const std::vector<SubcommandFlag>& flags,
+                                     std::string_view command) {
+  for (size_t i = 0; i < flags.size(); ++i) {
+    if (std::find(flags[i].begin(), flags[i].end(), typed) != flags[i].end()) return i;
+  }
+  const auto matches = PrefixMatches(typed, flags, [](const SubcommandFlag& f) -> const auto& { return f; });
+  if (matches.size() == 1) return matches[0].first;
+  if (matches.size() > 1) return Status::InvalidArgument(fmt::format("{}: {}", command, Ambiguous(typed, matches)));
+  return Status::NotFound(fmt::format("{}: no flag '{}'", command, Quote(typed)));
 }
 
 }  // namespace ctrun::launcher

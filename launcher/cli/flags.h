@@ -62,6 +62,18 @@ const FlagSpec* FindFlag(std::string_view spelling);
 // flags ("-r") are matched exactly.
 Result<const FlagSpec*> ResolveFlag(std::string_view typed);
 
+// One flag of a subcommand (`ctrun status`, `ctrun logs`): its spellings,
+// the canonical first.
+using SubcommandFlag = std::vector<std::string_view>;
+
+// The index in `flags` of the flag `typed` names, by ResolveFlag's rule (an
+// exact spelling, else a unique prefix of a long flag). An ambiguous prefix
+// is InvalidArgument ("ctrun logs: ambiguous flag '--r' could match
+// --rdzv-endpoint, --rdzv-id, --rdzv-conf, --rank (write more of it)"); no
+// match is NotFound (the caller says what `command` takes).
+Result<size_t> ResolveSubcommandFlag(std::string_view typed, const std::vector<SubcommandFlag>& flags,
+                                     std::string_view command);
+
 // The known spelling closest to `unknown` (ties: table order), or "" when
 // none is close enough to be a plausible typo: within an edit distance of
 // about a third of its length, or one edit from a spelling's start of the

@@ -159,7 +159,11 @@ Result<std::unique_ptr<FtRuntime>> StartFaultTolerance(boost::asio::io_context& 
                     .host = *host,
                     .nproc = config.nproc_per_node,
                     .parts = parts,
-                    .socket_name = fmt::format("ctrun-ft-{}-{}", ::getpid(), RandomHex())};
+                    .socket_name = fmt::format("ctrun-ft-{}-{}", ::getpid(), RandomHex()),
+                    .endpoint = plan->endpoint,
+                    .run_id = plan->run_id,
+                    .min_groups = config.ft->min_replicas,
+                    .give_up_after = *o.sync_timeout};
   if (ro.nproc > kFtMaxLocalRanks) {
     return Status::InvalidArgument(fmt::format(
         "--nproc-per-node {} with --ft-replicas: at most {} workers per node take part in a quorum",

@@ -6,6 +6,7 @@
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
+#include <cmath>
 #include <deque>
 
 namespace ctrun::launcher {
@@ -33,6 +34,7 @@ FtRelay::FtRelay(asio::io_context& io, FtRelayOptions options, FtQuorumLink& lin
       acceptor_(io),
       ranks_(static_cast<size_t>(options_.nproc)),
       step_(options_.group, options_.host, options_.nproc),
+      waiting_timer_(io),
       healed_(static_cast<size_t>(options_.nproc)),
       alive_(std::make_shared<bool>(true)) {}
 
@@ -40,6 +42,7 @@ FtRelay::~FtRelay() {
   *alive_ = false;
   boost::system::error_code ignored;
   acceptor_.close(ignored);
+  waiting_timer_.cancel();
   for (auto& conn : ranks_) {
     if (conn) conn->socket.close(ignored);
   }
@@ -129,15 +132,34 @@ void FtRelay::OnSync(const std::shared_ptr<Conn>& conn, const FtSyncLine& line) 
   if (!call->ballot) {
     spdlog::info("replica group {} asks to join the quorum at step {}", options_.group, call->committed_step);
   }
+  asking_ = true;
+  asked_at_ = std::chrono::steady_clock::now();
+  asked_step_ = call->committed_step;
+  ArmWaitingLine(generation_);
   link_.Sync(*call, part_, [this, generation = generation_, alive = alive_](const Result<rdzv::SyncAnswer>& answer) {
     if (*alive) OnAnswer(generation, answer);
   });
 }
 
+void FtRelay::ArmWaitingLine(uint64_t generation) {
+  waiting_timer_.expires_after(options_.waiting_every);
+  waiting_timer_.async_wait([this, generation, alive = alive_](const boost::system::error_code& ec) {
+    if (ec || !*alive || !asking_ || generation != generation_) return;
+    const auto now = std::chrono::steady_clock::now();
+    const auto seconds = [](std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); };
+    spdlog::info("{}", QuorumWaitingLine(options_.min_groups, asked_step_, options_.endpoint, options_.run_id,
+                                         seconds(now - asked_at_),
+                                         seconds(asked_at_ + options_.give_up_after - now)));
+    ArmWaitingLine(generation);
+  });
+}
+
 void FtRelay::OnAnswer(uint64_t generation, const Result<rdzv::SyncAnswer>& answer) {
   if (generation != generation_) return;  // a failure since: that step is gone
+  if (!answer.ok() && answer.status().IsAborted()) return;  // replaced by a newer call
+  asking_ = false;
+  waiting_timer_.cancel();
   if (!answer.ok()) {
-    if (answer.status().IsAborted()) return;  // replaced by a newer call
     const std::string why =
         answer.status().IsDeadlineExceeded()
             ? "no quorum within --rdzv-conf join_timeout (" + answer.status().message() +
@@ -233,6 +255,8 @@ void FtRelay::OnClosed(const std::shared_ptr<Conn>& conn, const std::string& why
   if (slot == conn) slot.reset();
   if (conn->done) return;  // it finished: its group did not fail
   ++generation_;
+  asking_ = false;
+  waiting_timer_.cancel();
   step_.Reset();
   if (left_) return;
   left_ = true;
@@ -272,6 +296,14 @@ void FtRelay::WriteNext(const std::shared_ptr<Conn>& conn) {
                         OnClosed(conn, "was refused");
                       }
                     });
+}
+
+std::string QuorumWaitingLine(int min_groups, int64_t step, std::string_view endpoint, std::string_view run_id,
+                              double waited_s, double give_up_in_s) {
+  return fmt::format("waiting for a quorum of at least {} replica group{} at {}, run '{}' (this group is at step {}, "
+                     "asked {} s ago); giving up in {} s",
+                     min_groups, min_groups == 1 ? "" : "s", endpoint, run_id, step,
+                     static_cast<long>(std::max(0.0, waited_s)), static_cast<long>(std::ceil(std::max(0.0, give_up_in_s))));
 }
 
 void FtRelay::Emit(std::string_view event, const nlohmann::ordered_json& fields) {

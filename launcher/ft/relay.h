@@ -20,6 +20,9 @@
 // line it cannot read, or one longer than kFtMaxLine, gets `error <why>` and
 // its connection is closed.
 //
+// While the group's call waits for its answer, it logs QuorumWaitingLine
+// every `waiting_every` (the quorum forms when MIN groups have asked).
+//
 // Events (--events-file): "quorum_changed" when an answer brings a new
 // quorum id (its members, this group's replica rank, the step), a line
 // "replica_healing" when the group must heal first (its sources), and
@@ -33,10 +36,13 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -52,7 +58,22 @@ struct FtRelayOptions {
   int nproc = 1;           // the workers of this node (<= kFtMaxLocalRanks)
   int parts = 1;           // the group's nodes (--ft-group-size)
   std::string socket_name; // the abstract socket's name, without the leading NUL
+  // For the waiting line: where the quorum is served, the run, --ft-replicas'
+  // MIN, how long a call may wait for its quorum, and how often to say so.
+  std::string endpoint{};
+  std::string run_id{};
+  int min_groups = 1;
+  std::chrono::steady_clock::duration give_up_after = std::chrono::seconds(600);
+  std::chrono::steady_clock::duration waiting_every = std::chrono::seconds(5);
 };
+
+// The line logged while a group's step call waits for its answer: `min_groups`
+// is --ft-replicas' MIN, `step` the group's committed step, `waited_s` the
+// time since it asked. Pure.
+//   "waiting for a quorum of at least 2 replica groups at HOST:PORT, run
+//    'job5' (this group is at step 12, asked 10 s ago); giving up in 590 s"
+std::string QuorumWaitingLine(int min_groups, int64_t step, std::string_view endpoint, std::string_view run_id,
+                              double waited_s, double give_up_in_s);
 
 class FtRelay {
  public:
@@ -93,6 +114,8 @@ class FtRelay {
   void WriteNext(const std::shared_ptr<Conn>& conn);  // writes conn->out's front, then the rest
   void Refuse(const std::shared_ptr<Conn>& conn, const std::string& why);
   void Emit(std::string_view event, const nlohmann::ordered_json& fields);
+  // Logs the waiting line every options_.waiting_every while call `generation` is unanswered.
+  void ArmWaitingLine(uint64_t generation);
 
   boost::asio::io_context& io_;
   FtRelayOptions options_;
@@ -105,6 +128,10 @@ class FtRelay {
   uint64_t generation_ = 0;       // bumped by every failure: answers of an older one are dropped
   bool left_ = false;             // left the quorum since the last failure
   std::optional<int64_t> quorum_id_;  // the last quorum answered
+  boost::asio::steady_timer waiting_timer_;
+  bool asking_ = false;                             // a call is in flight
+  std::chrono::steady_clock::time_point asked_at_;  // when the call in flight was made
+  int64_t asked_step_ = 0;                          // its committed step
   int64_t finished_step_ = 0;     // the step the ranks that said `done` finished at
   std::vector<std::optional<FtHealedLine>> healed_;
   std::shared_ptr<bool> alive_;   // callbacks posted after destruction see false

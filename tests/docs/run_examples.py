@@ -50,7 +50,7 @@ DEFAULT_TIMEOUT = 60
 FENCE = re.compile(r"^(\s*)```console\s*$")
 DIRECTIVE = re.compile(r"^\s*<!--\s*example:\s*(\w+)\s*(.*?)\s*-->\s*$")
 EXIT_LINE = re.compile(r"^\[exit (\d+)\]$")
-CLEARED_ENV = re.compile(r"^(PET_|TORCHELASTIC_|CTRUN_|LOGLEVEL$|TORCH_ELASTIC_|OMP_NUM_THREADS$)")
+CLEARED_ENV = re.compile(r"^(PET_|TORCHELASTIC_|CTRUN_|LOGLEVEL$|TORCH_ELASTIC_|OMP_NUM_THREADS$|PYTHONUNBUFFERED$)")
 
 
 @dataclasses.dataclass

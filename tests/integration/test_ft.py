@@ -31,7 +31,7 @@ import tempfile
 import time
 import unittest
 
-from harness import Ctrund, base_env, build_dir, ctrun_bin, start_host
+from harness import Ctrund, base_env, build_dir, ctrun_bin, read_until, start_host
 
 SANITIZED = os.environ.get("CTRUN_SANITIZED") == "1"
 STEPS = 14
@@ -301,7 +301,8 @@ class AgentHosted(unittest.TestCase):
     def test_the_agent_at_the_endpoint_hosts_the_quorum(self):
         """No ctrund: the agent whose address --rdzv-endpoint names hosts the
         quorum server, as it would a c10d rendezvous (HOST:0 binds a free
-        port; the other group joins there). Two groups of one rank each
+        port; the other group joins there, once the first has said that it
+        waits for a quorum). Two groups of one rank each
         train a few steps in one quorum and end bitwise equal."""
         tmp = tempfile.TemporaryDirectory(prefix="ctrun-ft-hosted-")
         self.addCleanup(tmp.cleanup)
@@ -311,6 +312,9 @@ class AgentHosted(unittest.TestCase):
         common = ["--ft-replicas", "2:2", "--rdzv-backend", "c10d", "--rdzv-id", "hosted", "--nproc-per-node", "1"]
         host, port = start_host(common + ["--rdzv-endpoint", "127.0.0.1:0", "--local-addr", "127.0.0.1"] + train,
                                 cwd=tmp.name)
+        # Alone, the host's group waits for the quorum and says so every 5 s.
+        host.stderr_head += read_until(host.stderr, f"waiting for a quorum of at least 2 replica groups at "
+                                                    f"127.0.0.1:{port}, run 'hosted' (this group is at step ", 60)
         other = subprocess.Popen([ctrun_bin()] + common + ["--rdzv-endpoint", f"127.0.0.1:{port}", "--local-addr",
                                                            "127.0.0.2"] + train,
                                  env=base_env(), cwd=tmp.name, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -83,7 +83,7 @@ class PreemptTest(unittest.TestCase):
 
     def test_workers_that_ignore_the_notice_are_stopped_at_the_deadline(self):
         ev = os.path.join(self.dir, "events.jsonl")
-        p = h.start(["--nproc-per-node", "2", "--preempt-grace", "1", "--preempt-signal", "USR1",
+        p = h.start(["--nproc-per-node", "2", "--preempt-grace", "6", "--preempt-signal", "USR1",
                      "--shutdown-timeout", "1", "--events-file", ev, "--no-python", "/bin/sh", "-c",
                      "echo up; exec sleep 600"])
         self.addCleanup(lambda: p.poll() is None and p.kill())
@@ -93,8 +93,11 @@ class PreemptTest(unittest.TestCase):
         self.assertEqual(p.returncode, MISSED, err)
         missed = events(ev, "preempt_missed")
         self.assertEqual(len(missed), 1, err)
-        self.assertIn("the deadline (1.0 s) passed with 2 of 2 workers still running", missed[0]["why"])
+        self.assertIn("the deadline (6.0 s) passed with 2 of 2 workers still running", missed[0]["why"])
         self.assertIn("exiting 76", err)
+        # Every 5 s until the deadline, the agent says what it waits for.
+        self.assertIn("waiting for the workers to save before the preemption: 0 of 2 saved, 2 still running; "
+                      "stopping them in ", err)
 
     @unittest.skipUnless(os.path.exists(DATA), "dataset-fashion-mnist is not installed")
     def test_a_notice_on_one_node_saves_all_ranks_of_both_at_one_step(self):

@@ -1,5 +1,6 @@
 // Preemption's pure parts (launcher/agent/preemption.h): the budget, the
-// notice line and file, and the verdict from the workers' markers.
+// notice line and file, the waiting line, and the verdict from the workers'
+// markers.
 #include "launcher/agent/preemption.h"
 
 #include <stdlib.h>
@@ -41,6 +42,21 @@ TEST_CASE("preemption: the notice is one JSON line, written whole") {
   const Status bad = WriteNoticeFile(dir + "/missing/preempt", n);
   CHECK(bad.code() == Status::Code::kIOError);
   CHECK(bad.message().find(dir + "/missing/preempt.tmp") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("preemption: the waiting line counts the saved and the running, and the time left") {
+  CHECK(PreemptWaitingLine(1, 2, 2, 21.3) ==
+        "waiting for the workers to save before the preemption: 1 of 2 saved, 2 still running; stopping them in 22 s");
+  CHECK(PreemptWaitingLine(0, 4, 4, -2) ==
+        "waiting for the workers to save before the preemption: 0 of 4 saved, 4 still running; stopping them in 0 s");
+
+  char tmpl[] = "/tmp/ctrun_preempt_test_XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  std::ofstream(dir + "/0") << "7\n";
+  CHECK(SavedCount({dir + "/0", dir + "/1"}) == 1);
+  CHECK(SavedCount({}) == 0);
   std::filesystem::remove_all(dir);
 }
 

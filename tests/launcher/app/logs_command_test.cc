@@ -32,6 +32,31 @@ TEST_CASE("ctrun logs reads the rendezvous flags as status does, and its own") {
   CHECK(a->help);
 }
 
+TEST_CASE("ctrun logs takes unique prefixes of its flags, as argparse does") {
+  auto a = ParseLogsArgs({"--rdzv-e", "10.0.0.1:1234", "--rdzv-i", "job7", "--fol", "--ra=3", "--no", "n2", "--si",
+                          "2"},
+                         {});
+  REQUIRE(a.ok());
+  CHECK(a->target.endpoint == "10.0.0.1:1234");
+  CHECK(a->target.run_id == "job7");
+  CHECK(a->follow);
+  CHECK(a->rank == 3);
+  CHECK(a->node == "n2");
+  CHECK(a->since_s == 2);
+  // --r could be --rank or a rendezvous flag: refused, naming them all.
+  a = ParseLogsArgs({"--r", "3"}, {});
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.status().message() ==
+        "ctrun logs: ambiguous flag '--r' could match --rdzv-endpoint, --rdzv-id, --rdzv-conf, --rank (write more of "
+        "it)");
+  a = ParseLogsArgs({"--ran"}, {});
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.status().message() == "--rank needs a value (see ctrun logs --help)");
+  a = ParseLogsArgs({"--follow=yes"}, {});
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.status().message() == "ctrun logs: --follow takes no value (write it alone)");
+}
+
 TEST_CASE("ctrun logs refuses other flags and bad values in one line naming them") {
   for (const auto& [args, names] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--nproc-per-node", "2"}, "--nproc-per-node"},

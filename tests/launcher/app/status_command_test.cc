@@ -55,6 +55,34 @@ TEST_CASE("ctrun status refuses other flags and bad values in one line") {
   CHECK(a.status().message().rfind("PET_RDZV_CONF 'bogus=1': unknown key 'bogus'", 0) == 0);
 }
 
+TEST_CASE("ctrun status takes unique prefixes of its flags, as argparse does") {
+  auto a = ParseStatusArgs({"--rdzv-end", "10.0.0.1:1234", "--rdzv_i=job7", "--wh"}, {});
+  REQUIRE(a.ok());
+  CHECK(a->endpoint == "10.0.0.1:1234");
+  CHECK(a->run_id == "job7");
+  CHECK(a->why);
+  a = ParseStatusArgs({"--he"}, {});
+  REQUIRE(a.ok());
+  CHECK(a->help);
+  // A prefix of several flags is refused, naming them.
+  a = ParseStatusArgs({"--rdzv", "x"}, {});
+  REQUIRE(!a.ok());
+  CHECK(a.status().message() ==
+        "ctrun status: ambiguous flag '--rdzv' could match --rdzv-endpoint, --rdzv-id, --rdzv-conf (write more of "
+        "it)");
+  // An abbreviation's errors name the flag in full.
+  a = ParseStatusArgs({"--rdzv-i"}, {});
+  REQUIRE(!a.ok());
+  CHECK(a.status().message().rfind("--rdzv-id needs a value", 0) == 0);
+  a = ParseStatusArgs({"--why=1"}, {});
+  REQUIRE(!a.ok());
+  CHECK(a.status().message() == "ctrun status: --why takes no value (write it alone)");
+  // A short flag is matched exactly.
+  a = ParseStatusArgs({"-w"}, {});
+  REQUIRE(!a.ok());
+  CHECK(a.status().message().rfind("ctrun status: unknown argument '-w'", 0) == 0);
+}
+
 TEST_CASE("The status table: one header line, then a line per node") {
   rdzv::RunView v;
   v.counts.round = 3;

@@ -355,5 +355,15 @@ TEST_CASE("events: quorum_changed, replica_healing, and replica_healed once ever
   CHECK(lines[2]["sources"] == nlohmann::json::array({"10.0.0.2:2100", "10.0.0.2:2101"}));
 }
 
+TEST_CASE("QuorumWaitingLine: how many groups, where, which run, which step, and until when", "[ft][relay]") {
+  CHECK(QuorumWaitingLine(2, 12, "127.0.0.1:29400", "job5", 10.7, 589.2) ==
+        "waiting for a quorum of at least 2 replica groups at 127.0.0.1:29400, run 'job5' (this group is at "
+        "step 12, asked 10 s ago); giving up in 590 s");
+  // One group; a deadline already past reads 0, never negative.
+  CHECK(QuorumWaitingLine(1, 0, "node0:29400", "job5", 5, -1) ==
+        "waiting for a quorum of at least 1 replica group at node0:29400, run 'job5' (this group is at step 0, "
+        "asked 5 s ago); giving up in 0 s");
+}
+
 }  // namespace
 }  // namespace ctrun::launcher
