@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -108,7 +107,7 @@ PreemptVerdict VerdictOf(const std::vector<std::optional<std::string>>& contents
 std::string PreemptWaitingLine(int saved, int running, int workers, double stop_in_s) {
   return fmt::format("waiting for the workers to save before the preemption: {} of {} saved, {} still running; "
                      "stopping them in {} s",
-                     saved, workers, running, static_cast<long>(std::ceil(std::max(0.0, stop_in_s))));
+                     saved, workers, running, SecondsUp(stop_in_s));
 }
 
 int SavedCount(const std::vector<std::string>& markers) {

@@ -30,6 +30,14 @@ std::string Lower(std::string_view s);
 // Launch).
 std::optional<double> ParseDouble(std::string_view s);
 
+// `s` seconds as whole seconds, rounded up, never below 0 (for "giving up
+// in N s"). Without libm's ceil: ctrun links only libc.
+inline long SecondsUp(double s) {
+  if (!(s > 0)) return 0;
+  const long whole = static_cast<long>(s);
+  return whole < s ? whole + 1 : whole;
+}
+
 // The first character of `s` if it starts with well-formed UTF-8 (shortest
 // form, no surrogate, at most U+10FFFF): its code point in `cp` and its
 // length in bytes (1..4). 0 when `s` is empty or does not start with one.

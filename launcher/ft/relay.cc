@@ -6,8 +6,9 @@
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
-#include <cmath>
 #include <deque>
+
+#include "launcher/cli/text.h"
 
 namespace ctrun::launcher {
 
@@ -303,7 +304,7 @@ std::string QuorumWaitingLine(int min_groups, int64_t step, std::string_view end
   return fmt::format("waiting for a quorum of at least {} replica group{} at {}, run '{}' (this group is at step {}, "
                      "asked {} s ago); giving up in {} s",
                      min_groups, min_groups == 1 ? "" : "s", endpoint, run_id, step,
-                     static_cast<long>(std::max(0.0, waited_s)), static_cast<long>(std::ceil(std::max(0.0, give_up_in_s))));
+                     static_cast<long>(std::max(0.0, waited_s)), SecondsUp(give_up_in_s));
 }
 
 void FtRelay::Emit(std::string_view event, const nlohmann::ordered_json& fields) {

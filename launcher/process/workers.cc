@@ -293,6 +293,8 @@ Status WorkerSet::Fork(const WorkerSpec& spec, pid_t self, std::pair<int, int>* 
 void WorkerSet::HandleExit(size_t index, int wait_status) {
   Worker& w = workers_[index];
   w.reaped = true;
+  // Its leftovers may have missed the close's signal (Close): again, once.
+  if (closing_ && !killed_ && close_signal_ != 0 && GroupAlive(w)) ::killpg(w.pid, close_signal_);
   WorkerExit exit{w.local_rank, w.pid, ExitCodeFromWaitStatus(wait_status),
                   static_cast<int64_t>(std::time(nullptr))};
   if (on_exit_) on_exit_(exit);
@@ -323,6 +325,7 @@ void WorkerSet::Close(int sig, Duration grace, Duration kill_timeout, CloseHandl
   }
   closing_ = true;
   killed_ = false;
+  close_signal_ = 0;
   kill_timeout_ = kill_timeout;
   close_done_ = std::move(done);
   if (sig == SIGKILL) {
@@ -339,6 +342,7 @@ void WorkerSet::Close(int sig, Duration grace, Duration kill_timeout, CloseHandl
 
 void WorkerSet::SignalAndWait(int sig, Duration grace) {
   if (!closing_ || killed_) return;
+  close_signal_ = sig;
   Signal(sig);
   kill_timer_.expires_after(grace);
   kill_timer_.async_wait([this](const boost::system::error_code& ec) {

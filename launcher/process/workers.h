@@ -91,7 +91,11 @@ class WorkerSet : public WorkerGroup {
   // Sends `sig` to every worker's process group that still has members.
   void Signal(int sig);
 
-  // `sig` and SIGKILL go to whole process groups; `done` waits for every
+  // `sig` and SIGKILL go to whole process groups; when a worker exits
+  // within the grace, what is left of its group gets `sig` once more (a
+  // process forked while `sig` was in flight can miss it: a shell blocks
+  // signals around its fork, and a blocked signal does not pass to the
+  // child). `done` waits for every
   // worker to be reaped and every group to be empty (it is posted when that
   // is already so), or for the kill timeout: then it lists each unreaped
   // worker and each member left in a worker's process group, with its
@@ -157,6 +161,7 @@ class WorkerSet : public WorkerGroup {
   boost::asio::steady_timer stuck_timer_;  // the kill timeout, then GiveUp
   Duration kill_timeout_{};
   bool killed_ = false;                    // this close has sent SIGKILL
+  int close_signal_ = 0;                   // this close's signal, once sent
   CloseHandler close_done_;
   bool closing_ = false;
   std::shared_ptr<StackDump> dump_;  // the save in progress; null when none

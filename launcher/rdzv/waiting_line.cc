@@ -1,15 +1,16 @@
 #include "launcher/rdzv/waiting_line.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include <fmt/format.h>
+
+#include "launcher/cli/text.h"
 
 namespace ctrun::launcher {
 namespace {
 
 // Whole seconds, rounded up, never negative.
-long Seconds(double s) { return static_cast<long>(std::ceil(std::max(0.0, s))); }
+long Seconds(double s) { return SecondsUp(s); }
 
 std::string Plural(int n, std::string_view word) { return fmt::format("{}{}", word, n == 1 ? "" : "s"); }
 

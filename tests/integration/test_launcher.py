@@ -220,6 +220,32 @@ class ShutdownTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 128 + signal.SIGINT, err)
         self.assertEqual(h.wait_gone(pids, timeout=1), [])
 
+    def test_a_process_the_worker_forks_after_the_signal_gets_it_too(self):
+        # A shell that forks while the stop signal is in flight (it blocks
+        # signals around its fork; a blocked signal does not pass to the
+        # child) leaves a child that never got it. Here the worker forks the
+        # `sleep` in its SIGTERM handler, then exits: when it exits, what is
+        # left of its group gets SIGTERM again, well within the 60 s grace.
+        script = ("import os, signal, subprocess, sys, time\n"
+                  "def stop(*_):\n"
+                  "    p = subprocess.Popen(['sleep', '600'])\n"
+                  "    print('forked', p.pid, flush=True)\n"
+                  "    os._exit(0)\n"
+                  "signal.signal(signal.SIGTERM, stop)\n"
+                  "print('up', flush=True)\n"
+                  "time.sleep(600)\n")
+        proc = h.start(["--nproc-per-node", "1", "--no-python", h.PYTHON, "-c", script],
+                       env=h.base_env(TORCH_ELASTIC_SHUTDOWN_TIMEOUT="60"))
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        h.read_until(proc.stdout, "up\n", timeout=60)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        self.assertEqual(proc.returncode, 128 + signal.SIGTERM, err)
+        self.assertNotIn("sending SIGKILL", err)
+        pid = int(out.split("forked")[1].split()[0])
+        self.addCleanup(h.kill_all, [pid])
+        self.assertEqual(h.wait_gone([pid], timeout=5), [])
+
     def test_kill9_of_ctrun_leaves_no_orphans(self):
         proc, pids = self.start_and_collect(2)
         proc.kill()

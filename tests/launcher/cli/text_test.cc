@@ -1,6 +1,7 @@
 #include "launcher/cli/text.h"
 
 #include <catch2/catch.hpp>
+#include <limits>
 #include <charconv>
 #include <cmath>
 #include <string>
@@ -43,6 +44,15 @@ TEST_CASE("ParseDouble agrees with std::from_chars on every case here") {
     REQUIRE(ours.has_value() == theirs.has_value());
     if (ours && !std::isnan(*ours)) CHECK(*ours == *theirs);
   }
+}
+
+TEST_CASE("SecondsUp rounds up to whole seconds, never below 0") {
+  CHECK(SecondsUp(589.2) == 590);
+  CHECK(SecondsUp(5) == 5);
+  CHECK(SecondsUp(0.001) == 1);
+  CHECK(SecondsUp(0) == 0);
+  CHECK(SecondsUp(-4) == 0);
+  CHECK(SecondsUp(std::numeric_limits<double>::quiet_NaN()) == 0);
 }
 
 TEST_CASE("Quote keeps printable UTF-8 and escapes every other byte") {
