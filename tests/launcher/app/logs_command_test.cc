@@ -7,19 +7,22 @@
 namespace ctrun::launcher {
 namespace {
 
-TEST_CASE("ctrun logs reads the rendezvous flags as status does, and its own") {
-  auto a = ParseLogsArgs({"--rdzv-endpoint", "10.0.0.1:1234", "--rdzv_id=job7", "-f", "--rank", "3", "--node=n2",
-                          "--since", "1.5"},
-                         {});
-  REQUIRE(a.ok());
-  CHECK(a->target.endpoint == "10.0.0.1:1234");
-  CHECK(a->target.run_id == "job7");
-  CHECK(a->follow);
-  CHECK(a->rank == 3);
-  CHECK(a->node == "n2");
-  CHECK(a->since_s == 1.5);
+TEST_CASE("ctrun logs reads the rendezvous flags as status does, and its own; unique prefixes too") {
+  // In full, and cut to unique prefixes as argparse takes them.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--rdzv-endpoint", "10.0.0.1:1234", "--rdzv_id=job7", "-f", "--rank", "3", "--node=n2", "--since", "2"},
+           {"--rdzv-e", "10.0.0.1:1234", "--rdzv-i", "job7", "--fol", "--ra=3", "--no", "n2", "--si", "2"}}) {
+    auto a = ParseLogsArgs(args, {});
+    REQUIRE(a.ok());
+    CHECK(a->target.endpoint == "10.0.0.1:1234");
+    CHECK(a->target.run_id == "job7");
+    CHECK(a->follow);
+    CHECK(a->rank == 3);
+    CHECK(a->node == "n2");
+    CHECK(a->since_s == 2);
+  }
 
-  a = ParseLogsArgs({}, {{"PET_RDZV_ENDPOINT", "head"}, {"PET_RDZV_ID", "k8s"}});
+  auto a = ParseLogsArgs({}, {{"PET_RDZV_ENDPOINT", "head"}, {"PET_RDZV_ID", "k8s"}});
   REQUIRE(a.ok());
   CHECK(a->target.endpoint == "head:29400");
   CHECK(a->target.run_id == "k8s");
@@ -32,20 +35,10 @@ TEST_CASE("ctrun logs reads the rendezvous flags as status does, and its own") {
   CHECK(a->help);
 }
 
-TEST_CASE("ctrun logs takes unique prefixes of its flags, as argparse does") {
-  auto a = ParseLogsArgs({"--rdzv-e", "10.0.0.1:1234", "--rdzv-i", "job7", "--fol", "--ra=3", "--no", "n2", "--si",
-                          "2"},
-                         {});
-  REQUIRE(a.ok());
-  CHECK(a->target.endpoint == "10.0.0.1:1234");
-  CHECK(a->target.run_id == "job7");
-  CHECK(a->follow);
-  CHECK(a->rank == 3);
-  CHECK(a->node == "n2");
-  CHECK(a->since_s == 2);
-  // --r could be --rank or a rendezvous flag: refused, naming them all.
-  a = ParseLogsArgs({"--r", "3"}, {});
+TEST_CASE("ctrun logs refuses an ambiguous prefix, and names an abbreviated flag in full") {
+  auto a = ParseLogsArgs({"--r", "3"}, {});
   REQUIRE_FALSE(a.ok());
+  // --r could be --rank or a rendezvous flag.
   CHECK(a.status().message() ==
         "ctrun logs: ambiguous flag '--r' could match --rdzv-endpoint, --rdzv-id, --rdzv-conf, --rank (write more of "
         "it)");
