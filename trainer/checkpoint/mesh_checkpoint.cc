@@ -99,6 +99,33 @@ at::Tensor Cut(const at::Tensor& full, const ShardSpec& spec) {
   return full.narrow(spec.dim, spec.index * len, len).clone(at::MemoryFormat::Contiguous);
 }
 
+// Rank 0's part of a save: the step's meta.pt, then LATEST names it, then
+// older steps are removed.
+Status CommitMeshCheckpoint(const std::string& dir, const std::string& step_dir, const DeviceMesh& mesh,
+                            const TrainPosition& position) {
+  const std::string path = dir + "/" + step_dir;
+  torch::serialize::OutputArchive meta;
+  meta.write("mesh", at::tensor(std::vector<int64_t>{mesh.shape().pp, mesh.shape().dp, mesh.shape().tp}));
+  meta.write("step", CounterTensor(position.step));
+  meta.write("epoch", CounterTensor(position.epoch));
+  meta.write("world_size", CounterTensor(position.world_size));
+  meta.write("seed", CounterTensor(position.seed));
+  CTRUN_RETURN_IF_ERROR(SaveArchiveAtomically(meta, path + "/meta.pt"));
+  {
+    std::ofstream latest(dir + "/LATEST.tmp", std::ios::trunc);
+    latest << step_dir << "\n";
+    if (!latest.flush()) return Status::IOError("cannot write '" + dir + "/LATEST.tmp'");
+  }
+  std::error_code ec;
+  fs::rename(dir + "/LATEST.tmp", dir + "/LATEST", ec);
+  if (ec) return Status::IOError("cannot rename '" + dir + "/LATEST.tmp': " + ec.message());
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name != step_dir) RemoveTree(entry.path().string());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status SaveMeshSlices(const std::string& dir, const DeviceMesh& mesh, const std::vector<NamedSlice>& slices,
@@ -121,27 +148,12 @@ Status SaveMeshSlices(const std::string& dir, const DeviceMesh& mesh, const std:
     CTRUN_RETURN_IF_ERROR(SaveArchiveAtomically(archive, path + "/" + ShardName(mesh.coord().pp, mesh.coord().tp)));
   }
   if (mesh.world() != nullptr) CTRUN_RETURN_IF_ERROR(WaitWork(mesh.world()->Barrier(), "checkpoint barrier"));
-  if (mesh.rank() != 0) return Status::Ok();
-
-  torch::serialize::OutputArchive meta;
-  meta.write("mesh", at::tensor(std::vector<int64_t>{mesh.shape().pp, mesh.shape().dp, mesh.shape().tp}));
-  meta.write("step", CounterTensor(position.step));
-  meta.write("epoch", CounterTensor(position.epoch));
-  meta.write("world_size", CounterTensor(position.world_size));
-  meta.write("seed", CounterTensor(position.seed));
-  CTRUN_RETURN_IF_ERROR(SaveArchiveAtomically(meta, path + "/meta.pt"));
-  {
-    std::ofstream latest(dir + "/LATEST.tmp", std::ios::trunc);
-    latest << step_dir << "\n";
-    if (!latest.flush()) return Status::IOError("cannot write '" + dir + "/LATEST.tmp'");
-  }
-  fs::rename(dir + "/LATEST.tmp", dir + "/LATEST", ec);
-  if (ec) return Status::IOError("cannot rename '" + dir + "/LATEST.tmp': " + ec.message());
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) == 0 && name != step_dir) RemoveTree(entry.path().string());
-  }
-  return Status::Ok();
+  // Rank 0 commits; every rank waits for that, so a rank that returns knows
+  // the step is saved: a peer that dies right after cannot cut the commit
+  // short (its agent would stop rank 0 mid-write).
+  const Status committed = mesh.rank() == 0 ? CommitMeshCheckpoint(dir, step_dir, mesh, position) : Status::Ok();
+  if (mesh.world() != nullptr) CTRUN_RETURN_IF_ERROR(WaitWork(mesh.world()->Barrier(), "checkpoint commit barrier"));
+  return committed;
 }
 
 Result<std::optional<TrainPosition>> LoadMeshSlices(const std::string& dir, const ShardRegistry& registry,
