@@ -148,9 +148,9 @@ Status SaveMeshSlices(const std::string& dir, const DeviceMesh& mesh, const std:
     CTRUN_RETURN_IF_ERROR(SaveArchiveAtomically(archive, path + "/" + ShardName(mesh.coord().pp, mesh.coord().tp)));
   }
   if (mesh.world() != nullptr) CTRUN_RETURN_IF_ERROR(WaitWork(mesh.world()->Barrier(), "checkpoint barrier"));
-  // Rank 0 commits; every rank waits for that, so a rank that returns knows
-  // the step is saved: a peer that dies right after cannot cut the commit
-  // short (its agent would stop rank 0 mid-write).
+  // Rank 0 commits; every rank waits for that, so a peer that dies right
+  // after its save cannot cut the commit short (its agent would stop rank 0
+  // mid-write). A commit error is rank 0's to report.
   const Status committed = mesh.rank() == 0 ? CommitMeshCheckpoint(dir, step_dir, mesh, position) : Status::Ok();
   if (mesh.world() != nullptr) CTRUN_RETURN_IF_ERROR(WaitWork(mesh.world()->Barrier(), "checkpoint commit barrier"));
   return committed;

@@ -60,8 +60,10 @@ struct NamedSlice {
 
 // Collective over the mesh's world (every rank calls it): the mesh's dp-0
 // ranks write their `slices` (the others' are not read), then rank 0
-// commits, and every rank returns once it has: a rank that got OK knows the
-// step is saved, whatever its peers do next. Errors as SaveMeshCheckpoint's.
+// commits, and every rank returns once it has: a peer that dies right after
+// its save cannot cut the commit short. Only rank 0 reports a commit error
+// (it then fails, and the run restarts from the last committed step).
+// Errors as SaveMeshCheckpoint's.
 Status SaveMeshSlices(const std::string& dir, const DeviceMesh& mesh, const std::vector<NamedSlice>& slices,
                       const TrainPosition& position);
 
