@@ -47,16 +47,17 @@ Result<uint16_t> Port(std::string_view field, std::string_view s) {
   return v;
 }
 
-// `-` or `<quorum_id>/<step>/<0|1>`.
+// `-` or `<quorum_id>/<step>/<0|1|2>`.
 Result<std::optional<FtWorkerBallot>> Ballot(std::string_view s) {
   if (s == "-") return std::optional<FtWorkerBallot>();
   const std::vector<std::string_view> parts = Split(s, '/');
   FtWorkerBallot b;
   if (parts.size() != 3 || !ParseWhole(parts[0], b.quorum_id) || b.quorum_id <= 0 ||
-      !ParseWhole(parts[1], b.step) || b.step < 0 || (parts[2] != "0" && parts[2] != "1")) {
-    return Bad("ballot", s, "- or QUORUM_ID/STEP/OK with OK 0 or 1");
+      !ParseWhole(parts[1], b.step) || b.step < 0 || (parts[2] != "0" && parts[2] != "1" && parts[2] != "2")) {
+    return Bad("ballot", s, "- or QUORUM_ID/STEP/OK with OK 0, 1 or 2");
   }
   b.ok = parts[2] == "1";
+  b.waited = parts[2] == "2";
   return std::optional<FtWorkerBallot>(b);
 }
 

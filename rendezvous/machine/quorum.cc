@@ -38,6 +38,7 @@ void QuorumMachine::Request(const QuorumMember& member, TimePoint now) {
   alive_[member.id] = now;
   const uint64_t order = first_seen_.emplace(member.id, first_seen_.size()).first->second;
   waiting_[member.id] = Participant{member, now, order};
+  silent_.erase(member.id);
 }
 
 void QuorumMachine::Heartbeat(const std::string& id, TimePoint now) { alive_[id] = now; }
@@ -46,11 +47,20 @@ void QuorumMachine::Lost(const std::string& id, TimePoint) {
   alive_.erase(id);
   waiting_.erase(id);
   first_seen_.erase(id);  // what is kept is bounded by the live groups; back later, it asks anew
+  benched_.erase(id);
+  silent_.erase(id);
+}
+
+void QuorumMachine::Bench(const std::string& id, TimePoint until) {
+  benched_[id] = until;
+  if (!waiting_.count(id)) silent_.insert(id);
 }
 
 bool QuorumMachine::Healthy(const std::string& id, TimePoint now) const {
   auto it = alive_.find(id);
-  return it != alive_.end() && now - it->second < params_.heartbeat_timeout;
+  if (it == alive_.end() || now - it->second >= params_.heartbeat_timeout || silent_.count(id)) return false;
+  auto benched = benched_.find(id);
+  return benched == benched_.end() || now >= benched->second;
 }
 
 std::vector<QuorumMember> QuorumMachine::Choose(const std::vector<const Participant*>& ready) const {
@@ -84,14 +94,16 @@ Quorum QuorumMachine::Form(std::vector<QuorumMember> members) {
 }
 
 std::optional<Quorum> QuorumMachine::Tick(TimePoint now) {
+  std::erase_if(benched_, [&](const auto& b) { return now >= b.second && !silent_.count(b.first); });
   std::vector<const Participant*> ready;
   for (const auto& [id, p] : waiting_) {
     if (Healthy(id, now)) ready.push_back(&p);
   }
   size_t healthy = 0;
   for (const auto& [id, at] : alive_) healthy += Healthy(id, now) ? 1 : 0;
-  const std::string counts = " (" + std::to_string(ready.size()) + " asking, " + std::to_string(healthy) +
-                             " healthy, min " + std::to_string(params_.min_replicas) + ")";
+  std::string counts = " (" + std::to_string(ready.size()) + " asking, " + std::to_string(healthy) + " healthy";
+  if (!benched_.empty()) counts += ", " + std::to_string(benched_.size()) + " held back for being late";
+  counts += ", min " + std::to_string(params_.min_replicas) + ")";
   if (ready.empty()) {
     reason_ = "no healthy group is asking" + counts;
     return std::nullopt;
@@ -134,6 +146,7 @@ std::optional<TimePoint> QuorumMachine::NextDeadline(TimePoint now) const {
   };
   for (const auto& [id, p] : waiting_) take(p.asked + params_.join_timeout);
   for (const auto& [id, at] : alive_) take(at + params_.heartbeat_timeout);
+  for (const auto& [id, until] : benched_) take(until);
   return next;
 }
 

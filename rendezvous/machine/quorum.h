@@ -18,12 +18,18 @@
 //    broke, it left, it was evicted): it is not healthy from that instant,
 //    without waiting for a heartbeat timeout. This is what the push-based
 //    rendezvous adds over torchft's heartbeats alone.
+//  - Bench(id, until): the group held the others up (it missed its step's
+//    vote by the hang time, or its collective failed while the others
+//    waited for it: step_sync.h). Until `until` it is neither counted nor
+//    chosen; if it is not asking, it is also not counted again before its
+//    next Request (its heartbeats do not bring it back: a stopped process's
+//    agent still heartbeats).
 //  - Tick(): decides. Returns the new quorum when one forms (every
 //    participant gets it, and the participants are cleared), else nullopt;
 //    reason() says why, in plain English, either way.
 //
 // When a quorum forms (healthy: a heartbeat or request within
-// heartbeat_timeout, and not Lost since):
+// heartbeat_timeout, not Lost since, and not benched):
 //  - Fast path: every member of the previous quorum is a healthy
 //    participant again. It forms at once, with every healthy participant
 //    (newcomers included). In steady state, one request per group per step
@@ -53,6 +59,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -100,6 +107,7 @@ class QuorumMachine {
   void Request(const QuorumMember& member, TimePoint now);
   void Heartbeat(const std::string& id, TimePoint now);
   void Lost(const std::string& id, TimePoint now);
+  void Bench(const std::string& id, TimePoint until);
   std::optional<Quorum> Tick(TimePoint now);
 
   // Why the last Tick did or did not form a quorum.
@@ -127,6 +135,8 @@ class QuorumMachine {
   std::map<std::string, TimePoint> alive_;  // last heartbeat or request, per group
   std::map<std::string, uint64_t> first_seen_;
   std::map<std::string, Participant> waiting_;
+  std::map<std::string, TimePoint> benched_;  // not counted before this instant
+  std::set<std::string> silent_;              // benched while not asking: not counted until it asks
   std::optional<Quorum> last_;
   int64_t next_id_ = 1;
   std::string reason_ = "no quorum asked for yet";

@@ -1,26 +1,39 @@
 #include "rendezvous/machine/step_sync.h"
 
+#include <algorithm>
+
 namespace ctrun::rdzv {
 
 void StepSync::Call(const SyncCall& call, TimePoint now) {
   Held held{.call = call, .decision = std::nullopt, .asked = false};
-  const bool counts = call.ballot && vote_ && call.ballot->quorum_id == vote_->quorum_id() &&
-                      call.ballot->step == vote_->step();
-  if (!counts) held.call.ballot.reset();  // none, or for a quorum that is gone
-  if (held.call.ballot) vote_->Vote(call.group, call.ballot->quorum_id, call.ballot->step, call.ballot->ok);
+  // Counts: a ballot of a member of the open vote for its quorum and step
+  // (not one excused from it, not one for a quorum that is gone).
+  const bool counts = call.ballot && vote_ &&
+                      vote_->Vote(call.group, call.ballot->quorum_id, call.ballot->step, call.ballot->ok);
+  if (!counts) held.call.ballot.reset();
   held_[call.group] = std::move(held);
   quorum_.Heartbeat(call.group, now);
+  if (counts) {
+    if (!first_ballot_) first_ballot_ = now;
+    if (!call.ballot->ok && call.ballot->waited) any_waited_ = true;
+    if (!call.ballot->ok && !call.ballot->waited) voted_no_.insert(call.group);
+  }
   AskDecided(now);
+  if (any_waited_) {
+    for (const auto& group : voted_no_) BenchGroup(group, now);  // the group the others waited for
+  }
 }
 
 void StepSync::Lost(const std::string& group, TimePoint now) {
   held_.erase(group);
+  lateness_.erase(group);
   if (vote_) vote_->Lost(group);
   quorum_.Lost(group, now);
   AskDecided(now);
 }
 
 void StepSync::AskDecided(TimePoint now) {
+  CountCommitted();
   for (auto& [group, held] : held_) {
     if (held.asked) continue;
     int64_t step = held.call.committed_step;
@@ -38,9 +51,66 @@ void StepSync::AskDecided(TimePoint now) {
   }
 }
 
+void StepSync::CountCommitted() {
+  if (counted_ || !vote_ || !vote_->Decision()) return;
+  counted_ = true;
+  if (!*vote_->Decision()) return;
+  for (const auto& member : last()->members) {
+    if (benched_now_.count(member.id)) continue;  // excused: it took no part
+    auto it = lateness_.find(member.id);
+    if (it != lateness_.end() && ++it->second.clean_steps >= kCleanSteps) lateness_.erase(it);
+  }
+}
+
+void StepSync::BenchGroup(const std::string& group, TimePoint now) {
+  if (!benched_now_.insert(group).second) return;  // once per vote
+  Lateness& late = lateness_[group];
+  Duration bench = std::max<Duration>(kMinBench, 10 * Pace().value_or(Duration::zero()));
+  for (int i = 0; i < late.benches && bench < kMaxBench; ++i) bench *= 2;
+  ++late.benches;
+  late.clean_steps = 0;
+  quorum_.Bench(group, now + std::min(bench, kMaxBench));
+}
+
+std::optional<Duration> StepSync::Pace() const {
+  if (paces_.empty()) return std::nullopt;
+  std::vector<Duration> sorted(paces_.begin(), paces_.end());
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
+  return sorted[sorted.size() / 2];
+}
+
+Duration StepSync::HangTime() const {
+  if (paces_.size() < kPaceSteps / 4) return params_.join_timeout;
+  return std::min(params_.join_timeout, std::max<Duration>(kMinHangTime, *Pace() / 2));
+}
+
+void StepSync::CheckHangs(TimePoint now) {
+  if (!vote_ || !first_ballot_ || now < *first_ballot_ + HangTime()) return;
+  for (const auto& group : vote_->Pending()) {
+    vote_->Excuse(group);
+    BenchGroup(group, now);
+  }
+  AskDecided(now);
+}
+
+std::optional<TimePoint> StepSync::NextDeadline(TimePoint now) const {
+  std::optional<TimePoint> next = quorum_.NextDeadline(now);
+  if (vote_ && first_ballot_ && !vote_->Pending().empty()) {
+    const TimePoint hang = *first_ballot_ + HangTime();
+    if (hang > now && (!next || hang < *next)) next = hang;
+  }
+  return next;
+}
+
 std::vector<SyncAnswer> StepSync::Tick(TimePoint now) {
+  CheckHangs(now);
+  const std::optional<int64_t> previous_id = last() ? std::optional<int64_t>(last()->id) : std::nullopt;
   std::optional<Quorum> formed = quorum_.Tick(now);
   if (!formed) return {};
+  if (previous_id == formed->id) {  // a steady step: the pace
+    paces_.push_back(now - vote_opened_);
+    if (paces_.size() > kPaceSteps) paces_.pop_front();
+  }
   std::vector<SyncAnswer> answers;
   for (const auto& member : formed->members) {
     auto it = held_.find(member.id);
@@ -51,6 +121,12 @@ std::vector<SyncAnswer> StepSync::Tick(TimePoint now) {
   std::vector<std::string> ids;
   for (const auto& member : formed->members) ids.push_back(member.id);
   vote_.emplace(formed->id, formed->max_step(), ids);
+  vote_opened_ = now;
+  first_ballot_.reset();
+  any_waited_ = false;
+  voted_no_.clear();
+  benched_now_.clear();
+  counted_ = false;
   return answers;
 }
 

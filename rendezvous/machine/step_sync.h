@@ -21,13 +21,37 @@
 // of the new quorum's step opens. A Lost group fails the open vote if it had
 // not voted, and leaves the quorum (quorum.h).
 //
+// A hung or slow group must not hold the others (a stopped process, a
+// partitioned host, a group at a third of its speed: its agent is alive, so
+// it is not Lost). The pace: the median time between quorums of the last
+// kPaceSteps steady steps (the same quorum id twice running). The hang
+// time: half the pace, at least kMinHangTime, at most the join timeout
+// (the join timeout itself until kPaceSteps/4 steady steps were seen).
+//  - A member of the open vote that has not called within the hang time of
+//    the first counted ballot is excused from the vote (step_vote.h: the
+//    step commits when every other member voted yes) and benched (quorum.h):
+//    the next quorum forms without it, at once.
+//  - A ballot that voted no without `waited`, while another member's ballot
+//    says `waited` (its collective waited past its stall time for a peer),
+//    benches its group: it is the one the others waited for (it came to
+//    the collective after they gave up).
+// A group is benched for kMinBench or 10 paces, whichever is longer,
+// doubled for each bench since it last took part in kCleanSteps committed
+// steps (at most kMaxBench): a group that stays slow is tried again less
+// and less often. Its call is held meanwhile; then it joins as any
+// newcomer and heals.
+//
 // Pure: no I/O, no clock reads, no threads. One owner serialises every
 // call (the rendezvous server, per run).
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +66,9 @@ struct Ballot {
   int64_t quorum_id = 0;
   int64_t step = 0;
   bool ok = false;
+  // No, and because a collective of the step waited past its stall time
+  // for a peer: the group held up is another.
+  bool waited = false;
 
   bool operator==(const Ballot&) const = default;
 };
@@ -66,9 +93,15 @@ struct SyncAnswer {
   bool operator==(const SyncAnswer&) const = default;
 };
 
+inline constexpr size_t kPaceSteps = 16;
+inline constexpr Duration kMinHangTime = std::chrono::milliseconds(100);
+inline constexpr Duration kMinBench = std::chrono::seconds(1);
+inline constexpr Duration kMaxBench = std::chrono::seconds(60);
+inline constexpr int64_t kCleanSteps = 20;
+
 class StepSync {
  public:
-  explicit StepSync(QuorumParams params) : quorum_(params) {}
+  explicit StepSync(QuorumParams params) : params_(params), quorum_(params) {}
 
   // The group's call (a heartbeat too). A group's second call before its
   // first is answered replaces it.
@@ -79,11 +112,15 @@ class StepSync {
   // none.
   std::vector<SyncAnswer> Tick(TimePoint now);
 
-  std::optional<TimePoint> NextDeadline(TimePoint now) const { return quorum_.NextDeadline(now); }
+  std::optional<TimePoint> NextDeadline(TimePoint now) const;
   const std::string& reason() const { return quorum_.reason(); }
   const std::optional<Quorum>& last() const { return quorum_.last(); }
   // Groups whose call is not answered yet.
   std::vector<std::string> Pending() const;
+  // The median step of the last steady steps (nullopt before any), and the
+  // hang time it gives.
+  std::optional<Duration> Pace() const;
+  Duration HangTime() const;
 
  private:
   struct Held {
@@ -91,12 +128,30 @@ class StepSync {
     std::optional<bool> decision;  // of its ballot, once decided
     bool asked = false;            // its request is in the quorum machine
   };
+  struct Lateness {
+    int benches = 0;          // since it last took part in kCleanSteps committed steps
+    int64_t clean_steps = 0;  // committed steps it took part in since its last bench
+  };
   // Asks the quorum machine for each held call whose ballot is decided.
   void AskDecided(TimePoint now);
+  // Excuses and benches the open vote's members that missed the hang time.
+  void CheckHangs(TimePoint now);
+  void BenchGroup(const std::string& group, TimePoint now);
+  // Counts a decided vote's members' clean steps, once.
+  void CountCommitted();
 
+  QuorumParams params_;
   QuorumMachine quorum_;
   std::optional<StepVote> vote_;  // the current quorum's step
   std::map<std::string, Held> held_;
+  TimePoint vote_opened_{};                // when the current quorum formed
+  std::optional<TimePoint> first_ballot_;  // the open vote's first counted ballot
+  bool any_waited_ = false;                // a counted ballot of the open vote said `waited`
+  std::set<std::string> voted_no_;         // counted no ballots without `waited`
+  std::set<std::string> benched_now_;      // benched during the open vote
+  bool counted_ = false;                   // CountCommitted ran for the open vote
+  std::deque<Duration> paces_;             // the last steady steps' durations
+  std::map<std::string, Lateness> lateness_;
 };
 
 }  // namespace ctrun::rdzv

@@ -28,6 +28,16 @@ void StepVote::Lost(const std::string& id) {
   if (it != votes_.end() && !it->second && !decision_) decision_ = false;
 }
 
+void StepVote::Excuse(const std::string& id) {
+  auto it = votes_.find(id);
+  if (it == votes_.end() || it->second) return;
+  votes_.erase(it);
+  if (decision_) return;
+  bool all_yes = !votes_.empty();
+  for (const auto& [member, vote] : votes_) all_yes = all_yes && vote.value_or(false);
+  if (all_yes || votes_.empty()) decision_ = all_yes;
+}
+
 std::vector<std::string> StepVote::Pending() const {
   std::vector<std::string> out;
   for (const auto& [id, vote] : votes_) {

@@ -28,6 +28,11 @@ class StepVote {
   bool Vote(const std::string& id, int64_t quorum_id, int64_t step, bool ok);
   // The member is gone: a member that has not voted makes it a discard.
   void Lost(const std::string& id);
+  // The member missed the vote (it did not call within the hang time,
+  // step_sync.h): a member that has not voted no longer counts, and the
+  // step commits when every member left voted yes (none left: discard).
+  // The survivors' gradients agree without it: their ring completed.
+  void Excuse(const std::string& id);
 
   // true: commit; false: discard; nullopt: not decided yet.
   std::optional<bool> Decision() const { return decision_; }

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -93,7 +94,7 @@ Status TrainFt(Worker& w) {
   auto replica = ft::FtReplica::Start(std::move(options));
   if (!replica.ok()) return replica.status();
   const int64_t global_batch = w.flags.batch_size * w.env.world_size * env->max_replicas;
-  const int64_t total = w.flags.max_steps > 0 ? w.flags.max_steps
+  int64_t total = w.flags.max_steps > 0 ? w.flags.max_steps
                                               : w.flags.epochs * ((w.train.size() + global_batch - 1) / global_batch);
   int64_t committed = 0;
   CTRUN_RETURN_IF_ERROR(ft::MaybeHold(*hold, ft::FtHold::kJoin));
@@ -102,7 +103,12 @@ Status TrainFt(Worker& w) {
   ft::FtPlan plan = std::move(*joined);
   FtOrder order;
   std::vector<float> flat;
-  while (committed < total && !plan.finished_step) {
+  const char* stop_path = std::getenv("CTRUN_FT_STOP");
+  while (!plan.finished_step) {
+    auto stop = ft::ReadFtStop(stop_path);
+    if (!stop.ok()) return stop.status();
+    if (*stop) total = std::min(total, **stop);
+    if (committed >= total) break;
     if (plan.heal_state) CTRUN_RETURN_IF_ERROR(FtHeal(w, plan, committed));
     if (plan.serve) {
       auto snapshot = ft::SaveHealState(*w.model, w.opt(), committed);

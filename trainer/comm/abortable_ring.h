@@ -58,6 +58,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -116,6 +117,13 @@ class AbortableRing {
   // Requires Connect to have succeeded; `data` is the caller's, used only
   // during the call.
   Status AllReduceSum(float* data, std::size_t count);
+
+  // Replaces options.stall_timeout for the calls that follow (zero: wait
+  // for ever; a negative value is taken as zero). Owning thread, between
+  // calls: a fault-tolerant worker sets it from its step times.
+  void SetStallTimeout(std::chrono::milliseconds timeout) {
+    options_.stall_timeout = std::max(timeout, std::chrono::milliseconds(0));
+  }
 
   // Makes the current wait of the owning thread (or its next call) fail
   // with Aborted; that call closes the sockets (Abort() itself touches

@@ -2,11 +2,14 @@
 
 #include <sys/stat.h>
 
+#include <charconv>
 #include <chrono>
 #include <csignal>
-#include <thread>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
+#include <thread>
 
 namespace ctrun::trainer::ft {
 
@@ -62,6 +65,24 @@ Result<std::optional<FtHold>> ParseFtHold(const char* hold, const char* restart_
     return Status::InvalidArgument("CTRUN_FT_HOLD '" + text + "': use STEP:PATH or join:PATH (e.g. 8:/tmp/release)");
   }
   return std::optional<FtHold>(FtHold{.step = step, .path = text.substr(colon + 1)});
+}
+
+Result<std::optional<int64_t>> ReadFtStop(const char* path) {
+  if (path == nullptr || *path == '\0') return std::optional<int64_t>();
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return std::optional<int64_t>();
+  char text[32] = {};
+  const size_t n = std::fread(text, 1, sizeof text - 1, f);
+  std::fclose(f);
+  std::string_view s(text, n);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
+  int64_t step = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), step);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || step < 0) {
+    return Status::InvalidArgument("CTRUN_FT_STOP: " + std::string(path) + " holds '" + std::string(s) +
+                                   "', not a step: write a whole number >= 0");
+  }
+  return std::optional<int64_t>(step);
 }
 
 Status MaybeHold(const std::optional<FtHold>& hold, int64_t step) {

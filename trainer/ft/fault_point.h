@@ -62,4 +62,12 @@ struct FtHold {
 Result<std::optional<FtHold>> ParseFtHold(const char* hold, const char* restart_count = nullptr);
 Status MaybeHold(const std::optional<FtHold>& hold, int64_t step);
 
+// CTRUN_FT_STOP=PATH: before each step the worker reads PATH; once it holds
+// a whole number S (written whole: a rename into place), the run ends when
+// S steps are committed, as if --max-steps were S (bench/chaos.sh picks S
+// a few steps ahead, so every group ends at the same step, when it chooses).
+// `path` null or empty, or no file yet: nullopt. InvalidArgument naming the
+// file when it holds anything else.
+Result<std::optional<int64_t>> ReadFtStop(const char* path);
+
 }  // namespace ctrun::trainer::ft

@@ -1,12 +1,13 @@
 #include "trainer/ft/ft_replica.h"
 
+#include <chrono>
 #include <utility>
 
 #include "trainer/ft/heal_fetch.h"
 
 namespace ctrun::trainer::ft {
 
-FtReplica::FtReplica(FtReplicaOptions options) : options_(std::move(options)) {}
+FtReplica::FtReplica(FtReplicaOptions options) : options_(std::move(options)), pace_(options_.stall_timeout) {}
 
 FtReplica::~FtReplica() {
   link_.reset();  // joins the reader thread: no abort callback runs after this
@@ -57,11 +58,13 @@ void FtReplica::Offer(std::shared_ptr<const std::string> state) {
 bool FtReplica::AllReduceMean(float* data, std::size_t count) {
   if (!step_ok_) return false;
   AbortableRing* ring = ring_.get();
+  if (ring != nullptr) {
+    ring->SetStallTimeout(healing_ ? pace_.Healing() : steady_ ? pace_.Steady() : pace_.Changed());
+  }
   Status status = ring == nullptr ? Status::FailedPrecondition("no cross-replica ring yet")
                                   : ring->AllReduceSum(data, count);
   if (!status.ok()) {
-    last_failure_ = std::move(status);
-    step_ok_ = false;
+    RingFailed(std::move(status));
     return false;
   }
   const float world = static_cast<float>(plan_.replica_world);
@@ -72,13 +75,17 @@ bool FtReplica::AllReduceMean(float* data, std::size_t count) {
 Result<FtDecision> FtReplica::Vote(bool ok) {
   SyncLine line{.local_rank = options_.local_rank, .committed_step = committed_,
                 .ring_port = spare_->port(), .heal_port = heal_server_->port(),
-                .ballot = LineBallot{.quorum_id = plan_.quorum_id, .step = plan_.max_step, .ok = ok && step_ok_}};
+                .ballot = LineBallot{.quorum_id = plan_.quorum_id, .step = plan_.max_step, .ok = ok && step_ok_,
+                                     .waited = step_waited_}};
   const int64_t voted_step = plan_.max_step;
   auto answer = link_->Sync(line);
   if (!answer.ok()) return answer.status();
   FtDecision decision;
   decision.commit = answer->commit;
-  if (answer->commit.value_or(false)) committed_ = voted_step + 1;
+  if (answer->commit.value_or(false)) {
+    committed_ = voted_step + 1;
+    if (steady_) pace_.Record(std::chrono::steady_clock::now() - planned_);
+  }
   auto plan = Apply(*answer);
   if (!plan.ok()) return plan.status();
   decision.next = std::move(*plan);
@@ -96,6 +103,9 @@ Result<FtPlan> FtReplica::Apply(const QuorumLine& answer) {
   if (offered_) heal_server_->Withdraw();
   offered_ = false;
   step_ok_ = true;
+  step_waited_ = false;
+  steady_ = ring_quorum_ == answer.quorum_id && answer.heal_sources.empty() && !answer.serve;
+  healing_ = !answer.heal_sources.empty() || answer.serve;
   if (answer.finished_step) {
     plan_ = FtPlan{.quorum_id = 0, .replica_rank = 0, .replica_world = 1, .max_step = committed_,
                    .heal_state = std::nullopt, .serve = false, .finished_step = answer.finished_step};
@@ -113,6 +123,7 @@ Result<FtPlan> FtReplica::Apply(const QuorumLine& answer) {
                                       " steps and was not told to heal");
   }
   plan_ = plan;
+  planned_ = std::chrono::steady_clock::now();
   return plan;
 }
 
@@ -132,13 +143,17 @@ Status FtReplica::UseQuorum(const QuorumLine& answer) {
   Status status = ring_->Configure(static_cast<uint64_t>(answer.quorum_id), answer.replica_rank,
                                    answer.replica_world);
   if (status.ok()) {
+    ring_->SetStallTimeout(pace_.Changed());
     status = ring_->Connect(answer.right_host.empty() ? options_.host : answer.right_host, answer.right_port);
   }
-  if (!status.ok()) {
-    last_failure_ = std::move(status);
-    step_ok_ = false;
-  }
+  if (!status.ok()) RingFailed(std::move(status));
   return Status::Ok();
+}
+
+void FtReplica::RingFailed(Status status) {
+  step_waited_ = step_waited_ || status.IsDeadlineExceeded();
+  last_failure_ = std::move(status);
+  step_ok_ = false;
 }
 
 Status FtReplica::Heal(const QuorumLine& answer, FtPlan& plan) {

@@ -30,6 +30,11 @@
 // to connect is kept, broken: the step's all-reduce fails, the vote is no,
 // and the agent forms a new quorum.
 //
+// Stall times (step_pace.h): a steady step's all-reduce gives up after 2x
+// the median step without progress, the first wait under a new quorum
+// after 4x (at least 1 s), a step where a group heals after
+// options.stall_timeout; a wait that gave up votes `waited` (`2`).
+//
 // Threads: one owning thread makes every call. The link's reader thread
 // calls the abort callback, which aborts the current ring (under a mutex,
 // so the owning thread may swap rings meanwhile).
@@ -47,6 +52,7 @@
 #include "trainer/comm/abortable_ring.h"
 #include "trainer/ft/agent_link.h"
 #include "trainer/ft/heal_server.h"
+#include "trainer/ft/step_pace.h"
 
 namespace ctrun::trainer::ft {
 
@@ -121,6 +127,8 @@ class FtReplica {
   Status UseQuorum(const QuorumLine& answer);
   Status Heal(const QuorumLine& answer, FtPlan& plan);
   void AbortRing() noexcept;
+  // Records a ring failure: the step's ballot is no (`waited` when it was a stall).
+  void RingFailed(Status status);
 
   FtReplicaOptions options_;
   std::unique_ptr<AgentLink> link_;
@@ -132,6 +140,11 @@ class FtReplica {
   FtPlan plan_;         // the last plan handed out
   int64_t committed_ = 0;
   bool step_ok_ = true;  // every AllReduceMean since the plan succeeded
+  bool step_waited_ = false;  // a ring wait of this step gave up (DeadlineExceeded)
+  StepPace pace_;
+  bool steady_ = false;   // the plan's quorum is the last one's, and nobody heals
+  bool healing_ = false;  // a group heals under the plan's quorum (this one, or one it serves)
+  std::chrono::steady_clock::time_point planned_{};  // when the plan was handed out
   bool offered_ = false;
   Status last_failure_;
 };

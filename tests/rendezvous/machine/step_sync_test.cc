@@ -144,5 +144,136 @@ TEST_CASE("StepSync: a ballot for a quorum that is gone is not counted") {
   CHECK(answers.front().commit == std::optional<bool>(false));
 }
 
+// `steps` steady steps of 100 ms by a, b, c from quorum q; the last quorum.
+Quorum Steady(StepSync& sync, Quorum q, TimePoint& t, int steps) {
+  for (int step = 0; step < steps; ++step) {
+    t += milliseconds(100);
+    for (const char* g : {"a", "b", "c"}) sync.Call(Voted(g, q, true), t);
+    auto answers = sync.Tick(t);
+    REQUIRE(answers.size() == 3);
+    q = answers.front().quorum;
+  }
+  return q;
+}
+
+SyncCall Waited(const std::string& group, const Quorum& q) {
+  SyncCall call = Voted(group, q, false);
+  call.ballot->waited = true;
+  return call;
+}
+
+TEST_CASE("StepSync: the hang time is the join timeout until the pace is known, then half the median step") {
+  StepSync sync(StepSyncParams());
+  CHECK(sync.HangTime() == seconds(60));
+  TimePoint t = kStepSyncT0;
+  Quorum q = Started(sync, t);
+  q = Steady(sync, q, t, 1);  // the first step is not steady: its quorum is new
+  CHECK(!sync.Pace());
+  q = Steady(sync, q, t, static_cast<int>(kPaceSteps));
+  REQUIRE(sync.Pace() == Duration(milliseconds(100)));
+  CHECK(sync.HangTime() == kMinHangTime);  // half of 100 ms is below the floor
+}
+
+TEST_CASE("StepSync: a group that does not call within the hang time of the first ballot is excused and benched; the others commit without it") {
+  StepSync sync(StepSyncParams());
+  TimePoint t = kStepSyncT0;
+  Quorum q = Steady(sync, Started(sync, t), t, 1 + static_cast<int>(kPaceSteps));
+  t += milliseconds(100);
+  sync.Call(Voted("a", q, true), t);  // c is stopped between its all-reduce and its vote
+  sync.Call(Voted("b", q, true), t);
+  CHECK(sync.Tick(t).empty());
+  CHECK(sync.NextDeadline(t) == t + sync.HangTime());
+  CHECK(sync.Tick(t + sync.HangTime() - milliseconds(1)).empty());
+  t += sync.HangTime();
+  auto answers = sync.Tick(t);
+  REQUIRE(Groups(answers) == std::vector<std::string>{"a", "b"});
+  for (const auto& a : answers) {
+    CHECK(a.commit == std::optional<bool>(true));  // their ring completed: they commit without c
+    CHECK(a.quorum.members.size() == 2);
+    CHECK(a.quorum.max_step() == q.max_step() + 1);
+  }
+  CHECK(sync.reason().find("held back for being late") != std::string::npos);
+  const Quorum shrunk = answers.front().quorum;
+  // c comes back long after its bench: its ballot is for a quorum that is
+  // gone; it joins the next quorum behind, to heal.
+  t += seconds(30);
+  sync.Call(Voted("c", q, true), t);
+  sync.Call(Voted("a", shrunk, true), t);
+  sync.Call(Voted("b", shrunk, true), t);
+  auto grown = sync.Tick(t);
+  REQUIRE(Groups(grown) == std::vector<std::string>{"a", "b", "c"});
+  CHECK(grown.back().commit == std::nullopt);
+  CHECK(grown.back().quorum.members[2].step == q.max_step());
+  CHECK(grown.back().quorum.max_step() == q.max_step() + 2);
+}
+
+TEST_CASE("StepSync: a stopped group's agent still heartbeats, but the next quorum does not wait for it") {
+  StepSync sync(StepSyncParams());
+  TimePoint t = kStepSyncT0;
+  Quorum q = Steady(sync, Started(sync, t), t, 1 + static_cast<int>(kPaceSteps));
+  t += milliseconds(300);  // a and b waited in the ring for c, then gave up
+  sync.Call(Waited("a", q), t);
+  sync.Call(Waited("b", q), t);
+  CHECK(sync.Tick(t).empty());
+  sync.Heartbeat("c", t + milliseconds(50));  // its watch is open
+  t += sync.HangTime();
+  sync.Heartbeat("c", t);
+  auto answers = sync.Tick(t);
+  REQUIRE(Groups(answers) == std::vector<std::string>{"a", "b"});
+  CHECK(answers.front().commit == std::optional<bool>(false));
+  CHECK(answers.front().quorum.id == q.id + 1);
+  CHECK(answers.front().quorum.max_step() == q.max_step());  // the step runs again, without c
+}
+
+TEST_CASE("StepSync: the group the others waited for is benched, longer each time it stays slow") {
+  StepSync sync(StepSyncParams());
+  TimePoint t = kStepSyncT0;
+  Quorum q = Steady(sync, Started(sync, t), t, 1 + static_cast<int>(kPaceSteps));
+  Duration bench = std::max<Duration>(kMinBench, 10 * *sync.Pace());
+  for (int round = 0; round < 3; ++round) {
+    // a and b gave up waiting for c; c came to the ring after them and found it closed.
+    t += milliseconds(300);
+    sync.Call(Waited("a", q), t);
+    sync.Call(Waited("b", q), t);
+    sync.Call(Voted("c", q, false), t + milliseconds(30));
+    auto answers = sync.Tick(t + milliseconds(30));
+    REQUIRE(Groups(answers) == std::vector<std::string>{"a", "b"});  // c is held back
+    CHECK(sync.Pending() == std::vector<std::string>{"c"});
+    Quorum two = answers.front().quorum;
+    CHECK(two.members.size() == 2);
+    t += milliseconds(30);
+    const TimePoint benched_at = t;
+    // a and b train on alone until c's bench ends (steps of 100 ms).
+    while (t + milliseconds(100) < benched_at + bench) {
+      t += milliseconds(100);
+      sync.Call(Voted("a", two, true), t);
+      sync.Call(Voted("b", two, true), t);
+      auto alone = sync.Tick(t);
+      REQUIRE(Groups(alone) == std::vector<std::string>{"a", "b"});
+      two = alone.front().quorum;
+    }
+    t = benched_at + bench;
+    sync.Call(Voted("a", two, true), t);
+    sync.Call(Voted("b", two, true), t);
+    auto back = sync.Tick(t);
+    REQUIRE(Groups(back) == std::vector<std::string>{"a", "b", "c"});  // c joins, to heal
+    q = back.front().quorum;
+    bench *= 2;
+  }
+}
+
+TEST_CASE("StepSync: a no without waiting, when nobody waited, benches nobody") {
+  StepSync sync(StepSyncParams());
+  TimePoint t = kStepSyncT0;
+  Quorum q = Steady(sync, Started(sync, t), t, 1 + static_cast<int>(kPaceSteps));
+  t += milliseconds(100);
+  sync.Call(Voted("a", q, true), t);
+  sync.Call(Voted("b", q, false), t);
+  sync.Call(Voted("c", q, true), t);
+  auto answers = sync.Tick(t);
+  REQUIRE(answers.size() == 3);
+  CHECK(answers.front().commit == std::optional<bool>(false));
+}
+
 }  // namespace
 }  // namespace ctrun::rdzv

@@ -1,0 +1,604 @@
+"""Chaos: a fault every PERIOD seconds into a fault-tolerant job, and the same
+schedule into ctrun's whole-job restart from checkpoints, side by side in one
+run (docs/fault-tolerance.md, "Chaos").
+
+The job: GROUPS replica groups (default 4), each one ctrun agent with NPROC
+ranks of ctrun-fashion-mnist --ft (--ft-replicas 1:GROUPS), under one ctrund
+started with --state-dir. As root with `ip` and `iptables`, every group and
+ctrund is a host of its own (a network namespace, tests/integration/netns.py)
+so a group's network can be cut; otherwise all run on the loopback and the
+`cut` kind is left out (the table says so).
+
+Phases: the job starts and trains WARMUP steps; then BASELINE_S seconds with
+no fault (the fault-free pace, in the same run); then FAULTS faults (default
+MINUTES x 60 / PERIOD), one every PERIOD seconds, their kinds drawn
+round-robin from a seeded shuffle (SEED) of KINDS:
+  kill     a worker of a group SIGKILLed (its agent restarts the group's workers; they heal)
+  agent    a group's agent SIGKILLed (its workers die with it), relaunched 1 s later
+  hang     a worker SIGSTOPped for HANG_S seconds (30), then SIGCONTed
+  cut      a group's host cut off the network for CUT_S seconds (5)
+  slow     every worker of a group run at ~30 % duty (SIGSTOP/SIGCONT, 70 ms of
+           every 100) for SLOW_S seconds (20)
+  ctrund   ctrund SIGKILLed and restarted at once on the same port and --state-dir
+The group of each fault is drawn (seeded) among the groups no other fault
+holds. PERIOD seconds after the last fault every stopped process is
+continued and the driver writes the stop step (CTRUN_FT_STOP: the step
+committed so far + STOP_AHEAD), so every group ends at the same step; then
+every agent must exit 0 (a killed agent's relaunch included), and no process
+of the run may be left (each carries CTRUN_CHAOS_RUN in its environment).
+
+Counting (from every agent's stdout, each line stamped on arrival):
+  committed step s: some group logged `ft step s quorum q replicas w`. The
+    samples of a step are a function of the step (StepShare): step s trains
+    stream positions [s*B, (s+1)*B). A committed step's ring completed, so
+    every member's share is in it.
+  samples lost: B x (the steps below the last committed one that no group
+    committed, plus the steps committed under two different quorums).
+  recovery of a fault at t: from t to the commit (by a group the fault did not
+    touch) of the first step that started after t: the step after the one in
+    flight at t. An upper bound: a step in flight the fault did not disturb
+    still counts one more step.
+  discarded: `ft discard` lines of the untouched groups until the next fault.
+  goodput: committed steps per second during the faults (from the first
+    fault to PERIOD after the last) over the baseline's.
+
+The restart comparison (RESTART=1, the default; 0 skips it): the same GROUPS
+agents as one job (--nnodes GROUPS, --max-restarts, checkpoint every CKPT_EVERY
+steps) and the same schedule; a step counts once (progress: the highest step
+reached), so the steps recomputed after each restart are lost time.
+
+Env knobs: GROUPS (4), NPROC (1), PERIOD (10), MINUTES (10), FAULTS, KINDS
+(kill,agent,hang,cut,slow,ctrund), SEED (1), HANG_S (30), CUT_S (5), SLOW_S
+(20), BASELINE_S (60), WARMUP (20), STOP_AHEAD (10), BATCH (16), CKPT_EVERY
+(20), RESTART (1), QUICK=1 (2 minutes, BASELINE_S 20: a smoke run, not a
+measurement). JSON via bench/benchjson.py; CHART (default
+$CTRUN_BUILD_DIR/bench/chaos-steps.png) draws committed steps against time
+with the faults marked. Exits 1 when a check fails (an agent's exit, an
+orphan, a lost sample, a fault kind missing)."""
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
+import benchjson  # noqa: E402
+import ft_jobs  # noqa: E402
+
+QUICK = os.environ.get("QUICK") == "1"
+GROUPS = int(os.environ.get("GROUPS", "4"))
+NPROC = int(os.environ.get("NPROC", "1"))
+PERIOD = float(os.environ.get("PERIOD", "10"))
+MINUTES = float(os.environ.get("MINUTES", "2" if QUICK else "10"))
+FAULTS = int(os.environ.get("FAULTS", str(int(MINUTES * 60 / PERIOD))))
+ALL_KINDS = ["kill", "agent", "hang", "cut", "slow", "ctrund"]
+KINDS = [k for k in os.environ.get("KINDS", ",".join(ALL_KINDS)).split(",") if k]
+SEED = int(os.environ.get("SEED", "1"))
+HANG_S = float(os.environ.get("HANG_S", "30"))
+CUT_S = float(os.environ.get("CUT_S", "5"))
+SLOW_S = float(os.environ.get("SLOW_S", "20"))
+BASELINE_S = float(os.environ.get("BASELINE_S", "20" if QUICK else "60"))
+WARMUP = int(os.environ.get("WARMUP", "20"))
+STOP_AHEAD = int(os.environ.get("STOP_AHEAD", "10"))
+BATCH = int(os.environ.get("BATCH", "16"))
+CKPT_EVERY = int(os.environ.get("CKPT_EVERY", "20"))
+RESTART = os.environ.get("RESTART", "1") == "1"
+STEP_LINE = re.compile(r"^ft step (\d+) quorum (\d+) replicas (\d+) loss")
+DISCARD_LINE = re.compile(r"^ft discard step (\d+) quorum (\d+)")
+PLAIN_LINE = re.compile(r"^epoch \d+ step (\d+): loss")
+HOLDING = ("hang", "cut", "slow")  # kinds that hold their group for a while
+
+for kind in KINDS:
+    if kind not in ALL_KINDS:
+        raise SystemExit(f"KINDS: unknown fault kind '{kind}'; use a comma-separated subset of {','.join(ALL_KINDS)}")
+if GROUPS < 2 or NPROC < 1 or PERIOD <= 0 or FAULTS < 0:
+    raise SystemExit("GROUPS must be at least 2, NPROC at least 1, PERIOD positive and FAULTS not negative")
+
+
+def children(pid):
+    """The direct children of `pid` (its workers, for an agent)."""
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(p) for p in f.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def signal_all(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def marked(marker):
+    """Pids whose environment holds CTRUN_CHAOS_RUN=marker."""
+    needle = f"CTRUN_CHAOS_RUN={marker}".encode()
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as f:
+                    if needle in f.read().split(b"\0"):
+                        out.append(int(name))
+            except OSError:
+                pass
+    return out
+
+
+class Hosts:
+    """Where each process runs: network namespaces (host 0: ctrund, host g+1:
+    group g) when the driver may make them, else the loopback."""
+
+    def __init__(self):
+        self.netns = None
+        if os.geteuid() == 0:
+            import netns
+            if netns.available():
+                self.netns = netns.Hosts(GROUPS + 1, "10.214.61", f"cx{os.getpid() % 100000}")
+                self.netns.up()
+
+    def ip(self, host):
+        return self.netns.ip(host) if self.netns else f"127.0.0.{host + 1}"
+
+    def argv(self, host, argv):
+        return self.netns.command(host, argv) if self.netns else argv
+
+    def cut(self, host, on):
+        if on:
+            self.netns.partition(host)
+        else:
+            self.netns.heal(host)
+
+    def down(self):
+        if self.netns:
+            self.netns.down()
+
+
+class Run:
+    """One job (ft or restart) under one ctrund; every agent's stdout lines
+    stamped on arrival, by group."""
+
+    def __init__(self, hosts, workdir, ft):
+        self.hosts, self.workdir, self.ft = hosts, workdir, ft
+        os.makedirs(workdir, exist_ok=True)
+        self.marker = f"{os.getpid()}-{os.path.basename(workdir)}"
+        self.run_id = "chaos-" + os.path.basename(workdir)
+        self.stop_path = os.path.join(workdir, "stop")
+        self.lines = {g: [] for g in range(GROUPS)}  # g -> [(t, line)]
+        self.agents = {g: [] for g in range(GROUPS)}  # g -> [Popen], the last one current
+        self.stopped = set()  # pids SIGSTOPped by a fault not yet over
+        self.lock = threading.Lock()
+        self.port = 0
+        self.ctrund = None
+        self.start_ctrund()
+        for g in range(GROUPS):
+            self.start_agent(g)
+
+    def start_ctrund(self):
+        argv = [ft_jobs.CTRUND, "--listen", f"{self.hosts.ip(0)}:{self.port}", "--state-dir",
+                os.path.join(self.workdir, "ctrund-state")]
+        self.ctrund = subprocess.Popen(self.hosts.argv(0, argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True, env=self.env())
+        deadline = time.monotonic() + 20
+        while True:
+            line = self.ctrund.stdout.readline()
+            m = re.search(r"serving rendezvous on \S+:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+            if not line or time.monotonic() > deadline:
+                raise SystemExit(f"ctrund did not start: {line.strip()}")
+        threading.Thread(target=self.ctrund.stdout.read, daemon=True).start()
+
+    def env(self):
+        env = ft_jobs.base_env()
+        env["CTRUN_CHAOS_RUN"] = self.marker
+        env["CTRUN_FT_STOP"] = self.stop_path
+        env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = "5"
+        return env
+
+    def start_agent(self, g):
+        endpoint = f"{self.hosts.ip(0)}:{self.port}"
+        args = [ft_jobs.CTRUN, "--events-file", os.path.join(self.workdir, f"events{g}.jsonl"),
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", self.run_id,
+                "--local-addr", self.hosts.ip(g + 1), "--nproc-per-node", str(NPROC), "--max-restarts", "1000"]
+        args += ["--ft-replicas", f"1:{GROUPS}"] if self.ft else ["--nnodes", str(GROUPS)]
+        args += ["--no-python", ft_jobs.TRAINER, "--train-limit", "60000", "--test-limit", "64",
+                 "--batch-size", str(BATCH), "--deterministic", "--max-steps", "1000000"]
+        if self.ft:
+            args += ["--ft", "--log-every", "0"]
+        else:
+            args += ["--log-every", "1", "--checkpoint-dir", os.path.join(self.workdir, "ckpt"),
+                     "--checkpoint-every", str(CKPT_EVERY)]
+        err = open(os.path.join(self.workdir, f"err{g}.{len(self.agents[g])}.log"), "w")
+        proc = subprocess.Popen(self.hosts.argv(g + 1, args), env=self.env(), stdout=subprocess.PIPE, stderr=err,
+                                text=True, cwd=self.workdir)
+        err.close()
+        self.agents[g].append(proc)
+        threading.Thread(target=self._read, args=(g, proc), daemon=True).start()
+
+    def _read(self, g, proc):
+        for line in proc.stdout:
+            stamped = (time.time(), line.rstrip("\n"))
+            with self.lock:
+                self.lines[g].append(stamped)
+
+    def agent(self, g):
+        return self.agents[g][-1]
+
+    def workers(self, g):
+        return children(self.agent(g).pid)
+
+    def progress(self):
+        """The highest step committed (ft) or reached (restart) so far, -1 before any."""
+        pattern = STEP_LINE if self.ft else PLAIN_LINE
+        best = -1
+        with self.lock:
+            for lines in self.lines.values():
+                for _, line in lines[-50:]:
+                    m = pattern.match(line)
+                    if m:
+                        best = max(best, int(m.group(1)))
+        return best
+
+    def wait_progress(self, step, timeout):
+        deadline = time.monotonic() + timeout
+        while self.progress() < step:
+            if time.monotonic() > deadline:
+                self.dump_tails()
+                raise SystemExit(f"{self.workdir}: step {step} not reached in {timeout:.0f} s")
+            time.sleep(0.1)
+
+    def dump_tails(self):
+        for g in range(GROUPS):
+            for i in range(len(self.agents[g])):
+                path = os.path.join(self.workdir, f"err{g}.{i}.log")
+                with open(path) as f:
+                    tail = f.read().splitlines()[-12:]
+                print(f"--- {path}:\n" + "\n".join(tail), file=sys.stderr)
+
+    def finish(self, timeout):
+        """Continues every stopped process, writes the stop step, waits for
+        every agent; the exit codes of the current agents."""
+        signal_all(list(self.stopped), signal.SIGCONT)
+        stop = self.progress() + STOP_AHEAD
+        tmp = self.stop_path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{stop}\n")
+        os.rename(tmp, self.stop_path)
+        deadline = time.monotonic() + timeout
+        codes = {}
+        for g in range(GROUPS):
+            try:
+                codes[g] = self.agent(g).wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                codes[g] = None
+        return codes
+
+    def kill_all(self):
+        for procs in self.agents.values():
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                p.wait(timeout=30)
+        if self.ctrund.poll() is None:
+            self.ctrund.kill()
+        self.ctrund.wait(timeout=30)
+
+
+class Chaos:
+    """The schedule, injected into one Run."""
+
+    def __init__(self, run, kinds, rng):
+        self.run, self.kinds, self.rng = run, kinds, rng
+        self.faults = []  # {"t", "kind", "group"}
+        self.busy = {}  # group -> until when a holding fault holds it
+        self.threads = []
+
+    def pick_group(self, now):
+        free = [g for g in range(GROUPS) if self.busy.get(g, 0) <= now]
+        return self.rng.choice(free or list(range(GROUPS)))
+
+    def inject(self, kind):
+        run, now = self.run, time.time()
+        g = None if kind == "ctrund" else self.pick_group(now)
+        fault = {"t": now, "kind": kind, "group": g}
+        if kind == "kill":
+            workers = run.workers(g)
+            if not workers:
+                fault["skipped"] = "no worker running"
+            else:
+                signal_all([self.rng.choice(workers)], signal.SIGKILL)
+        elif kind == "agent":
+            run.agent(g).kill()
+            self.later(1.0, lambda: run.start_agent(g))
+        elif kind == "hang":
+            workers = run.workers(g)
+            if workers:
+                victim = self.rng.choice(workers)
+                signal_all([victim], signal.SIGSTOP)
+                run.stopped.add(victim)
+                self.later(HANG_S, lambda: self.resume([victim]))
+                self.busy[g] = now + HANG_S
+            else:
+                fault["skipped"] = "no worker running"
+        elif kind == "cut":
+            run.hosts.cut(g + 1, True)
+            self.later(CUT_S, lambda: run.hosts.cut(g + 1, False))
+            self.busy[g] = now + CUT_S
+        elif kind == "slow":
+            self.busy[g] = now + SLOW_S
+            t = threading.Thread(target=self.slow, args=(g, now + SLOW_S), daemon=True)
+            t.start()
+            self.threads.append(t)
+        elif kind == "ctrund":
+            run.ctrund.kill()
+            run.ctrund.wait(timeout=30)
+            run.start_ctrund()
+        self.faults.append(fault)
+
+    def resume(self, pids):
+        signal_all(pids, signal.SIGCONT)
+        self.run.stopped.difference_update(pids)
+
+    def slow(self, g, until):
+        while time.time() < until and self.run.agent(g).poll() is None:
+            workers = self.run.workers(g)
+            signal_all(workers, signal.SIGSTOP)
+            self.run.stopped.update(workers)
+            time.sleep(0.07)
+            self.resume(workers)
+            time.sleep(0.03)
+
+    def later(self, delay, fn):
+        t = threading.Timer(delay, fn)
+        t.start()
+        self.threads.append(t)
+
+    def join(self):
+        for t in self.threads:
+            t.join(timeout=max(HANG_S, SLOW_S) + 30)
+
+
+def schedule(kinds, count, seed):
+    rng = random.Random(seed)
+    order = list(kinds)
+    rng.shuffle(order)
+    return [order[i % len(order)] for i in range(count)], rng
+
+
+def drive(run, kinds):
+    """Warm-up, the baseline, the faults; the phase times."""
+    run.wait_progress(WARMUP, 180)
+    t0 = time.time()
+    time.sleep(BASELINE_S)
+    t1 = time.time()
+    order, rng = schedule(kinds, FAULTS, SEED)
+    chaos = Chaos(run, kinds, rng)
+    for i, kind in enumerate(order):
+        delay = t1 + i * PERIOD - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        chaos.inject(kind)
+    time.sleep(max(0.0, t1 + FAULTS * PERIOD - time.time()))
+    t2 = time.time()
+    chaos.join()
+    return {"baseline": (t0, t1), "chaos": (t1, t2)}, chaos.faults
+
+
+def committed(run):
+    """step -> {"t": first commit time, "quorums": set, "groups": {g: t}}."""
+    steps = {}
+    for g, lines in run.lines.items():
+        for t, line in lines:
+            m = STEP_LINE.match(line)
+            if m:
+                s = steps.setdefault(int(m.group(1)), {"t": t, "quorums": set(), "groups": {}})
+                s["t"] = min(s["t"], t)
+                s["quorums"].add(int(m.group(2)))
+                s["groups"].setdefault(g, t)
+    return steps
+
+
+def reached(run):
+    """Restart runs: step -> the first time any rank logged it."""
+    steps = {}
+    for lines in run.lines.values():
+        for t, line in lines:
+            m = PLAIN_LINE.match(line)
+            if m:
+                s = int(m.group(1))
+                steps[s] = min(steps.get(s, t), t)
+    return steps
+
+
+def rate(step_times, span):
+    """Steps first reached within span (t0, t1), per second."""
+    t0, t1 = span
+    inside = [s for s, t in step_times.items() if t0 <= t < t1]
+    return len(inside) / (t1 - t0)
+
+
+def recoveries(step_times, faults, touched):
+    """Per fault: seconds from it to the first commit, by a group it did not
+    touch, of the step after the one in flight. `touched(fault)` -> groups."""
+    out = []
+    for f in faults:
+        before = [s for s, info in step_times.items() if info["t"] <= f["t"]]
+        target = (max(before) + 2) if before else 0
+        later = [info for s, info in step_times.items() if s >= target]
+        times = [t for info in later for g, t in info["groups"].items() if g not in touched(f) and t >= f["t"]]
+        out.append(min(times) - f["t"] if times else None)
+    return out
+
+
+def restart_recoveries(step_times, faults):
+    out = []
+    for f in faults:
+        before = [s for s, t in step_times.items() if t <= f["t"]]
+        best = max(before) if before else -1
+        after = [t for s, t in step_times.items() if s > best + 1 and t >= f["t"]]
+        out.append(min(after) - f["t"] if after else None)
+    return out
+
+
+def pct(values, q):
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+
+def fmt(v, digits=2):
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def main():
+    ft_jobs.check_build()
+    hosts = Hosts()
+    kinds = [k for k in KINDS if k != "cut" or hosts.netns]
+    if "cut" in KINDS and not hosts.netns:
+        print("# cut left out: it needs root, ip and iptables for network namespaces", flush=True)
+    tmp = tempfile.mkdtemp(prefix="ctrun-chaos-")
+    failures = []
+    report = {"groups": GROUPS, "nproc": NPROC, "period_s": PERIOD, "faults": FAULTS, "kinds": kinds, "seed": SEED}
+    try:
+        ft = Run(hosts, os.path.join(tmp, "ft"), True)
+        try:
+            phases, faults = drive(ft, kinds)
+            codes = ft.finish(120)
+        finally:
+            ft.kill_all()
+        orphans = marked(ft.marker)
+        steps = committed(ft)
+        step_t = {s: info["t"] for s, info in steps.items()}
+        top = max(steps) if steps else -1
+        missing = [s for s in range(top + 1) if s not in steps]
+        twice = [s for s, info in steps.items() if len(info["quorums"]) > 1]
+        lost = (len(missing) + len(twice)) * BATCH * NPROC * GROUPS
+
+        def touched(f):
+            return set() if f["group"] is None else {f["group"]}
+
+        rec = recoveries(steps, faults, touched)
+        for f, r in zip(faults, rec):
+            f["recovery_s"] = r
+        for i, f in enumerate(faults):
+            end = faults[i + 1]["t"] if i + 1 < len(faults) else phases["chaos"][1]
+            f["discarded"] = sum(1 for g, lines in ft.lines.items() if g not in touched(f)
+                                 for t, line in lines if f["t"] <= t < end and DISCARD_LINE.match(line))
+        base = rate(step_t, phases["baseline"])
+        under = rate(step_t, phases["chaos"])
+        goodput = under / base if base else None
+        bad_exits = {g: c for g, c in codes.items() if c != 0}
+        if bad_exits:
+            failures.append(f"agents exited {bad_exits} (each must exit 0)")
+            ft.dump_tails()
+        if orphans:
+            failures.append(f"processes left after the run: {orphans}")
+        if lost:
+            failures.append(f"{lost} samples lost: steps never committed {missing[:10]}, "
+                            f"committed under two quorums {twice[:10]}")
+        for kind in kinds:
+            if FAULTS >= len(kinds) and not any(f["kind"] == kind and "skipped" not in f for f in faults):
+                failures.append(f"no '{kind}' fault was injected")
+        report["ft"] = {"baseline_steps_per_s": base, "chaos_steps_per_s": under, "goodput": goodput,
+                        "samples_lost": lost, "exits": codes, "faults": faults, "steps": top + 1,
+                        "curve": sorted((t - phases["chaos"][0], s) for s, t in step_t.items())}
+
+        restart = None
+        if RESTART:
+            rs = Run(hosts, os.path.join(tmp, "restart"), False)
+            try:
+                r_phases, r_faults = drive(rs, kinds)
+            finally:
+                rs.kill_all()
+            r_steps = reached(rs)
+            r_base = rate(r_steps, r_phases["baseline"])
+            # Progress: new steps only (a step recomputed after a restart is not progress).
+            t1, t2 = r_phases["chaos"]
+            before = max([s for s, t in r_steps.items() if t < t1], default=0)
+            after = max([s for s, t in r_steps.items() if t < t2], default=0)
+            r_under = (after - before) / (t2 - t1)
+            r_rec = restart_recoveries(r_steps, r_faults)
+            for f, r in zip(r_faults, r_rec):
+                f["recovery_s"] = r
+            restart = {"baseline_steps_per_s": r_base, "chaos_steps_per_s": r_under,
+                       "goodput": r_under / r_base if r_base else None, "faults": r_faults}
+            report["restart"] = restart
+    finally:
+        hosts.down()
+
+    print(f"\nchaos: {GROUPS} groups x {NPROC} rank(s), a fault every {PERIOD:g} s, {FAULTS} faults "
+          f"(seed {SEED}; hang {HANG_S:g} s, cut {CUT_S:g} s, slow {SLOW_S:g} s)")
+    print(f"baseline {base:.2f} steps/s, under chaos {under:.2f} steps/s; {top + 1} steps committed")
+    print(f"\n{'kind':<8} {'count':>5} {'recovery p50 s':>15} {'p99 s':>7} {'discarded':>9}" +
+          (f" {'restart p50 s':>14} {'p99 s':>7}" if restart else ""))
+    hang_like = []
+    for kind in kinds:
+        mine = [f for f in faults if f["kind"] == kind and "skipped" not in f]
+        r = [f["recovery_s"] for f in mine]
+        if kind in ("hang", "slow", "cut"):
+            hang_like += r
+        row = (f"{kind:<8} {len(mine):>5} {fmt(pct(r, 50)):>15} {fmt(pct(r, 99)):>7} "
+               f"{sum(f['discarded'] for f in mine):>9}")
+        if restart:
+            rr = [f["recovery_s"] for f in restart["faults"] if f["kind"] == kind]
+            row += f" {fmt(pct(rr, 50)):>14} {fmt(pct(rr, 99)):>7}"
+        print(row)
+    all_rec = [f["recovery_s"] for f in faults if "skipped" not in f]
+    unrecovered = sum(1 for r in all_rec if r is None)
+    if unrecovered:
+        failures.append(f"{unrecovered} fault(s) with no committed step after them")
+    print()
+    print("json:", benchjson.write("chaos", report, os.path.join(ft_jobs.HERE, ".."), path=os.environ.get("JSON")))
+    draw(report)
+    print(f"RESULT chaos_goodput_ft {fmt(goodput, 3)}")
+    if restart:
+        print(f"RESULT chaos_goodput_restart {fmt(restart['goodput'], 3)}")
+    print(f"RESULT chaos_recovery_p99_s {fmt(pct(all_rec, 99), 3)}")
+    print(f"RESULT chaos_hang_recovery_p99_s {fmt(pct(hang_like, 99), 3)}")
+    print(f"RESULT chaos_samples_lost {lost}")
+    print(f"RESULT chaos_faults {sum(1 for f in faults if 'skipped' not in f)}")
+    if failures:
+        for f in failures:
+            print(f"FAILED: {f}", file=sys.stderr)
+        sys.exit(1)
+
+
+def draw(report):
+    chart = os.environ.get("CHART", os.path.join(ft_jobs.BUILD, "bench", "chaos-steps.png"))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("# no chart: python3-matplotlib is not installed")
+        return
+    fig, ax = plt.subplots(figsize=(9, 4))
+    curve = report["ft"]["curve"]
+    ax.plot([t for t, _ in curve], [s for _, s in curve], ".", markersize=2, label="committed step (--ft)")
+    t1 = min(f["t"] for f in report["ft"]["faults"]) if report["ft"]["faults"] else 0
+    for f in report["ft"]["faults"]:
+        ax.axvline(f["t"] - t1, color="grey", linewidth=0.5)
+        ax.text(f["t"] - t1, 0, f["kind"], rotation=90, fontsize=6, va="bottom")
+    ax.set_xlabel("seconds since the first fault")
+    ax.set_ylabel("committed step")
+    ax.legend()
+    os.makedirs(os.path.dirname(chart), exist_ok=True)
+    fig.savefig(chart, dpi=120, bbox_inches="tight")
+    print(f"# chart: {chart}")
+
+
+if __name__ == "__main__":
+    main()

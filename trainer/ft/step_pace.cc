@@ -1,0 +1,32 @@
+#include "trainer/ft/step_pace.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace ctrun::trainer::ft {
+
+void StepPace::Record(std::chrono::steady_clock::duration step) {
+  steps_.push_back(step);
+  if (steps_.size() > kPaceWindow) steps_.pop_front();
+}
+
+std::optional<std::chrono::steady_clock::duration> StepPace::Median() const {
+  if (steps_.size() < kMinPaceSteps) return std::nullopt;
+  std::vector<std::chrono::steady_clock::duration> sorted(steps_.begin(), steps_.end());
+  const auto middle = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2);
+  std::nth_element(sorted.begin(), middle, sorted.end());
+  return *middle;
+}
+
+std::chrono::milliseconds StepPace::Scaled(int factor, std::chrono::milliseconds floor) const {
+  const auto median = Median();
+  if (!median) return ceiling_;
+  const auto scaled = std::chrono::ceil<std::chrono::milliseconds>(*median * factor);
+  return std::min(ceiling_, std::max(floor, scaled));
+}
+
+std::chrono::milliseconds StepPace::Steady() const { return Scaled(2, kMinSteadyStall); }
+
+std::chrono::milliseconds StepPace::Changed() const { return Scaled(4, kMinChangedStall); }
+
+}  // namespace ctrun::trainer::ft
