@@ -2,7 +2,7 @@
 schedule into ctrun's whole-job restart from checkpoints, side by side in one
 run (docs/fault-tolerance.md, "Chaos").
 
-The job: GROUPS replica groups (default 4), each one ctrun agent with NPROC
+The job: NGROUPS replica groups (default 4), each one ctrun agent with NPROC
 ranks of ctrun-fashion-mnist --ft (--ft-replicas 1:GROUPS), under one ctrund
 started with --state-dir. As root with `ip` and `iptables`, every group and
 ctrund is a host of its own (a network namespace, tests/integration/netns.py)
@@ -42,14 +42,14 @@ Counting (from every agent's stdout, each line stamped on arrival):
   goodput: committed steps per second during the faults (from the first
     fault to PERIOD after the last) over the baseline's.
 
-The restart comparison (RESTART=1, the default; 0 skips it): the same GROUPS
+The restart comparison (RESTART=1, the default; 0 skips it): the same NGROUPS
 agents as one job (--nnodes GROUPS, --max-restarts, checkpoint every CKPT_EVERY
 steps) and the same schedule; a step counts once (progress: the highest step
 reached), so the steps recomputed after each restart are lost time.
 
-Env knobs: GROUPS (4), NPROC (1), PERIOD (10), MINUTES (10), FAULTS, KINDS
+Env knobs: NGROUPS (4), NPROC (1), PERIOD (10), MINUTES (10), FAULTS, KINDS
 (kill,agent,hang,cut,slow,ctrund), SEED (1), HANG_S (30), CUT_S (5), SLOW_S
-(20), BASELINE_S (60), WARMUP (20), STOP_AHEAD (10), BATCH (16), CKPT_EVERY
+(20), BASELINE_S (60), WARMUP (20), STOP_AHEAD (10), BATCH (64), CKPT_EVERY
 (20), RESTART (1), QUICK=1 (2 minutes, BASELINE_S 20: a smoke run, not a
 measurement). JSON via bench/benchjson.py; CHART (default
 $CTRUN_BUILD_DIR/bench/chaos-steps.png) draws committed steps against time
@@ -71,7 +71,7 @@ import benchjson  # noqa: E402
 import ft_jobs  # noqa: E402
 
 QUICK = os.environ.get("QUICK") == "1"
-GROUPS = int(os.environ.get("GROUPS", "4"))
+GROUPS = int(os.environ.get("NGROUPS", "4"))
 NPROC = int(os.environ.get("NPROC", "1"))
 PERIOD = float(os.environ.get("PERIOD", "10"))
 MINUTES = float(os.environ.get("MINUTES", "2" if QUICK else "10"))
@@ -85,7 +85,7 @@ SLOW_S = float(os.environ.get("SLOW_S", "20"))
 BASELINE_S = float(os.environ.get("BASELINE_S", "20" if QUICK else "60"))
 WARMUP = int(os.environ.get("WARMUP", "20"))
 STOP_AHEAD = int(os.environ.get("STOP_AHEAD", "10"))
-BATCH = int(os.environ.get("BATCH", "16"))
+BATCH = int(os.environ.get("BATCH", "64"))
 CKPT_EVERY = int(os.environ.get("CKPT_EVERY", "20"))
 RESTART = os.environ.get("RESTART", "1") == "1"
 STEP_LINE = re.compile(r"^ft step (\d+) quorum (\d+) replicas (\d+) loss")
@@ -97,7 +97,7 @@ for kind in KINDS:
     if kind not in ALL_KINDS:
         raise SystemExit(f"KINDS: unknown fault kind '{kind}'; use a comma-separated subset of {','.join(ALL_KINDS)}")
 if GROUPS < 2 or NPROC < 1 or PERIOD <= 0 or FAULTS < 0:
-    raise SystemExit("GROUPS must be at least 2, NPROC at least 1, PERIOD positive and FAULTS not negative")
+    raise SystemExit("NGROUPS must be at least 2, NPROC at least 1, PERIOD positive and FAULTS not negative")
 
 
 def children(pid):
@@ -141,7 +141,7 @@ class Hosts:
 
     def __init__(self):
         self.netns = None
-        if os.geteuid() == 0:
+        if "cut" in KINDS and os.geteuid() == 0:
             import netns
             if netns.available():
                 self.netns = netns.Hosts(GROUPS + 1, "10.214.61", f"cx{os.getpid() % 100000}")
@@ -216,7 +216,7 @@ class Run:
         args += ["--no-python", ft_jobs.TRAINER, "--train-limit", "60000", "--test-limit", "64",
                  "--batch-size", str(BATCH), "--deterministic", "--max-steps", "1000000"]
         if self.ft:
-            args += ["--ft", "--log-every", "0"]
+            args += ["--ft", "--log-every", "0", "--dump-state", os.path.join(self.workdir, "state")]
         else:
             args += ["--log-every", "1", "--checkpoint-dir", os.path.join(self.workdir, "ckpt"),
                      "--checkpoint-every", str(CKPT_EVERY)]
@@ -237,7 +237,16 @@ class Run:
         return self.agents[g][-1]
 
     def workers(self, g):
-        return children(self.agent(g).pid)
+        """The agent's training processes (not its orphan guard)."""
+        out = []
+        for pid in children(self.agent(g).pid):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if os.path.basename(ft_jobs.TRAINER).encode() in f.read():
+                        out.append(pid)
+            except OSError:
+                pass
+        return out
 
     def progress(self):
         """The highest step committed (ft) or reached (restart) so far, -1 before any."""
@@ -284,6 +293,26 @@ class Run:
             except subprocess.TimeoutExpired:
                 codes[g] = None
         return codes
+
+    def differing_states(self):
+        """The --dump-state files (state.<group>.<rank>) of each rank that
+        differ from the first group's; every group that trained to the stop
+        step wrote one (a group told the run was over writes none)."""
+        by_rank = {}
+        for name in sorted(os.listdir(self.workdir)):
+            if name.startswith("state."):
+                by_rank.setdefault(name.rsplit(".", 1)[1], []).append(os.path.join(self.workdir, name))
+        differ = []
+        for paths in by_rank.values():
+            with open(paths[0], "rb") as f:
+                first = f.read()
+            for p in paths[1:]:
+                with open(p, "rb") as f:
+                    if f.read() != first:
+                        differ.append(os.path.basename(p))
+        if not by_rank:
+            differ.append("no state was dumped")
+        return differ
 
     def kill_all(self):
         for procs in self.agents.values():
@@ -500,6 +529,9 @@ def main():
         base = rate(step_t, phases["baseline"])
         under = rate(step_t, phases["chaos"])
         goodput = under / base if base else None
+        differ = ft.differing_states()
+        if differ:
+            failures.append(f"the groups' final states differ: {differ}")
         bad_exits = {g: c for g, c in codes.items() if c != 0}
         if bad_exits:
             failures.append(f"agents exited {bad_exits} (each must exit 0)")

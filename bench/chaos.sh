@@ -7,7 +7,7 @@
 # (as root: network namespaces), a slow group, ctrund killed and restarted.
 # Prints a table per fault kind and ends with RESULT lines; exits 1 when a
 # check fails (an agent's exit, an orphan, a lost sample). Logic and env
-# knobs (GROUPS, NPROC, PERIOD, MINUTES, FAULTS, KINDS, SEED, QUICK=1, ...)
+# knobs (NGROUPS, NPROC, PERIOD, MINUTES, FAULTS, KINDS, SEED, QUICK=1, ...)
 # in bench/chaos.py. Needs scripts/build.sh ($CTRUN_BUILD_DIR or build/) and
 # dataset-fashion-mnist; the chart needs python3-matplotlib.
 set -euo pipefail

@@ -36,6 +36,7 @@ FtRelay::FtRelay(asio::io_context& io, FtRelayOptions options, FtQuorumLink& lin
       ranks_(static_cast<size_t>(options_.nproc)),
       step_(options_.group, options_.host, options_.nproc),
       waiting_timer_(io),
+      retry_timer_(io),
       healed_(static_cast<size_t>(options_.nproc)),
       alive_(std::make_shared<bool>(true)) {}
 
@@ -44,6 +45,7 @@ FtRelay::~FtRelay() {
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   waiting_timer_.cancel();
+  retry_timer_.cancel();
   for (auto& conn : ranks_) {
     if (conn) conn->socket.close(ignored);
   }
@@ -136,8 +138,14 @@ void FtRelay::OnSync(const std::shared_ptr<Conn>& conn, const FtSyncLine& line) 
   asking_ = true;
   asked_at_ = std::chrono::steady_clock::now();
   asked_step_ = call->committed_step;
+  call_ = std::move(*call);
+  told_unreachable_ = false;
   ArmWaitingLine(generation_);
-  link_.Sync(*call, part_, [this, generation = generation_, alive = alive_](const Result<rdzv::SyncAnswer>& answer) {
+  SendCall(generation_);
+}
+
+void FtRelay::SendCall(uint64_t generation) {
+  link_.Sync(call_, part_, [this, generation, alive = alive_](const Result<rdzv::SyncAnswer>& answer) {
     if (*alive) OnAnswer(generation, answer);
   });
 }
@@ -158,6 +166,24 @@ void FtRelay::ArmWaitingLine(uint64_t generation) {
 void FtRelay::OnAnswer(uint64_t generation, const Result<rdzv::SyncAnswer>& answer) {
   if (generation != generation_) return;  // a failure since: that step is gone
   if (!answer.ok() && answer.status().IsAborted()) return;  // replaced by a newer call
+  // The server went away with the call (ctrund restarted, a connection
+  // broken): the same call again, which waits for the server to be back.
+  // The server knows only its answer, so asking twice loses nothing; its
+  // ballot counts if the server still holds the vote, else the step in
+  // flight is trained again.
+  if (!answer.ok() && answer.status().IsUnavailable() &&
+      std::chrono::steady_clock::now() - asked_at_ < options_.give_up_after) {
+    if (!told_unreachable_) {
+      spdlog::warn("lost the quorum server with this group's step call ({}): asking again once it is back",
+                   answer.status().message());
+      told_unreachable_ = true;
+    }
+    retry_timer_.expires_after(std::chrono::milliseconds(50));  // never a busy loop on a server that refuses at once
+    retry_timer_.async_wait([this, generation, alive = alive_](const boost::system::error_code& ec) {
+      if (!ec && *alive && generation == generation_) SendCall(generation);
+    });
+    return;
+  }
   asking_ = false;
   waiting_timer_.cancel();
   if (!answer.ok()) {

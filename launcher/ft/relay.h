@@ -116,6 +116,8 @@ class FtRelay {
   void Emit(std::string_view event, const nlohmann::ordered_json& fields);
   // Logs the waiting line every options_.waiting_every while call `generation` is unanswered.
   void ArmWaitingLine(uint64_t generation);
+  // Makes the group's call (call_) for call `generation`.
+  void SendCall(uint64_t generation);
 
   boost::asio::io_context& io_;
   FtRelayOptions options_;
@@ -129,9 +131,12 @@ class FtRelay {
   bool left_ = false;             // left the quorum since the last failure
   std::optional<int64_t> quorum_id_;  // the last quorum answered
   boost::asio::steady_timer waiting_timer_;
+  boost::asio::steady_timer retry_timer_;  // the call made again after the server was lost
   bool asking_ = false;                             // a call is in flight
   std::chrono::steady_clock::time_point asked_at_;  // when the call in flight was made
   int64_t asked_step_ = 0;                          // its committed step
+  rdzv::SyncCall call_;                             // the call in flight: made again when the server was lost
+  bool told_unreachable_ = false;                   // logged the server's loss for the call in flight
   int64_t finished_step_ = 0;     // the step the ranks that said `done` finished at
   std::vector<std::optional<FtHealedLine>> healed_;
   std::shared_ptr<bool> alive_;   // callbacks posted after destruction see false

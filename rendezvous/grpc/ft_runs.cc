@@ -268,6 +268,9 @@ void FtRuns::Settle(const std::string& run_id, Run& run, TimePoint now, FtOutput
     // Every part still held gets the group's answer (a dropped one: none).
     for (uint64_t held : run.held.Take(answer.group)) out.answers.emplace_back(held, answer);
   }
+  for (std::string& note : run.sync.TakeNotes()) {
+    out.logs.push_back("fault-tolerance run '" + OneLine(run_id) + "': " + note);
+  }
   if (const std::optional<Quorum>& last = run.sync.last(); last && last->id != run.logged_quorum) {
     run.logged_quorum = last->id;
     out.logs.push_back("fault-tolerance run '" + OneLine(run_id) + "': quorum " + std::to_string(last->id) +

@@ -20,7 +20,9 @@ void StepSync::Call(const SyncCall& call, TimePoint now) {
   }
   AskDecided(now);
   if (any_waited_) {
-    for (const auto& group : voted_no_) BenchGroup(group, now);  // the group the others waited for
+    for (const auto& group : voted_no_) {  // the group the others waited for
+      BenchGroup(group, now, "the others' all-reduce waited for it past their stall time");
+    }
   }
 }
 
@@ -62,14 +64,25 @@ void StepSync::CountCommitted() {
   }
 }
 
-void StepSync::BenchGroup(const std::string& group, TimePoint now) {
+void StepSync::BenchGroup(const std::string& group, TimePoint now, const std::string& why) {
   if (!benched_now_.insert(group).second) return;  // once per vote
   Lateness& late = lateness_[group];
   Duration bench = std::max<Duration>(kMinBench, 10 * Pace().value_or(Duration::zero()));
   for (int i = 0; i < late.benches && bench < kMaxBench; ++i) bench *= 2;
   ++late.benches;
   late.clean_steps = 0;
-  quorum_.Bench(group, now + std::min(bench, kMaxBench));
+  bench = std::min(bench, kMaxBench);
+  quorum_.Bench(group, now + bench);
+  const auto ms = [](Duration d) { return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); };
+  notes_.push_back("replica group " + group + " held up step " + std::to_string(vote_ ? vote_->step() : 0) + " (" +
+                   why + "): the others go on without it; it may rejoin in " + ms(bench) + " ms" +
+                   (late.benches > 1 ? " (benched " + std::to_string(late.benches) + " times running)" : ""));
+}
+
+std::vector<std::string> StepSync::TakeNotes() {
+  std::vector<std::string> out;
+  out.swap(notes_);
+  return out;
 }
 
 std::optional<Duration> StepSync::Pace() const {
@@ -88,7 +101,8 @@ void StepSync::CheckHangs(TimePoint now) {
   if (!vote_ || !first_ballot_ || now < *first_ballot_ + HangTime()) return;
   for (const auto& group : vote_->Pending()) {
     vote_->Excuse(group);
-    BenchGroup(group, now);
+    BenchGroup(group, now, "it did not vote within " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(HangTime()).count()) +
+                               " ms of the first vote");
   }
   AskDecided(now);
 }

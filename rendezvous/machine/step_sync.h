@@ -121,6 +121,9 @@ class StepSync {
   // hang time it gives.
   std::optional<Duration> Pace() const;
   Duration HangTime() const;
+  // One plain-English line per group benched since the last call (for the
+  // server's log), and clears them.
+  std::vector<std::string> TakeNotes();
 
  private:
   struct Held {
@@ -136,7 +139,7 @@ class StepSync {
   void AskDecided(TimePoint now);
   // Excuses and benches the open vote's members that missed the hang time.
   void CheckHangs(TimePoint now);
-  void BenchGroup(const std::string& group, TimePoint now);
+  void BenchGroup(const std::string& group, TimePoint now, const std::string& why);
   // Counts a decided vote's members' clean steps, once.
   void CountCommitted();
 
@@ -152,6 +155,7 @@ class StepSync {
   bool counted_ = false;                   // CountCommitted ran for the open vote
   std::deque<Duration> paces_;             // the last steady steps' durations
   std::map<std::string, Lateness> lateness_;
+  std::vector<std::string> notes_;
 };
 
 }  // namespace ctrun::rdzv

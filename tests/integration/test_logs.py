@@ -8,6 +8,7 @@ shared log keeps every rank's copy. Every wait is on an event with a
 deadline."""
 import os
 import re
+import select
 import subprocess
 import unittest
 
@@ -30,7 +31,10 @@ class ShareLogsTest(unittest.TestCase):
     def run_job(self, endpoint, run_id, nnodes, nproc, extra=(), env=None, follow_env=None):
         """Runs `nnodes` agents of print_lines.py; once every worker is
         ready, starts `ctrun logs --follow` (when follow_env is given) and
-        lets the workers print. Returns (agents' outputs, follower)."""
+        lets the workers print; with a follower, the workers end only once
+        it showed a line (it is attached, however slow its start: the run
+        is forgotten a second after it closes). Returns (agents' outputs,
+        follower, the follower's first line or None)."""
         d = h.tempdir(self)
         fifo = h.Fifo(d)
         self.addCleanup(fifo.close)
@@ -38,7 +42,13 @@ class ShareLogsTest(unittest.TestCase):
         os.mkfifo(go)
         go_fd = os.open(go, os.O_RDWR | os.O_NONBLOCK)  # held: the workers' opens never block
         self.addCleanup(os.close, go_fd)
+        done = os.path.join(d, "done.fifo")
+        os.mkfifo(done)
+        done_fd = os.open(done, os.O_RDWR | os.O_NONBLOCK)
+        self.addCleanup(os.close, done_fd)
         env = dict(env or h.base_env(), ANNOUNCE=fifo.path, GO=go, LINES=str(LINES))
+        if follow_env is not None:
+            env["DONE"] = done
         agents = [h.start(agent_args(endpoint, run_id, nnodes, nproc, *extra, h.worker("print_lines.py")), env=env)
                   for _ in range(nnodes)]
         self.addCleanup(lambda: [p.kill() for p in agents if p.poll() is None])
@@ -50,10 +60,21 @@ class ShareLogsTest(unittest.TestCase):
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             self.addCleanup(lambda: follower.poll() is None and follower.kill())
         os.write(go_fd, b"g" * (nnodes * nproc))
+        first = None
+        if follower is not None:
+            # Raw reads (not the pipe's buffered reader, which communicate() bypasses).
+            fd, got = follower.stdout.fileno(), b""
+            while b"\n" not in got:
+                ready_to_read, _, _ = select.select([fd], [], [], 60)
+                chunk = os.read(fd, 4096) if ready_to_read else b""
+                self.assertTrue(chunk, f"ctrun logs --follow showed no whole line within 60 s (got {got!r})")
+                got += chunk
+            first = got.decode()
+            os.write(done_fd, b"d" * (nnodes * nproc))
         outs = h.finish(self, agents, 90)
         for p, (_, err) in zip(agents, outs):
             self.assertEqual(p.returncode, 0, err)
-        return outs, follower
+        return outs, follower, first
 
     def check_every_line_once(self, text, ranks):
         per_rank = {r: [] for r in range(ranks)}
@@ -77,7 +98,8 @@ class ShareLogsTest(unittest.TestCase):
     def test_follow_shows_every_line_of_three_nodes_once_in_order(self):
         d = h.Ctrund(self, "--closed-run-ttl", "1")
         env = h.base_env(CTRUN_RDZV_TOKEN=None)
-        outs, follower = self.run_job(d.endpoint, "shared", 3, 2, ["--share-logs"], env=env, follow_env=env)
+        outs, follower, first = self.run_job(d.endpoint, "shared", 3, 2, ["--share-logs"], env=env,
+                                             follow_env=env)
         # The run closed with the job; ctrund forgets it a second later and
         # the follower's stream ends then.
         try:
@@ -88,7 +110,7 @@ class ShareLogsTest(unittest.TestCase):
             self.fail(f"ctrun logs --follow did not end after the run was forgotten; stderr: {err}")
         self.assertEqual(follower.returncode, 0, err)
         self.assertNotIn("dropped", err)
-        labels = self.check_every_line_once(out, 6)
+        labels = self.check_every_line_once(first + out, 6)
         # Every agent is on this host: their labels differ by their pids.
         self.assertEqual(len(labels), 3, labels)
         self.assertEqual(len({label.partition("#")[0] for label in labels}), 1, labels)

@@ -194,6 +194,33 @@ TEST_CASE("the relay makes one call for its ranks and answers each", "[ft][relay
   CHECK(w1.Line() == "quorum 1 1 0 2 1 10.0.0.2:1101 - 0");
 }
 
+TEST_CASE("a call the server lost (it restarted) is made again, and its answer reaches the ranks", "[ft][relay]") {
+  Fixture f;
+  Worker w0(f.name), w1(f.name);
+  FirstStep(f, w0, w1, TwoGroups(std::nullopt, 1, 0, 0));
+  w0.Send("sync 0 0 1000 2000 1/0/1\n");
+  w1.Send("sync 1 0 1001 2001 1/0/1\n");
+  FakeLink::Held call = f.link.NextCall();
+  f.OnIo([&] { call.done(Status::Unavailable("rendezvous at 10.0.0.9:29400: connection reset")); });
+  FakeLink::Held again = f.link.NextCall();
+  CHECK(again.call.ballot == call.call.ballot);
+  CHECK(again.call.committed_step == call.call.committed_step);
+  CHECK(again.call.address == call.call.address);
+  f.OnIo([&] { again.done(TwoGroups(std::nullopt, 1, 0, 0)); });  // the new server: no vote held, step 0 again
+  CHECK(w0.Line() == "quorum - 1 0 2 0 10.0.0.2:1100 - 0");
+  CHECK(w1.Line() == "quorum - 1 0 2 0 10.0.0.2:1101 - 0");
+}
+
+TEST_CASE("a rank whose ring waited for a peer makes the group's ballot a waited no", "[ft][relay]") {
+  Fixture f;
+  Worker w0(f.name), w1(f.name);
+  FirstStep(f, w0, w1, TwoGroups(std::nullopt, 1, 0, 0));
+  w0.Send("sync 0 0 1000 2000 1/0/2\n");
+  w1.Send("sync 1 0 1001 2001 1/0/1\n");
+  FakeLink::Held call = f.link.NextCall();
+  CHECK(call.call.ballot == rdzv::Ballot{.quorum_id = 1, .step = 0, .ok = false, .waited = true});
+}
+
 TEST_CASE("a node of a two-node group calls for its part and answers its ranks as the group's", "[ft][relay]") {
   Fixture f(/*nproc=*/1, nullptr, /*parts=*/2);
   f.OnIo([&] { f.relay->SetPart(1); });  // the round made this node the group's rank 1

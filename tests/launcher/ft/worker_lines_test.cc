@@ -14,6 +14,10 @@ TEST_CASE("a sync line with and without a ballot", "[ft][lines]") {
   Result<FtWorkerLine> voted = ParseFtWorkerLine("sync 0 7 1 65535 3/7/0");
   REQUIRE(voted.ok());
   CHECK(std::get<FtSyncLine>(*voted).ballot == FtWorkerBallot{.quorum_id = 3, .step = 7, .ok = false});
+  Result<FtWorkerLine> waited = ParseFtWorkerLine("sync 0 7 1 65535 3/7/2");  // no: its ring waited for a peer
+  REQUIRE(waited.ok());
+  CHECK(std::get<FtSyncLine>(*waited).ballot ==
+        FtWorkerBallot{.quorum_id = 3, .step = 7, .ok = false, .waited = true});
 }
 
 TEST_CASE("a healed line", "[ft][lines]") {
@@ -48,6 +52,7 @@ TEST_CASE("bad worker lines are one-line errors naming the field", "[ft][lines]"
       {"sync 0 0 1 2 1/2", "bad ballot"},
       {"sync 0 0 1 2 0/2/1", "bad ballot"},
       {"sync 0 0 1 2 1/2/yes", "bad ballot"},
+      {"sync 0 0 1 2 1/2/3", "bad ballot"},
       {"healed 0 1 h:1 -5 0.1", "bad byte count"},
       {"healed 0 1 h:1 5 nan", "bad seconds"},
       {"sync 0 0 1 2 \x1b[31m", "bad ballot"},

@@ -167,8 +167,9 @@ TEST_CASE("StepSync: the hang time is the join timeout until the pace is known, 
   CHECK(sync.HangTime() == seconds(60));
   TimePoint t = kStepSyncT0;
   Quorum q = Started(sync, t);
-  q = Steady(sync, q, t, 1);  // the first step is not steady: its quorum is new
   CHECK(!sync.Pace());
+  q = Steady(sync, q, t, static_cast<int>(kPaceSteps / 4) - 1);
+  CHECK(sync.HangTime() == seconds(60));  // too few steps timed yet
   q = Steady(sync, q, t, static_cast<int>(kPaceSteps));
   REQUIRE(sync.Pace() == Duration(milliseconds(100)));
   CHECK(sync.HangTime() == kMinHangTime);  // half of 100 ms is below the floor
@@ -193,6 +194,12 @@ TEST_CASE("StepSync: a group that does not call within the hang time of the firs
     CHECK(a.quorum.max_step() == q.max_step() + 1);
   }
   CHECK(sync.reason().find("held back for being late") != std::string::npos);
+  const std::vector<std::string> notes = sync.TakeNotes();
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0] == "replica group c held up step " + std::to_string(q.max_step()) +
+                        " (it did not vote within 100 ms of the first vote): the others go on without it; "
+                        "it may rejoin in 1000 ms");
+  CHECK(sync.TakeNotes().empty());
   const Quorum shrunk = answers.front().quorum;
   // c comes back long after its bench: its ballot is for a quorum that is
   // gone; it joins the next quorum behind, to heal.
