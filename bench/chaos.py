@@ -205,6 +205,8 @@ class Run:
         env["CTRUN_CHAOS_RUN"] = self.marker
         env["CTRUN_FT_STOP"] = self.stop_path
         env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = "5"
+        if self.hosts.netns:
+            env["GLOO_SOCKET_IFNAME"] = "eth0"  # a host's name resolves to the loopback there
         return env
 
     def start_agent(self, g):
@@ -492,6 +494,91 @@ def fmt(v, digits=2):
     return "-" if v is None else f"{v:.{digits}f}"
 
 
+def ft_phase(hosts, tmp, kinds, failures):
+    """The fault-tolerant job under the schedule: its report, its table printed."""
+    ft = Run(hosts, os.path.join(tmp, "ft"), True)
+    try:
+        phases, faults = drive(ft, kinds)
+        codes = ft.finish(120)
+    finally:
+        ft.kill_all()
+    orphans = marked(ft.marker)
+    steps = committed(ft)
+    step_t = {s: info["t"] for s, info in steps.items()}
+    top = max(steps) if steps else -1
+    missing = [s for s in range(top + 1) if s not in steps]
+    twice = [s for s, info in steps.items() if len(info["quorums"]) > 1]
+    lost = (len(missing) + len(twice)) * BATCH * NPROC * GROUPS
+
+    def touched(f):
+        return set() if f["group"] is None else {f["group"]}
+
+    for f, r in zip(faults, recoveries(steps, faults, touched)):
+        f["recovery_s"] = r
+    for i, f in enumerate(faults):
+        end = faults[i + 1]["t"] if i + 1 < len(faults) else phases["chaos"][1]
+        f["discarded"] = sum(1 for g, lines in ft.lines.items() if g not in touched(f)
+                             for t, line in lines if f["t"] <= t < end and DISCARD_LINE.match(line))
+    base = rate(step_t, phases["baseline"])
+    under = rate(step_t, phases["chaos"])
+    differ = ft.differing_states()
+    if differ:
+        failures.append(f"the groups' final states differ: {differ}")
+    bad_exits = {g: c for g, c in codes.items() if c != 0}
+    if bad_exits:
+        failures.append(f"agents exited {bad_exits} (each must exit 0)")
+        ft.dump_tails()
+    if orphans:
+        failures.append(f"processes left after the run: {orphans}")
+    if lost:
+        failures.append(f"{lost} samples lost: steps never committed {missing[:10]}, "
+                        f"committed under two quorums {twice[:10]}")
+    injected = [f for f in faults if "skipped" not in f]
+    for kind in kinds:
+        if FAULTS >= len(kinds) and not any(f["kind"] == kind for f in injected):
+            failures.append(f"no '{kind}' fault was injected")
+    unrecovered = sum(1 for f in injected if f["recovery_s"] is None)
+    if unrecovered:
+        failures.append(f"{unrecovered} fault(s) with no committed step after them")
+    print(f"\n--ft-replicas 1:{GROUPS}: {GROUPS} groups x {NPROC} rank(s), batch {BATCH} per rank; baseline "
+          f"{base:.2f} steps/s, under chaos {under:.2f} steps/s; {top + 1} steps committed, {lost} samples lost")
+    print(f"{'kind':<8} {'count':>5} {'recovery p50 s':>15} {'p99 s':>7} {'discarded':>9}")
+    for kind in kinds:
+        mine = [f for f in injected if f["kind"] == kind]
+        r = [f["recovery_s"] for f in mine]
+        print(f"{kind:<8} {len(mine):>5} {fmt(pct(r, 50)):>15} {fmt(pct(r, 99)):>7} "
+              f"{sum(f['discarded'] for f in mine):>9}", flush=True)
+    return {"baseline_steps_per_s": base, "chaos_steps_per_s": under, "goodput": under / base if base else None,
+            "samples_lost": lost, "exits": codes, "faults": faults, "steps": top + 1,
+            "curve": sorted((t - phases["chaos"][0], s) for s, t in step_t.items())}
+
+
+def restart_phase(hosts, tmp, kinds):
+    """The same job as one DDP job with whole-job restarts under the same schedule."""
+    rs = Run(hosts, os.path.join(tmp, "restart"), False)
+    try:
+        phases, faults = drive(rs, kinds)
+    finally:
+        rs.kill_all()
+    steps = reached(rs)
+    base = rate(steps, phases["baseline"])
+    # Progress: new steps only (a step recomputed after a restart is not progress).
+    t1, t2 = phases["chaos"]
+    before = max([s for s, t in steps.items() if t < t1], default=0)
+    after = max([s for s, t in steps.items() if t < t2], default=0)
+    under = (after - before) / (t2 - t1)
+    for f, r in zip(faults, restart_recoveries(steps, faults)):
+        f["recovery_s"] = r
+    print(f"\nwhole-job restart (--nnodes {GROUPS}, a checkpoint every {CKPT_EVERY} steps): baseline "
+          f"{base:.2f} steps/s, new steps under chaos {under:.2f} steps/s")
+    print(f"{'kind':<8} {'count':>5} {'recovery p50 s':>15} {'p99 s':>7}")
+    for kind in kinds:
+        r = [f["recovery_s"] for f in faults if f["kind"] == kind and "skipped" not in f]
+        print(f"{kind:<8} {len(r):>5} {fmt(pct(r, 50)):>15} {fmt(pct(r, 99)):>7}", flush=True)
+    return {"baseline_steps_per_s": base, "chaos_steps_per_s": under, "goodput": under / base if base else None,
+            "faults": faults}
+
+
 def main():
     ft_jobs.check_build()
     hosts = Hosts()
@@ -500,108 +587,29 @@ def main():
         print("# cut left out: it needs root, ip and iptables for network namespaces", flush=True)
     tmp = tempfile.mkdtemp(prefix="ctrun-chaos-")
     failures = []
-    report = {"groups": GROUPS, "nproc": NPROC, "period_s": PERIOD, "faults": FAULTS, "kinds": kinds, "seed": SEED}
+    report = {"groups": GROUPS, "nproc": NPROC, "batch": BATCH, "period_s": PERIOD, "faults": FAULTS,
+              "kinds": kinds, "seed": SEED, "hang_s": HANG_S, "cut_s": CUT_S, "slow_s": SLOW_S,
+              "netns": bool(hosts.netns)}
+    print(f"chaos: a fault every {PERIOD:g} s, {FAULTS} faults of {','.join(kinds)} (seed {SEED}; hang "
+          f"{HANG_S:g} s, cut {CUT_S:g} s, slow {SLOW_S:g} s); work folder {tmp}", flush=True)
     try:
-        ft = Run(hosts, os.path.join(tmp, "ft"), True)
-        try:
-            phases, faults = drive(ft, kinds)
-            codes = ft.finish(120)
-        finally:
-            ft.kill_all()
-        orphans = marked(ft.marker)
-        steps = committed(ft)
-        step_t = {s: info["t"] for s, info in steps.items()}
-        top = max(steps) if steps else -1
-        missing = [s for s in range(top + 1) if s not in steps]
-        twice = [s for s, info in steps.items() if len(info["quorums"]) > 1]
-        lost = (len(missing) + len(twice)) * BATCH * NPROC * GROUPS
-
-        def touched(f):
-            return set() if f["group"] is None else {f["group"]}
-
-        rec = recoveries(steps, faults, touched)
-        for f, r in zip(faults, rec):
-            f["recovery_s"] = r
-        for i, f in enumerate(faults):
-            end = faults[i + 1]["t"] if i + 1 < len(faults) else phases["chaos"][1]
-            f["discarded"] = sum(1 for g, lines in ft.lines.items() if g not in touched(f)
-                                 for t, line in lines if f["t"] <= t < end and DISCARD_LINE.match(line))
-        base = rate(step_t, phases["baseline"])
-        under = rate(step_t, phases["chaos"])
-        goodput = under / base if base else None
-        differ = ft.differing_states()
-        if differ:
-            failures.append(f"the groups' final states differ: {differ}")
-        bad_exits = {g: c for g, c in codes.items() if c != 0}
-        if bad_exits:
-            failures.append(f"agents exited {bad_exits} (each must exit 0)")
-            ft.dump_tails()
-        if orphans:
-            failures.append(f"processes left after the run: {orphans}")
-        if lost:
-            failures.append(f"{lost} samples lost: steps never committed {missing[:10]}, "
-                            f"committed under two quorums {twice[:10]}")
-        for kind in kinds:
-            if FAULTS >= len(kinds) and not any(f["kind"] == kind and "skipped" not in f for f in faults):
-                failures.append(f"no '{kind}' fault was injected")
-        report["ft"] = {"baseline_steps_per_s": base, "chaos_steps_per_s": under, "goodput": goodput,
-                        "samples_lost": lost, "exits": codes, "faults": faults, "steps": top + 1,
-                        "curve": sorted((t - phases["chaos"][0], s) for s, t in step_t.items())}
-
-        restart = None
+        report["ft"] = ft_phase(hosts, tmp, kinds, failures)
         if RESTART:
-            rs = Run(hosts, os.path.join(tmp, "restart"), False)
-            try:
-                r_phases, r_faults = drive(rs, kinds)
-            finally:
-                rs.kill_all()
-            r_steps = reached(rs)
-            r_base = rate(r_steps, r_phases["baseline"])
-            # Progress: new steps only (a step recomputed after a restart is not progress).
-            t1, t2 = r_phases["chaos"]
-            before = max([s for s, t in r_steps.items() if t < t1], default=0)
-            after = max([s for s, t in r_steps.items() if t < t2], default=0)
-            r_under = (after - before) / (t2 - t1)
-            r_rec = restart_recoveries(r_steps, r_faults)
-            for f, r in zip(r_faults, r_rec):
-                f["recovery_s"] = r
-            restart = {"baseline_steps_per_s": r_base, "chaos_steps_per_s": r_under,
-                       "goodput": r_under / r_base if r_base else None, "faults": r_faults}
-            report["restart"] = restart
+            report["restart"] = restart_phase(hosts, tmp, kinds)
     finally:
         hosts.down()
-
-    print(f"\nchaos: {GROUPS} groups x {NPROC} rank(s), a fault every {PERIOD:g} s, {FAULTS} faults "
-          f"(seed {SEED}; hang {HANG_S:g} s, cut {CUT_S:g} s, slow {SLOW_S:g} s)")
-    print(f"baseline {base:.2f} steps/s, under chaos {under:.2f} steps/s; {top + 1} steps committed")
-    print(f"\n{'kind':<8} {'count':>5} {'recovery p50 s':>15} {'p99 s':>7} {'discarded':>9}" +
-          (f" {'restart p50 s':>14} {'p99 s':>7}" if restart else ""))
-    hang_like = []
-    for kind in kinds:
-        mine = [f for f in faults if f["kind"] == kind and "skipped" not in f]
-        r = [f["recovery_s"] for f in mine]
-        if kind in ("hang", "slow", "cut"):
-            hang_like += r
-        row = (f"{kind:<8} {len(mine):>5} {fmt(pct(r, 50)):>15} {fmt(pct(r, 99)):>7} "
-               f"{sum(f['discarded'] for f in mine):>9}")
-        if restart:
-            rr = [f["recovery_s"] for f in restart["faults"] if f["kind"] == kind]
-            row += f" {fmt(pct(rr, 50)):>14} {fmt(pct(rr, 99)):>7}"
-        print(row)
-    all_rec = [f["recovery_s"] for f in faults if "skipped" not in f]
-    unrecovered = sum(1 for r in all_rec if r is None)
-    if unrecovered:
-        failures.append(f"{unrecovered} fault(s) with no committed step after them")
-    print()
-    print("json:", benchjson.write("chaos", report, os.path.join(ft_jobs.HERE, ".."), path=os.environ.get("JSON")))
+    ft = report["ft"]
+    injected = [f for f in ft["faults"] if "skipped" not in f]
+    hang_like = [f["recovery_s"] for f in injected if f["kind"] in HOLDING]
+    print("\njson:", benchjson.write("chaos", report, os.path.join(ft_jobs.HERE, ".."), path=os.environ.get("JSON")))
     draw(report)
-    print(f"RESULT chaos_goodput_ft {fmt(goodput, 3)}")
-    if restart:
-        print(f"RESULT chaos_goodput_restart {fmt(restart['goodput'], 3)}")
-    print(f"RESULT chaos_recovery_p99_s {fmt(pct(all_rec, 99), 3)}")
+    print(f"RESULT chaos_goodput_ft {fmt(ft['goodput'], 3)}")
+    if "restart" in report:
+        print(f"RESULT chaos_goodput_restart {fmt(report['restart']['goodput'], 3)}")
+    print(f"RESULT chaos_recovery_p99_s {fmt(pct([f['recovery_s'] for f in injected], 99), 3)}")
     print(f"RESULT chaos_hang_recovery_p99_s {fmt(pct(hang_like, 99), 3)}")
-    print(f"RESULT chaos_samples_lost {lost}")
-    print(f"RESULT chaos_faults {sum(1 for f in faults if 'skipped' not in f)}")
+    print(f"RESULT chaos_samples_lost {ft['samples_lost']}")
+    print(f"RESULT chaos_faults {len(injected)}")
     if failures:
         for f in failures:
             print(f"FAILED: {f}", file=sys.stderr)
