@@ -49,8 +49,8 @@ reached), so the steps recomputed after each restart are lost time.
 
 Env knobs: NGROUPS (4), NPROC (1), PERIOD (10), MINUTES (10), FAULTS, KINDS
 (kill,agent,hang,cut,slow,ctrund), SEED (1), HANG_S (30), CUT_S (5), SLOW_S
-(20), BASELINE_S (60), WARMUP (20), STOP_AHEAD (10), BATCH (64), CKPT_EVERY
-(20), RESTART (1), QUICK=1 (2 minutes, BASELINE_S 20: a smoke run, not a
+(20), BASELINE_S (60), WARMUP (20), STOP_AHEAD (10), BATCH (16), CKPT_EVERY
+(20), TRAIN_LIMIT (8192 images: a restarted worker loads no more), RESTART (1), QUICK=1 (2 minutes, BASELINE_S 20: a smoke run, not a
 measurement). JSON via bench/benchjson.py; CHART (default
 $CTRUN_BUILD_DIR/bench/chaos-steps.png) draws committed steps against time
 with the faults marked. Exits 1 when a check fails (an agent's exit, an
@@ -85,8 +85,9 @@ SLOW_S = float(os.environ.get("SLOW_S", "20"))
 BASELINE_S = float(os.environ.get("BASELINE_S", "20" if QUICK else "60"))
 WARMUP = int(os.environ.get("WARMUP", "20"))
 STOP_AHEAD = int(os.environ.get("STOP_AHEAD", "10"))
-BATCH = int(os.environ.get("BATCH", "64"))
+BATCH = int(os.environ.get("BATCH", "16"))
 CKPT_EVERY = int(os.environ.get("CKPT_EVERY", "20"))
+TRAIN_LIMIT = int(os.environ.get("TRAIN_LIMIT", "8192"))
 RESTART = os.environ.get("RESTART", "1") == "1"
 STEP_LINE = re.compile(r"^ft step (\d+) quorum (\d+) replicas (\d+) loss")
 DISCARD_LINE = re.compile(r"^ft discard step (\d+) quorum (\d+)")
@@ -187,18 +188,26 @@ class Run:
     def start_ctrund(self):
         argv = [ft_jobs.CTRUND, "--listen", f"{self.hosts.ip(0)}:{self.port}", "--state-dir",
                 os.path.join(self.workdir, "ctrund-state")]
+        log = open(os.path.join(self.workdir, "ctrund.log"), "a")
         self.ctrund = subprocess.Popen(self.hosts.argv(0, argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                        text=True, env=self.env())
         deadline = time.monotonic() + 20
         while True:
             line = self.ctrund.stdout.readline()
+            log.write(line)
             m = re.search(r"serving rendezvous on \S+:(\d+)", line)
             if m:
                 self.port = int(m.group(1))
                 break
             if not line or time.monotonic() > deadline:
                 raise SystemExit(f"ctrund did not start: {line.strip()}")
-        threading.Thread(target=self.ctrund.stdout.read, daemon=True).start()
+
+        def drain(out=self.ctrund.stdout):
+            for line in out:
+                log.write(f"{time.time():.3f} {line}")
+            log.close()
+
+        threading.Thread(target=drain, daemon=True).start()
 
     def env(self):
         env = ft_jobs.base_env()
@@ -215,7 +224,7 @@ class Run:
                 "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", self.run_id,
                 "--local-addr", self.hosts.ip(g + 1), "--nproc-per-node", str(NPROC), "--max-restarts", "1000"]
         args += ["--ft-replicas", f"1:{GROUPS}"] if self.ft else ["--nnodes", str(GROUPS)]
-        args += ["--no-python", ft_jobs.TRAINER, "--train-limit", "60000", "--test-limit", "64",
+        args += ["--no-python", ft_jobs.TRAINER, "--train-limit", str(TRAIN_LIMIT), "--test-limit", "64",
                  "--batch-size", str(BATCH), "--deterministic", "--max-steps", "1000000"]
         if self.ft:
             args += ["--ft", "--log-every", "0", "--dump-state", os.path.join(self.workdir, "state")]
@@ -240,12 +249,12 @@ class Run:
 
     def workers(self, g):
         """The agent's training processes (not its orphan guard)."""
+        trainer = os.path.realpath(ft_jobs.TRAINER)
         out = []
         for pid in children(self.agent(g).pid):
             try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if os.path.basename(ft_jobs.TRAINER).encode() in f.read():
-                        out.append(pid)
+                if os.readlink(f"/proc/{pid}/exe") == trainer:
+                    out.append(pid)
             except OSError:
                 pass
         return out
@@ -325,6 +334,9 @@ class Run:
         if self.ctrund.poll() is None:
             self.ctrund.kill()
         self.ctrund.wait(timeout=30)
+        for g, lines in self.lines.items():  # the workers' lines, stamped, for a look afterwards
+            with open(os.path.join(self.workdir, f"out{g}.log"), "w") as f:
+                f.writelines(f"{t:.3f} {line}\n" for t, line in lines)
 
 
 class Chaos:
@@ -515,10 +527,10 @@ def ft_phase(hosts, tmp, kinds, failures):
 
     for f, r in zip(faults, recoveries(steps, faults, touched)):
         f["recovery_s"] = r
-    for i, f in enumerate(faults):
+    for i, f in enumerate(faults):  # steps discarded (step, quorum), as the untouched groups saw them
         end = faults[i + 1]["t"] if i + 1 < len(faults) else phases["chaos"][1]
-        f["discarded"] = sum(1 for g, lines in ft.lines.items() if g not in touched(f)
-                             for t, line in lines if f["t"] <= t < end and DISCARD_LINE.match(line))
+        f["discarded"] = len({m.groups() for g, lines in ft.lines.items() if g not in touched(f)
+                              for t, line in lines if f["t"] <= t < end for m in [DISCARD_LINE.match(line)] if m})
     base = rate(step_t, phases["baseline"])
     under = rate(step_t, phases["chaos"])
     differ = ft.differing_states()

@@ -92,13 +92,13 @@ Result<rdzv::SyncCall> FtGroupSync::Call() const {
     }
     const bool same = b->quorum_id == call.ballot->quorum_id && b->step == call.ballot->step;
     call.ballot->ok = call.ballot->ok && same && b->ok;
-    call.ballot->waited = call.ballot->waited || (same && b->waited);
+    call.ballot->late = call.ballot->late || (same && b->late);
   }
   if (call.ballot) {  // a rank that did not vote where the others did votes no
     for (int r = 0; r < nproc_; ++r) {
       if (!lines_[static_cast<size_t>(r)]->ballot) call.ballot->ok = false;
     }
-    call.ballot->waited = call.ballot->waited && !call.ballot->ok;
+    call.ballot->late = call.ballot->late && !call.ballot->ok;
   }
   return call;
 }

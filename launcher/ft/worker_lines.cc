@@ -57,7 +57,7 @@ Result<std::optional<FtWorkerBallot>> Ballot(std::string_view s) {
     return Bad("ballot", s, "- or QUORUM_ID/STEP/OK with OK 0, 1 or 2");
   }
   b.ok = parts[2] == "1";
-  b.waited = parts[2] == "2";
+  b.late = parts[2] == "2";
   return std::optional<FtWorkerBallot>(b);
 }
 

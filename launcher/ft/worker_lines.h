@@ -27,7 +27,7 @@ struct FtWorkerBallot {
   int64_t quorum_id = 0;
   int64_t step = 0;
   bool ok = false;
-  bool waited = false;  // no, because a collective waited past its stall time for a peer (`2`)
+  bool late = false;  // no, and this rank came late to the step's collective (`2`)
 
   bool operator==(const FtWorkerBallot&) const = default;
 };

@@ -27,7 +27,7 @@ SyncCall SyncCallFromProto(const v1::FtSyncRequest& request) {
                 .ballot = std::nullopt};
   if (request.has_ballot()) {
     call.ballot = Ballot{.quorum_id = request.ballot().quorum_id(), .step = request.ballot().step(),
-                         .ok = request.ballot().ok(), .waited = !request.ballot().ok() && request.ballot().waited()};
+                         .ok = request.ballot().ok(), .late = !request.ballot().ok() && request.ballot().late()};
   }
   return call;
 }
@@ -40,7 +40,7 @@ void SyncCallToProto(const SyncCall& call, v1::FtSyncRequest* out) {
     out->mutable_ballot()->set_quorum_id(call.ballot->quorum_id);
     out->mutable_ballot()->set_step(call.ballot->step);
     out->mutable_ballot()->set_ok(call.ballot->ok);
-    out->mutable_ballot()->set_waited(call.ballot->waited);
+    out->mutable_ballot()->set_late(call.ballot->late);
   }
 }
 

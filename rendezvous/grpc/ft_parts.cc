@@ -57,7 +57,7 @@ std::optional<Result<SyncCall>> FtParts::Assemble(const std::string& group) cons
   std::string steps;
   bool differ = false;
   bool all_ok = true;
-  bool waited = false;  // a part's collective waited for another group
+  bool late = false;  // a part came late to the step's collective
   for (const auto& [part, h] : held) {
     const SyncCall& c = h.call;
     differ = differ || c.committed_step != first.committed_step;
@@ -75,10 +75,10 @@ std::optional<Result<SyncCall>> FtParts::Assemble(const std::string& group) cons
     for (const auto& [part, h] : held) {
       const std::optional<Ballot>& b = h.call.ballot;
       all_ok = all_ok && b && b->quorum_id == out.ballot->quorum_id && b->step == out.ballot->step && b->ok;
-      waited = waited || (b && b->waited);
+      late = late || (b && b->late);
     }
     out.ballot->ok = all_ok;
-    out.ballot->waited = !all_ok && waited;
+    out.ballot->late = !all_ok && late;
   }
   return Result<SyncCall>(std::move(out));
 }

@@ -19,8 +19,8 @@
 //    without waiting for a heartbeat timeout. This is what the push-based
 //    rendezvous adds over torchft's heartbeats alone.
 //  - Bench(id, until): the group held the others up (it missed its step's
-//    vote by the hang time, or its collective failed while the others
-//    waited for it: step_sync.h). Until `until` it is neither counted nor
+//    vote by the hang time, or came late to the step's collective:
+//    step_sync.h). Until `until` it is neither counted nor
 //    chosen; if it is not asking, it is also not counted again before its
 //    next Request (its heartbeats do not bring it back: a stopped process's
 //    agent still heartbeats).

@@ -13,16 +13,10 @@ void StepSync::Call(const SyncCall& call, TimePoint now) {
   if (!counts) held.call.ballot.reset();
   held_[call.group] = std::move(held);
   quorum_.Heartbeat(call.group, now);
-  if (counts) {
-    if (!first_ballot_) first_ballot_ = now;
-    if (!call.ballot->ok && call.ballot->waited) any_waited_ = true;
-    if (!call.ballot->ok && !call.ballot->waited) voted_no_.insert(call.group);
-  }
+  if (counts && !first_ballot_) first_ballot_ = now;
   AskDecided(now);
-  if (any_waited_) {
-    for (const auto& group : voted_no_) {  // the group the others waited for
-      BenchGroup(group, now, "the others' all-reduce waited for it past their stall time");
-    }
+  if (counts && !call.ballot->ok && call.ballot->late) {
+    BenchGroup(call.group, now, "it came to the step's all-reduce after the others gave up waiting");
   }
 }
 
@@ -137,8 +131,6 @@ std::vector<SyncAnswer> StepSync::Tick(TimePoint now) {
   vote_.emplace(formed->id, formed->max_step(), ids);
   vote_opened_ = now;
   first_ballot_.reset();
-  any_waited_ = false;
-  voted_no_.clear();
   benched_now_.clear();
   counted_ = false;
   return answers;

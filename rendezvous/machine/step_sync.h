@@ -31,10 +31,9 @@
 //    the first counted ballot is excused from the vote (step_vote.h: the
 //    step commits when every other member voted yes) and benched (quorum.h):
 //    the next quorum forms without it, at once.
-//  - A ballot that voted no without `waited`, while another member's ballot
-//    says `waited` (its collective waited past its stall time for a peer),
-//    benches its group: it is the one the others waited for (it came to
-//    the collective after they gave up).
+//  - A no ballot that says `late` (a rank of the group reached the step's
+//    cross-group collective past the time its peers wait there: it held
+//    them up, and they gave up) benches its group.
 // A group is benched for kMinBench or 10 paces, whichever is longer,
 // doubled for each bench since it last took part in kCleanSteps committed
 // steps (at most kMaxBench): a group that stays slow is tried again less
@@ -66,9 +65,9 @@ struct Ballot {
   int64_t quorum_id = 0;
   int64_t step = 0;
   bool ok = false;
-  // No, and because a collective of the step waited past its stall time
-  // for a peer: the group held up is another.
-  bool waited = false;
+  // No, and the group came late: a rank of it reached the step's
+  // cross-group collective past the time its peers wait for it there.
+  bool late = false;
 
   bool operator==(const Ballot&) const = default;
 };
@@ -149,8 +148,6 @@ class StepSync {
   std::map<std::string, Held> held_;
   TimePoint vote_opened_{};                // when the current quorum formed
   std::optional<TimePoint> first_ballot_;  // the open vote's first counted ballot
-  bool any_waited_ = false;                // a counted ballot of the open vote said `waited`
-  std::set<std::string> voted_no_;         // counted no ballots without `waited`
   std::set<std::string> benched_now_;      // benched during the open vote
   bool counted_ = false;                   // CountCommitted ran for the open vote
   std::deque<Duration> paces_;             // the last steady steps' durations

@@ -86,7 +86,7 @@ std::string FormatSync(const SyncLine& line) {
                     std::to_string(line.ring_port) + " " + std::to_string(line.heal_port) + " ";
   if (line.ballot) {
     out += std::to_string(line.ballot->quorum_id) + "/" + std::to_string(line.ballot->step) + "/" +
-           (line.ballot->ok ? "1" : line.ballot->waited ? "2" : "0");
+           (line.ballot->ok ? "1" : line.ballot->late ? "2" : "0");
   } else {
     out += "-";
   }

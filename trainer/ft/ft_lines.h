@@ -25,13 +25,13 @@ namespace ctrun::trainer::ft {
 inline constexpr std::size_t kFtMaxLineBytes = 4096;
 
 // A worker's vote on the step it just ran: `<quorum_id>/<step>/<ok>`, ok
-// `1` (yes), `0` (no) or `2` (no: a cross-replica collective waited past
-// its stall time for a peer, so the group that held it up is another).
+// `1` (yes), `0` (no) or `2` (no, and late: this rank reached the step's
+// cross-replica all-reduce past the time its peers wait there).
 struct LineBallot {
   int64_t quorum_id = 0;
   int64_t step = 0;
   bool ok = false;
-  bool waited = false;  // with ok false: `2`
+  bool late = false;  // with ok false: `2`
 };
 
 // `sync <local_rank> <committed_step> <ring_port> <heal_port> <ballot>`,

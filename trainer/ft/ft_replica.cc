@@ -58,9 +58,11 @@ void FtReplica::Offer(std::shared_ptr<const std::string> state) {
 bool FtReplica::AllReduceMean(float* data, std::size_t count) {
   if (!step_ok_) return false;
   AbortableRing* ring = ring_.get();
-  if (ring != nullptr) {
-    ring->SetStallTimeout(healing_ ? pace_.Healing() : steady_ ? pace_.Steady() : pace_.Changed());
-  }
+  // What the peers wait at the ring for this step; coming later than that
+  // since the plan is coming late (a step where a group heals is excused).
+  const std::chrono::milliseconds wait = healing_ ? pace_.Healing() : steady_ ? pace_.Steady() : pace_.Changed();
+  if (!healing_ && pace_.Pace() && std::chrono::steady_clock::now() - planned_ > wait) step_late_ = true;
+  if (ring != nullptr) ring->SetStallTimeout(wait);
   Status status = ring == nullptr ? Status::FailedPrecondition("no cross-replica ring yet")
                                   : ring->AllReduceSum(data, count);
   if (!status.ok()) {
@@ -76,7 +78,7 @@ Result<FtDecision> FtReplica::Vote(bool ok) {
   SyncLine line{.local_rank = options_.local_rank, .committed_step = committed_,
                 .ring_port = spare_->port(), .heal_port = heal_server_->port(),
                 .ballot = LineBallot{.quorum_id = plan_.quorum_id, .step = plan_.max_step, .ok = ok && step_ok_,
-                                     .waited = step_waited_}};
+                                     .late = step_late_}};
   const int64_t voted_step = plan_.max_step;
   auto answer = link_->Sync(line);
   if (!answer.ok()) return answer.status();
@@ -103,7 +105,7 @@ Result<FtPlan> FtReplica::Apply(const QuorumLine& answer) {
   if (offered_) heal_server_->Withdraw();
   offered_ = false;
   step_ok_ = true;
-  step_waited_ = false;
+  step_late_ = false;
   steady_ = ring_quorum_ == answer.quorum_id && answer.heal_sources.empty() && !answer.serve;
   healing_ = !answer.heal_sources.empty() || answer.serve;
   if (answer.finished_step) {
@@ -151,7 +153,6 @@ Status FtReplica::UseQuorum(const QuorumLine& answer) {
 }
 
 void FtReplica::RingFailed(Status status) {
-  step_waited_ = step_waited_ || status.IsDeadlineExceeded();
   last_failure_ = std::move(status);
   step_ok_ = false;
 }

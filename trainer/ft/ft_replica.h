@@ -31,9 +31,11 @@
 // and the agent forms a new quorum.
 //
 // Stall times (step_pace.h): a steady step's all-reduce gives up after 2x
-// the median step without progress, the first wait under a new quorum
-// after 4x (at least 1 s), a step where a group heals after
-// options.stall_timeout; a wait that gave up votes `waited` (`2`).
+// the pace (the lower quartile of the recent steps) without progress, the
+// first wait under a new quorum after 4x (at least 1 s), a step where a group heals after
+// options.stall_timeout. A rank that reaches the all-reduce later than that
+// after its plan (a stopped or slowed process) held its peers up: its
+// ballot, a no, says so (`2`), and the quorum server benches its group.
 //
 // Threads: one owning thread makes every call. The link's reader thread
 // calls the abort callback, which aborts the current ring (under a mutex,
@@ -127,7 +129,7 @@ class FtReplica {
   Status UseQuorum(const QuorumLine& answer);
   Status Heal(const QuorumLine& answer, FtPlan& plan);
   void AbortRing() noexcept;
-  // Records a ring failure: the step's ballot is no (`waited` when it was a stall).
+  // Records a ring failure: the step's ballot is no.
   void RingFailed(Status status);
 
   FtReplicaOptions options_;
@@ -140,7 +142,7 @@ class FtReplica {
   FtPlan plan_;         // the last plan handed out
   int64_t committed_ = 0;
   bool step_ok_ = true;  // every AllReduceMean since the plan succeeded
-  bool step_waited_ = false;  // a ring wait of this step gave up (DeadlineExceeded)
+  bool step_late_ = false;  // this step reached the all-reduce past the peers' stall time
   StepPace pace_;
   bool steady_ = false;   // the plan's quorum is the last one's, and nobody heals
   bool healing_ = false;  // a group heals under the plan's quorum (this one, or one it serves)

@@ -10,18 +10,18 @@ void StepPace::Record(std::chrono::steady_clock::duration step) {
   if (steps_.size() > kPaceWindow) steps_.pop_front();
 }
 
-std::optional<std::chrono::steady_clock::duration> StepPace::Median() const {
+std::optional<std::chrono::steady_clock::duration> StepPace::Pace() const {
   if (steps_.size() < kMinPaceSteps) return std::nullopt;
   std::vector<std::chrono::steady_clock::duration> sorted(steps_.begin(), steps_.end());
-  const auto middle = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2);
-  std::nth_element(sorted.begin(), middle, sorted.end());
-  return *middle;
+  const auto quartile = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 4);
+  std::nth_element(sorted.begin(), quartile, sorted.end());
+  return *quartile;
 }
 
 std::chrono::milliseconds StepPace::Scaled(int factor, std::chrono::milliseconds floor) const {
-  const auto median = Median();
-  if (!median) return ceiling_;
-  const auto scaled = std::chrono::ceil<std::chrono::milliseconds>(*median * factor);
+  const auto pace = Pace();
+  if (!pace) return ceiling_;
+  const auto scaled = std::chrono::ceil<std::chrono::milliseconds>(*pace * factor);
   return std::min(ceiling_, std::max(floor, scaled));
 }
 

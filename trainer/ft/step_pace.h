@@ -2,8 +2,9 @@
 // its cross-replica ring waits by (docs/fault-tolerance.md, "A hung or slow
 // group"). A group that stops (a stopped process, a partition) or slows
 // down must not hold the others for much longer than two steps: a ring wait
-// that makes no progress for that long fails as "waited" (DeadlineExceeded),
-// the worker votes `2`, and the quorum server benches the group held up.
+// that makes no progress for that long fails (DeadlineExceeded) and the
+// step is voted down; the rank that came to the ring later than that after
+// its step began votes `2` (late), and the quorum server benches its group.
 //
 // Only steady steps are timed: committed, in the same quorum as the step
 // before, with nobody healing. Until kMinPaceSteps were, every wait uses the
@@ -20,7 +21,11 @@
 
 namespace ctrun::trainer::ft {
 
-inline constexpr std::size_t kPaceWindow = 16;   // steps the median is taken over
+// The pace is the lower quartile of the last kPaceWindow steady steps: a
+// group held up by a slow peer for a while must not make the slowness its
+// pace (its steps are as slow as the peer's), so the bound stays the one
+// the run trains at when it is well.
+inline constexpr std::size_t kPaceWindow = 64;
 inline constexpr std::size_t kMinPaceSteps = 4;  // steps timed before the pace is used
 // The floors: a steady wait never gives up sooner than kMinSteadyStall, and
 // the first wait under a new quorum (its ring's connect, then the first
@@ -34,12 +39,12 @@ class StepPace {
 
   // One steady step's duration, from its plan to its decision.
   void Record(std::chrono::steady_clock::duration step);
-  // The median of the last kPaceWindow steady steps; nullopt before kMinPaceSteps.
-  std::optional<std::chrono::steady_clock::duration> Median() const;
+  // The lower quartile of the last kPaceWindow steady steps; nullopt before kMinPaceSteps.
+  std::optional<std::chrono::steady_clock::duration> Pace() const;
 
-  // A steady step's all-reduce: 2x the median, at least kMinSteadyStall.
+  // A steady step's all-reduce: 2x the pace, at least kMinSteadyStall.
   std::chrono::milliseconds Steady() const;
-  // The first wait under a new quorum that heals nobody: 4x the median, at
+  // The first wait under a new quorum that heals nobody: 4x the pace, at
   // least kMinChangedStall.
   std::chrono::milliseconds Changed() const;
   // A step where a group heals: the ceiling.

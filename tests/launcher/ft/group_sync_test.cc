@@ -28,7 +28,7 @@ TEST_CASE("a group's call gathers its ranks: address, committed step, and-ed bal
   REQUIRE(g.Add(Line(1, 5, 1001, 2001, FtWorkerBallot{2, 5, false})).ok());
   CHECK(g.Call()->ballot == rdzv::Ballot{2, 5, false});
 
-  g.Reset();  // a rank whose ring waited for another group: a waited no
+  g.Reset();  // a rank that came late to the step's all-reduce: a late no
   REQUIRE(g.Add(Line(0, 5, 1000, 2000, FtWorkerBallot{2, 5, false, true})).ok());
   REQUIRE(g.Add(Line(1, 5, 1001, 2001, FtWorkerBallot{2, 5, true})).ok());
   CHECK(g.Call()->ballot == rdzv::Ballot{2, 5, false, true});

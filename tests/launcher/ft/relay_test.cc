@@ -211,14 +211,14 @@ TEST_CASE("a call the server lost (it restarted) is made again, and its answer r
   CHECK(w1.Line() == "quorum - 1 0 2 0 10.0.0.2:1101 - 0");
 }
 
-TEST_CASE("a rank whose ring waited for a peer makes the group's ballot a waited no", "[ft][relay]") {
+TEST_CASE("a rank that came late makes the group's ballot a late no", "[ft][relay]") {
   Fixture f;
   Worker w0(f.name), w1(f.name);
   FirstStep(f, w0, w1, TwoGroups(std::nullopt, 1, 0, 0));
   w0.Send("sync 0 0 1000 2000 1/0/2\n");
   w1.Send("sync 1 0 1001 2001 1/0/1\n");
   FakeLink::Held call = f.link.NextCall();
-  CHECK(call.call.ballot == rdzv::Ballot{.quorum_id = 1, .step = 0, .ok = false, .waited = true});
+  CHECK(call.call.ballot == rdzv::Ballot{.quorum_id = 1, .step = 0, .ok = false, .late = true});
 }
 
 TEST_CASE("a node of a two-node group calls for its part and answers its ranks as the group's", "[ft][relay]") {

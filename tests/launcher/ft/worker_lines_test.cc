@@ -14,10 +14,10 @@ TEST_CASE("a sync line with and without a ballot", "[ft][lines]") {
   Result<FtWorkerLine> voted = ParseFtWorkerLine("sync 0 7 1 65535 3/7/0");
   REQUIRE(voted.ok());
   CHECK(std::get<FtSyncLine>(*voted).ballot == FtWorkerBallot{.quorum_id = 3, .step = 7, .ok = false});
-  Result<FtWorkerLine> waited = ParseFtWorkerLine("sync 0 7 1 65535 3/7/2");  // no: its ring waited for a peer
-  REQUIRE(waited.ok());
-  CHECK(std::get<FtSyncLine>(*waited).ballot ==
-        FtWorkerBallot{.quorum_id = 3, .step = 7, .ok = false, .waited = true});
+  Result<FtWorkerLine> late = ParseFtWorkerLine("sync 0 7 1 65535 3/7/2");  // no, and it came late
+  REQUIRE(late.ok());
+  CHECK(std::get<FtSyncLine>(*late).ballot ==
+        FtWorkerBallot{.quorum_id = 3, .step = 7, .ok = false, .late = true});
 }
 
 TEST_CASE("a healed line", "[ft][lines]") {

@@ -103,9 +103,9 @@ TEST_CASE("FtParts: the joined ballot is a yes only when every part votes yes fo
   CHECK(joined({Yes(3, 4), Ballot{.quorum_id = 3, .step = 4, .ok = false}}) ==
         Ballot{.quorum_id = 3, .step = 4, .ok = false});
   CHECK(joined({Yes(3, 4)}) == Yes(3, 4));  // one part: unchanged
-  // A part whose ring waited for another group makes the group's no a waited one.
-  CHECK(joined({Yes(3, 4), Ballot{.quorum_id = 3, .step = 4, .ok = false, .waited = true}}) ==
-        Ballot{.quorum_id = 3, .step = 4, .ok = false, .waited = true});
+  // A part that came late makes the group's no a late one.
+  CHECK(joined({Yes(3, 4), Ballot{.quorum_id = 3, .step = 4, .ok = false, .late = true}}) ==
+        Ballot{.quorum_id = 3, .step = 4, .ok = false, .late = true});
   FtParts parts;
   parts.Hold(Call("a", 1), 1, 2, 1);
   CHECK_FALSE(parts.Assemble("a").has_value());

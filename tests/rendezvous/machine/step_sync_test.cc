@@ -156,9 +156,10 @@ Quorum Steady(StepSync& sync, Quorum q, TimePoint& t, int steps) {
   return q;
 }
 
-SyncCall Waited(const std::string& group, const Quorum& q) {
+// A no from a group that came late to the step's all-reduce (`2`).
+SyncCall Late(const std::string& group, const Quorum& q) {
   SyncCall call = Voted(group, q, false);
-  call.ballot->waited = true;
+  call.ballot->late = true;
   return call;
 }
 
@@ -219,8 +220,8 @@ TEST_CASE("StepSync: a stopped group's agent still heartbeats, but the next quor
   TimePoint t = kStepSyncT0;
   Quorum q = Steady(sync, Started(sync, t), t, 1 + static_cast<int>(kPaceSteps));
   t += milliseconds(300);  // a and b waited in the ring for c, then gave up
-  sync.Call(Waited("a", q), t);
-  sync.Call(Waited("b", q), t);
+  sync.Call(Voted("a", q, false), t);
+  sync.Call(Voted("b", q, false), t);
   CHECK(sync.Tick(t).empty());
   sync.Heartbeat("c", t + milliseconds(50));  // its watch is open
   t += sync.HangTime();
@@ -232,7 +233,7 @@ TEST_CASE("StepSync: a stopped group's agent still heartbeats, but the next quor
   CHECK(answers.front().quorum.max_step() == q.max_step());  // the step runs again, without c
 }
 
-TEST_CASE("StepSync: the group the others waited for is benched, longer each time it stays slow") {
+TEST_CASE("StepSync: a group that came late is benched, longer each time it stays slow") {
   StepSync sync(StepSyncParams());
   TimePoint t = kStepSyncT0;
   Quorum q = Steady(sync, Started(sync, t), t, 1 + static_cast<int>(kPaceSteps));
@@ -240,9 +241,9 @@ TEST_CASE("StepSync: the group the others waited for is benched, longer each tim
   for (int round = 0; round < 3; ++round) {
     // a and b gave up waiting for c; c came to the ring after them and found it closed.
     t += milliseconds(300);
-    sync.Call(Waited("a", q), t);
-    sync.Call(Waited("b", q), t);
-    sync.Call(Voted("c", q, false), t + milliseconds(30));
+    sync.Call(Voted("a", q, false), t);
+    sync.Call(Voted("b", q, false), t);
+    sync.Call(Late("c", q), t + milliseconds(30));
     auto answers = sync.Tick(t + milliseconds(30));
     REQUIRE(Groups(answers) == std::vector<std::string>{"a", "b"});  // c is held back
     CHECK(sync.Pending() == std::vector<std::string>{"c"});
@@ -269,7 +270,7 @@ TEST_CASE("StepSync: the group the others waited for is benched, longer each tim
   }
 }
 
-TEST_CASE("StepSync: a no without waiting, when nobody waited, benches nobody") {
+TEST_CASE("StepSync: a plain no benches nobody") {
   StepSync sync(StepSyncParams());
   TimePoint t = kStepSyncT0;
   Quorum q = Steady(sync, Started(sync, t), t, 1 + static_cast<int>(kPaceSteps));

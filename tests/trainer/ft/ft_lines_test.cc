@@ -25,7 +25,7 @@ TEST_CASE("sync lines carry the ballot or '-'", "[ft_lines]") {
   CHECK(ft::FormatSync(line) == "sync 2 17 40001 40002 5/16/1\n");
   line.ballot = ft::LineBallot{5, 16, false};
   CHECK(ft::FormatSync(line) == "sync 2 17 40001 40002 5/16/0\n");
-  line.ballot->waited = true;  // no, because its ring waited for a peer past its stall time
+  line.ballot->late = true;  // no, and it came late to the all-reduce
   CHECK(ft::FormatSync(line) == "sync 2 17 40001 40002 5/16/2\n");
   line.ballot.reset();
   CHECK(ft::FormatSync(line) == "sync 2 17 40001 40002 -\n");
