@@ -229,7 +229,7 @@ class Run:
         if self.ft:
             args += ["--ft", "--log-every", "0", "--dump-state", os.path.join(self.workdir, "state")]
         else:
-            args += ["--log-every", "1", "--checkpoint-dir", os.path.join(self.workdir, "ckpt"),
+            args += ["--epochs", "100000", "--log-every", "1", "--checkpoint-dir", os.path.join(self.workdir, "ckpt"),
                      "--checkpoint-every", str(CKPT_EVERY)]
         err = open(os.path.join(self.workdir, f"err{g}.{len(self.agents[g])}.log"), "w")
         proc = subprocess.Popen(self.hosts.argv(g + 1, args), env=self.env(), stdout=subprocess.PIPE, stderr=err,

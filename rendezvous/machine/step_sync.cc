@@ -5,6 +5,7 @@
 namespace ctrun::rdzv {
 
 void StepSync::Call(const SyncCall& call, TimePoint now) {
+  if (!last() && !resume_until_ && (call.committed_step > 0 || call.ballot)) resume_until_ = now + kResumeGrace;
   Held held{.call = call, .decision = std::nullopt, .asked = false};
   // Counts: a ballot of a member of the open vote for its quorum and step
   // (not one excused from it, not one for a quorum that is gone).
@@ -103,6 +104,7 @@ void StepSync::CheckHangs(TimePoint now) {
 
 std::optional<TimePoint> StepSync::NextDeadline(TimePoint now) const {
   std::optional<TimePoint> next = quorum_.NextDeadline(now);
+  if (!last() && resume_until_ && *resume_until_ > now && (!next || *resume_until_ < *next)) next = resume_until_;
   if (vote_ && first_ballot_ && !vote_->Pending().empty()) {
     const TimePoint hang = *first_ballot_ + HangTime();
     if (hang > now && (!next || hang < *next)) next = hang;
@@ -112,6 +114,7 @@ std::optional<TimePoint> StepSync::NextDeadline(TimePoint now) const {
 
 std::vector<SyncAnswer> StepSync::Tick(TimePoint now) {
   CheckHangs(now);
+  if (!last() && resume_until_ && now < *resume_until_) return {};  // the groups of a run in progress come back
   const std::optional<int64_t> previous_id = last() ? std::optional<int64_t>(last()->id) : std::nullopt;
   std::optional<Quorum> formed = quorum_.Tick(now);
   if (!formed) return {};

@@ -34,6 +34,14 @@
 //  - A no ballot that says `late` (a rank of the group reached the step's
 //    cross-group collective past the time its peers wait there: it held
 //    them up, and they gave up) benches its group.
+// A run in progress met by a fresh machine (ctrund restarted, or a run it
+// forgot): its first call shows a committed step or a ballot. The groups'
+// calls come back one by one as they reconnect, and a group that was behind
+// (benched, cut off) must not form a quorum alone and train steps the
+// others committed: the first quorum waits kResumeGrace after that call
+// (a reconnect takes at most ~1 s: channel_backoff.h), then forms from the
+// groups heard, and the ones behind heal.
+//
 // A group is benched for kMinBench or 10 paces, whichever is longer,
 // doubled for each bench since it last took part in kCleanSteps committed
 // steps (at most kMaxBench): a group that stays slow is tried again less
@@ -97,6 +105,7 @@ inline constexpr Duration kMinHangTime = std::chrono::milliseconds(100);
 inline constexpr Duration kMinBench = std::chrono::seconds(1);
 inline constexpr Duration kMaxBench = std::chrono::seconds(60);
 inline constexpr int64_t kCleanSteps = 20;
+inline constexpr Duration kResumeGrace = std::chrono::seconds(2);
 
 class StepSync {
  public:
@@ -153,6 +162,7 @@ class StepSync {
   std::deque<Duration> paces_;             // the last steady steps' durations
   std::map<std::string, Lateness> lateness_;
   std::vector<std::string> notes_;
+  std::optional<TimePoint> resume_until_;  // a run in progress met fresh: no quorum before
 };
 
 }  // namespace ctrun::rdzv

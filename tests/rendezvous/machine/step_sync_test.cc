@@ -283,5 +283,24 @@ TEST_CASE("StepSync: a plain no benches nobody") {
   CHECK(answers.front().commit == std::optional<bool>(false));
 }
 
+TEST_CASE("StepSync: a run in progress met fresh waits for its groups to come back before its first quorum") {
+  StepSync sync(StepSyncParams());
+  TimePoint t = kStepSyncT0;
+  // ctrund restarted: c was behind (benched before the restart), a and b at step 40.
+  sync.Call(First("c", 12), t);
+  CHECK(sync.Tick(t).empty());  // c alone must not train steps 12.. again
+  CHECK(sync.NextDeadline(t) == t + kResumeGrace);
+  sync.Call(First("a", 40), t + milliseconds(300));
+  sync.Call(First("b", 40), t + milliseconds(900));
+  CHECK(sync.Tick(t + milliseconds(900)).empty());
+  auto answers = sync.Tick(t + kResumeGrace);
+  REQUIRE(Groups(answers) == std::vector<std::string>{"a", "b", "c"});
+  CHECK(answers.front().quorum.max_step() == 40);  // c heals to step 40
+  // A fresh run (every call at step 0, no ballot) forms at once, as ever.
+  StepSync fresh(StepSyncParams());
+  fresh.Call(First("a"), t);
+  CHECK(Groups(fresh.Tick(t)) == std::vector<std::string>{"a"});
+}
+
 }  // namespace
 }  // namespace ctrun::rdzv
