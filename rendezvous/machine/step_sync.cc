@@ -21,7 +21,13 @@ void StepSync::Call(const SyncCall& call, TimePoint now) {
   }
 }
 
+void StepSync::Heartbeat(const std::string& group, TimePoint now) {
+  if (!last() && !resumed_) heard_.insert(group);
+  quorum_.Heartbeat(group, now);
+}
+
 void StepSync::Lost(const std::string& group, TimePoint now) {
+  heard_.erase(group);
   held_.erase(group);
   lateness_.erase(group);
   if (vote_) vote_->Lost(group);
@@ -69,8 +75,9 @@ void StepSync::BenchGroup(const std::string& group, TimePoint now, const std::st
   bench = std::min(bench, kMaxBench);
   quorum_.Bench(group, now + bench);
   const auto ms = [](Duration d) { return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); };
-  notes_.push_back("replica group " + group + " held up step " + std::to_string(vote_ ? vote_->step() : 0) + " (" +
-                   why + "): the others go on without it; it may rejoin in " + ms(bench) + " ms" +
+  const std::string what = vote_ ? "step " + std::to_string(vote_->step()) : std::string("the first quorum");
+  notes_.push_back("replica group " + group + " held up " + what + " (" + why +
+                   "): the others go on without it; it may rejoin in " + ms(bench) + " ms" +
                    (late.benches > 1 ? " (benched " + std::to_string(late.benches) + " times running)" : ""));
 }
 
@@ -115,6 +122,13 @@ std::optional<TimePoint> StepSync::NextDeadline(TimePoint now) const {
 std::vector<SyncAnswer> StepSync::Tick(TimePoint now) {
   CheckHangs(now);
   if (!last() && resume_until_ && now < *resume_until_) return {};  // the groups of a run in progress come back
+  if (!last() && resume_until_ && !resumed_) {
+    resumed_ = true;
+    for (const auto& group : heard_) {
+      if (!held_.count(group)) BenchGroup(group, now, "it did not call within 1 s of the server's start");
+    }
+    heard_.clear();
+  }
   const std::optional<int64_t> previous_id = last() ? std::optional<int64_t>(last()->id) : std::nullopt;
   std::optional<Quorum> formed = quorum_.Tick(now);
   if (!formed) return {};

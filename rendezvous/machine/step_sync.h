@@ -39,8 +39,9 @@
 // calls come back one by one as they reconnect, and a group that was behind
 // (benched, cut off) must not form a quorum alone and train steps the
 // others committed: the first quorum waits kResumeGrace after that call
-// (a reconnect takes at most ~1 s: channel_backoff.h), then forms from the
-// groups heard, and the ones behind heal.
+// (a reconnect takes well under a second: channel_backoff.h), then forms
+// from the groups asking; a group heard (its watch) but not asking by then
+// (a stopped process) is benched, not waited for. The ones behind heal.
 //
 // A group is benched for kMinBench or 10 paces, whichever is longer,
 // doubled for each bench since it last took part in kCleanSteps committed
@@ -105,7 +106,7 @@ inline constexpr Duration kMinHangTime = std::chrono::milliseconds(100);
 inline constexpr Duration kMinBench = std::chrono::seconds(1);
 inline constexpr Duration kMaxBench = std::chrono::seconds(60);
 inline constexpr int64_t kCleanSteps = 20;
-inline constexpr Duration kResumeGrace = std::chrono::seconds(2);
+inline constexpr Duration kResumeGrace = std::chrono::seconds(1);
 
 class StepSync {
  public:
@@ -114,7 +115,7 @@ class StepSync {
   // The group's call (a heartbeat too). A group's second call before its
   // first is answered replaces it.
   void Call(const SyncCall& call, TimePoint now);
-  void Heartbeat(const std::string& group, TimePoint now) { quorum_.Heartbeat(group, now); }
+  void Heartbeat(const std::string& group, TimePoint now);
   void Lost(const std::string& group, TimePoint now);
   // The answers due at `now` (a quorum formed), in group order; empty when
   // none.
@@ -163,6 +164,8 @@ class StepSync {
   std::map<std::string, Lateness> lateness_;
   std::vector<std::string> notes_;
   std::optional<TimePoint> resume_until_;  // a run in progress met fresh: no quorum before
+  std::set<std::string> heard_;            // groups heard while resuming
+  bool resumed_ = false;                   // the groups heard but silent were benched
 };
 
 }  // namespace ctrun::rdzv

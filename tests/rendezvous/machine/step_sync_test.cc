@@ -296,6 +296,12 @@ TEST_CASE("StepSync: a run in progress met fresh waits for its groups to come ba
   auto answers = sync.Tick(t + kResumeGrace);
   REQUIRE(Groups(answers) == std::vector<std::string>{"a", "b", "c"});
   CHECK(answers.front().quorum.max_step() == 40);  // c heals to step 40
+  // Met fresh again with d stopped (its watch heartbeats, it does not call): not waited for.
+  StepSync again(StepSyncParams());
+  again.Heartbeat("d", t);
+  again.Call(First("a", 40), t);
+  again.Heartbeat("d", t + kResumeGrace);
+  CHECK(Groups(again.Tick(t + kResumeGrace)) == std::vector<std::string>{"a"});
   // A fresh run (every call at step 0, no ballot) forms at once, as ever.
   StepSync fresh(StepSyncParams());
   fresh.Call(First("a"), t);
