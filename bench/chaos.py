@@ -20,8 +20,11 @@ round-robin from a seeded shuffle (SEED) of KINDS:
   slow     every worker of a group run at ~30 % duty (SIGSTOP/SIGCONT, 70 ms of
            every 100) for SLOW_S seconds (20)
   ctrund   ctrund SIGKILLed and restarted at once on the same port and --state-dir
-The group of each fault is drawn (seeded) among the groups no other fault
-holds. PERIOD seconds after the last fault every stopped process is
+The group of each fault is drawn (seeded) among the groups that are back from
+their last fault (committed a step since its effect ended), and never the
+last one: with the state held only in the replicas, faulting every group at
+once loses it, which no schedule here claims to survive (a fault waits up to
+PERIOD for a group to come back, else it is skipped and reported). PERIOD seconds after the last fault every stopped process is
 continued and the driver writes the stop step (CTRUN_FT_STOP: the step
 committed so far + STOP_AHEAD), so every group ends at the same step; then
 every agent must exit 0 (a killed agent's relaunch included), and no process
@@ -211,6 +214,7 @@ class Run:
 
     def env(self):
         env = ft_jobs.base_env()
+        env.pop("CTRUN_FT_FIXED_STALL", None)  # the stall times under test
         env["CTRUN_CHAOS_RUN"] = self.marker
         env["CTRUN_FT_STOP"] = self.stop_path
         env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = "5"
@@ -345,26 +349,48 @@ class Chaos:
     def __init__(self, run, kinds, rng):
         self.run, self.kinds, self.rng = run, kinds, rng
         self.faults = []  # {"t", "kind", "group"}
-        self.busy = {}  # group -> until when a holding fault holds it
+        self.busy = {}  # group -> when its last fault's effect ends (it is back once it commits after that)
         self.threads = []
 
-    def pick_group(self, now):
-        free = [g for g in range(GROUPS) if self.busy.get(g, 0) <= now]
-        return self.rng.choice(free or list(range(GROUPS)))
+    def recovered(self, g):
+        """g committed a step since its last fault's effect ended."""
+        end = self.busy.get(g)
+        if end is None:
+            return True
+        with self.run.lock:
+            return any(t > end and STEP_LINE.match(line) for t, line in reversed(self.run.lines[g][-20:]))
+
+    def pick_group(self):
+        """A group to fault, never the last one holding the run's state: with
+        in-memory replicas, faulting every group at once loses the state,
+        which no schedule here claims to survive. Waits up to PERIOD for a
+        faulted group to be back; None when none came back."""
+        deadline = time.time() + PERIOD
+        while True:
+            free = [g for g in range(GROUPS) if self.recovered(g)]
+            if len(free) >= 2 or time.time() > deadline:
+                break
+            time.sleep(0.05)
+        return self.rng.choice(free) if len(free) >= 2 else None
 
     def inject(self, kind):
-        run, now = self.run, time.time()
-        g = None if kind == "ctrund" else self.pick_group(now)
+        run = self.run
+        g = None if kind == "ctrund" else self.pick_group()
+        now = time.time()
         fault = {"t": now, "kind": kind, "group": g}
-        if kind == "kill":
+        if kind != "ctrund" and g is None:
+            fault["skipped"] = "every other group was still recovering from an earlier fault"
+        elif kind == "kill":
             workers = run.workers(g)
             if not workers:
                 fault["skipped"] = "no worker running"
             else:
                 signal_all([self.rng.choice(workers)], signal.SIGKILL)
+                self.busy[g] = now
         elif kind == "agent":
             run.agent(g).kill()
             self.later(1.0, lambda: run.start_agent(g))
+            self.busy[g] = now + 1.0
         elif kind == "hang":
             workers = run.workers(g)
             if workers:

@@ -104,6 +104,7 @@ def base_env(fault=None):
     env.pop("TORCHELASTIC_ERROR_FILE", None)
     env.pop("CTRUN_FT_FAULT", None)
     env.pop("CTRUN_FT_HOLD", None)
+    env["CTRUN_FT_FIXED_STALL"] = "1"  # group 0's hold (CTRUN_FT_HOLD) must not bench it as hung
     env.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "10")
     env["OMP_NUM_THREADS"] = "1"
     if fault:

@@ -39,6 +39,7 @@ void QuorumMachine::Request(const QuorumMember& member, TimePoint now) {
   const uint64_t order = first_seen_.emplace(member.id, first_seen_.size()).first->second;
   waiting_[member.id] = Participant{member, now, order};
   silent_.erase(member.id);
+  step_of_[member.id] = member.step;
 }
 
 void QuorumMachine::Heartbeat(const std::string& id, TimePoint now) { alive_[id] = now; }
@@ -49,6 +50,19 @@ void QuorumMachine::Lost(const std::string& id, TimePoint) {
   first_seen_.erase(id);  // what is kept is bounded by the live groups; back later, it asks anew
   benched_.erase(id);
   silent_.erase(id);
+  step_of_.erase(id);
+}
+
+std::optional<std::string> QuorumMachine::AheadAndBenched(const std::vector<QuorumMember>& members,
+                                                          TimePoint now) const {
+  int64_t top = 0;
+  for (const auto& m : members) top = std::max(top, m.step);
+  for (const auto& [id, until] : benched_) {
+    auto step = step_of_.find(id);
+    const bool held = now < until || silent_.count(id);
+    if (held && alive_.count(id) && step != step_of_.end() && step->second > top) return id;
+  }
+  return std::nullopt;
 }
 
 void QuorumMachine::Bench(const std::string& id, TimePoint until) {
@@ -114,8 +128,13 @@ std::optional<Quorum> QuorumMachine::Tick(TimePoint now) {
       all_back = all_back && waiting_.count(m.id) > 0 && Healthy(m.id, now);
     }
     if (all_back) {
+      std::vector<QuorumMember> members = Choose(ready);
+      if (auto ahead = AheadAndBenched(members, now)) {
+        reason_ = "waiting for replica group " + *ahead + ", held back for being late at a later step than the groups asking" + counts;
+        return std::nullopt;
+      }
       reason_ = "fast quorum: every member of quorum " + std::to_string(last_->id) + " asked again" + counts;
-      return Form(Choose(ready));
+      return Form(std::move(members));
     }
   }
   if (ready.size() < static_cast<size_t>(params_.min_replicas)) {
@@ -134,8 +153,13 @@ std::optional<Quorum> QuorumMachine::Tick(TimePoint now) {
       return std::nullopt;
     }
   }
+  std::vector<QuorumMember> members = Choose(ready);
+  if (auto ahead = AheadAndBenched(members, now)) {
+    reason_ = "waiting for replica group " + *ahead + ", held back for being late at a later step than the groups asking" + counts;
+    return std::nullopt;
+  }
   reason_ = "new quorum" + counts;
-  return Form(Choose(ready));
+  return Form(std::move(members));
 }
 
 std::optional<TimePoint> QuorumMachine::NextDeadline(TimePoint now) const {

@@ -23,7 +23,12 @@
 //    step_sync.h). Until `until` it is neither counted nor
 //    chosen; if it is not asking, it is also not counted again before its
 //    next Request (its heartbeats do not bring it back: a stopped process's
-//    agent still heartbeats).
+//    agent still heartbeats). No quorum forms while a benched group is at a
+//    later step than every group that would be in it: the groups behind
+//    would train from their own older state (a relaunched group from
+//    nothing) while the run's state waits in the benched one; they wait for
+//    it instead. (When the groups at the later step are Lost, the others go
+//    on from their own step, as before.)
 //  - Tick(): decides. Returns the new quorum when one forms (every
 //    participant gets it, and the participants are cleared), else nullopt;
 //    reason() says why, in plain English, either way.
@@ -128,6 +133,8 @@ class QuorumMachine {
     uint64_t order;    // arrival order of the group's first request
   };
   bool Healthy(const std::string& id, TimePoint now) const;
+  // A benched group (not Lost) at a later step than every one of `members`.
+  std::optional<std::string> AheadAndBenched(const std::vector<QuorumMember>& members, TimePoint now) const;
   std::vector<QuorumMember> Choose(const std::vector<const Participant*>& ready) const;
   Quorum Form(std::vector<QuorumMember> members);
 
@@ -137,6 +144,7 @@ class QuorumMachine {
   std::map<std::string, Participant> waiting_;
   std::map<std::string, TimePoint> benched_;  // not counted before this instant
   std::set<std::string> silent_;              // benched while not asking: not counted until it asks
+  std::map<std::string, int64_t> step_of_;    // each group's last asked step
   std::optional<Quorum> last_;
   int64_t next_id_ = 1;
   std::string reason_ = "no quorum asked for yet";

@@ -95,12 +95,12 @@ std::optional<Duration> StepSync::Pace() const {
 }
 
 Duration StepSync::HangTime() const {
-  if (paces_.size() < kPaceSteps / 4) return params_.join_timeout;
+  if (paces_.size() < kPaceSteps / 4) return Duration::max();
   return std::min(params_.join_timeout, std::max<Duration>(kMinHangTime, *Pace() / 2));
 }
 
 void StepSync::CheckHangs(TimePoint now) {
-  if (!vote_ || !first_ballot_ || now < *first_ballot_ + HangTime()) return;
+  if (!vote_ || !first_ballot_ || HangTime() == Duration::max() || now < *first_ballot_ + HangTime()) return;
   for (const auto& group : vote_->Pending()) {
     vote_->Excuse(group);
     BenchGroup(group, now, "it did not vote within " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(HangTime()).count()) +
@@ -112,7 +112,7 @@ void StepSync::CheckHangs(TimePoint now) {
 std::optional<TimePoint> StepSync::NextDeadline(TimePoint now) const {
   std::optional<TimePoint> next = quorum_.NextDeadline(now);
   if (!last() && resume_until_ && *resume_until_ > now && (!next || *resume_until_ < *next)) next = resume_until_;
-  if (vote_ && first_ballot_ && !vote_->Pending().empty()) {
+  if (vote_ && first_ballot_ && HangTime() != Duration::max() && !vote_->Pending().empty()) {
     const TimePoint hang = *first_ballot_ + HangTime();
     if (hang > now && (!next || hang < *next)) next = hang;
   }

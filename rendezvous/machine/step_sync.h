@@ -26,7 +26,8 @@
 // it is not Lost). The pace: the median time between quorums of the last
 // kPaceSteps steady steps (the same quorum id twice running). The hang
 // time: half the pace, at least kMinHangTime, at most the join timeout
-// (the join timeout itself until kPaceSteps/4 steady steps were seen).
+// (none until kPaceSteps/4 steady steps were seen: a member is then waited
+// for as long as it is alive).
 //  - A member of the open vote that has not called within the hang time of
 //    the first counted ballot is excused from the vote (step_vote.h: the
 //    step commits when every other member voted yes) and benched (quorum.h):
@@ -127,7 +128,7 @@ class StepSync {
   // Groups whose call is not answered yet.
   std::vector<std::string> Pending() const;
   // The median step of the last steady steps (nullopt before any), and the
-  // hang time it gives.
+  // hang time it gives (Duration::max() before the pace is known: none).
   std::optional<Duration> Pace() const;
   Duration HangTime() const;
   // One plain-English line per group benched since the last call (for the

@@ -109,7 +109,7 @@ class Group(AgentFiles):
         self.events = os.path.join(self.dir, f"events{index}.jsonl")
         self.out_path = os.path.join(self.dir, f"out{index}.log")
         self.err_path = os.path.join(self.dir, f"err{index}.log")
-        env = base_env(CTRUN_FT_FAULT=fault, CTRUN_FT_HOLD=hold)
+        env = base_env(CTRUN_FT_FAULT=fault, CTRUN_FT_HOLD=hold, CTRUN_FT_FIXED_STALL=1)
         args = [ctrun_bin(), "--ft-replicas", replicas, "--max-restarts", "3", "--rdzv-backend", "c10d",
                 "--rdzv-endpoint", ctrund.endpoint, "--rdzv-id", run_id, "--local-addr", self.addr,
                 "--nproc-per-node", "2", "--events-file", self.events, "--no-python",

@@ -33,7 +33,7 @@ class Node(AgentFiles):
         self.events = os.path.join(test.dir, f"events{rank}.jsonl")
         self.out_path = os.path.join(test.dir, f"out{rank}.log")
         self.err_path = os.path.join(test.dir, f"err{rank}.log")
-        env = base_env(CTRUN_FT_FAULT=fault, CTRUN_FT_HOLD=hold)
+        env = base_env(CTRUN_FT_FAULT=fault, CTRUN_FT_HOLD=hold, CTRUN_FT_FIXED_STALL=1)
         args = [ctrun_bin(), "--ft-replicas", "1:2", "--ft-group-size", "2", "--node-rank", str(rank),
                 "--max-restarts", "3", "--rdzv-backend", "c10d", "--rdzv-endpoint", test.ctrund.endpoint,
                 "--rdzv-id", "ftg", "--local-addr", f"127.0.0.{rank + 1}", "--nproc-per-node", "1",

@@ -66,7 +66,7 @@ class Group(AgentFiles):
         self.out_path = os.path.join(test.dir, f"out{index}.log")
         self.err_path = os.path.join(test.dir, f"err{index}.log")
         self.events = os.path.join(test.dir, f"events{index}.jsonl")
-        env = base_env(CTRUN_FT_HOLD=hold, GLOO_SOCKET_IFNAME="eth0")
+        env = base_env(CTRUN_FT_HOLD=hold, GLOO_SOCKET_IFNAME="eth0", CTRUN_FT_FIXED_STALL=1)
         argv = [ctrun_bin(), "--ft-replicas", "2:3", "--max-restarts", "3", "--rdzv-backend", "c10d",
                 "--rdzv-endpoint", endpoint, "--rdzv-id", "partition", "--local-addr", hosts.ip(index),
                 "--nproc-per-node", "2", "--events-file", self.events, "--no-python",

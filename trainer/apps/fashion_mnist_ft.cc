@@ -90,6 +90,7 @@ Status TrainFt(Worker& w) {
   if (!hold.ok()) return hold.status();
   const int local_rank = w.env.local_rank;
   ft::FtReplicaOptions options{.socket_path = env->socket, .host = env->host, .local_rank = w.env.local_rank};
+  options.adaptive_stall = !env->fixed_stall;
   options.heal_send_hook = ft::ServeFault(*fault, local_rank);
   auto replica = ft::FtReplica::Start(std::move(options));
   if (!replica.ok()) return replica.status();

@@ -165,6 +165,7 @@ Status TrainGptFt(const GptFtParts& p) {
   auto hooks = ReadHooks();
   if (!hooks.ok()) return hooks.status();
   ft::FtReplicaOptions options{.socket_path = env->socket, .host = env->host, .local_rank = p.env.local_rank};
+  options.adaptive_stall = !env->fixed_stall;
   options.heal_send_hook = ft::ServeFault(hooks->fault, p.env.local_rank);
   auto replica = ft::FtReplica::Start(std::move(options));
   if (!replica.ok()) return replica.status();

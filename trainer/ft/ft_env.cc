@@ -22,6 +22,11 @@ Result<FtEnv> ReadFtEnv(const EnvReader& get) {
     return Status::InvalidArgument("CTRUN_FT_REPLICAS '" + replicas + "': need MIN:MAX (set by ctrun --ft-replicas)");
   }
   env.max_replicas = static_cast<int>(max);
+  const std::string fixed = text("CTRUN_FT_FIXED_STALL");
+  if (!fixed.empty() && fixed != "1") {
+    return Status::InvalidArgument("CTRUN_FT_FIXED_STALL '" + fixed + "': set it to 1 or leave it unset");
+  }
+  env.fixed_stall = fixed == "1";
   return env;
 }
 

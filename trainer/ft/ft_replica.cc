@@ -60,8 +60,13 @@ bool FtReplica::AllReduceMean(float* data, std::size_t count) {
   AbortableRing* ring = ring_.get();
   // What the peers wait at the ring for this step; coming later than that
   // since the plan is coming late (a step where a group heals is excused).
-  const std::chrono::milliseconds wait = healing_ ? pace_.Healing() : steady_ ? pace_.Steady() : pace_.Changed();
-  if (!healing_ && pace_.Pace() && std::chrono::steady_clock::now() - planned_ > wait) step_late_ = true;
+  const std::chrono::milliseconds wait = !options_.adaptive_stall ? options_.stall_timeout
+                                         : healing_                ? pace_.Healing()
+                                         : steady_                 ? pace_.Steady()
+                                                                   : pace_.Changed();
+  if (options_.adaptive_stall && !healing_ && pace_.Pace() && std::chrono::steady_clock::now() - planned_ > wait) {
+    step_late_ = true;
+  }
   if (ring != nullptr) ring->SetStallTimeout(wait);
   Status status = ring == nullptr ? Status::FailedPrecondition("no cross-replica ring yet")
                                   : ring->AllReduceSum(data, count);
@@ -145,7 +150,7 @@ Status FtReplica::UseQuorum(const QuorumLine& answer) {
   Status status = ring_->Configure(static_cast<uint64_t>(answer.quorum_id), answer.replica_rank,
                                    answer.replica_world);
   if (status.ok()) {
-    ring_->SetStallTimeout(pace_.Changed());
+    ring_->SetStallTimeout(options_.adaptive_stall ? pace_.Changed() : options_.stall_timeout);
     status = ring_->Connect(answer.right_host.empty() ? options_.host : answer.right_host, answer.right_port);
   }
   if (!status.ok()) RingFailed(std::move(status));

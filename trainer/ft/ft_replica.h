@@ -64,6 +64,9 @@ struct FtReplicaOptions {
   int local_rank = 0;       // LOCAL_RANK: the ring of this local rank
   // The longest a ring wait or a healing transfer may make no progress.
   std::chrono::milliseconds stall_timeout{30000};
+  // false: every ring wait uses stall_timeout and no step is late (a test
+  // hook: CTRUN_FT_FIXED_STALL, ft_env.h).
+  bool adaptive_stall = true;
   uint64_t max_heal_bytes = uint64_t{8} << 30;
   // The healing server's send hook (heal_server.h): the fault tests' `serve`.
   HealServer::SendHook heal_send_hook = nullptr;

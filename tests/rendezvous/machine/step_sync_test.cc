@@ -163,14 +163,14 @@ SyncCall Late(const std::string& group, const Quorum& q) {
   return call;
 }
 
-TEST_CASE("StepSync: the hang time is the join timeout until the pace is known, then half the median step") {
+TEST_CASE("StepSync: no hang time until the pace is known, then half the median step") {
   StepSync sync(StepSyncParams());
-  CHECK(sync.HangTime() == seconds(60));
+  CHECK(sync.HangTime() == Duration::max());
   TimePoint t = kStepSyncT0;
   Quorum q = Started(sync, t);
   CHECK(!sync.Pace());
   q = Steady(sync, q, t, static_cast<int>(kPaceSteps / 4) - 1);
-  CHECK(sync.HangTime() == seconds(60));  // too few steps timed yet
+  CHECK(sync.HangTime() == Duration::max());  // too few steps timed yet
   q = Steady(sync, q, t, static_cast<int>(kPaceSteps));
   REQUIRE(sync.Pace() == Duration(milliseconds(100)));
   CHECK(sync.HangTime() == kMinHangTime);  // half of 100 ms is below the floor
@@ -306,6 +306,30 @@ TEST_CASE("StepSync: a run in progress met fresh waits for its groups to come ba
   StepSync fresh(StepSyncParams());
   fresh.Call(First("a"), t);
   CHECK(Groups(fresh.Tick(t)) == std::vector<std::string>{"a"});
+}
+
+TEST_CASE("StepSync: a newcomer behind does not train alone while the group at a later step is benched") {
+  StepSync sync(StepSyncParams());
+  TimePoint t = kStepSyncT0;
+  Quorum q = Steady(sync, Started(sync, t), t, 1 + static_cast<int>(kPaceSteps));
+  const int64_t top = q.max_step();
+  t += milliseconds(100);
+  sync.Call(Voted("a", q, true), t);  // c is stopped: excused and benched
+  sync.Call(Voted("b", q, true), t);
+  t += sync.HangTime();
+  REQUIRE(sync.Tick(t).size() == 2);
+  sync.Lost("a", t);  // then a and b are killed
+  sync.Lost("b", t);
+  t += milliseconds(100);
+  sync.Call(First("d", 0), t);  // a relaunched as d, with nothing
+  CHECK(sync.Tick(t).empty());  // c, benched, holds step `top`: d does not start over from 0
+  CHECK(sync.reason().find("waiting for replica group c") == 0);
+  t += seconds(30);
+  sync.Heartbeat("d", t);  // its watch
+  sync.Call(Voted("c", q, true), t);  // c comes back; its ballot's quorum is gone
+  auto both = sync.Tick(t);
+  REQUIRE(Groups(both) == std::vector<std::string>{"c", "d"});
+  CHECK(both.front().quorum.max_step() == top);  // d heals from c
 }
 
 }  // namespace

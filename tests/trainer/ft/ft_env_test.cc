@@ -42,3 +42,15 @@ TEST_CASE("ReadFtEnv: no socket, or replicas that are not MIN:MAX") {
           std::string("CTRUN_FT_REPLICAS '") + bad + "': need MIN:MAX (set by ctrun --ft-replicas)");
   }
 }
+
+TEST_CASE("ReadFtEnv: CTRUN_FT_FIXED_STALL is 1 or unset") {
+  auto env = ft::ReadFtEnv(From({{"CTRUN_FT_SOCKET", "@s"}, {"CTRUN_FT_REPLICAS", "1:3"}}));
+  REQUIRE(env.ok());
+  CHECK_FALSE(env->fixed_stall);
+  env = ft::ReadFtEnv(From({{"CTRUN_FT_SOCKET", "@s"}, {"CTRUN_FT_REPLICAS", "1:3"}, {"CTRUN_FT_FIXED_STALL", "1"}}));
+  REQUIRE(env.ok());
+  CHECK(env->fixed_stall);
+  env = ft::ReadFtEnv(From({{"CTRUN_FT_SOCKET", "@s"}, {"CTRUN_FT_REPLICAS", "1:3"}, {"CTRUN_FT_FIXED_STALL", "yes"}}));
+  REQUIRE_FALSE(env.ok());
+  CHECK(env.status().message() == "CTRUN_FT_FIXED_STALL 'yes': set it to 1 or leave it unset");
+}
