@@ -45,6 +45,13 @@ Counting (from every agent's stdout, each line stamped on arrival):
   goodput: committed steps per second during the faults (from the first
     fault to PERIOD after the last) over the baseline's.
 
+--ft-exact (EXACT=1): the job runs with ctrun --ft-exact, and afterwards
+the driver checks that its result does not depend on the faults: the same
+job with no fault, and one process alone running every shard (one group of
+--ft-replicas 1:GROUPS), each trained to the chaos run's stop step, must end
+with the same bytes of parameters and optimizer state (--dump-state) as
+the chaos run's groups.
+
 The restart comparison (RESTART=1, the default; 0 skips it): the same NGROUPS
 agents as one job (--nnodes GROUPS, --max-restarts, checkpoint every CKPT_EVERY
 steps) and the same schedule; a step counts once (progress: the highest step
@@ -53,11 +60,11 @@ reached), so the steps recomputed after each restart are lost time.
 Env knobs: NGROUPS (4), NPROC (1), PERIOD (10), MINUTES (10), FAULTS, KINDS
 (kill,agent,hang,cut,slow,ctrund), SEED (1), HANG_S (30), CUT_S (5), SLOW_S
 (20), BASELINE_S (60), WARMUP (20), STOP_AHEAD (10), BATCH (16), CKPT_EVERY
-(20), TRAIN_LIMIT (8192 images: a restarted worker loads no more), RESTART (1), QUICK=1 (2 minutes, BASELINE_S 20: a smoke run, not a
+(20), TRAIN_LIMIT (8192 images: a restarted worker loads no more), RESTART (1), EXACT (0), QUICK=1 (2 minutes, BASELINE_S 20: a smoke run, not a
 measurement). JSON via bench/benchjson.py; CHART (default
 $CTRUN_BUILD_DIR/bench/chaos-steps.png) draws committed steps against time
 with the faults marked. Exits 1 when a check fails (an agent's exit, an
-orphan, a lost sample, a fault kind missing)."""
+orphan, a lost sample, a fault kind missing, EXACT's states differing)."""
 import os
 import random
 import re
@@ -92,6 +99,7 @@ BATCH = int(os.environ.get("BATCH", "16"))
 CKPT_EVERY = int(os.environ.get("CKPT_EVERY", "20"))
 TRAIN_LIMIT = int(os.environ.get("TRAIN_LIMIT", "8192"))
 RESTART = os.environ.get("RESTART", "1") == "1"
+EXACT = os.environ.get("EXACT", "0") == "1"
 STEP_LINE = re.compile(r"^ft step (\d+) quorum (\d+) replicas (\d+) loss")
 DISCARD_LINE = re.compile(r"^ft discard step (\d+) quorum (\d+)")
 PLAIN_LINE = re.compile(r"^epoch \d+ step (\d+): loss")
@@ -148,7 +156,7 @@ class Hosts:
         if "cut" in KINDS and os.geteuid() == 0:
             import netns
             if netns.available():
-                self.netns = netns.Hosts(GROUPS + 1, "10.214.61", f"cx{os.getpid() % 100000}")
+                self.netns = netns.Hosts(GROUPS + 1, "10.213.81", f"cx{os.getpid() % 100000}")
                 self.netns.up()
 
     def ip(self, host):
@@ -172,20 +180,25 @@ class Run:
     """One job (ft or restart) under one ctrund; every agent's stdout lines
     stamped on arrival, by group."""
 
-    def __init__(self, hosts, workdir, ft):
+    def __init__(self, hosts, workdir, ft, groups=GROUPS, stop=None):
+        """`groups` agents (of --ft-replicas 1:GROUPS); `stop`: the step the
+        run ends at, known in advance (else finish() decides it)."""
         self.hosts, self.workdir, self.ft = hosts, workdir, ft
         os.makedirs(workdir, exist_ok=True)
         self.marker = f"{os.getpid()}-{os.path.basename(workdir)}"
         self.run_id = "chaos-" + os.path.basename(workdir)
         self.stop_path = os.path.join(workdir, "stop")
-        self.lines = {g: [] for g in range(GROUPS)}  # g -> [(t, line)]
-        self.agents = {g: [] for g in range(GROUPS)}  # g -> [Popen], the last one current
+        self.stop_step = stop
+        if stop is not None:
+            self.write_stop(stop)
+        self.lines = {g: [] for g in range(groups)}  # g -> [(t, line)]
+        self.agents = {g: [] for g in range(groups)}  # g -> [Popen], the last one current
         self.stopped = set()  # pids SIGSTOPped by a fault not yet over
         self.lock = threading.Lock()
         self.port = 0
         self.ctrund = None
         self.start_ctrund()
-        for g in range(GROUPS):
+        for g in range(groups):
             self.start_agent(g)
 
     def start_ctrund(self):
@@ -230,6 +243,8 @@ class Run:
         args += ["--ft-replicas", f"1:{GROUPS}"] if self.ft else ["--nnodes", str(GROUPS)]
         args += ["--no-python", ft_jobs.TRAINER, "--train-limit", str(TRAIN_LIMIT), "--test-limit", "64",
                  "--batch-size", str(BATCH), "--deterministic", "--max-steps", "1000000"]
+        if self.ft and EXACT:
+            args.insert(args.index("--no-python"), "--ft-exact")
         if self.ft:
             args += ["--ft", "--log-every", "0", "--dump-state", os.path.join(self.workdir, "state")]
         else:
@@ -284,7 +299,7 @@ class Run:
             time.sleep(0.1)
 
     def dump_tails(self):
-        for g in range(GROUPS):
+        for g in self.agents:
             for i in range(len(self.agents[g])):
                 path = os.path.join(self.workdir, f"err{g}.{i}.log")
                 with open(path) as f:
@@ -295,19 +310,31 @@ class Run:
         """Continues every stopped process, writes the stop step, waits for
         every agent; the exit codes of the current agents."""
         signal_all(list(self.stopped), signal.SIGCONT)
-        stop = self.progress() + STOP_AHEAD
-        tmp = self.stop_path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(f"{stop}\n")
-        os.rename(tmp, self.stop_path)
+        if self.stop_step is None:
+            self.stop_step = self.progress() + STOP_AHEAD
+            self.write_stop(self.stop_step)
         deadline = time.monotonic() + timeout
         codes = {}
-        for g in range(GROUPS):
+        for g in self.agents:
             try:
                 codes[g] = self.agent(g).wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 codes[g] = None
         return codes
+
+    def write_stop(self, step):
+        tmp = self.stop_path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{step}\n")
+        os.rename(tmp, self.stop_path)
+
+    def state(self):
+        """The bytes of one rank-0 --dump-state file (None without one)."""
+        names = sorted(n for n in os.listdir(self.workdir) if n.startswith("state.") and n.endswith(".0"))
+        if not names:
+            return None
+        with open(os.path.join(self.workdir, names[0]), "rb") as f:
+            return f.read()
 
     def differing_states(self):
         """The --dump-state files (state.<group>.<rank>) of each rank that
@@ -587,8 +614,33 @@ def ft_phase(hosts, tmp, kinds, failures):
         print(f"{kind:<8} {len(mine):>5} {fmt(pct(r, 50)):>15} {fmt(pct(r, 99)):>7} "
               f"{sum(f['discarded'] for f in mine):>9}", flush=True)
     return {"baseline_steps_per_s": base, "chaos_steps_per_s": under, "goodput": under / base if base else None,
-            "samples_lost": lost, "exits": codes, "faults": faults, "steps": top + 1,
+            "samples_lost": lost, "exits": codes, "faults": faults, "steps": top + 1, "stop_step": ft.stop_step,
+            "state": ft.state(),
             "curve": sorted((t - phases["chaos"][0], s) for s, t in step_t.items())}
+
+
+def exact_phase(hosts, tmp, ft, failures):
+    """EXACT=1: the chaos run's state against the same job with no fault and
+    against one process running every shard, both to the same stop step."""
+    out = {"stop_step": ft["stop_step"], "runs": {}}
+    for name, groups in (("no_faults", GROUPS), ("one_process", 1)):
+        run = Run(hosts, os.path.join(tmp, name), True, groups=groups, stop=ft["stop_step"])
+        try:
+            codes = run.finish(600)
+        finally:
+            run.kill_all()
+        same = run.state() is not None and run.state() == ft["state"]
+        out["runs"][name] = {"groups": groups, "exits": codes, "same_bits": same}
+        if set(codes.values()) != {0}:
+            failures.append(f"--ft-exact's {name} run: agents exited {codes}")
+        elif not same:
+            failures.append(f"--ft-exact: the {name} run's final state differs from the chaos run's")
+    print(f"\n--ft-exact: the chaos run's state at step {ft['stop_step']} against "
+          + ", ".join(f"{n} ({r['groups']} group{'s' if r['groups'] > 1 else ''}): "
+                      f"{'the same bits' if r['same_bits'] else 'DIFFERENT'}" for n, r in out["runs"].items()),
+          flush=True)
+    out["equal"] = all(r["same_bits"] for r in out["runs"].values())
+    return out
 
 
 def restart_phase(hosts, tmp, kinds):
@@ -625,13 +677,16 @@ def main():
         print("# cut left out: it needs root, ip and iptables for network namespaces", flush=True)
     tmp = tempfile.mkdtemp(prefix="ctrun-chaos-")
     failures = []
-    report = {"groups": GROUPS, "nproc": NPROC, "batch": BATCH, "period_s": PERIOD, "faults": FAULTS,
+    report = {"groups": GROUPS, "nproc": NPROC, "ft_exact": EXACT, "batch": BATCH, "period_s": PERIOD, "faults": FAULTS,
               "kinds": kinds, "seed": SEED, "hang_s": HANG_S, "cut_s": CUT_S, "slow_s": SLOW_S,
               "netns": bool(hosts.netns)}
     print(f"chaos: a fault every {PERIOD:g} s, {FAULTS} faults of {','.join(kinds)} (seed {SEED}; hang "
           f"{HANG_S:g} s, cut {CUT_S:g} s, slow {SLOW_S:g} s); work folder {tmp}", flush=True)
     try:
         report["ft"] = ft_phase(hosts, tmp, kinds, failures)
+        if EXACT:
+            report["exact"] = exact_phase(hosts, tmp, report["ft"], failures)
+        report["ft"].pop("state")
         if RESTART:
             report["restart"] = restart_phase(hosts, tmp, kinds)
     finally:

@@ -15,6 +15,8 @@ alternates):
   ft-nofault / ddp   the same two jobs, no kill, no checkpoint,
            OVERHEAD_STEPS steps: the step time, from rank 0's step lines
            after WARMUP steps, ft over plain DDP at the same world size.
+  ft-exact  ft-nofault with ctrun --ft-exact: its step time over ft-nofault's
+           (ft_exact_overhead_ratio; docs/fault-tolerance.md, "Exact results").
 Both fault runs train FT_STEPS steps.
 
 Counting: a step is committed when the optimizer applied it. "Recomputed":
@@ -187,9 +189,9 @@ def step_seconds(job, pattern, agents):
     return (times[last] - times[first]) / (last - first)
 
 
-def overhead_run(ctrund, tmp, r, ft):
-    name = f"{'ftclean' if ft else 'ddp'}{r}"
-    job = ft_jobs.Job(ctrund, os.path.join(tmp, name), name, ft, OVERHEAD_STEPS, TRAIN_LIMIT, BATCH)
+def overhead_run(ctrund, tmp, r, ft, exact=False):
+    name = f"{'ftexact' if exact else 'ftclean' if ft else 'ddp'}{r}"
+    job = ft_jobs.Job(ctrund, os.path.join(tmp, name), name, ft, OVERHEAD_STEPS, TRAIN_LIMIT, BATCH, exact=exact)
     job.wait(TIMEOUT)
     pattern = ft_jobs.FT_STEP if ft else ft_jobs.PLAIN_STEP
     return step_seconds(job, pattern, job.agents[:1] if ft else job.agents)
@@ -252,34 +254,36 @@ def main():
     if not os.path.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"):
         raise SystemExit("dataset-fashion-mnist is not installed (/usr/share/datasets/fashion-mnist)")
     ctrund = ft_jobs.Ctrund()
-    ft, restart, ft_step, ddp_step = [], [], [], []
+    ft, restart, ft_step, ddp_step, exact_step = [], [], [], [], []
     try:
         with tempfile.TemporaryDirectory(prefix="ctrun-bench-ft-") as tmp:
             for r in range(ROUNDS):
                 pair = [lambda: ft.append(ft_fault_run(ctrund, tmp, r)),
                         lambda: restart.append(restart_run(ctrund, tmp, r)),
                         lambda: ft_step.append(overhead_run(ctrund, tmp, r, True)),
-                        lambda: ddp_step.append(overhead_run(ctrund, tmp, r, False))]
-                order = [0, 1, 2, 3] if r % 2 == 0 else [1, 0, 3, 2]
+                        lambda: ddp_step.append(overhead_run(ctrund, tmp, r, False)),
+                        lambda: exact_step.append(overhead_run(ctrund, tmp, r, True, exact=True))]
+                order = [0, 1, 2, 3, 4] if r % 2 == 0 else [1, 0, 4, 3, 2]
                 for i in order:
                     pair[i]()
                 print(f"round {r + 1}/{ROUNDS}: ft gap {ft[-1]['gap_s']:.3f} s, restart gap "
                       f"{restart[-1]['gap_s']:.3f} s, step {1e3 * ft_step[-1]:.1f} ms ft / "
-                      f"{1e3 * ddp_step[-1]:.1f} ms ddp", flush=True)
+                      f"{1e3 * ddp_step[-1]:.1f} ms ddp / {1e3 * exact_step[-1]:.1f} ms ft --ft-exact", flush=True)
     finally:
         ctrund.stop()
-    report(ft, restart, ft_step, ddp_step)
+    report(ft, restart, ft_step, ddp_step, exact_step)
 
 
 def med(runs, key):
     return statistics.median(r[key] for r in runs)
 
 
-def report(ft, restart, ft_step, ddp_step):
+def report(ft, restart, ft_step, ddp_step, exact_step):
     f = benchjson.fmt
     heal_mb_s = [r["heal_bytes"] / r["heal_s"] / 1e6 for r in ft]
     loop_mb_s = [r["heal_bytes"] / r["loopback_s"] / 1e6 for r in ft]
     ratio = [a / b for a, b in zip(ft_step, ddp_step)]
+    exact_ratio = [a / b for a, b in zip(exact_step, ft_step)]
     print(f"\n3 groups x 2 ranks, {FT_STEPS} steps, kill before step {KILL_STEP}, restart checkpoints every "
           f"{CKPT_EVERY}; {ROUNDS} interleaved rounds, median (min-max)\n")
     print("| | ft (--ft-replicas 1:3) | whole-job restart |\n|---|---|---|")
@@ -298,11 +302,13 @@ def report(ft, restart, ft_step, ddp_step):
           f"{f(loop_mb_s)} MB/s")
     print(f"step time, no failure, {OVERHEAD_STEPS} steps after {WARMUP}: ft {f(ft_step, 1e3, 2)} ms, "
           f"plain DDP {f(ddp_step, 1e3, 2)} ms, ratio {f(ratio, digits=3)}")
+    print(f"step time with --ft-exact: {f(exact_step, 1e3, 2)} ms, over ft's {f(exact_ratio, digits=3)}")
     chart, mid = draw_median(ft, restart)
     doc = {"config": {"rounds": ROUNDS, "ft_steps": FT_STEPS, "kill_step": KILL_STEP, "ckpt_every": CKPT_EVERY,
                       "overhead_steps": OVERHEAD_STEPS, "warmup": WARMUP, "batch": BATCH,
                       "train_limit": TRAIN_LIMIT},
-           "ft": ft, "restart": restart, "ft_step_s": ft_step, "ddp_step_s": ddp_step, "plots": []}
+           "ft": ft, "restart": restart, "ft_step_s": ft_step, "ddp_step_s": ddp_step,
+           "ft_exact_step_s": exact_step, "plots": []}
     print(f"chart (round {mid + 1}, the median ft gap): {chart}")
     print("json:", benchjson.write("ft", doc, ROOT))
     print(f"RESULT ft_steps_recomputed {med(ft, 'recomputed'):.0f}")
@@ -314,6 +320,7 @@ def report(ft, restart, ft_step, ddp_step):
     print(f"RESULT ft_heal_mb_s {statistics.median(heal_mb_s):.1f}")
     print(f"RESULT loopback_mb_s {statistics.median(loop_mb_s):.1f}")
     print(f"RESULT ft_overhead_ratio {statistics.median(ratio):.3f}")
+    print(f"RESULT ft_exact_overhead_ratio {statistics.median(exact_ratio):.3f}")
 
 
 if __name__ == "__main__":

@@ -116,7 +116,7 @@ class Job:
     """GROUPS agents started together; .start: time.time() before the first."""
 
     def __init__(self, ctrund, workdir, run_id, ft, steps, train_limit, batch, fault_step=None,
-                 checkpoint_every=0, hold_step=None):
+                 checkpoint_every=0, hold_step=None, exact=False):
         self.workdir = workdir
         self.ft = ft
         os.makedirs(workdir, exist_ok=True)
@@ -128,6 +128,7 @@ class Job:
             args = ["--rdzv-backend", "c10d", "--rdzv-endpoint", ctrund.endpoint, "--rdzv-id", run_id,
                     "--local-addr", f"127.0.0.{g + 1}", "--nproc-per-node", str(NPROC), "--max-restarts", "1"]
             args += ["--ft-replicas", f"1:{GROUPS}"] if ft else ["--nnodes", str(GROUPS)]
+            args += ["--ft-exact"] if exact else []
             args += ["--no-python", TRAINER, *train_args(steps, train_limit, batch)]
             args += ["--ft", "--log-every", "0"] if ft else ["--log-every", "1"]
             if checkpoint_every:

@@ -352,6 +352,11 @@ Status CheckCombinations(std::map<std::string_view, Given>& sources, LaunchConfi
         "{}: replica groups are for --ft-replicas (give --ft-replicas MIN:MAX too, or drop it)",
         Describe(sources["--ft-group-size"], "--ft-group-size")));
   }
+  if (!config.ft && config.ft_exact) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: exact results are for fault-tolerant training (give --ft-replicas MIN:MAX too, or drop it)",
+        sources["--ft-exact"].source.empty() ? "--ft-exact" : sources["--ft-exact"].source));
+  }
   if (config.node_rank >= config.max_nodes) {
     return Status::InvalidArgument(fmt::format(
         "{}: must be less than the maximum node count {} from {} (use 0..{}, or raise --nnodes)",

@@ -285,6 +285,11 @@ std::vector<FlagSpec> BuildTable() {
        "With --ft-replicas: the nodes of one replica group (default 1). Nodes R*NODES..R*NODES+NODES-1 by "
        "--node-rank form group R, with a rendezvous of their own; a failure restarts that group alone.",
        G::kCtrun},
+      {"--ft-exact", {"--ft-exact", "--ft_exact"}, "PET_FT_EXACT", "0", K::kSwitch,
+       CTRUN_APPLY(return ApplySwitch(v, c.ft_exact);), "",
+       "With --ft-replicas: results independent of faults. The workers (--ft) split each step into fixed "
+       "shards and add their gradients exactly, so any quorum ends on the same bits (docs/fault-tolerance.md).",
+       G::kCtrun},
       {"--ft-join-timeout", {"--ft-join-timeout", "--ft_join_timeout"}, "PET_FT_JOIN_TIMEOUT", "60",
        K::kValue,
        CTRUN_APPLY(auto s = PositiveSeconds(v, "60"); if (!s.ok()) return s.status();

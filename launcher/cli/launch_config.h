@@ -185,6 +185,7 @@ struct LaunchConfig {
   std::optional<FtConfig> ft;
   int ft_group_size = 1;             // --ft-group-size (copied into ft once it is checked)
   Seconds ft_join_timeout{60};       // --ft-join-timeout: how long a quorum waits for a late group
+  bool ft_exact = false;             // --ft-exact: the workers get CTRUN_FT_EXACT=1
 
   // Logs.
   std::optional<std::string> log_dir;

@@ -178,6 +178,7 @@ Result<std::unique_ptr<FtRuntime>> StartFaultTolerance(boost::asio::io_context& 
               {"CTRUN_FT_GROUP", group},
               {"CTRUN_FT_HOST", *host},
               {"CTRUN_FT_REPLICAS", fmt::format("{}:{}", config.ft->min_replicas, config.ft->max_replicas)}};
+  if (config.ft_exact) rt->env_.emplace_back("CTRUN_FT_EXACT", "1");
   spdlog::info("replica group {} ({} workers at {}{}) trains in a quorum of {} to {} groups served at {}", group,
                ro.nproc, *host, parts > 1 ? fmt::format(", one of its {} nodes", parts) : "",
                config.ft->min_replicas, config.ft->max_replicas, plan->endpoint);

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "trainer/data/step_share.h"
+#include "trainer/ft/exact_average.h"
 #include "trainer/ft/fault_point.h"
 #include "trainer/ft/ft_env.h"
 #include "trainer/ft/ft_replica.h"
@@ -27,12 +29,10 @@ struct FtOrder {
   std::vector<int64_t> order;
 };
 
-// This rank's images and labels of step `step` under `plan`.
-Result<std::pair<at::Tensor, at::Tensor>> FtBatch(Worker& w, FtOrder& cache, int64_t step,
-                                                   const ft::FtPlan& plan, int64_t global_batch) {
-  const int group_world = w.env.world_size;
-  auto range = StepShare(step, global_batch, plan.replica_rank * group_world + w.env.rank,
-                         plan.replica_world * group_world);
+// The images and labels of share `share` of `shares` of step `step`.
+Result<std::pair<at::Tensor, at::Tensor>> FtBatch(Worker& w, FtOrder& cache, int64_t step, int share, int shares,
+                                                   int64_t global_batch) {
+  auto range = StepShare(step, global_batch, share, shares);
   if (!range.ok()) return range.status();
   std::vector<int64_t> indices;
   for (int64_t pos = range->begin; pos < range->end; ++pos) {
@@ -56,6 +56,47 @@ Result<std::pair<double, bool>> FtGradients(Worker& w, ft::FtReplica& replica, c
   CTRUN_RETURN_IF_ERROR(w.ddp->Backward(loss));
   const bool ok = ft::AverageAcrossGroups(replica, w.model->parameters(), flat);
   return std::make_pair(loss.item<double>(), ok);
+}
+
+// This rank's share of step `step` under `plan`, its gradients averaged.
+Result<std::pair<double, bool>> FtStepGradients(Worker& w, ft::FtReplica& replica, FtOrder& order, int64_t step,
+                                                const ft::FtPlan& plan, int64_t global_batch,
+                                                std::vector<float>& flat) {
+  auto batch = FtBatch(w, order, step, plan.replica_rank * w.env.world_size + w.env.rank,
+                       plan.replica_world * w.env.world_size, global_batch);
+  if (!batch.ok()) return batch.status();
+  return FtGradients(w, replica, batch->first, batch->second, flat);
+}
+
+// --ft-exact (exact_average.h): this rank's fixed shards of the step, one
+// backward each (within the group too: DDP does not average them), then
+// their exact mean over the quorum. The loss is this rank's shards' mean.
+Result<std::pair<double, bool>> FtExactGradients(Worker& w, ft::FtReplica& replica, ft::ExactAverage& exact,
+                                                 FtOrder& order, int64_t step, const ft::FtPlan& plan,
+                                                 int64_t global_batch, int shards) {
+  const int part = plan.replica_rank * w.env.world_size + w.env.rank;
+  const int parts = plan.replica_world * w.env.world_size;
+  exact.Begin();
+  double loss_sum = 0;
+  int count = 0;
+  {
+    DistributedDataParallel::NoSync local(*w.ddp);
+    for (int shard = part; shard < shards; shard += parts) {
+      auto batch = FtBatch(w, order, step, shard, shards, global_batch);
+      if (!batch.ok()) return batch.status();
+      w.opt().zero_grad();
+      auto logits = w.Forward()(batch->first);
+      if (!logits.ok()) return logits.status();
+      at::Tensor loss = at::cross_entropy_loss(*logits, batch->second);
+      CTRUN_RETURN_IF_ERROR(w.ddp->Backward(loss));
+      exact.AddShard();
+      loss_sum += loss.item<double>();
+      ++count;
+    }
+  }
+  auto ok = exact.Reduce(*w.comm, replica, shards);
+  if (!ok.ok()) return ok.status();
+  return std::make_pair(count > 0 ? loss_sum / count : 0.0, *ok);
 }
 
 // --dump-state: parameters, then their optimizer state, raw float32 (state_dump.h).
@@ -104,6 +145,14 @@ Status TrainFt(Worker& w) {
   ft::FtPlan plan = std::move(*joined);
   FtOrder order;
   std::vector<float> flat;
+  // --ft-exact: one shard per rank of a full quorum, each a --batch-size.
+  const int shards = w.env.world_size * env->max_replicas;
+  std::optional<ft::ExactAverage> exact;
+  if (env->exact) {
+    exact.emplace(w.model->parameters());
+    w.Log("ft exact: each step is " + std::to_string(shards) + " shards of " + std::to_string(w.flags.batch_size) +
+          " samples, added exactly");
+  }
   const char* stop_path = std::getenv("CTRUN_FT_STOP");
   while (!plan.finished_step) {
     auto stop = ft::ReadFtStop(stop_path);
@@ -118,9 +167,8 @@ Status TrainFt(Worker& w) {
     }
     ft::MaybeFail(*fault, local_rank, committed, ft::FaultPoint::kTrain);
     CTRUN_RETURN_IF_ERROR(ft::MaybeHold(*hold, committed));
-    auto batch = FtBatch(w, order, committed, plan, global_batch);
-    if (!batch.ok()) return batch.status();
-    auto step = FtGradients(w, **replica, batch->first, batch->second, flat);
+    auto step = exact ? FtExactGradients(w, **replica, *exact, order, committed, plan, global_batch, shards)
+                      : FtStepGradients(w, **replica, order, committed, plan, global_batch, flat);
     if (!step.ok()) return step.status();
     ft::MaybeFail(*fault, local_rank, committed, ft::FaultPoint::kVote);
     auto decision = (*replica)->Vote(step->second);

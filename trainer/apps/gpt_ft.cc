@@ -151,7 +151,16 @@ Status FtLoop(const GptFtParts& p, ft::FtReplica& replica, const FtHooks& hooks,
 
 }  // namespace
 
-Status CheckGptFtEnvironment() { return ft::ReadFtEnv().status(); }
+Status CheckGptFtEnvironment() {
+  auto env = ft::ReadFtEnv();
+  if (!env.ok()) return env.status();
+  if (env->exact) {
+    return Status::InvalidArgument(
+        "CTRUN_FT_EXACT=1 (ctrun --ft-exact): ctrun-gpt --ft adds its gradients in float; exact results are "
+        "ctrun-fashion-mnist's (drop --ft-exact)");
+  }
+  return Status::Ok();
+}
 
 Status TrainGptFt(const GptFtParts& p) {
   auto env = ft::ReadFtEnv();

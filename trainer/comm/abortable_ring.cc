@@ -46,6 +46,15 @@ std::pair<int, int> RingStepSegments(int rank, int n, int step) {
   return {RingMod(rank + 1 - s, n), RingMod(rank - s, n)};
 }
 
+std::string RingOpName(std::uint64_t op) {
+  switch (op) {
+    case static_cast<std::uint64_t>(RingReduceOp::kSumFloat): return "float sum";
+    case static_cast<std::uint64_t>(RingReduceOp::kSumInt64): return "int64 sum";
+    case static_cast<std::uint64_t>(RingReduceOp::kMaxFloat): return "float max";
+    default: return "unknown operation " + std::to_string(op);
+  }
+}
+
 bool RingRetryable(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
 
 // "<who> closed the connection <what>" (err 0: end of stream; EPIPE, ECONNRESET),
@@ -78,7 +87,8 @@ Result<std::unique_ptr<AbortableRing>> AbortableRing::Listen(RingOptions options
 }
 
 AbortableRing::AbortableRing(RingOptions options) : options_(std::move(options)) {
-  if (options_.size > 1) scratch_.resize(options_.chunk_bytes / sizeof(float));
+  // Room for one reduce chunk of any element size (ReduceChunk).
+  if (options_.size > 1) scratch_.resize((options_.chunk_bytes + 7) / 8);
 }
 
 AbortableRing::~AbortableRing() {
@@ -127,16 +137,63 @@ void AbortableRing::CloseSockets() {
 }
 
 Status AbortableRing::AllReduceSum(float* data, std::size_t count) {
-  CTRUN_RETURN_IF_ERROR(Usable(State::kConnected, "AllReduceSum"));
-  if (count > SIZE_MAX / sizeof(float) || (data == nullptr && count > 0)) {
+  return AllReduce(reinterpret_cast<char*>(data), count, RingReduceOp::kSumFloat, "AllReduceSum");
+}
+
+Status AbortableRing::AllReduceSum(std::int64_t* data, std::size_t count) {
+  return AllReduce(reinterpret_cast<char*>(data), count, RingReduceOp::kSumInt64, "AllReduceSum");
+}
+
+Status AbortableRing::AllReduceMax(float* data, std::size_t count) {
+  return AllReduce(reinterpret_cast<char*>(data), count, RingReduceOp::kMaxFloat, "AllReduceMax");
+}
+
+std::size_t AbortableRing::ElementBytes() const { return op_ == RingReduceOp::kSumInt64 ? 8 : 4; }
+
+std::size_t AbortableRing::ReduceChunk() const {
+  const std::size_t element = ElementBytes();
+  return std::max(element, options_.chunk_bytes - options_.chunk_bytes % element);
+}
+
+// The partial result of the members before this one (in scratch_), reduced
+// into this member's `bytes` at `into`.
+void AbortableRing::ReduceChunkInto(char* into, std::size_t bytes) {
+  const char* theirs = reinterpret_cast<const char*>(scratch_.data());
+  switch (op_) {
+    case RingReduceOp::kSumFloat: {
+      float* mine = reinterpret_cast<float*>(into);
+      const float* add = reinterpret_cast<const float*>(theirs);
+      for (std::size_t i = 0; i < bytes / 4; ++i) mine[i] += add[i];
+      break;
+    }
+    case RingReduceOp::kSumInt64: {  // unsigned: wraps modulo 2^64, as documented
+      std::uint64_t* mine = reinterpret_cast<std::uint64_t*>(into);
+      const std::uint64_t* add = reinterpret_cast<const std::uint64_t*>(theirs);
+      for (std::size_t i = 0; i < bytes / 8; ++i) mine[i] += add[i];
+      break;
+    }
+    case RingReduceOp::kMaxFloat: {
+      float* mine = reinterpret_cast<float*>(into);
+      const float* other = reinterpret_cast<const float*>(theirs);
+      for (std::size_t i = 0; i < bytes / 4; ++i) mine[i] = std::max(mine[i], other[i]);
+      break;
+    }
+  }
+}
+
+Status AbortableRing::AllReduce(char* data, std::size_t count, RingReduceOp op, std::string_view call) {
+  CTRUN_RETURN_IF_ERROR(Usable(State::kConnected, call));
+  op_ = op;
+  const std::size_t element = ElementBytes();
+  if (count > SIZE_MAX / element || (data == nullptr && count > 0)) {
     return Status::InvalidArgument(Prefix() + "all-reduce of " + std::to_string(count) +
-                                   " floats: need a buffer of that many");
+                                   " elements: need a buffer of that many");
   }
   if (options_.size == 1) return Status::Ok();
   op_send_left_ = kRingOpBytes;
   for (int step = 0; step < 2 * (options_.size - 1); ++step) {
     const int send_seg = RingStepSegments(options_.rank, options_.size, step).first;
-    op_send_left_ += RingSegmentOf(count, options_.size, send_seg).count * sizeof(float);
+    op_send_left_ += RingSegmentOf(count, options_.size, send_seg).count * element;
   }
   Status status = ExchangeOpHeader(count);
   for (int step = 0; status.ok() && step < 2 * (options_.size - 1); ++step) status = Step(data, count, step);
@@ -146,7 +203,7 @@ Status AbortableRing::AllReduceSum(float* data, std::size_t count) {
 }
 
 Status AbortableRing::ExchangeOpHeader(std::size_t count) {
-  const auto mine = EncodeRingOp(RingOpHeader{op_seq_, count});
+  const auto mine = EncodeRingOp(RingOpHeader{op_seq_, count, static_cast<std::uint64_t>(op_)});
   std::array<char, kRingOpBytes> theirs{};
   Io io;
   io.what = "starting all-reduce #" + std::to_string(op_seq_);
@@ -161,14 +218,17 @@ Status AbortableRing::ExchangeOpHeader(std::size_t count) {
   io.quiet_peer = true;
   CTRUN_RETURN_IF_ERROR(Move(io));
   const RingOpHeader left = DecodeRingOp(theirs);
-  if (left.seq == op_seq_ && left.count == count) return Status::Ok();
-  return Status::InvalidArgument(Prefix() + left_name_ + " is at all-reduce #" + std::to_string(left.seq) +
-                                 " of " + std::to_string(left.count) + " floats, this member at #" +
-                                 std::to_string(op_seq_) + " of " + std::to_string(count) +
+  const auto mine_op = static_cast<std::uint64_t>(op_);
+  if (left.seq == op_seq_ && left.count == count && left.op == mine_op) return Status::Ok();
+  return Status::InvalidArgument(Prefix() + left_name_ + " is at all-reduce #" + std::to_string(left.seq) + " (" +
+                                 RingOpName(left.op) + ") of " + std::to_string(left.count) +
+                                 " elements, this member at #" + std::to_string(op_seq_) + " (" +
+                                 RingOpName(mine_op) + ") of " + std::to_string(count) +
                                  " (the members' calls differ)");
 }
 
-Status AbortableRing::Step(float* data, std::size_t count, int step) {
+Status AbortableRing::Step(char* data, std::size_t count, int step) {
+  const std::size_t element = ElementBytes();
   const int n = options_.size;
   const bool reduce = step < n - 1;
   const auto [send_seg, recv_seg] = RingStepSegments(options_.rank, n, step);
@@ -181,15 +241,15 @@ Status AbortableRing::Step(float* data, std::size_t count, int step) {
             " of " + std::to_string(n - 1) + ")";
   io.send_fd = right_fd_;
   io.send_who = &right_name_;
-  io.send = reinterpret_cast<const char*>(data + out.offset);
-  io.send_len = out.count * sizeof(float);
+  io.send = data + out.offset * element;
+  io.send_len = out.count * element;
   io.recv_fd = left_fd_;
   io.recv_who = &left_name_;
-  io.recv_len = in.count * sizeof(float);
+  io.recv_len = in.count * element;
   if (reduce) {
-    io.reduce_into = data + in.offset;
+    io.reduce_into = data + in.offset * element;
   } else {
-    io.recv = reinterpret_cast<char*>(data + in.offset);
+    io.recv = data + in.offset * element;
   }
   io.quiet_peer = true;
   return Move(io);
@@ -265,7 +325,7 @@ Status AbortableRing::SendSome(const Io& io, std::size_t& sent) {
 }
 
 Status AbortableRing::ReceiveSome(const Io& io, std::size_t& got) {
-  const std::size_t chunk = options_.chunk_bytes;
+  const std::size_t chunk = io.reduce_into != nullptr ? ReduceChunk() : options_.chunk_bytes;
   const std::size_t chunk_start = io.reduce_into != nullptr ? got - got % chunk : got;
   const std::size_t chunk_len = std::min(chunk, io.recv_len - chunk_start);
   char* dst = io.reduce_into != nullptr ? reinterpret_cast<char*>(scratch_.data()) + (got - chunk_start)
@@ -276,10 +336,7 @@ Status AbortableRing::ReceiveSome(const Io& io, std::size_t& got) {
   if (n <= 0) return Status::Unavailable(Prefix() + RingPeerFailure(*io.recv_who, err, io.what));
   got += static_cast<std::size_t>(n);
   if (io.reduce_into != nullptr && got == chunk_start + chunk_len) {
-    // The partial sum of the members before this one, plus this member's.
-    float* into = io.reduce_into + chunk_start / sizeof(float);
-    const std::size_t floats = chunk_len / sizeof(float);
-    for (std::size_t i = 0; i < floats; ++i) into[i] += scratch_[i];
+    ReduceChunkInto(io.reduce_into + chunk_start, chunk_len);
   }
   return Status::Ok();
 }

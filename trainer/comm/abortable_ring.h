@@ -1,5 +1,5 @@
-// AbortableRing: a ring all-reduce (sum of float32 buffers, in place) over
-// TCP among N members, every wait of which can be cut short at once by
+// AbortableRing: a ring all-reduce (in place: a float32 sum, an exact int64
+// sum, or an exact float32 maximum) over TCP among N members, every wait of which can be cut short at once by
 // Abort() from another thread or a signal handler. It averages gradients
 // across replica groups under fault tolerance (docs/fault-tolerance.md,
 // "Aborting a collective"), where Gloo's survivors block until the process
@@ -18,8 +18,8 @@
 //      checks the other's handshake (ring id, size, rank), so a connection
 //      from another ring (a stale quorum) or a stranger is refused with a
 //      one-line InvalidArgument and the ring fails.
-//   4. AllReduceSum(data, count), as often as needed, by every member with
-//      the same count in the same order.
+//   4. AllReduceSum / AllReduceMax(data, count), as often as needed, by
+//      every member with the same call, type and count in the same order.
 //
 // All-reduce: the bandwidth-optimal ring (reduce-scatter in N-1 steps, then
 // all-gather in N-1 steps), sending to the right while receiving from the
@@ -29,7 +29,10 @@
 // longer. Summation order: segment k is summed left to right starting at
 // member k, ((x_k + x_(k+1)) + x_(k+2)) + ... + x_(k-1) (ranks mod N), by
 // the member that receives the partial sum; the finished segment is then
-// copied to every member. So every member ends with the same bits. Any
+// copied to every member. So every member ends with the same bits. The
+// int64 sum (modulo 2^64) and the float maximum are exact, so their result
+// is the same for any N, any order of the members and any split of the
+// addends among them (--ft-exact, docs/fault-tolerance.md). Any
 // count works (0, fewer elements than members, not divisible by N);
 // N == 1 is a no-op. Memory: the caller's buffer and one chunk of scratch;
 // every message has a fixed size, so a peer cannot make the ring allocate.
@@ -70,6 +73,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "trainer/comm/ring_wire.h"
 
 namespace ctrun::trainer {
 
@@ -117,6 +121,11 @@ class AbortableRing {
   // Requires Connect to have succeeded; `data` is the caller's, used only
   // during the call.
   Status AllReduceSum(float* data, std::size_t count);
+  // The same for int64s, summed modulo 2^64 (exact: wrap-around is the
+  // caller's to prevent), and the element-wise maximum of floats (exact; a
+  // NaN's result is unspecified).
+  Status AllReduceSum(std::int64_t* data, std::size_t count);
+  Status AllReduceMax(float* data, std::size_t count);
 
   // Replaces options.stall_timeout for the calls that follow (zero: wait
   // for ever; a negative value is taken as zero). Owning thread, between
@@ -137,7 +146,7 @@ class AbortableRing {
  private:
   enum class State { kListening, kConnected, kBroken };
   // One transfer: send_len bytes to send_fd while receiving recv_len bytes from
-  // recv_fd, into `recv` or, with reduce_into, added as floats into reduce_into.
+  // recv_fd, into `recv` or, with reduce_into, reduced (op_) into reduce_into.
   struct Io {
     std::string what;  // "during all-reduce #3 (...)": for messages and before_wait
     int send_fd = -1;
@@ -148,7 +157,7 @@ class AbortableRing {
     const std::string* recv_who = nullptr;
     char* recv = nullptr;
     std::size_t recv_len = 0;
-    float* reduce_into = nullptr;
+    char* reduce_into = nullptr;
     // The peer at send_fd sends nothing on it now: readable means closed, so
     // it is watched while this op has bytes to send (op_send_left_ > 0).
     bool quiet_peer = false;
@@ -165,8 +174,13 @@ class AbortableRing {
   Status ConnectRight(const std::string& host, std::uint16_t port);
   Status AcceptLeft();
   Status Handshake();
+  Status AllReduce(char* data, std::size_t count, RingReduceOp op, std::string_view call);
   Status ExchangeOpHeader(std::size_t count);
-  Status Step(float* data, std::size_t count, int step);
+  Status Step(char* data, std::size_t count, int step);
+  std::size_t ElementBytes() const;
+  // The bytes received before each reduction: a multiple of the element size.
+  std::size_t ReduceChunk() const;
+  void ReduceChunkInto(char* into, std::size_t bytes);
 
   Status Move(const Io& io);
   Status WaitReady(pollfd* fds, int n, std::string_view what,
@@ -187,9 +201,10 @@ class AbortableRing {
   Status failure_;
   std::uint64_t op_seq_ = 0;
   std::size_t op_send_left_ = 0;  // bytes this all-reduce still sends to the right
+  RingReduceOp op_ = RingReduceOp::kSumFloat;  // the all-reduce in progress
   std::string right_name_;  // "the right neighbour (rank 2 at 10.0.0.3:4000)"
   std::string left_name_;
-  std::vector<float> scratch_;  // chunk_bytes / 4 floats: a received partial sum
+  std::vector<std::uint64_t> scratch_;  // one reduce chunk (>= chunk_bytes): a received partial result
 };
 
 }  // namespace ctrun::trainer

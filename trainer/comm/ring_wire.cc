@@ -91,11 +91,12 @@ std::array<char, kRingOpBytes> EncodeRingOp(const RingOpHeader& op) {
   std::array<char, kRingOpBytes> out{};
   RingPut(out.data(), op.seq, 8);
   RingPut(out.data() + 8, op.count, 8);
+  RingPut(out.data() + 16, op.op, 8);
   return out;
 }
 
 RingOpHeader DecodeRingOp(const std::array<char, kRingOpBytes>& bytes) {
-  return RingOpHeader{RingGet(bytes.data(), 8), RingGet(bytes.data() + 8, 8)};
+  return RingOpHeader{RingGet(bytes.data(), 8), RingGet(bytes.data() + 8, 8), RingGet(bytes.data() + 16, 8)};
 }
 
 Result<RingListener> RingListen(const std::string& host) {

@@ -11,8 +11,9 @@
 // (the reply), so both ends check the other.
 //
 // Operation header (kRingOpBytes): sequence number u64 (0, 1, ... per ring),
-// element count u64. Sent to the right neighbour before each all-reduce, so
-// members that disagree on the call fail with a message, not garbage.
+// element count u64, operation u64 (RingReduceOp: what is reduced, and how).
+// Sent to the right neighbour before each all-reduce, so members that
+// disagree on the call fail with a message, not garbage.
 //
 // Free functions, no state; the file descriptors returned are the caller's
 // to close.
@@ -28,8 +29,8 @@
 namespace ctrun::trainer {
 
 inline constexpr std::size_t kRingHelloBytes = 32;
-inline constexpr std::size_t kRingOpBytes = 16;
-inline constexpr std::uint32_t kRingProtocolVersion = 1;
+inline constexpr std::size_t kRingOpBytes = 24;
+inline constexpr std::uint32_t kRingProtocolVersion = 2;
 
 struct RingHello {
   std::uint64_t ring_id = 0;
@@ -46,9 +47,17 @@ std::array<char, kRingHelloBytes> EncodeRingHello(const RingHello& hello);
 Status CheckRingHello(const std::array<char, kRingHelloBytes>& bytes, const RingHello& expected,
                       const std::string& who);
 
+// The element type and reduction of one all-reduce (wire values fixed).
+enum class RingReduceOp : std::uint64_t {
+  kSumFloat = 0,  // float32 sum, in the ring's order (abortable_ring.h)
+  kSumInt64 = 1,  // int64 sum, modulo 2^64: exact, in any order
+  kMaxFloat = 2,  // float32 maximum: exact, in any order
+};
+
 struct RingOpHeader {
   std::uint64_t seq = 0;
   std::uint64_t count = 0;
+  std::uint64_t op = 0;  // RingReduceOp's value; a peer's is checked, not trusted
 };
 
 std::array<char, kRingOpBytes> EncodeRingOp(const RingOpHeader& op);

@@ -27,6 +27,11 @@ Result<FtEnv> ReadFtEnv(const EnvReader& get) {
     return Status::InvalidArgument("CTRUN_FT_FIXED_STALL '" + fixed + "': set it to 1 or leave it unset");
   }
   env.fixed_stall = fixed == "1";
+  const std::string exact = text("CTRUN_FT_EXACT");
+  if (!exact.empty() && exact != "1") {
+    return Status::InvalidArgument("CTRUN_FT_EXACT '" + exact + "': set it to 1 (ctrun --ft-exact) or leave it unset");
+  }
+  env.exact = exact == "1";
   return env;
 }
 

@@ -55,7 +55,8 @@ void FtReplica::Offer(std::shared_ptr<const std::string> state) {
   heal_server_->Offer(plan_.quorum_id, plan_.max_step, std::move(state));
 }
 
-bool FtReplica::AllReduceMean(float* data, std::size_t count) {
+template <typename Reduce>
+bool FtReplica::RingCall(Reduce reduce) {
   if (!step_ok_) return false;
   AbortableRing* ring = ring_.get();
   // What the peers wait at the ring for this step; coming later than that
@@ -64,19 +65,33 @@ bool FtReplica::AllReduceMean(float* data, std::size_t count) {
                                          : healing_                ? pace_.Healing()
                                          : steady_                 ? pace_.Steady()
                                                                    : pace_.Changed();
-  if (options_.adaptive_stall && !healing_ && pace_.Pace() && std::chrono::steady_clock::now() - planned_ > wait) {
+  if (options_.adaptive_stall && !healing_ && !step_reduced_ && pace_.Pace() &&
+      std::chrono::steady_clock::now() - planned_ > wait) {
     step_late_ = true;
   }
+  step_reduced_ = true;
   if (ring != nullptr) ring->SetStallTimeout(wait);
-  Status status = ring == nullptr ? Status::FailedPrecondition("no cross-replica ring yet")
-                                  : ring->AllReduceSum(data, count);
+  Status status = ring == nullptr ? Status::FailedPrecondition("no cross-replica ring yet") : reduce(*ring);
   if (!status.ok()) {
     RingFailed(std::move(status));
     return false;
   }
+  return true;
+}
+
+bool FtReplica::AllReduceMean(float* data, std::size_t count) {
+  if (!RingCall([&](AbortableRing& ring) { return ring.AllReduceSum(data, count); })) return false;
   const float world = static_cast<float>(plan_.replica_world);
   for (std::size_t i = 0; i < count; ++i) data[i] /= world;
   return true;
+}
+
+bool FtReplica::AllReduceMax(float* data, std::size_t count) {
+  return RingCall([&](AbortableRing& ring) { return ring.AllReduceMax(data, count); });
+}
+
+bool FtReplica::AllReduceSum(int64_t* data, std::size_t count) {
+  return RingCall([&](AbortableRing& ring) { return ring.AllReduceSum(data, count); });
 }
 
 Result<FtDecision> FtReplica::Vote(bool ok) {
@@ -111,6 +126,7 @@ Result<FtPlan> FtReplica::Apply(const QuorumLine& answer) {
   offered_ = false;
   step_ok_ = true;
   step_late_ = false;
+  step_reduced_ = false;
   steady_ = ring_quorum_ == answer.quorum_id && answer.heal_sources.empty() && !answer.serve;
   healing_ = !answer.heal_sources.empty() || answer.serve;
   if (answer.finished_step) {

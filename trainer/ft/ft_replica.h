@@ -111,6 +111,11 @@ class FtReplica {
   // was aborted (the buffer is then undefined and this step's ballot is
   // no); the reason is in last_failure().
   bool AllReduceMean(float* data, std::size_t count);
+  // The exact reductions of --ft-exact (exact_average.h): the element-wise
+  // maximum of `count` floats, and the sum of `count` int64s (modulo 2^64),
+  // over the quorum's groups, in place. False as for AllReduceMean.
+  bool AllReduceMax(float* data, std::size_t count);
+  bool AllReduceSum(int64_t* data, std::size_t count);
 
   // Votes on the step of the last plan (yes when every AllReduceMean since
   // that plan succeeded, and `ok`), gets the decision and the next plan.
@@ -134,6 +139,10 @@ class FtReplica {
   void AbortRing() noexcept;
   // Records a ring failure: the step's ballot is no.
   void RingFailed(Status status);
+  // Runs `reduce` on the current ring with this step's stall time; the
+  // step's first call marks it late when it comes past that time.
+  template <typename Reduce>
+  bool RingCall(Reduce reduce);
 
   FtReplicaOptions options_;
   std::unique_ptr<AgentLink> link_;
@@ -146,6 +155,7 @@ class FtReplica {
   int64_t committed_ = 0;
   bool step_ok_ = true;  // every AllReduceMean since the plan succeeded
   bool step_late_ = false;  // this step reached the all-reduce past the peers' stall time
+  bool step_reduced_ = false;  // this step called the ring already
   StepPace pace_;
   bool steady_ = false;   // the plan's quorum is the last one's, and nobody heals
   bool healing_ = false;  // a group heals under the plan's quorum (this one, or one it serves)

@@ -89,11 +89,11 @@ std::string Dump(const LaunchConfig& c) {
          fmt::format("straggler_factor={}\nstraggler_intervals={}\n", c.straggler_factor, c.straggler_intervals) +
          fmt::format("preempt_grace={}\npreempt_signal={}\n", c.preempt_grace ? c.preempt_grace->count() : -1.0,
                      c.preempt_signal) +
-         fmt::format("ft={}\nft_join_timeout={}\nft_group_size={}\n",
+         fmt::format("ft={}\nft_join_timeout={}\nft_group_size={}\nft_exact={}\n",
                      c.ft ? fmt::format("{}:{} group {} of {}", c.ft->min_replicas, c.ft->max_replicas,
                                         c.ft->group_index, c.ft->group_size)
                           : "off",
-                     c.ft_join_timeout.count(), c.ft_group_size) +
+                     c.ft_join_timeout.count(), c.ft_group_size, c.ft_exact) +
          fmt::format("virtual_local_rank={}\nshutdown_timeout_given={}\nduplicate_stdout_filters=[{}]\n"
                      "duplicate_stderr_filters=[{}]\n",
                      c.virtual_local_rank, c.shutdown_timeout_given, Quoted(c.duplicate_stdout_filters),
@@ -371,6 +371,7 @@ const std::map<std::string_view, std::string> kSample = {
 // server. The loop below gives them these arguments first, in its base too.
 std::vector<std::string> ContextFor(std::string_view flag) {
   if (flag == "--ft-replicas") return {"--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1"};
+  if (flag == "--ft-exact") return {"--ft-replicas", "2:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1"};
   if (flag == "--preempt-signal") return {"--preempt-grace", "9"};
   if (flag == "--ft-group-size") {
     return {"--ft-replicas", "2:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "--node-rank", "5"};
@@ -379,7 +380,6 @@ std::vector<std::string> ContextFor(std::string_view flag) {
 }
 
 TEST_CASE("every spelling of every flag in the table works as --f v and --f=v and PET_", "[config][flags]") {
-  const std::string base = Dump(Good({"/abs/t.py"}));
   for (const FlagSpec& flag : Flags()) {
     INFO(flag.name);
     if (flag.kind == FlagKind::kAction) {
@@ -392,11 +392,16 @@ TEST_CASE("every spelling of every flag in the table works as --f v and --f=v an
       continue;
     }
     REQUIRE(FindFlag(flag.name) == &flag);
+    const Args ctx = ContextFor(flag.name);
+    auto with = [&](Args args) {
+      args.insert(args.begin(), ctx.begin(), ctx.end());
+      return args;
+    };
     if (flag.kind == FlagKind::kSwitch) {
-      const std::string on = Dump(Good({std::string(flag.name), "/abs/t.py"}));
-      CHECK(on != base);
-      for (std::string_view s : flag.spellings) CHECK(Dump(Good({std::string(s), "/abs/t.py"})) == on);
-      if (!flag.env.empty()) CHECK(Dump(Good({"/abs/t.py"}, {{std::string(flag.env), "1"}})) == on);
+      const std::string on = Dump(Good(with({std::string(flag.name), "/abs/t.py"})));
+      CHECK(on != Dump(Good(with({"/abs/t.py"}))));
+      for (std::string_view s : flag.spellings) CHECK(Dump(Good(with({std::string(s), "/abs/t.py"}))) == on);
+      if (!flag.env.empty()) CHECK(Dump(Good(with({"/abs/t.py"}), {{std::string(flag.env), "1"}})) == on);
       continue;
     }
     auto sample = kSample.find(flag.name);
@@ -408,11 +413,6 @@ TEST_CASE("every spelling of every flag in the table works as --f v and --f=v an
       }
       continue;
     }
-    const Args ctx = ContextFor(flag.name);
-    auto with = [&](Args args) {
-      args.insert(args.begin(), ctx.begin(), ctx.end());
-      return args;
-    };
     const std::string expected = Dump(Good(with({std::string(flag.name), v, "/abs/t.py"})));
     if (flag.name != "--node-rank") CHECK(expected != Dump(Good(with({"/abs/t.py"}))));
     for (std::string_view s : flag.spellings) {

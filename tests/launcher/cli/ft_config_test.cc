@@ -83,4 +83,14 @@ TEST_CASE("--ft-group-size: bad values and combinations are refused with one lin
 }
 
 }  // namespace
+TEST_CASE("--ft-exact: with --ft-replicas the workers' switch, alone a one-line refusal", "[config][ft]") {
+  CHECK(FtGood(Ft({"--ft-exact"})).ft_exact);
+  CHECK_FALSE(FtGood(Ft({})).ft_exact);
+  CHECK(FtGood(Ft({}), {{"PET_FT_EXACT", "1"}}).ft_exact);
+  CHECK(FtBad({"--ft-exact", "t.py"}) ==
+        "--ft-exact: exact results are for fault-tolerant training (give --ft-replicas MIN:MAX too, or drop it)");
+  CHECK(FtBad({"t.py"}, {{"PET_FT_EXACT", "1"}}) ==
+        "PET_FT_EXACT: exact results are for fault-tolerant training (give --ft-replicas MIN:MAX too, or drop it)");
+}
+
 }  // namespace ctrun::launcher

@@ -67,6 +67,7 @@ const std::map<std::string_view, Sample>& Samples() {
       {"--straggler-intervals", {"7", {}}},
       {"--ft-replicas", {"2:3", {"--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1"}}},
       {"--ft-join-timeout", {"9", {}}},
+      {"--ft-exact", {"", {"--ft-replicas", "2:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1"}}},
       {"--ft-group-size",
        {"2", {"--ft-replicas", "2:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "--node-rank", "5"}}},
       {"--heartbeat-initial-timeout", {"600", {}}},
@@ -215,9 +216,9 @@ TEST_CASE("all PET_* variables at once equal all flags at once") {
   for (const FlagSpec& flag : Flags()) {
     auto sample = Samples().find(flag.name);
     // --standalone replaces the rendezvous settings, -m conflicts with --no-python and --ft-replicas with
-    // --nnodes 2:4: test them alone (above).
+    // --nnodes 2:4 (--ft-exact needs it): test them alone (above).
     if (flag.env.empty() || sample == Samples().end() || flag.name == "--standalone" || flag.name == "--module" ||
-        flag.name == "--ft-replicas" || flag.name == "--ft-group-size") {
+        flag.name == "--ft-replicas" || flag.name == "--ft-group-size" || flag.name == "--ft-exact") {
       continue;
     }
     const Sample& s = sample->second;

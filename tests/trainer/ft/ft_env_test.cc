@@ -54,3 +54,15 @@ TEST_CASE("ReadFtEnv: CTRUN_FT_FIXED_STALL is 1 or unset") {
   REQUIRE_FALSE(env.ok());
   CHECK(env.status().message() == "CTRUN_FT_FIXED_STALL 'yes': set it to 1 or leave it unset");
 }
+
+TEST_CASE("ReadFtEnv: CTRUN_FT_EXACT is 1 or unset") {
+  auto env = ft::ReadFtEnv(From({{"CTRUN_FT_SOCKET", "@s"}, {"CTRUN_FT_REPLICAS", "1:3"}}));
+  REQUIRE(env.ok());
+  CHECK_FALSE(env->exact);
+  env = ft::ReadFtEnv(From({{"CTRUN_FT_SOCKET", "@s"}, {"CTRUN_FT_REPLICAS", "1:3"}, {"CTRUN_FT_EXACT", "1"}}));
+  REQUIRE(env.ok());
+  CHECK(env->exact);
+  env = ft::ReadFtEnv(From({{"CTRUN_FT_SOCKET", "@s"}, {"CTRUN_FT_REPLICAS", "1:3"}, {"CTRUN_FT_EXACT", "true"}}));
+  REQUIRE_FALSE(env.ok());
+  CHECK(env.status().message() == "CTRUN_FT_EXACT 'true': set it to 1 (ctrun --ft-exact) or leave it unset");
+}
