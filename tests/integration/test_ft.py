@@ -150,8 +150,14 @@ class FtCase(unittest.TestCase):
     def check_equal_state(self):
         assert_equal_dumps(self, self.dir)
 
-    def check_steps(self, groups, steps=STEPS):
-        """Every committed step once per member of the quorum of its time."""
+    def check_steps(self, groups, steps=STEPS, died_voting=None):
+        """Every committed step once per member of the quorum of its time.
+        `died_voting` (group index -> step): that group's rank died after its
+        all-reduce, before its ballot; the quorum may commit the step without
+        its ballot (its share is in the ring's sum: the server excuses a
+        member that does not vote within the hang time, when its agent's
+        report of the loss comes later than that), so it may be missing from
+        that step's log."""
         by_step = collections.defaultdict(list)
         for g in groups:
             seen = set()
@@ -165,7 +171,9 @@ class FtCase(unittest.TestCase):
             quorums = {(q, w) for _, q, w in entries}
             self.assertEqual(len(quorums), 1, f"step {step} was committed under several quorums: {entries}")
             (_, world), = quorums
-            self.assertEqual(len(entries), world, f"step {step}: {world} replicas, logged by {entries}")
+            logged = {g for g, _, _ in entries}
+            excused = {g for g, s in (died_voting or {}).items() if s == step and g not in logged}
+            self.assertEqual(len(entries) + len(excused), world, f"step {step}: {world} replicas, logged by {entries}")
         return by_step
 
     def check_survivor(self, g):
@@ -221,7 +229,7 @@ class FaultTolerance(FtCase):
         self.release("release")
         self.finish(groups)
         self.check_equal_state()
-        self.check_steps(groups)
+        self.check_steps(groups, died_voting={1: 4})
         self.check_survivor(groups[0])
         self.check_survivor(groups[2])
         self.check_healed(groups[1])

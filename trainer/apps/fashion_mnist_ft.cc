@@ -94,7 +94,7 @@ Result<std::pair<double, bool>> FtExactGradients(Worker& w, ft::FtReplica& repli
       ++count;
     }
   }
-  auto ok = exact.Reduce(*w.comm, replica, shards);
+  auto ok = exact.Reduce(*w.comm, replica, part);
   if (!ok.ok()) return ok.status();
   return std::make_pair(count > 0 ? loss_sum / count : 0.0, *ok);
 }
@@ -105,9 +105,18 @@ Status DumpFtState(Worker& w, const std::string& group) {
                          w.model->parameters(), w.opt());
 }
 
+// What a healer fetches: the model, and under --ft-exact its hint.
+std::vector<ft::HealTensor> FtHealTensors(Worker& w, const std::optional<ft::ExactAverage>& exact) {
+  std::vector<ft::HealTensor> tensors = ft::HealTensorsOf(*w.model);
+  if (exact) {
+    for (auto& t : exact->HealTensors()) tensors.push_back(std::move(t));
+  }
+  return tensors;
+}
+
 // Loads a fetched state (plan.heal_state) and checks its step.
-Status FtHeal(Worker& w, const ft::FtPlan& plan, int64_t& committed) {
-  auto step = ft::LoadHealState(*plan.heal_state, *w.model, w.opt());
+Status FtHeal(Worker& w, const std::optional<ft::ExactAverage>& exact, const ft::FtPlan& plan, int64_t& committed) {
+  auto step = ft::LoadHealState(*plan.heal_state, FtHealTensors(w, exact), w.opt());
   if (!step.ok()) return step.status();
   if (*step != plan.max_step) {
     return Status::FailedPrecondition("healed to step " + std::to_string(*step) + ", but the quorum trains step " +
@@ -149,7 +158,7 @@ Status TrainFt(Worker& w) {
   const int shards = w.env.world_size * env->max_replicas;
   std::optional<ft::ExactAverage> exact;
   if (env->exact) {
-    exact.emplace(w.model->parameters());
+    exact.emplace(w.model->parameters(), shards);
     w.Log("ft exact: each step is " + std::to_string(shards) + " shards of " + std::to_string(w.flags.batch_size) +
           " samples, added exactly");
   }
@@ -159,9 +168,9 @@ Status TrainFt(Worker& w) {
     if (!stop.ok()) return stop.status();
     if (*stop) total = std::min(total, **stop);
     if (committed >= total) break;
-    if (plan.heal_state) CTRUN_RETURN_IF_ERROR(FtHeal(w, plan, committed));
+    if (plan.heal_state) CTRUN_RETURN_IF_ERROR(FtHeal(w, exact, plan, committed));
     if (plan.serve) {
-      auto snapshot = ft::SaveHealState(*w.model, w.opt(), committed);
+      auto snapshot = ft::SaveHealState(FtHealTensors(w, exact), w.opt(), committed);
       if (!snapshot.ok()) return snapshot.status();
       (*replica)->Offer(std::make_shared<const std::string>(std::move(*snapshot)));
     }
@@ -176,6 +185,7 @@ Status TrainFt(Worker& w) {
     char line[200];
     if (decision->commit.value_or(false)) {
       w.opt().step();
+      if (exact) exact->Commit();
       std::snprintf(line, sizeof line, "ft step %lld quorum %lld replicas %d loss %.6f",
                     static_cast<long long>(committed), static_cast<long long>(plan.quorum_id),
                     plan.replica_world, step->first);
@@ -195,6 +205,7 @@ Status TrainFt(Worker& w) {
     return Status::Ok();
   }
   if (!w.flags.dump_state.empty()) CTRUN_RETURN_IF_ERROR(DumpFtState(w, env->group));
+  if (exact) w.Log("ft exact: " + std::to_string(exact->second_sums()) + " steps outgrew the hint (a second sum)");
   w.Log("done: " + std::to_string(committed) + " committed steps");
   return Status::Ok();
 }

@@ -10,15 +10,15 @@ Result<ImageDataset> LoadFashionMnist(const std::string& dir, const std::string&
                                       int64_t limit) {
   const std::string images_path = dir + "/" + split + "-images-idx3-ubyte.gz";
   const std::string labels_path = dir + "/" + split + "-labels-idx1-ubyte.gz";
-  auto images = ReadIdxFile(images_path);
+  auto images = ReadIdxFile(images_path, limit);
   if (!images.ok()) return images.status();
-  auto labels = ReadIdxFile(labels_path);
+  auto labels = ReadIdxFile(labels_path, limit);
   if (!labels.ok()) return labels.status();
   if (images->dims.size() != 3 || images->dims[1] != 28 || images->dims[2] != 28) {
     return Status::InvalidArgument("'" + images_path +
                                    "' does not hold 28x28 images; pass the Fashion-MNIST files");
   }
-  if (labels->dims.size() != 1 || labels->dims[0] != images->dims[0]) {
+  if (labels->dims.size() != 1 || labels->file_rows != images->file_rows) {
     return Status::InvalidArgument("'" + labels_path + "' and '" + images_path +
                                    "' disagree on the sample count; pass a matching pair");
   }

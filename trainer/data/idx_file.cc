@@ -34,7 +34,7 @@ uint32_t BigEndian32(const uint8_t* p) {
 
 }  // namespace
 
-Result<IdxArray> ReadIdxFile(const std::string& path) {
+Result<IdxArray> ReadIdxFile(const std::string& path, int64_t max_rows) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
     return Status::NotFound("dataset file '" + path +
@@ -65,6 +65,12 @@ Result<IdxArray> ReadIdxFile(const std::string& path) {
       return Status::InvalidArgument("'" + path + "' declares an implausibly large array");
     }
   }
+  out.file_rows = out.dims[0];
+  const bool partial = max_rows > 0 && max_rows < out.dims[0];
+  if (partial) {
+    count = count / out.dims[0] * max_rows;  // a row's bytes x the rows read
+    out.dims[0] = max_rows;
+  }
   out.data.resize(static_cast<size_t>(count));
   const int64_t got = ReadFully(file.get(), out.data.data(), count);
   if (got < 0) {
@@ -76,7 +82,7 @@ Result<IdxArray> ReadIdxFile(const std::string& path) {
                                    " of " + std::to_string(count) + " data bytes");
   }
   uint8_t extra;
-  if (ReadFully(file.get(), &extra, 1) != 0) {
+  if (!partial && ReadFully(file.get(), &extra, 1) != 0) {
     return Status::InvalidArgument("'" + path + "' has bytes after the IDX data");
   }
   return out;

@@ -20,17 +20,35 @@ Result<int> FixedPointShift(float max_abs, int64_t shards) {
   return 61 - shard_bits - exponent;
 }
 
+std::optional<int> HintedShift(float hint, int64_t shards) {
+  if (!(hint > 0.0f) || !std::isfinite(hint)) return std::nullopt;
+  const float room = std::ldexp(hint, kHintHeadroomBits);
+  if (!std::isfinite(room)) return std::nullopt;
+  auto shift = FixedPointShift(room, shards);
+  if (!shift.ok()) return std::nullopt;
+  return *shift;
+}
+
+bool FitsFixedPoint(float max_abs, std::optional<int> shift, int64_t shards) {
+  if (max_abs == 0.0f) return true;
+  if (!shift) return false;
+  auto own = FixedPointShift(max_abs, shards);
+  return own.ok() && *own >= *shift;
+}
+
+// Scaling by 2^shift is exact in double for every shift FixedPointShift
+// returns (|shift| < 300), so a multiplication does what ldexp would.
+// llrint rounds half to even (the default rounding mode); this file is
+// built with -fno-math-errno so it becomes one instruction.
 void AddFixedPoint(const float* values, std::size_t count, int shift, int64_t* acc) {
-  for (std::size_t i = 0; i < count; ++i) {
-    acc[i] += std::llrint(std::ldexp(static_cast<double>(values[i]), shift));
-  }
+  const double scale = std::ldexp(1.0, shift);
+  for (std::size_t i = 0; i < count; ++i) acc[i] += std::llrint(static_cast<double>(values[i]) * scale);
 }
 
 void ReadFixedPointMean(const int64_t* sums, std::size_t count, int shift, int64_t shards, float* out) {
+  const double unscale = std::ldexp(1.0, -shift);
   const double divisor = static_cast<double>(shards);
-  for (std::size_t i = 0; i < count; ++i) {
-    out[i] = static_cast<float>(std::ldexp(static_cast<double>(sums[i]), -shift) / divisor);
-  }
+  for (std::size_t i = 0; i < count; ++i) out[i] = static_cast<float>(static_cast<double>(sums[i]) * unscale / divisor);
 }
 
 float MaxMagnitude(const float* values, std::size_t count) {

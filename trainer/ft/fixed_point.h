@@ -11,12 +11,18 @@
 // bucket's largest gradients, and S values at the largest magnitude still
 // sum below 2^62.
 //
+// The scale can be agreed before the values exist: from the last committed
+// step's largest magnitude (a hint, HintedShift) with kHintHeadroomBits of
+// room; values that do not fit it (FitsFixedPoint) make the step agree on
+// its own largest magnitude instead (exact_average.h).
+//
 // Pure arithmetic; free functions. Deterministic: the same inputs give the
 // same bits on every machine with IEEE doubles.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "base/result.h"
 
@@ -27,6 +33,19 @@ namespace ctrun::trainer::ft {
 // InvalidArgument when max_abs is not finite (a NaN or infinite gradient
 // has no fixed-point value) or shards < 1.
 Result<int> FixedPointShift(float max_abs, int64_t shards);
+
+// The headroom of a hinted shift: values up to 2^8 times the hint fit.
+inline constexpr int kHintHeadroomBits = 8;
+
+// The shift for values expected near `hint` (a last step's largest
+// magnitude): FixedPointShift(hint * 2^kHintHeadroomBits); nullopt for a
+// hint of 0 or one not finite (nothing but zeros fits then).
+std::optional<int> HintedShift(float hint, int64_t shards);
+
+// Whether values of largest magnitude `max_abs` may be added at `shift`
+// (from FixedPointShift or HintedShift for the same `shards`): zeros
+// always; others when their own shift is at least `shift`.
+bool FitsFixedPoint(float max_abs, std::optional<int> shift, int64_t shards);
 
 // Adds round(values[i] * 2^shift) into acc[i] (round half to even), for a
 // shift from FixedPointShift whose max_abs bounds every |values[i]|.

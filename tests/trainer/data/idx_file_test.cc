@@ -51,6 +51,23 @@ TEST_CASE("ReadIdxFile reads dims and data") {
   CHECK(array->data == std::vector<uint8_t>{0, 10, 20, 30, 40, 50});
 }
 
+TEST_CASE("ReadIdxFile reads only the first rows it is asked for") {
+  auto bytes = Header({3, 2});
+  for (uint8_t v = 0; v < 6; ++v) bytes.push_back(v);
+  bytes.push_back(99);  // trailing: not reached when the rows are limited
+  const std::string path = TempPath("rows.gz");
+  WriteGz(path, bytes);
+  auto two = ct::ReadIdxFile(path, 2);
+  auto all = ct::ReadIdxFile(path, 5);
+  std::filesystem::remove(path);
+  REQUIRE(two.ok());
+  CHECK(two->dims == std::vector<int64_t>{2, 2});
+  CHECK(two->file_rows == 3);
+  CHECK(two->data == std::vector<uint8_t>{0, 1, 2, 3});
+  REQUIRE_FALSE(all.ok());  // more rows than the file: read in full, and checked in full
+  CHECK(all.status().message().find("after the IDX data") != std::string::npos);
+}
+
 TEST_CASE("ReadIdxFile: missing file says how to get the dataset") {
   auto array = ct::ReadIdxFile("/nonexistent/train-images-idx3-ubyte.gz");
   REQUIRE_FALSE(array.ok());

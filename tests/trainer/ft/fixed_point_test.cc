@@ -130,3 +130,25 @@ TEST_CASE("FixedPoint: a bucket of zeros, and values with no fixed-point value")
   CHECK_FALSE(ft::FixedPointShift(ft::MaxMagnitude(with_nan, 3), 4).ok());
   CHECK_FALSE(ft::FixedPointShift(1.0f, 0).ok());
 }
+
+TEST_CASE("FixedPoint: a hinted shift leaves 2^8 of room, and what fits it adds as the exact shift would") {
+  CHECK_FALSE(ft::HintedShift(0.0f, 4));
+  CHECK_FALSE(ft::HintedShift(std::numeric_limits<float>::infinity(), 4));
+  CHECK_FALSE(ft::HintedShift(std::numeric_limits<float>::max(), 4));  // no room above it
+  const auto shift = ft::HintedShift(0.5f, 4);
+  REQUIRE(shift);
+  CHECK(*shift == *ft::FixedPointShift(128.0f, 4));
+  CHECK(ft::FitsFixedPoint(0.0f, std::nullopt, 4));
+  CHECK_FALSE(ft::FitsFixedPoint(1e-30f, std::nullopt, 4));
+  CHECK(ft::FitsFixedPoint(100.0f, shift, 4));
+  CHECK(ft::FitsFixedPoint(1e-30f, shift, 4));
+  CHECK_FALSE(ft::FitsFixedPoint(256.0f, shift, 4));
+  // Four shards at the edge of the room sum without overflow, and read back exactly.
+  const std::vector<float> edge = {std::nextafter(256.0f, 0.0f), -std::nextafter(256.0f, 0.0f), 3.0f};
+  REQUIRE(ft::FitsFixedPoint(ft::MaxMagnitude(edge.data(), edge.size()), shift, 4));
+  std::vector<int64_t> acc(3, 0);
+  for (int k = 0; k < 4; ++k) ft::AddFixedPoint(edge.data(), edge.size(), *shift, acc.data());
+  std::vector<float> mean(3);
+  ft::ReadFixedPointMean(acc.data(), 3, *shift, 4, mean.data());
+  CHECK(mean == edge);
+}
