@@ -144,7 +144,7 @@ class FtWorkerTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def run_groups(self, name, discard=(), ranks=1, join_at=None, abort_at=None, ctrun=False):
+    def run_groups(self, name, discard=(), ranks=1, join_at=None, abort_at=None, ctrun=False, exact=False):
         """Runs the groups of `ranks` workers against a fake agent; returns
         (rank 0's stdout by group, every rank's dump, the agent)."""
         directory = os.path.join(self.tmp.name, name)
@@ -157,6 +157,8 @@ class FtWorkerTest(unittest.TestCase):
             env = rank_env(r, ranks, stores[g].port if stores[g] else 0, {
                 "CTRUN_FT_SOCKET": agent.paths[g], "CTRUN_FT_HOST": "127.0.0.1",
                 "CTRUN_FT_GROUP": str(g), "CTRUN_FT_REPLICAS": f"1:{GROUPS}"})
+            if exact:
+                env["CTRUN_FT_EXACT"] = "1"
             launcher = [binary("launcher/ctrun"), "--standalone", "--nproc-per-node", "1", "--no-python"]
             if ctrun:  # ctrun's agent sets the torchrun variables; the fake agent's stay
                 env = {k: v for k, v in env.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK",
@@ -225,8 +227,14 @@ class FtWorkerTest(unittest.TestCase):
         for other in dumps[1:]:
             self.assertEqual(other, dumps[0])
 
+    def joined(self):
+        """Group 1 joins at step 3 and heals (nothing discarded), run once."""
+        if not hasattr(type(self), "join_run"):
+            type(self).join_run = self.run_groups("join", join_at=3)
+        return type(self).join_run
+
     def test_a_late_group_heals_and_joins(self):
-        outs, dumps, agent = self.run_groups("join", join_at=3)
+        outs, dumps, agent = self.joined()
         self.assertEqual(self.committed(outs[0]), [(s, 1, 1) for s in range(3)] + [(s, 2, 2) for s in range(3, STEPS)])
         self.assertEqual(self.committed(outs[1]), [(s, 2, 2) for s in range(3, STEPS)], outs[1])
         self.assertIn("ft healed step 3 quorum 2", outs[1])
@@ -234,6 +242,21 @@ class FtWorkerTest(unittest.TestCase):
                         agent.lines)
         self.assertEqual(dumps[0], dumps[1])
 
+
+    def test_exact_results_do_not_depend_on_the_quorum(self):
+        # --ft-exact (CTRUN_FT_EXACT=1): group 0 trains steps 0-2 alone (both
+        # shards of each step), group 1 then heals (the hint with the state)
+        # and the two train on; the run ends on the bits of the one where
+        # both trained every step. Without it the two runs differ.
+        _, together, _ = self.run_groups("exact", exact=True)
+        outs, late, _ = self.run_groups("exact_join", join_at=3, exact=True)
+        self.assertIn("ft exact: each step is 2 shards of 8 samples", outs[0])
+        self.assertIn("ft healed step 3 quorum 2", outs[1])
+        self.assertEqual(self.committed(outs[0]), [(s, 1, 1) for s in range(3)] + [(s, 2, 2) for s in range(3, STEPS)])
+        self.assertEqual(together[0], together[1])
+        self.assertEqual(late[0], together[0])
+        self.assertEqual(late[1], together[0])
+        self.assertNotEqual(self.joined()[1][0], self.plain()[1][0])
 
     def test_an_abort_fails_the_step_on_every_group(self):
         # The agent pushes `abort` to group 0 just before its answer for
