@@ -169,8 +169,10 @@ def restart_run(ctrund, tmp, r):
     before = {s for t, s, _ in steps if t < kill}
     after = [s for t, s, _ in steps if t >= kill]
     # The plain loop logs "step S" after S steps: the victim dies right after "step K".
-    killed = max(t for t, s, _ in steps if s == KILL_STEP and t < kill)
-    next_new = min(t for t, s, _ in steps if t >= kill and s > KILL_STEP)
+    # Its first arrival (the resumed run logs it again): the line and the
+    # victim's worker_exited event race, so it may be stamped after the kill.
+    killed = min(t for t, s, _ in steps if s == KILL_STEP)
+    next_new = min(t for t, s, _ in steps if s > KILL_STEP)
     return {"gap_s": next_new - killed, "gap_from_exited_s": next_new - kill,
             "recomputed": len(before & set(after)), "resumed_from": resumed,
             "wall_s": max(t for t, _ in lines) - job.start,
