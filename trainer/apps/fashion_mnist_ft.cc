@@ -205,7 +205,10 @@ Status TrainFt(Worker& w) {
     return Status::Ok();
   }
   if (!w.flags.dump_state.empty()) CTRUN_RETURN_IF_ERROR(DumpFtState(w, env->group));
-  if (exact) w.Log("ft exact: " + std::to_string(exact->second_sums()) + " steps outgrew the hint (a second sum)");
+  if (exact) {
+    w.Log("ft exact: steps summed twice (their gradients outgrew the hint): " +
+          std::to_string(exact->second_sums()));
+  }
   w.Log("done: " + std::to_string(committed) + " committed steps");
   return Status::Ok();
 }
