@@ -132,6 +132,7 @@ void FtRelay::OnSync(const std::shared_ptr<Conn>& conn, const FtSyncLine& line) 
     return;
   }
   left_ = false;
+  if (call->ballot && quorum_id_ == call->ballot->quorum_id) call->ballot->world = quorum_world_;
   if (!call->ballot) {
     spdlog::info("replica group {} asks to join the quorum at step {}", options_.group, call->committed_step);
   }
@@ -212,6 +213,7 @@ void FtRelay::OnAnswer(uint64_t generation, const Result<rdzv::SyncAnswer>& answ
   const FtRankAnswer& a = per_rank->front();
   if (quorum_id_ != a.quorum_id) {
     quorum_id_ = a.quorum_id;
+    quorum_world_ = a.replica_world;
     nlohmann::ordered_json members = nlohmann::ordered_json::array();
     for (const auto& m : answer->quorum.members) members.push_back({{"group", m.id}, {"step", m.step}});
     Emit("quorum_changed", {{"quorum_id", a.quorum_id}, {"replica_rank", a.replica_rank},

@@ -130,6 +130,7 @@ class FtRelay {
   uint64_t generation_ = 0;       // bumped by every failure: answers of an older one are dropped
   bool left_ = false;             // left the quorum since the last failure
   std::optional<int64_t> quorum_id_;  // the last quorum answered
+  int quorum_world_ = 0;              // its groups (a ballot for it says so)
   boost::asio::steady_timer waiting_timer_;
   boost::asio::steady_timer retry_timer_;  // the call made again after the server was lost
   bool asking_ = false;                             // a call is in flight

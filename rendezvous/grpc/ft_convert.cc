@@ -1,5 +1,7 @@
 #include "rendezvous/grpc/ft_convert.h"
 
+#include <algorithm>
+
 #include "rendezvous/grpc/proto_convert.h"
 
 namespace ctrun::rdzv {
@@ -27,7 +29,8 @@ SyncCall SyncCallFromProto(const v1::FtSyncRequest& request) {
                 .ballot = std::nullopt};
   if (request.has_ballot()) {
     call.ballot = Ballot{.quorum_id = request.ballot().quorum_id(), .step = request.ballot().step(),
-                         .ok = request.ballot().ok(), .late = !request.ballot().ok() && request.ballot().late()};
+                         .ok = request.ballot().ok(), .late = !request.ballot().ok() && request.ballot().late(),
+                         .world = std::max(0, request.ballot().world())};
   }
   return call;
 }
@@ -41,6 +44,7 @@ void SyncCallToProto(const SyncCall& call, v1::FtSyncRequest* out) {
     out->mutable_ballot()->set_step(call.ballot->step);
     out->mutable_ballot()->set_ok(call.ballot->ok);
     out->mutable_ballot()->set_late(call.ballot->late);
+    out->mutable_ballot()->set_world(call.ballot->world);
   }
 }
 

@@ -1,5 +1,7 @@
 #include "rendezvous/grpc/ft_parts.h"
 
+#include <algorithm>
+
 namespace ctrun::rdzv {
 namespace {
 
@@ -76,6 +78,7 @@ std::optional<Result<SyncCall>> FtParts::Assemble(const std::string& group) cons
       const std::optional<Ballot>& b = h.call.ballot;
       all_ok = all_ok && b && b->quorum_id == out.ballot->quorum_id && b->step == out.ballot->step && b->ok;
       late = late || (b && b->late);
+      if (b) out.ballot->world = std::max(out.ballot->world, b->world);
     }
     out.ballot->ok = all_ok;
     out.ballot->late = !all_ok && late;

@@ -6,6 +6,7 @@ namespace ctrun::rdzv {
 
 void StepSync::Call(const SyncCall& call, TimePoint now) {
   if (!last() && !resume_until_ && (call.committed_step > 0 || call.ballot)) resume_until_ = now + kResumeGrace;
+  if (!last() && resume_until_ && call.ballot && call.ballot->world > 0) NoteResumeBallot(call, now);
   Held held{.call = call, .decision = std::nullopt, .asked = false};
   // Counts: a ballot of a member of the open vote for its quorum and step
   // (not one excused from it, not one for a quorum that is gone).
@@ -19,6 +20,18 @@ void StepSync::Call(const SyncCall& call, TimePoint now) {
   if (counts && !call.ballot->ok && call.ballot->late) {
     BenchGroup(call.group, now, "it came to the step's all-reduce after the others gave up waiting");
   }
+}
+
+// While resuming: the grace ends once every group of the last quorum (the
+// highest quorum id among the ballots) called with its ballot.
+void StepSync::NoteResumeBallot(const SyncCall& call, TimePoint now) {
+  if (call.ballot->quorum_id < resume_quorum_) return;
+  if (call.ballot->quorum_id > resume_quorum_) {
+    resume_quorum_ = call.ballot->quorum_id;
+    resume_members_.clear();
+  }
+  resume_members_.insert(call.group);
+  if (resume_members_.size() >= static_cast<size_t>(call.ballot->world) && *resume_until_ > now) resume_until_ = now;
 }
 
 void StepSync::Heartbeat(const std::string& group, TimePoint now) {
@@ -87,16 +100,20 @@ std::vector<std::string> StepSync::TakeNotes() {
   return out;
 }
 
-std::optional<Duration> StepSync::Pace() const {
-  if (paces_.empty()) return std::nullopt;
-  std::vector<Duration> sorted(paces_.begin(), paces_.end());
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
-  return sorted[sorted.size() / 2];
-}
+std::optional<Duration> StepSync::Pace() const { return pace_; }
 
 Duration StepSync::HangTime() const {
   if (paces_.size() < kPaceSteps / 4) return Duration::max();
-  return std::min(params_.join_timeout, std::max<Duration>(kMinHangTime, *Pace() / 2));
+  return std::min(params_.join_timeout, std::max<Duration>(kMinHangTime, *pace_ / 2));
+}
+
+// The median of paces_, kept in pace_ (read on every call and tick).
+void StepSync::RecordPace(Duration step) {
+  paces_.push_back(step);
+  if (paces_.size() > kPaceSteps) paces_.pop_front();
+  std::vector<Duration> sorted(paces_.begin(), paces_.end());
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
+  pace_ = sorted[sorted.size() / 2];
 }
 
 void StepSync::CheckHangs(TimePoint now) {
@@ -133,8 +150,7 @@ std::vector<SyncAnswer> StepSync::Tick(TimePoint now) {
   std::optional<Quorum> formed = quorum_.Tick(now);
   if (!formed) return {};
   if (previous_id == formed->id) {  // a steady step: the pace
-    paces_.push_back(now - vote_opened_);
-    if (paces_.size() > kPaceSteps) paces_.pop_front();
+    RecordPace(now - vote_opened_);
   }
   std::vector<SyncAnswer> answers;
   for (const auto& member : formed->members) {

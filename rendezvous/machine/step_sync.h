@@ -43,6 +43,9 @@
 // (a reconnect takes well under a second: channel_backoff.h), then forms
 // from the groups asking; a group heard (its watch) but not asking by then
 // (a stopped process) is benched, not waited for. The ones behind heal.
+// The grace ends early once the last quorum is back: as many groups as a
+// ballot's `world` called with ballots of its quorum id (the highest seen),
+// so a restarted server loses no more than the step in flight.
 //
 // A group is benched for kMinBench or 10 paces, whichever is longer,
 // doubled for each bench since it last took part in kCleanSteps committed
@@ -78,6 +81,8 @@ struct Ballot {
   // No, and the group came late: a rank of it reached the step's
   // cross-group collective past the time its peers wait for it there.
   bool late = false;
+  // The groups of the quorum it voted in (0: not known): see the resume.
+  int world = 0;
 
   bool operator==(const Ballot&) const = default;
 };
@@ -131,6 +136,7 @@ class StepSync {
   // hang time it gives (Duration::max() before the pace is known: none).
   std::optional<Duration> Pace() const;
   Duration HangTime() const;
+  void RecordPace(Duration step);
   // One plain-English line per group benched since the last call (for the
   // server's log), and clears them.
   std::vector<std::string> TakeNotes();
@@ -150,6 +156,7 @@ class StepSync {
   // Excuses and benches the open vote's members that missed the hang time.
   void CheckHangs(TimePoint now);
   void BenchGroup(const std::string& group, TimePoint now, const std::string& why);
+  void NoteResumeBallot(const SyncCall& call, TimePoint now);
   // Counts a decided vote's members' clean steps, once.
   void CountCommitted();
 
@@ -162,10 +169,13 @@ class StepSync {
   std::set<std::string> benched_now_;      // benched during the open vote
   bool counted_ = false;                   // CountCommitted ran for the open vote
   std::deque<Duration> paces_;             // the last steady steps' durations
+  std::optional<Duration> pace_;           // their median (RecordPace)
   std::map<std::string, Lateness> lateness_;
   std::vector<std::string> notes_;
   std::optional<TimePoint> resume_until_;  // a run in progress met fresh: no quorum before
   std::set<std::string> heard_;            // groups heard while resuming
+  int64_t resume_quorum_ = 0;              // the highest quorum id of a ballot while resuming
+  std::set<std::string> resume_members_;   // the groups that called with its ballots
   bool resumed_ = false;                   // the groups heard but silent were benched
 };
 

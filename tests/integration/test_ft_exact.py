@@ -11,18 +11,11 @@ state. No timing is asserted.
 
 Plain build only (its C++ paths, the ring's exact reductions and the fixed
 point, run under ASan + UBSan in their unit tests)."""
-import json
 import os
-import subprocess
-import sys
-import tempfile
 import unittest
 
 import netns
-from harness import base_env, build_dir
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-DRIVER = os.path.join(HERE, "..", "..", "bench", "chaos.py")
+from chaos_driver import run_chaos
 
 
 class FtExact(unittest.TestCase):
@@ -34,18 +27,8 @@ class FtExact(unittest.TestCase):
             raise unittest.SkipTest("dataset-fashion-mnist is not installed")
 
     def test_a_run_with_three_faults_ends_on_the_bits_of_none_and_of_one_process(self):
-        with tempfile.TemporaryDirectory(prefix="ft-exact-") as tmp:
-            env = base_env()
-            env.update({"CTRUN_BUILD_DIR": build_dir(), "NGROUPS": "4", "NPROC": "1", "FAULTS": "3",
-                        "KINDS": "kill,agent,cut", "PERIOD": "3", "CUT_S": "2", "BASELINE_S": "1",
-                        "WARMUP": "5", "RESTART": "0", "SEED": "3", "BATCH": "8", "EXACT": "1",
-                        "JSON": os.path.join(tmp, "chaos.json"), "CHART": os.path.join(tmp, "chaos.png"),
-                        "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"})
-            run = subprocess.run([sys.executable, DRIVER], env=env, capture_output=True, text=True, timeout=300)
-            out = run.stdout + run.stderr
-            self.assertEqual(run.returncode, 0, out[-4000:])
-            with open(os.path.join(tmp, "chaos.json")) as f:
-                report = json.load(f)
+        report, out = run_chaos(self, 300, NGROUPS="4", NPROC="1", FAULTS="3", KINDS="kill,agent,cut", PERIOD="3",
+                                CUT_S="2", BASELINE_S="1", WARMUP="5", RESTART="0", SEED="3", BATCH="8", EXACT="1")
         ft = report["ft"]
         kinds = sorted(f["kind"] for f in ft["faults"] if "skipped" not in f)
         self.assertEqual(kinds, ["agent", "cut", "kill"], out[-2000:])

@@ -50,7 +50,6 @@ std::string RingOpName(std::uint64_t op) {
   switch (op) {
     case static_cast<std::uint64_t>(RingReduceOp::kSumFloat): return "float sum";
     case static_cast<std::uint64_t>(RingReduceOp::kSumInt64): return "int64 sum";
-    case static_cast<std::uint64_t>(RingReduceOp::kMaxFloat): return "float max";
     default: return "unknown operation " + std::to_string(op);
   }
 }
@@ -144,10 +143,6 @@ Status AbortableRing::AllReduceSum(std::int64_t* data, std::size_t count) {
   return AllReduce(reinterpret_cast<char*>(data), count, RingReduceOp::kSumInt64, "AllReduceSum");
 }
 
-Status AbortableRing::AllReduceMax(float* data, std::size_t count) {
-  return AllReduce(reinterpret_cast<char*>(data), count, RingReduceOp::kMaxFloat, "AllReduceMax");
-}
-
 std::size_t AbortableRing::ElementBytes() const { return op_ == RingReduceOp::kSumInt64 ? 8 : 4; }
 
 std::size_t AbortableRing::ReduceChunk() const {
@@ -170,12 +165,6 @@ void AbortableRing::ReduceChunkInto(char* into, std::size_t bytes) {
       std::uint64_t* mine = reinterpret_cast<std::uint64_t*>(into);
       const std::uint64_t* add = reinterpret_cast<const std::uint64_t*>(theirs);
       for (std::size_t i = 0; i < bytes / 8; ++i) mine[i] += add[i];
-      break;
-    }
-    case RingReduceOp::kMaxFloat: {
-      float* mine = reinterpret_cast<float*>(into);
-      const float* other = reinterpret_cast<const float*>(theirs);
-      for (std::size_t i = 0; i < bytes / 4; ++i) mine[i] = std::max(mine[i], other[i]);
       break;
     }
   }

@@ -1,5 +1,5 @@
-// AbortableRing: a ring all-reduce (in place: a float32 sum, an exact int64
-// sum, or an exact float32 maximum) over TCP among N members, every wait of which can be cut short at once by
+// AbortableRing: a ring all-reduce (in place: a float32 sum, or an exact
+// int64 sum) over TCP among N members, every wait of which can be cut short at once by
 // Abort() from another thread or a signal handler. It averages gradients
 // across replica groups under fault tolerance (docs/fault-tolerance.md,
 // "Aborting a collective"), where Gloo's survivors block until the process
@@ -18,8 +18,8 @@
 //      checks the other's handshake (ring id, size, rank), so a connection
 //      from another ring (a stale quorum) or a stranger is refused with a
 //      one-line InvalidArgument and the ring fails.
-//   4. AllReduceSum / AllReduceMax(data, count), as often as needed, by
-//      every member with the same call, type and count in the same order.
+//   4. AllReduceSum(data, count), as often as needed, by every member with
+//      the same type and count in the same order.
 //
 // All-reduce: the bandwidth-optimal ring (reduce-scatter in N-1 steps, then
 // all-gather in N-1 steps), sending to the right while receiving from the
@@ -30,10 +30,10 @@
 // member k, ((x_k + x_(k+1)) + x_(k+2)) + ... + x_(k-1) (ranks mod N), by
 // the member that receives the partial sum; the finished segment is then
 // copied to every member. So every member ends with the same bits. The
-// int64 sum (modulo 2^64) and the float maximum are exact, so their result
-// is the same for any N, any order of the members and any split of the
-// addends among them (--ft-exact, docs/fault-tolerance.md). Any
-// count works (0, fewer elements than members, not divisible by N);
+// int64 sum (modulo 2^64) is exact, so its result is the same for any N,
+// any order of the members and any split of the addends among them
+// (--ft-exact, docs/fault-tolerance.md). Any count works (0, fewer
+// elements than members, not divisible by N);
 // N == 1 is a no-op. Memory: the caller's buffer and one chunk of scratch;
 // every message has a fixed size, so a peer cannot make the ring allocate.
 //
@@ -122,10 +122,8 @@ class AbortableRing {
   // during the call.
   Status AllReduceSum(float* data, std::size_t count);
   // The same for int64s, summed modulo 2^64 (exact: wrap-around is the
-  // caller's to prevent), and the element-wise maximum of floats (exact; a
-  // NaN's result is unspecified).
+  // caller's to prevent).
   Status AllReduceSum(std::int64_t* data, std::size_t count);
-  Status AllReduceMax(float* data, std::size_t count);
 
   // Replaces options.stall_timeout for the calls that follow (zero: wait
   // for ever; a negative value is taken as zero). Owning thread, between

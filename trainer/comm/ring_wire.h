@@ -51,7 +51,6 @@ Status CheckRingHello(const std::array<char, kRingHelloBytes>& bytes, const Ring
 enum class RingReduceOp : std::uint64_t {
   kSumFloat = 0,  // float32 sum, in the ring's order (abortable_ring.h)
   kSumInt64 = 1,  // int64 sum, modulo 2^64: exact, in any order
-  kMaxFloat = 2,  // float32 maximum: exact, in any order
 };
 
 struct RingOpHeader {

@@ -53,19 +53,28 @@ void ExactAverage::Quantize(const std::vector<std::optional<int>>& shift) {
   }
 }
 
-// The first `count` int64s of message_ summed over the group, then the quorum.
+// The first `count` int64s of message_ (the sums and the failure slot, and
+// in the first sum the rest) summed over the quorum's groups by this local
+// rank's ring, then over the group's ranks (Gloo): ring first, so every
+// rank of the group makes the same Gloo calls whatever its ring did, and
+// the failure slot tells them all whether some ring failed.
 Result<bool> ExactAverage::Sum(Communicator& group, FtReplica& replica, std::size_t count) {
+  message_[static_cast<size_t>(total_)] = 0;
+  if (!replica.AllReduceSum(message_.data(), count)) message_[static_cast<size_t>(total_)] = 1;
   if (group.size() > 1) {
     at::Tensor t = at::from_blob(message_.data(), {static_cast<int64_t>(count)}, at::kLong);
     CTRUN_RETURN_IF_ERROR(WaitWork(group.AllReduceSum(t), "the group's sum of --ft-exact"));
   }
-  return replica.AllReduceSum(message_.data(), count);
+  return message_[static_cast<size_t>(total_)] == 0;
 }
 
 Result<bool> ExactAverage::Reduce(Communicator& group, FtReplica& replica, int participant) {
   const size_t buckets = params_.size();
-  const size_t gathered = static_cast<size_t>(shards_) * buckets;
-  message_.assign(static_cast<size_t>(total_) + gathered + 1, 0);
+  const size_t total = static_cast<size_t>(total_);
+  // The sums, the failure slot, the misfit count, then S x buckets gathered maxima.
+  message_.assign(total + 2 + static_cast<size_t>(shards_) * buckets, 0);
+  int64_t& misfits = message_[total + 1];
+  int64_t* slots = message_.data() + total + 2;
   // This rank's largest magnitudes, checked, in its own slots.
   std::vector<float> mine(buckets, 0.0f);
   for (int k = 0; k < kept_; ++k) {
@@ -76,7 +85,6 @@ Result<bool> ExactAverage::Reduce(Communicator& group, FtReplica& replica, int p
       mine[i] = std::max(mine[i], m);
     }
   }
-  int64_t* slots = message_.data() + total_;
   for (size_t i = 0; i < buckets; ++i) {
     slots[static_cast<size_t>(participant) * buckets + i] = std::bit_cast<uint32_t>(mine[i]);
   }
@@ -91,7 +99,7 @@ Result<bool> ExactAverage::Reduce(Communicator& group, FtReplica& replica, int p
   if (fits) {
     Quantize(shift);
   } else {
-    message_.back() = 1;
+    misfits = 1;
   }
   auto summed = Sum(group, replica, message_.size());
   if (!summed.ok() || !*summed) return summed;
@@ -105,7 +113,7 @@ Result<bool> ExactAverage::Reduce(Communicator& group, FtReplica& replica, int p
     step_max_[i] = std::bit_cast<float>(most);
   }
   // 2. Some rank's values outgrew the hint: the sum again at the step's own shifts.
-  if (message_.back() != 0) {
+  if (misfits != 0) {
     ++second_sums_;
     for (size_t i = 0; i < buckets; ++i) {
       if (step_max_[i] == 0.0f) {
@@ -117,7 +125,7 @@ Result<bool> ExactAverage::Reduce(Communicator& group, FtReplica& replica, int p
       shift[i] = *own;
     }
     Quantize(shift);
-    summed = Sum(group, replica, static_cast<size_t>(total_));
+    summed = Sum(group, replica, total + 1);
     if (!summed.ok() || !*summed) return summed;
   }
   // 3. The mean, into .grad.

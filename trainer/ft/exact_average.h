@@ -8,8 +8,10 @@
 // gradients (AddShard). Reduce then makes every gradient the mean over the
 // S shards, added exactly (fixed_point.h): per parameter (a bucket) a power
 // of two, each shard's values scaled by it and rounded to int64, summed
-// over the group's ranks (Gloo) and the quorum's groups (the ring), read
-// back once. Integer addition is associative, so the result's bits depend
+// over the quorum's groups (the ring of the rank's local rank) and then the
+// group's ranks (Gloo), read back once. The ring comes first so that every
+// rank of a group makes the same Gloo calls whatever its own ring did: a
+// failure slot in the message, summed with the rest, tells them all. Integer addition is associative, so the result's bits depend
 // on the shards' gradients alone: not on how many groups there are, which
 // rank ran which shard, or the order of the ring. A shard's gradients are
 // the same bits wherever it runs when the ranks run the same build with the
@@ -79,7 +81,8 @@ class ExactAverage {
 
  private:
   const float* Shard(int k) const;
-  // Sums every kept shard at shift_ into sums_ (zeros where `fits` is false).
+  // Sums every kept shard at `shift` into the message's sums (none in a
+  // bucket without a shift: its values are all zeros).
   void Quantize(const std::vector<std::optional<int>>& shift);
   Result<bool> Sum(Communicator& group, FtReplica& replica, std::size_t count);
 
@@ -91,7 +94,7 @@ class ExactAverage {
   std::vector<float> kept_values_;  // kept_ flat copies, total_ floats each
   at::Tensor hint_;                 // float per parameter: the last committed step's largest magnitudes
   std::vector<float> step_max_;     // per parameter: this step's, over the quorum
-  std::vector<int64_t> message_;    // the sums, then S x parameters gathered maxima, then the misfit count
+  std::vector<int64_t> message_;    // the sums, a failure slot, the misfit count, S x parameters gathered maxima
   int64_t second_sums_ = 0;
 };
 

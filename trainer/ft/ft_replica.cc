@@ -86,10 +86,6 @@ bool FtReplica::AllReduceMean(float* data, std::size_t count) {
   return true;
 }
 
-bool FtReplica::AllReduceMax(float* data, std::size_t count) {
-  return RingCall([&](AbortableRing& ring) { return ring.AllReduceMax(data, count); });
-}
-
 bool FtReplica::AllReduceSum(int64_t* data, std::size_t count) {
   return RingCall([&](AbortableRing& ring) { return ring.AllReduceSum(data, count); });
 }

@@ -111,10 +111,9 @@ class FtReplica {
   // was aborted (the buffer is then undefined and this step's ballot is
   // no); the reason is in last_failure().
   bool AllReduceMean(float* data, std::size_t count);
-  // The exact reductions of --ft-exact (exact_average.h): the element-wise
-  // maximum of `count` floats, and the sum of `count` int64s (modulo 2^64),
-  // over the quorum's groups, in place. False as for AllReduceMean.
-  bool AllReduceMax(float* data, std::size_t count);
+  // The exact sum of --ft-exact (exact_average.h): `count` int64s summed
+  // (modulo 2^64) over the quorum's groups, in place. False as for
+  // AllReduceMean.
   bool AllReduceSum(int64_t* data, std::size_t count);
 
   // Votes on the step of the last plan (yes when every AllReduceMean since

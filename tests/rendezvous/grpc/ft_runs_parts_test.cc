@@ -106,6 +106,9 @@ TEST_CASE("FtParts: the joined ballot is a yes only when every part votes yes fo
   // A part that came late makes the group's no a late one.
   CHECK(joined({Yes(3, 4), Ballot{.quorum_id = 3, .step = 4, .ok = false, .late = true}}) ==
         Ballot{.quorum_id = 3, .step = 4, .ok = false, .late = true});
+  // The quorum's world any part knows.
+  CHECK(joined({Ballot{.quorum_id = 3, .step = 4, .ok = true, .late = false, .world = 4}, Yes(3, 4)}) ==
+        Ballot{.quorum_id = 3, .step = 4, .ok = true, .late = false, .world = 4});
   FtParts parts;
   parts.Hold(Call("a", 1), 1, 2, 1);
   CHECK_FALSE(parts.Assemble("a").has_value());

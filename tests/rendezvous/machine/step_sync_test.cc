@@ -308,6 +308,32 @@ TEST_CASE("StepSync: a run in progress met fresh waits for its groups to come ba
   CHECK(Groups(fresh.Tick(t)) == std::vector<std::string>{"a"});
 }
 
+TEST_CASE("StepSync: a run in progress met fresh forms once every group of the last quorum called with its ballot") {
+  StepSync sync(StepSyncParams());
+  TimePoint t = kStepSyncT0;
+  // ctrund restarted while quorum 7 (a, b, c: world 3) voted on step 40; d was behind in quorum 5.
+  auto ballot = [](const std::string& group, int64_t quorum, int64_t step, int world) {
+    return SyncCall{.group = group, .committed_step = step, .address = group + ":7",
+                    .ballot = Ballot{.quorum_id = quorum, .step = step, .ok = true, .late = false, .world = world}};
+  };
+  sync.Call(ballot("d", 5, 12, 4), t);
+  sync.Call(ballot("a", 7, 40, 3), t + milliseconds(10));
+  sync.Call(ballot("b", 7, 40, 3), t + milliseconds(20));
+  CHECK(sync.Tick(t + milliseconds(20)).empty());  // c is not back yet
+  sync.Call(ballot("c", 7, 40, 3), t + milliseconds(30));
+  auto answers = sync.Tick(t + milliseconds(30));  // not kResumeGrace after d's call
+  REQUIRE(Groups(answers) == std::vector<std::string>{"a", "b", "c", "d"});
+  // The vote on step 40 was the old server's: the step runs again; d heals to it.
+  CHECK(answers.front().quorum.max_step() == 40);
+  CHECK(!answers.front().commit);
+  // A ballot that does not say its quorum's world leaves the grace as it was.
+  StepSync unknown(StepSyncParams());
+  unknown.Call(ballot("a", 7, 40, 0), t);
+  unknown.Call(ballot("b", 7, 40, 0), t);
+  CHECK(unknown.Tick(t + milliseconds(999)).empty());
+  CHECK(Groups(unknown.Tick(t + kResumeGrace)) == std::vector<std::string>{"a", "b"});
+}
+
 TEST_CASE("StepSync: a newcomer behind does not train alone while the group at a later step is benched") {
   StepSync sync(StepSyncParams());
   TimePoint t = kStepSyncT0;
