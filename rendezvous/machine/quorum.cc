@@ -65,6 +65,19 @@ std::optional<std::string> QuorumMachine::AheadAndBenched(const std::vector<Quor
   return std::nullopt;
 }
 
+// The quorum of `ready`, unless a benched group at a later step must be waited for.
+std::optional<Quorum> QuorumMachine::FormUnlessAhead(const std::vector<const Participant*>& ready, TimePoint now,
+                                                     std::string why, const std::string& counts) {
+  std::vector<QuorumMember> members = Choose(ready);
+  if (auto ahead = AheadAndBenched(members, now)) {
+    reason_ = "waiting for replica group " + *ahead +
+              ", held back for being late at a later step than the groups asking" + counts;
+    return std::nullopt;
+  }
+  reason_ = std::move(why);
+  return Form(std::move(members));
+}
+
 void QuorumMachine::Bench(const std::string& id, TimePoint until) {
   benched_[id] = until;
   if (!waiting_.count(id)) silent_.insert(id);
@@ -128,13 +141,8 @@ std::optional<Quorum> QuorumMachine::Tick(TimePoint now) {
       all_back = all_back && waiting_.count(m.id) > 0 && Healthy(m.id, now);
     }
     if (all_back) {
-      std::vector<QuorumMember> members = Choose(ready);
-      if (auto ahead = AheadAndBenched(members, now)) {
-        reason_ = "waiting for replica group " + *ahead + ", held back for being late at a later step than the groups asking" + counts;
-        return std::nullopt;
-      }
-      reason_ = "fast quorum: every member of quorum " + std::to_string(last_->id) + " asked again" + counts;
-      return Form(std::move(members));
+      return FormUnlessAhead(ready, now, "fast quorum: every member of quorum " + std::to_string(last_->id) +
+                                             " asked again" + counts, counts);
     }
   }
   if (ready.size() < static_cast<size_t>(params_.min_replicas)) {
@@ -153,13 +161,7 @@ std::optional<Quorum> QuorumMachine::Tick(TimePoint now) {
       return std::nullopt;
     }
   }
-  std::vector<QuorumMember> members = Choose(ready);
-  if (auto ahead = AheadAndBenched(members, now)) {
-    reason_ = "waiting for replica group " + *ahead + ", held back for being late at a later step than the groups asking" + counts;
-    return std::nullopt;
-  }
-  reason_ = "new quorum" + counts;
-  return Form(std::move(members));
+  return FormUnlessAhead(ready, now, "new quorum" + counts, counts);
 }
 
 std::optional<TimePoint> QuorumMachine::NextDeadline(TimePoint now) const {

@@ -136,6 +136,8 @@ class QuorumMachine {
   // A benched group (not Lost) at a later step than every one of `members`.
   std::optional<std::string> AheadAndBenched(const std::vector<QuorumMember>& members, TimePoint now) const;
   std::vector<QuorumMember> Choose(const std::vector<const Participant*>& ready) const;
+  std::optional<Quorum> FormUnlessAhead(const std::vector<const Participant*>& ready, TimePoint now, std::string why,
+                                        const std::string& counts);
   Quorum Form(std::vector<QuorumMember> members);
 
   QuorumParams params_;

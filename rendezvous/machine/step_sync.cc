@@ -142,7 +142,7 @@ std::vector<SyncAnswer> StepSync::Tick(TimePoint now) {
   if (!last() && resume_until_ && !resumed_) {
     resumed_ = true;
     for (const auto& group : heard_) {
-      if (!held_.count(group)) BenchGroup(group, now, "it did not call within 1 s of the server's start");
+      if (!held_.count(group)) BenchGroup(group, now, "it did not call again before the run resumed on the restarted server");
     }
     heard_.clear();
   }

@@ -136,7 +136,6 @@ class StepSync {
   // hang time it gives (Duration::max() before the pace is known: none).
   std::optional<Duration> Pace() const;
   Duration HangTime() const;
-  void RecordPace(Duration step);
   // One plain-English line per group benched since the last call (for the
   // server's log), and clears them.
   std::vector<std::string> TakeNotes();
@@ -157,6 +156,7 @@ class StepSync {
   void CheckHangs(TimePoint now);
   void BenchGroup(const std::string& group, TimePoint now, const std::string& why);
   void NoteResumeBallot(const SyncCall& call, TimePoint now);
+  void RecordPace(Duration step);
   // Counts a decided vote's members' clean steps, once.
   void CountCommitted();
 
