@@ -166,7 +166,8 @@ namespace {
 std::string FormatRendezvous(const std::string& run_id, const std::string& endpoint, const rdzv::RunView& view);
 
 // The per-step quorum of a fault-tolerant run (--ft-replicas): its id and
-// members with their committed steps, the groups waiting for the next one.
+// members with their committed steps, why the last decision went as it did
+// (e.g. groups held back for being late), the groups waiting for the next one.
 std::string FormatFt(const rdzv::FtRunView& ft) {
   std::string out = fmt::format("fault tolerance: replicas {}..{}, ", ft.min_replicas, ft.max_replicas);
   if (!ft.quorum) {
@@ -174,6 +175,7 @@ std::string FormatFt(const rdzv::FtRunView& ft) {
   } else {
     out += fmt::format("quorum {} of {} replica groups, training step {}\n", ft.quorum->id,
                        ft.quorum->members.size(), ft.quorum->max_step());
+    if (!ft.reason.empty()) out += fmt::format("last decision: {}\n", ft.reason);
   }
   std::vector<std::string> groups = ft.groups;
   if (ft.quorum) {

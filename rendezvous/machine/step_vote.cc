@@ -25,7 +25,9 @@ bool StepVote::Vote(const std::string& id, int64_t quorum_id, int64_t step, bool
 
 void StepVote::Lost(const std::string& id) {
   auto it = votes_.find(id);
-  if (it != votes_.end() && !it->second && !decision_) decision_ = false;
+  if (it == votes_.end() || it->second) return;
+  it->second = false;  // its no: it is not pending (a lost group is not late, step_sync.h)
+  if (!decision_) decision_ = false;
 }
 
 void StepVote::Excuse(const std::string& id) {

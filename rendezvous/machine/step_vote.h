@@ -26,7 +26,8 @@ class StepVote {
   // id or step, is ignored (returns false); a member's second vote counts
   // only if it is a no.
   bool Vote(const std::string& id, int64_t quorum_id, int64_t step, bool ok);
-  // The member is gone: a member that has not voted makes it a discard.
+  // The member is gone: a member that has not voted makes it a discard,
+  // and counts as having voted no (it is no longer Pending).
   void Lost(const std::string& id);
   // The member missed the vote (it did not call within the hang time,
   // step_sync.h): a member that has not voted no longer counts, and the

@@ -10,9 +10,9 @@ Result<ImageDataset> LoadFashionMnist(const std::string& dir, const std::string&
                                       int64_t limit) {
   const std::string images_path = dir + "/" + split + "-images-idx3-ubyte.gz";
   const std::string labels_path = dir + "/" + split + "-labels-idx1-ubyte.gz";
-  auto images = ReadIdxFile(images_path);
+  auto images = ReadIdxFile(images_path, limit);
   if (!images.ok()) return images.status();
-  auto labels = ReadIdxFile(labels_path);
+  auto labels = ReadIdxFile(labels_path, limit);
   if (!labels.ok()) return labels.status();
   if (images->dims.size() != 3 || images->dims[1] != 28 || images->dims[2] != 28) {
     return Status::InvalidArgument("'" + images_path +

@@ -161,10 +161,11 @@ TEST_CASE("A fault-tolerant run: the quorum, each group's step, the groups lost 
                                          {.id = "10.0.0.3#33", .step = 3, .address = "", .commit_failures = 0}}},
       .groups = {"10.0.0.1#11", "10.0.0.3#33", "10.0.0.4#44"},
       .waiting = {"10.0.0.4#44"},
-      .reason = ""};
+      .reason = "new quorum (3 asking, 3 healthy, 1 held back for being late, min 2)"};
   CHECK(FormatStatus("job", "head:29400", v) ==
         "run 'job' on head:29400: a fault-tolerant quorum (each replica group runs its own rendezvous)\n"
         "fault tolerance: replicas 2..3, quorum 4 of 3 replica groups, training step 12\n"
+        "last decision: new quorum (3 asking, 3 healthy, 1 held back for being late, min 2)\n"
         "GROUP           STEP  STATE\n"
         "10.0.0.1#11       12  replica 0\n"
         "10.0.0.2#22       12  replica 1, lost\n"

@@ -215,6 +215,25 @@ TEST_CASE("StepSync: a group that does not call within the hang time of the firs
   CHECK(grown.back().quorum.max_step() == q.max_step() + 2);
 }
 
+TEST_CASE("StepSync: a group lost before it voted is not benched: restarted, it joins the next quorum at once") {
+  StepSync sync(StepSyncParams());
+  TimePoint t = kStepSyncT0;
+  Quorum q = Steady(sync, Started(sync, t), t, 1 + static_cast<int>(kPaceSteps));
+  t += milliseconds(100);
+  sync.Lost("c", t);  // its worker died; its agent restarts the group
+  sync.Call(Voted("a", q, false), t);  // its ring broke
+  CHECK(sync.Tick(t).empty());  // b is still busy (healing, say)
+  t += sync.HangTime();
+  sync.Call(First("c"), t);  // c's restarted workers ask at once
+  auto answers = sync.Tick(t);
+  const std::vector<std::string> notes = sync.TakeNotes();
+  REQUIRE(notes.size() == 1);  // b held the step up; c was gone, not late
+  CHECK(notes[0].find("replica group b held up") == 0);
+  REQUIRE(Groups(answers) == std::vector<std::string>{"a", "c"});
+  CHECK(answers.front().commit == std::optional<bool>(false));
+  CHECK(answers.back().quorum.max_step() == q.max_step());  // c heals to it
+}
+
 TEST_CASE("StepSync: a stopped group's agent still heartbeats, but the next quorum does not wait for it") {
   StepSync sync(StepSyncParams());
   TimePoint t = kStepSyncT0;

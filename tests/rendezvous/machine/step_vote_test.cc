@@ -29,6 +29,7 @@ TEST_CASE("StepVote: one no, or a member lost before it voted, discards at once"
   lost.Lost("b");
   REQUIRE(lost.Decision());
   CHECK(!*lost.Decision());
+  CHECK(lost.Pending().empty());  // its no is in: it did not miss the vote
 }
 
 TEST_CASE("StepVote: a member lost after voting yes does not undo the commit of the others") {
