@@ -21,9 +21,11 @@
 #     (ctrun_integration_test(... PLAIN_ONLY)) and run in the plain stage only.
 # docs/contributing.md, "The loop", lists the stages and their times.
 #
-# -Og -g1: line tables for the reports. -Og, not -O1: with UBSan, gcc 12 at
-# -O1 takes 2.3x as long on the gRPC-heavy files (server.cc: 72 s vs 32 s),
-# and the suite's time is in processes and Python, not our code. The trainer's
+# -O0 -g1: line tables for the reports, and the cheapest compile: the gRPC-
+# heavy files take a quarter less than at -Og (rendezvous/grpc's largest
+# batch: 32 s against 43), -Og less than half of -O1 with UBSan, and the
+# suite's time is in processes and Python, not our code (the trainer's math
+# is libtorch's, built -O3 without the sanitizers). The trainer's
 # own code is instrumented; libtorch is not (its memory still goes through
 # ASan's allocator). Extra arguments go to ctest, e.g.
 # scripts/test-sanitized.sh -R rendezvous
@@ -47,7 +49,7 @@ cd "$(dirname "$0")/.."
 build="${CTRUN_ASAN_BUILD_DIR:-build-asan}"
 jobs="${CTRUN_JOBS:-$(nproc)}"
 
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" \
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" \
   -DCTRUN_SANITIZE=ON -DCTRUN_BUILD_TRAINER=ON -DCTRUN_FUZZ=OFF >/dev/null
 scripts/ccache-stats.sh snapshot "$build/.ccache-before"
 build_start=$SECONDS
