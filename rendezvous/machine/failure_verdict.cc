@@ -1,8 +1,9 @@
 #include "rendezvous/machine/failure_verdict.h"
 
 #include <algorithm>
-#include <cctype>
 #include <set>
+
+#include "base/text_match.h"
 
 namespace ctrun::rdzv {
 
@@ -18,19 +19,6 @@ constexpr std::string_view kConnectionTexts[] = {
     "remote process exited",
     "unhandled system error", "transport endpoint is not connected",
 };
-
-bool ContainsLower(std::string_view text, std::string_view needle) {
-  if (needle.size() > text.size()) return false;
-  for (size_t i = 0; i + needle.size() <= text.size(); ++i) {
-    size_t k = 0;
-    while (k < needle.size() &&
-           std::tolower(static_cast<unsigned char>(text[i + k])) == static_cast<unsigned char>(needle[k])) {
-      ++k;
-    }
-    if (k == needle.size()) return true;
-  }
-  return false;
-}
 
 bool ConnectionFailure(const WorkerFailureInfo& f) {
   return IsConnectionError(f.error_message) || IsConnectionError(f.last_line);
@@ -59,7 +47,7 @@ std::string_view ReasonText(ConsequenceReason reason) {
 
 bool IsConnectionError(std::string_view text) {
   for (std::string_view needle : kConnectionTexts) {
-    if (ContainsLower(text, needle)) return true;
+    if (ContainsFolded(text, needle)) return true;
   }
   return false;
 }
