@@ -19,4 +19,20 @@ size_t Utf8SequenceAt(std::string_view text, size_t i) {
   return n;
 }
 
+std::string CutUtf8(std::string_view text, size_t bound) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = Utf8SequenceAt(text, i);
+    if (out.size() + (n == 0 ? 1 : n) > bound) break;
+    if (n == 0) {
+      out += '?';
+      ++i;
+    } else {
+      out.append(text.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
 }  // namespace ctrun

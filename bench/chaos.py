@@ -79,6 +79,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
 import benchjson  # noqa: E402
 import ft_jobs  # noqa: E402
+from procs import children, marked, signal_all  # noqa: E402
 
 QUICK = os.environ.get("QUICK") == "1"
 GROUPS = int(os.environ.get("NGROUPS", "4"))
@@ -110,41 +111,6 @@ for kind in KINDS:
         raise SystemExit(f"KINDS: unknown fault kind '{kind}'; use a comma-separated subset of {','.join(ALL_KINDS)}")
 if GROUPS < 2 or NPROC < 1 or PERIOD <= 0 or FAULTS < 0:
     raise SystemExit("NGROUPS must be at least 2, NPROC at least 1, PERIOD positive and FAULTS not negative")
-
-
-def children(pid):
-    """The direct children of `pid` (its workers, for an agent)."""
-    out = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(p) for p in f.read().split()]
-    except OSError:
-        pass
-    return out
-
-
-def signal_all(pids, sig):
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-
-
-def marked(marker):
-    """Pids whose environment holds CTRUN_CHAOS_RUN=marker."""
-    needle = f"CTRUN_CHAOS_RUN={marker}".encode()
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != os.getpid():
-            try:
-                with open(f"/proc/{name}/environ", "rb") as f:
-                    if needle in f.read().split(b"\0"):
-                        out.append(int(name))
-            except OSError:
-                pass
-    return out
 
 
 class Hosts:
@@ -384,8 +350,9 @@ class Chaos:
         end = self.busy.get(g)
         if end is None:
             return True
+        pattern = STEP_LINE if self.run.ft else PLAIN_LINE  # the whole-job restart logs its steps as plain DDP
         with self.run.lock:
-            return any(t > end and STEP_LINE.match(line) for t, line in reversed(self.run.lines[g][-20:]))
+            return any(t > end and pattern.match(line) for t, line in reversed(self.run.lines[g][-20:]))
 
     def pick_group(self):
         """A group to fault, never the last one holding the run's state: with
@@ -567,7 +534,7 @@ def ft_phase(hosts, tmp, kinds, failures):
         codes = ft.finish(120)
     finally:
         ft.kill_all()
-    orphans = marked(ft.marker)
+    orphans = marked("CTRUN_CHAOS_RUN", ft.marker)
     steps = committed(ft)
     step_t = {s: info["t"] for s, info in steps.items()}
     top = max(steps) if steps else -1

@@ -20,7 +20,6 @@ counts as that bound. Ends with
 against the physical floor of the loopback (the victim's neighbours learn
 of the kill from a reset connection within ~0.1 s)."""
 import os
-import socket
 import statistics
 import subprocess
 import sys

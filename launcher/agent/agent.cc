@@ -10,6 +10,7 @@
 
 #include "launcher/agent/failure_report.h"
 #include "launcher/cli/command.h"
+#include "launcher/forensics/oom_kills.h"
 #include "launcher/logs/error_file.h"
 #include "launcher/net/local_address.h"
 
@@ -28,6 +29,7 @@ RestartPolicyConfig PolicyConfig(const LaunchConfig& c) {
   p.min_healthy_uptime = ToDuration(c.min_healthy_uptime);
   p.fail_fast_on_startup = c.fail_fast_on_startup;
   p.heartbeat_on = c.heartbeat_timeout > Seconds(0);
+  p.restart_unfixable = c.restart_on_any_failure;
   return p;
 }
 
@@ -75,7 +77,8 @@ Agent::Agent(boost::asio::io_context& io, const LaunchConfig& config, Environmen
       remaining_restarts_(config.max_restarts),
       steps_(events, rdzv::StragglerParams{config.straggler_factor, config.straggler_intervals}),
       preempt_timer_(io),
-      preempt_waiting_timer_(io) {
+      preempt_waiting_timer_(io),
+      launch_window_timer_(io) {
   for (int sig : config_.signals_to_handle) signals_.add(sig);
 }
 
@@ -92,6 +95,7 @@ void Agent::Start() {
   rdzv_.OnChange(
       [this](bool charged, const std::string& why) { OnMembershipChange(charged, why); });
   rdzv_.OnPreemptNotice([this](const PreemptNotice& notice) { OnPeerPreempt(notice); });
+  rdzv_.OnRunFailed([this](const std::optional<rdzv::VerdictSummary>& verdict) { OnPeerFailed(verdict); });
   rdzv_.TrackSteps(
       [this]() -> std::optional<rdzv::StepReport> {
         if (state_ != State::kRunning) return std::nullopt;
@@ -150,6 +154,10 @@ void Agent::OnRound(const Result<Round>& round) {
       events_->Emit(budget ? "unhealthy_budget_exceeded" : "rendezvous_failed",
                     Json{{"error", round.status().message()}});
     }
+    if (peer_failed_) {  // the run was closed by a node that failed for good: its verdict
+      FinishFailed(kExitFailure, ShutdownReason::kFailed);
+      return;
+    }
     Finish(State::kFailed, budget ? kExitUnhealthyBudget : kExitFailure, ShutdownReason::kFailed);
     return;
   }
@@ -160,6 +168,7 @@ void Agent::OnRound(const Result<Round>& round) {
 
 void Agent::StartWorkers(const Round& round) {
   ended_tees_.reset();
+  last_report_.reset();
   attempt_ = std::make_unique<Attempt>();
   attempt_->round = round;
   attempt_->ranks = AssignRanks(round.group_rank, round.local_world_sizes);
@@ -174,11 +183,17 @@ void Agent::StartWorkers(const Round& round) {
       specs, [this](const WorkerExit& e) { OnWorkerExit(e); }, &pipes);
   if (!s.ok()) {
     spdlog::error("cannot start workers: {}", s.message());
-    Finish(State::kFailed, kExitFailure, ShutdownReason::kFailed);
+    FailToStart(round, s.message());
     return;
   }
   state_ = State::kRunning;
   attempt_->started = Clock::now();
+  // The OOM killer's count of the workers' memory cgroup, before they run
+  // (a failure's evidence: oom_kills.h).
+  if (const std::vector<pid_t> pids = workers_.Pids(); !pids.empty()) {
+    attempt_->oom_file = OomKillsFileOf(pids.front());
+    if (attempt_->oom_file) attempt_->oom_kills_at_start = ReadOomKillsFile(*attempt_->oom_file);
+  }
   EmitWorkersStarted();
   StartHeartbeat();
   TeePlan plan = MakeTeePlan(Inputs(), attempt_->ranks);
@@ -232,13 +247,34 @@ void Agent::OnWorkerExit(const WorkerExit& e) {
     return;
   }
   if (failed) {
-    spdlog::warn("worker local_rank {} (pid {}) exited with {}; stopping the worker group",
-                 e.local_rank, e.pid,
-                 e.exit_code < 0 ? SignalName(-e.exit_code) : std::to_string(e.exit_code));
-    StopGroup(SIGTERM, Stop::ToRestart(StopCause::kWorkerFailed, /*charged=*/true));
+    const bool wait = WaitOutLaunchWindow();
+    spdlog::warn("worker local_rank {} (pid {}) exited with {}; stopping the worker group{}", e.local_rank, e.pid,
+                 e.exit_code < 0 ? SignalName(-e.exit_code) : std::to_string(e.exit_code),
+                 wait ? " at the end of its first second (to tell a bad launch from one rank's failure)" : "");
+    if (!wait) StopGroup(SIGTERM, Stop::ToRestart(StopCause::kWorkerFailed, /*charged=*/true));
   } else if (attempt.running == 0) {
-    StopGroup(SIGTERM, Stop::ToSucceed());
+    StopGroup(SIGTERM, attempt.failed_early ? Stop::ToRestart(StopCause::kWorkerFailed, /*charged=*/true)
+                                            : Stop::ToSucceed());
   }
+}
+
+// A worker failed within the launch window (kBadLaunchWindowS): the others
+// run to the window's end, or to their own end, before the group is
+// stopped, so that a bad launch (every rank failing the same way:
+// IsBadLaunch) is told from one rank's failure. Returns whether the stop
+// waits.
+bool Agent::WaitOutLaunchWindow() {
+  const Duration since = Clock::now() - attempt_->started;
+  if (attempt_->running == 0 || since >= launch_window_) return false;
+  if (!attempt_->failed_early) {
+    attempt_->failed_early = true;
+    launch_window_timer_.expires_after(launch_window_ - since);
+    launch_window_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || state_ != State::kRunning || !attempt_ || !attempt_->failed_early) return;
+      StopGroup(SIGTERM, Stop::ToRestart(StopCause::kWorkerFailed, /*charged=*/true));
+    });
+  }
+  return true;
 }
 
 void Agent::EmitWorkerExited(const WorkerExit& e) {
@@ -257,10 +293,18 @@ void Agent::RecordFailure(const WorkerExit& e) {
                                                  log_dir_.ErrorFile(restart_count_, lr)));
   const double now_s =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  // Exited while the agent stopped the group: stopped by it, unless its
-  // stacks were saved (killed for a hang: a cause, not a consequence).
-  const bool stopped = state_ == State::kStopping && attempt_->failures.back().stacks.empty();
-  attempt_->failure_contexts.push_back(FailureContext{stopped, now_s});
+  // Exited while the agent stopped the group: stopped by it, unless it hung
+  // (its heartbeat missed, or its stacks saved: a cause, not a consequence).
+  const bool hung = attempt_->hung_local_rank == lr || !attempt_->failures.back().stacks.empty();
+  const bool stopped = state_ == State::kStopping && !hung;
+  FailureContext context{stopped, now_s};
+  context.oom_kills_before = attempt_->oom_kills_at_start;
+  if (attempt_->oom_file) context.oom_kills_after = ReadOomKillsFile(*attempt_->oom_file);
+  context.runtime_s = ToSecondsValue(Clock::now() - attempt_->started);
+  context.max_rss_kib = e.max_rss_kib;
+  context.hung = hung;
+  context.steps = steps_.StepsOf(lr);
+  attempt_->failure_contexts.push_back(std::move(context));
 }
 
 void Agent::OnMembershipChange(bool charged, const std::string& why) {
@@ -305,6 +349,7 @@ void Agent::OnHeartbeatMiss(const HeartbeatMiss& miss) {
                   Json{{"local_rank", miss.local_rank}, {"pid", pid},
                        {"silent_for_s", std::chrono::duration<double>(miss.silent_for).count()}});
   }
+  attempt_->hung_local_rank = miss.local_rank;
   workers_.SaveStacks(miss.local_rank, "its heartbeat expired");
   StopGroup(SIGTERM, Stop::ToRestart(StopCause::kHeartbeatExpired, /*charged=*/true));
 }
@@ -327,6 +372,10 @@ void Agent::Restart(const Stop& stop, const std::vector<WorkerFailure>& failures
   }
   if (next.stop_at_startup) {
     StopAtStartup(stop, failures);
+    return;
+  }
+  if (!next.unfixable.empty() && remaining_restarts_ > 0) {
+    StopUnfixable(stop, next.unfixable, failures);
     return;
   }
   if (remaining_restarts_ <= 0) {
@@ -384,8 +433,22 @@ void Agent::StopAtStartup(const Stop& stop, const std::vector<WorkerFailure>& fa
   ReportFailure(failures, kExitDoNotRequeue);
 }
 
+// A failure no restart can fix (RestartPolicy: a bad launch, the same error
+// twice in a row): restarting would only repeat it.
+void Agent::StopUnfixable(const Stop& stop, const std::string& why, const std::vector<WorkerFailure>& failures) {
+  spdlog::error("not restarting: {}; exit code {} (do not requeue; --restart-on-any-failure restarts anyway)", why,
+                kExitDoNotRequeue);
+  if (events_) {
+    events_->Emit("restart_refused", Json{{"cause", Name(stop.cause)},
+                                          {"why", why},
+                                          {"bad_launch", stop.attempt.bad_launch},
+                                          {"remaining_restarts", remaining_restarts_}});
+  }
+  ReportFailure(failures, kExitDoNotRequeue);
+}
+
 void Agent::ReportFailure(const std::vector<WorkerFailure>& failures, std::optional<int> forced_code) {
-  Finish(State::kFailed, PrintFailureReport(failures, forced_code), ShutdownReason::kFailed);
+  FinishFailed(PrintFailureReport(failures, forced_code), ShutdownReason::kFailed);
 }
 
 int Agent::PrintFailureReport(const std::vector<WorkerFailure>& failures, std::optional<int> forced_code) {
@@ -414,12 +477,21 @@ void Agent::Finish(State final_state, int code, ShutdownReason reason) {
   state_ = final_state;
   exit_code_ = code;
   if (events_) {
-    events_->Emit("finished", Json{{"state", StateName(final_state)}, {"exit_code", code},
-                                   {"restart_count", restart_count_}});
+    Json f{{"state", StateName(final_state)}, {"exit_code", code}, {"restart_count", restart_count_}};
+    if (verdict_) {
+      f["cause_class"] = std::string(rdzv::FailureClassName(verdict_->cls));
+      f["cause_rank"] = verdict_->rank ? Json(*verdict_->rank) : Json(nullptr);
+      f["cause_node"] = verdict_->node;
+      f["cause_host"] = verdict_->host;
+      f["evidence"] = verdict_->evidence;
+      f["verdict"] = verdict_->line;
+    }
+    events_->Emit("finished", f);
   }
   boost::system::error_code ignored;
   signals_.cancel(ignored);
   backoff_timer_.cancel();
+  launch_window_timer_.cancel();
   StopHealthWatch();
   attempt_.reset();  // one whose workers could not start; any other has ended already
   // The last lines out before the rendezvous (maybe this agent's own server) goes.

@@ -17,6 +17,8 @@
 //       sees the new membership)
 //
 //   kRunning --worker failed, heartbeat missed----> kStopping{restart, charged}
+//       (a failure within the launch window's first second waits for the
+//       window's end or the last worker's exit: WaitOutLaunchWindow)
 //   kRunning --membership changed (charged or not)--> kStopping{restart, charged?}
 //   kRunning --last worker exited 0----------------> kStopping{succeed}
 //   kRunning --signal N----------------------------> kStopping{exit for signal N}
@@ -39,6 +41,7 @@
 //                                             the root cause's code)
 //       succeed                            -> kSucceeded (0)
 //       exit for signal N                  -> kFailed (128+N)
+//   kStopping{peer failed} --group closed and tees drained--> kFailed (1)
 //   kStopping --close gave up: processes left --kill-timeout after SIGKILL-->
 //       kFailed (4; which pids, in what state; leaves the rendezvous as
 //       unhealthy), whatever the stop's `then`
@@ -76,6 +79,24 @@
 //       leaves the rendezvous without closing it. A restart is never begun
 //       during a notice.
 //
+// A peer's failure (--kill-on-bad-exit 1, the default; agent_verdict.cc):
+// another node failed for good and closed the run (Closed{failed_exit}):
+//   kRunning --run failed--> kStopping{peer failed}, the workers SIGKILLed
+//       after at most kPeerFailedGrace of their SIGTERM
+//   kStopping{restart or succeed} --run failed--> the same stop, then kFailed (1)
+//   kBackoff --run failed--> kFailed (1)
+//   kRendezvous: the join is refused (the run is closed) --> kFailed (1)
+// Every failed end with failures names a verdict (verdict_line.h): this
+// node's own, or the run's from the rendezvous when this node's root cause
+// may be a consequence (ResolveVerdict), or the peer's that closed the run;
+// it is the agent's last line on stderr, the `finished` event's cause_*
+// fields, and what the Leave carries to the other nodes.
+//
+// Restarts no restart can fix (RestartPolicy's unfixable: a bad launch, the
+// same error twice in a row) end the job: kStopping{restart, charged}
+// --group closed--> kFailed (3, do not requeue), unless
+// --restart-on-any-failure.
+//
 // kSucceeded and kFailed are final: the rendezvous is shut down and `io` is
 // stopped. A signal arriving then (while the rendezvous is left) changes
 // nothing; the leave is bounded by the rendezvous's own timeouts
@@ -107,6 +128,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -164,6 +186,10 @@ class Agent {
   // (--heartbeat-timeout; borrowed; must outlive the Agent). Call before
   // Start; RealLivenessWatchers() by default.
   void SetLivenessWatchers(LivenessWatchers* watchers) { liveness_ = watchers; }
+  // How long a group's workers run on after one failed early, to tell a bad
+  // launch from one rank's failure (WaitOutLaunchWindow); kBadLaunchWindowS
+  // by default, 0 for none. Call before Start.
+  void SetLaunchWindow(Duration window) { launch_window_ = window; }
   // The file a worker writes to ask for this node's exclusion
   // (CTRUN_EXCLUDE_NODE_FILE): <run log dir>/exclude_node.
   std::string ExcludeNodeFile() const;
@@ -183,6 +209,7 @@ class Agent {
   void EmitWorkersStarted();
   void StartHeartbeat();
   void OnWorkerExit(const WorkerExit& exit);
+  bool WaitOutLaunchWindow();
   void EmitWorkerExited(const WorkerExit& exit);
   void RecordFailure(const WorkerExit& exit);
   void OnMembershipChange(bool charged, const std::string& why);
@@ -198,12 +225,27 @@ class Agent {
   // ReportFailure's report (none for no failures); returns the exit code it chose.
   int PrintFailureReport(const std::vector<WorkerFailure>& failures, std::optional<int> code);
   void StopAtStartup(const Stop& stop, const std::vector<WorkerFailure>& failures);
+  // Prints the one line for a failure no restart fixes and ends the job
+  // with kExitDoNotRequeue.
+  void StopUnfixable(const Stop& stop, const std::string& why, const std::vector<WorkerFailure>& failures);
+
+  // agent_verdict.cc: the verdict (launcher/agent/agent.h's diagram).
+  // Finishes as failed with `code`: first the verdict (the peer's, or
+  // ResolveVerdict of this node's last failure report's), printed as the
+  // last line and carried by the Leave, then Finish.
+  void FinishFailed(int code, ShutdownReason reason);
+  void OnPeerFailed(const std::optional<rdzv::VerdictSummary>& verdict);
+  // The workers could not be started (`error`): their bad-launch records are
+  // reported, then FinishFailed(1).
+  void FailToStart(const Round& round, const std::string& error);
+  // The grace a peer's failure gives the workers' SIGTERM.
+  static constexpr std::chrono::seconds kPeerFailedGrace{1};
 
   // agent_stop.cc. The one way to stop the group: sends `sig` (SIGKILL
   // after the grace), makes `stop` the stop under way, and ends it once the
   // group is closed and its tees have drained. Called again during a stop
   // (a second signal), it escalates that stop to SIGKILL and replaces it.
-  void StopGroup(int sig, Stop stop);
+  void StopGroup(int sig, Stop stop, std::optional<Duration> grace = std::nullopt);
   void OnGroupClosed(const std::vector<StuckProcess>& stuck);
   // Ends the stop under way, and with it the attempt, if its group is closed
   // and every tee drained; returns whether it did.
@@ -291,8 +333,18 @@ class Agent {
   std::optional<WorkerNotice> preempt_;
   TimePoint preempt_began_{};
   std::optional<PreemptVerdict> preempt_verdict_;
+  // The last failed attempt's report to the rendezvous (this node's
+  // verdict); the steps of its failures, by index.
+  std::optional<RendezvousHandler::FailureReport> last_report_;
+  // Another node failed for good (OnPeerFailed); its verdict when it sent one.
+  bool peer_failed_ = false;
+  std::optional<rdzv::VerdictSummary> peer_verdict_;
+  // The verdict of the failed end (FinishFailed): the `finished` event's.
+  std::optional<rdzv::VerdictSummary> verdict_;
   boost::asio::steady_timer preempt_timer_;  // the notice's deadline, armed while kRunning
   boost::asio::steady_timer preempt_waiting_timer_;  // the waiting line's, every 5 s until then
+  Duration launch_window_ = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(rdzv::kBadLaunchWindowS));
+  boost::asio::steady_timer launch_window_timer_;  // armed while a group waits out its launch window
 };
 
 // The state's name in events ("running", ...).

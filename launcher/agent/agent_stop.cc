@@ -87,7 +87,7 @@ bool Agent::SignalReceived() const {
   return stop_ && stop_->then == Stop::Then::kExitForSignal;
 }
 
-void Agent::StopGroup(int sig, Stop stop) {
+void Agent::StopGroup(int sig, Stop stop, std::optional<Duration> grace) {
   if (stop_) {  // the same group, escalated
     stop.group_closed = stop_->group_closed;
     stop.attempt = stop_->attempt;
@@ -100,7 +100,7 @@ void Agent::StopGroup(int sig, Stop stop) {
   steps_.Stop();
   state_ = State::kStopping;
   stop_ = std::move(stop);
-  workers_.Close(sig, ToDuration(config_.shutdown_grace), ToDuration(config_.kill_timeout),
+  workers_.Close(sig, grace.value_or(ToDuration(config_.shutdown_grace)), ToDuration(config_.kill_timeout),
                  [this](const std::vector<StuckProcess>& stuck) { OnGroupClosed(stuck); });
 }
 
@@ -122,7 +122,7 @@ void Agent::OnGroupClosed(const std::vector<StuckProcess>& stuck) {
 
 bool Agent::EndStopIfDrained() {
   if (!stop_ || !stop_->group_closed || !attempt_ || attempt_->tees->open() > 0) return false;
-  const Stop stop = std::move(*stop_);
+  Stop stop = std::move(*stop_);
   stop_.reset();
   // The attempt ends here; its tees are kept, inert, until the next start.
   const std::vector<WorkerFailure> failures = std::move(attempt_->failures);
@@ -133,7 +133,15 @@ bool Agent::EndStopIfDrained() {
     for (size_t i = 0; i < failures.size() && i < contexts.size(); ++i) {
       contexts[i].stderr_tail = attempt_->tees->StderrTail(static_cast<size_t>(failures[i].local_rank));
     }
-    rdzv_.ReportFailures(FailureReportOf(attempt_->round.round, HostName(), failures, contexts));
+    last_report_ = FailureReportOf(attempt_->round.round, HostName(), failures, contexts);
+    // What the restart policy needs of them: a bad launch, the same error again.
+    std::vector<std::optional<uint64_t>> steps;
+    for (const FailureContext& c : contexts) steps.push_back(c.steps);
+    NoteAttemptFailures(last_report_->failures, steps, static_cast<int>(attempt_->ranks.size()), stop.attempt);
+    if (stop.attempt.bad_launch) {
+      for (rdzv::WorkerFailureInfo& f : last_report_->failures) f.bad_launch = true;
+    }
+    rdzv_.ReportFailures(*last_report_);
   }
   ended_tees_ = std::move(attempt_->tees);
   attempt_.reset();
@@ -158,6 +166,9 @@ bool Agent::EndStopIfDrained() {
       break;
     case Stop::Then::kPreempted:
       FinishPreempted(failures);
+      break;
+    case Stop::Then::kPeerFailed:
+      FinishFailed(kExitFailure, ShutdownReason::kFailed);
       break;
   }
   return true;

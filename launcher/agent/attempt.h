@@ -16,8 +16,10 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,6 +89,14 @@ struct Attempt {
   TimePoint started{};             // when the group was started
   std::vector<WorkerFailure> failures;  // this attempt's failed workers, as seen
   std::vector<FailureContext> failure_contexts;  // by index into failures (failure_report.h)
+  // The workers' memory cgroup's OOM kill count file (oom_kills.h) and its
+  // count when they started; nullopt when unreadable.
+  std::optional<std::string> oom_file;
+  std::optional<int64_t> oom_kills_at_start;
+  // The local rank whose missed heartbeat stopped the group; nullopt none.
+  std::optional<int> hung_local_rank;
+  // A worker failed within the launch window: the stop waits for its end.
+  bool failed_early = false;
   // Pointer-stable: outlives the attempt (see above).
   std::unique_ptr<AttemptTees> tees = std::make_unique<AttemptTees>();
   // --heartbeat-timeout: set from the start until the stop begins; null when off.

@@ -41,6 +41,7 @@ WorkerFailure ReadWorkerFailure(const WorkerExit& e, int rank, const WorkerBindi
     std::ostringstream text;
     text << in.rdbuf();
     f.stacks = StacksField(stacks_file, text.str());
+    f.stacks_frame = InnermostFrame(text.str());
   }
   Result<ErrorFileData> data = ReadErrorFile(error_file);
   if (data.ok()) {
@@ -53,24 +54,6 @@ WorkerFailure ReadWorkerFailure(const WorkerExit& e, int rank, const WorkerBindi
 }
 
 namespace {
-
-// `text` as valid UTF-8 (a proto string must be: a byte that is not is
-// '?'), cut to at most `bound` bytes, never inside a sequence.
-std::string CutUtf8(std::string_view text, size_t bound) {
-  std::string out;
-  for (size_t i = 0; i < text.size();) {
-    const size_t n = Utf8SequenceAt(text, i);
-    if (out.size() + std::max<size_t>(n, 1) > bound) break;
-    if (n == 0) {
-      out += '?';
-      ++i;
-    } else {
-      out.append(text.substr(i, n));
-      i += n;
-    }
-  }
-  return out;
-}
 
 std::string_view TrimBlanks(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
@@ -135,6 +118,12 @@ rdzv::WorkerFailureInfo FailureInfoOf(const WorkerFailure& f, const FailureConte
   info.pid = f.pid;
   info.stopped_by_agent = context.stopped_by_agent;
   info.stacks_file = CutUtf8(f.stacks, rdzv::kMaxFailurePath);
+  info.hang_frame = CutUtf8(f.stacks_frame, rdzv::kMaxFailureText);
+  info.oom_kills_before = context.oom_kills_before.value_or(-1);
+  info.oom_kills_after = context.oom_kills_after.value_or(-1);
+  info.runtime_s = std::isfinite(context.runtime_s) && context.runtime_s >= 0 ? context.runtime_s : -1;
+  info.max_rss_kib = std::max<int64_t>(context.max_rss_kib, 0);
+  info.hung = context.hung;
   if (f.error) {
     info.error_file = CutUtf8(f.error_file, rdzv::kMaxFailurePath);
     info.error_message = CutUtf8(FirstTextLine(f.error->message), rdzv::kMaxFailureText);
@@ -170,6 +159,35 @@ RendezvousHandler::FailureReport FailureReportOf(int round, const std::string& h
     const WorkerFailure& f = failures[i];
     report.failures.push_back(FailureInfoOf(f, i < contexts.size() ? contexts[i] : FailureContext{},
                                             f.error ? ErrorFileMtime(f.error_file) : std::nullopt));
+  }
+  return report;
+}
+
+std::optional<rdzv::VerdictSummary> LocalVerdict(const RendezvousHandler::FailureReport& report) {
+  std::vector<rdzv::ReportedFailure> failures;
+  for (const rdzv::WorkerFailureInfo& f : report.failures) {
+    failures.push_back(rdzv::ReportedFailure{rdzv::NodeId{report.host, 0, 0}, report.host,
+                                             static_cast<uint64_t>(std::max(report.round, 0)), f, 0});
+  }
+  return rdzv::SummarizeFailures(failures);
+}
+
+RendezvousHandler::FailureReport ExecFailureReport(int round, const std::string& host,
+                                                   const std::vector<int>& ranks, const std::string& error,
+                                                   double now_unix_s) {
+  RendezvousHandler::FailureReport report;
+  report.round = round;
+  report.host = CutUtf8(host, rdzv::kMaxFailureHost);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    rdzv::WorkerFailureInfo f;
+    f.rank = ranks[i];
+    f.local_rank = static_cast<int>(i);
+    f.exit_code = 127;
+    f.exec_failed = true;
+    f.runtime_s = 0;
+    f.error_message = CutUtf8(error, rdzv::kMaxFailureText);
+    f.failed_at_unix_s = now_unix_s;
+    report.failures.push_back(std::move(f));
   }
   return report;
 }

@@ -43,9 +43,21 @@ struct FailureContext {
   // Its last stderr lines, oldest first, when the agent piped its stderr
   // (AttemptTees::StderrTail); empty otherwise.
   std::vector<std::string> stderr_tail{};
+  // The evidence for its class (rendezvous/machine/failure_class.h): its
+  // memory cgroup's oom_kill count when the group started and when its exit
+  // was seen (nullopt unreadable), its run time, its peak RSS (0 unknown),
+  // whether the agent killed it for a missed heartbeat, and the steps it
+  // finished (heartbeat touches; nullopt unknown: not reported).
+  std::optional<int64_t> oom_kills_before{};
+  std::optional<int64_t> oom_kills_after{};
+  double runtime_s = -1;
+  int64_t max_rss_kib = 0;
+  bool hung = false;
+  std::optional<uint64_t> steps{};
 };
 
 // The rendezvous' record of `failure` (pure): rank, exit code or signal,
+// the context's evidence (hang_frame: the stacks' innermost frame),
 // error_message = the error file's message, first line; last_line = its
 // traceback's last non-empty line. With no error file (a script without
 // @record), from context.stderr_tail instead (from_stderr): last_line = its
@@ -65,6 +77,17 @@ rdzv::WorkerFailureInfo FailureInfoOf(const WorkerFailure& failure, const Failur
 RendezvousHandler::FailureReport FailureReportOf(int round, const std::string& host,
                                                  const std::vector<WorkerFailure>& failures,
                                                  const std::vector<FailureContext>& contexts);
+
+// This node's verdict on its own failures of one attempt (the report
+// FailureReportOf made; verdict_line.h): its host names the node.
+std::optional<rdzv::VerdictSummary> LocalVerdict(const RendezvousHandler::FailureReport& report);
+
+// The failures of an exec that failed (`error`: WorkerSet::Start's message)
+// for every local rank of `ranks`: a bad launch's records, each could not
+// be started (exit 127), seen at `now_unix_s`.
+RendezvousHandler::FailureReport ExecFailureReport(int round, const std::string& host,
+                                                   const std::vector<int>& ranks, const std::string& error,
+                                                   double now_unix_s);
 
 // A root cause's own exit code (--exit-code-from-root-cause): its exit
 // status, or 128+N for a death by signal N.

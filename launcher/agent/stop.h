@@ -36,6 +36,7 @@ struct Stop {
     kExitForSignal,  // finish with kExitSignalBase + signal
     kLeaveUnhealthy, // leave the job as unhealthy: finish with kExitNodeUnhealthy
     kPreempted,      // a preemption notice ended the group: finish with its verdict (75 or 76)
+    kPeerFailed,     // another node failed for good (--kill-on-bad-exit): finish with kExitFailure
   };
   Then then = Then::kRestart;
   StopCause cause = StopCause::kWorkerFailed;  // kRestart: why
@@ -67,6 +68,11 @@ struct Stop {
   static Stop ToPreempted() {
     Stop s;
     s.then = Then::kPreempted;
+    return s;
+  }
+  static Stop ToPeerFailed() {
+    Stop s;
+    s.then = Then::kPeerFailed;
     return s;
   }
   static Stop ToExitForSignal(int sig) {

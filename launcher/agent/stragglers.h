@@ -30,6 +30,11 @@ class StepReporter {
   // Their group is stopping: no more reports.
   void Stop();
   bool watching() const { return watch_ != nullptr; }
+  // The steps local rank `local_rank` finished since its group started;
+  // nullopt when not watching or not known.
+  std::optional<uint64_t> StepsOf(int local_rank) const {
+    return watch_ ? watch_->Steps(local_rank) : std::nullopt;
+  }
 
   // The step report for this keep-alive: the ranks that finished a step
   // since the last one; nullopt when not watching.

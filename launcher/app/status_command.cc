@@ -18,6 +18,7 @@
 #include "rendezvous/grpc/client.h"
 #include "rendezvous/grpc/grpc_process.h"
 #include "rendezvous/grpc/server.h"
+#include "rendezvous/metrics/runs_json.h"
 
 namespace ctrun::launcher {
 
@@ -34,13 +35,15 @@ const std::vector<SubcommandFlag>& StatusFlags() {
     std::vector<SubcommandFlag> out;
     for (std::string_view name : kStatusFlags) out.push_back(FindFlag(name)->spellings);
     out.push_back({"--why"});
+    out.push_back({"--json"});
     out.push_back({"--help", "-h"});
     return out;
   }();
   return flags;
 }
 constexpr size_t kWhyRow = std::size(kStatusFlags);
-constexpr size_t kHelpRow = kWhyRow + 1;
+constexpr size_t kJsonRow = kWhyRow + 1;
+constexpr size_t kHelpRow = kWhyRow + 2;
 
 Status Apply(const FlagSpec& spec, std::string_view source, std::string_view value, LaunchConfig& config) {
   Status s = spec.apply(value, config);
@@ -53,7 +56,7 @@ std::string SecondsText(double s) { return s < 10 ? fmt::format("{:.1f} s", s) :
 }  // namespace
 
 std::string StatusHelpText() {
-  return "usage: ctrun status [--rdzv-endpoint HOST:PORT] [--rdzv-id ID] [--rdzv-conf K=V,...] [--why]\n"
+  return "usage: ctrun status [--rdzv-endpoint HOST:PORT] [--rdzv-id ID] [--rdzv-conf K=V,...] [--why] [--json]\n"
          "\n"
          "Shows a run as its rendezvous server (the hosting node's ctrun, or ctrund) sees it:\n"
          "the round, whether it is forming, running or closed, and every node with its group\n"
@@ -64,11 +67,14 @@ std::string StatusHelpText() {
          "  --rdzv-endpoint, --rdzv_endpoint HOST[:PORT]  the server (default localhost:29400; $PET_RDZV_ENDPOINT)\n"
          "  --rdzv-id, --rdzv_id ID                       the run (default: the server's only run; $PET_RDZV_ID)\n"
          "  --rdzv-conf, --rdzv_conf K=V,...              token_file and tls_* as for a launch ($PET_RDZV_CONF)\n"
-         "  --why                                         why the job failed: the first failure by time across\n"
-         "                                                nodes (the root cause: its rank and node, and its message:\n"
-         "                                                from its error file when main has @record, else from its\n"
-         "                                                last stderr lines when ctrun read them: --tee 2 or 3,\n"
-         "                                                --share-logs, --dedup-logs) and the failures that followed it\n"
+         "  --why                                         why the job failed: the verdict in one line (the root\n"
+         "                                                cause's class, rank, node and evidence), then the root\n"
+         "                                                cause's message (from its error file when main has @record,\n"
+         "                                                else from its last stderr lines when ctrun read them:\n"
+         "                                                --tee 2 or 3, --share-logs, --dedup-logs) and the failures\n"
+         "                                                that followed it\n"
+         "  --json                                        the same as JSON: with --why the verdict object, else the\n"
+         "                                                run as GET /api/runs gives it (docs/metrics.md)\n"
          "\n"
          "Exit status (the same with --why): 0 shown, 1 the server is unreachable or does not serve the\n"
          "run, 2 a bad flag.\n";
@@ -84,7 +90,7 @@ Result<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args, const E
     Result<size_t> row = ResolveSubcommandFlag(name, StatusFlags(), "ctrun status");
     if (!row.ok() && row.status().IsNotFound()) {
       return Status::InvalidArgument("ctrun status: unknown argument '" + arg +
-                                     "' (it takes only --rdzv-endpoint, --rdzv-id, --rdzv-conf and --why)");
+                                     "' (it takes only --rdzv-endpoint, --rdzv-id, --rdzv-conf, --why and --json)");
     }
     if (!row.ok()) return row.status();
     if (*row >= kWhyRow && eq != std::string::npos) {
@@ -97,6 +103,10 @@ Result<StatusArgs> ParseStatusArgs(const std::vector<std::string>& args, const E
     }
     if (*row == kWhyRow) {
       out.why = true;
+      continue;
+    }
+    if (*row == kJsonRow) {
+      out.json = true;
       continue;
     }
     const FlagSpec* spec = FindFlag(kStatusFlags[*row]);
@@ -301,6 +311,13 @@ int RunStatusCommand(const std::vector<std::string>& args, const Environment& en
   if (!answer->ok()) {
     std::fprintf(stderr, "ctrun status: %s\n", answer->status().message().c_str());
     return kExitFailure;
+  }
+  const std::string run_id = (*answer)->run_id.empty() ? parsed->run_id : (*answer)->run_id;
+  if (parsed->json) {
+    const std::string json = parsed->why ? rdzv::WhyJson(**answer) + "\n"
+                                         : rdzv::RunsJson({rdzv::RunStatus{run_id, **answer, nullptr}}, Clock::now());
+    std::fputs(json.c_str(), stdout);
+    return kExitSuccess;
   }
   const std::string text =
       parsed->why ? FormatWhy(**answer) : FormatStatus((*answer)->run_id.empty() ? parsed->run_id : (*answer)->run_id,

@@ -26,6 +26,7 @@ namespace ctrun::launcher {
 struct StatusArgs {
   bool help = false;
   bool why = false;      // --why: the failures' verdict instead of the table
+  bool json = false;     // --json: as JSON (with --why: the verdict object; else the run as /api/runs gives it)
   std::string endpoint;  // "host:port" or "[v6]:port"
   std::string run_id;     // "" when neither --rdzv-id nor $PET_RDZV_ID names one: the server's only run
   LaunchConfig config;   // rdzv_conf (token, TLS) as the launcher reads it

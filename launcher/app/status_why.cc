@@ -6,24 +6,15 @@
 #include <ctime>
 #include <string_view>
 
+#include "base/text_match.h"
 #include "launcher/logs/report.h"
 #include "rendezvous/machine/failure_verdict.h"
 #include "rendezvous/machine/node_order.h"
+#include "rendezvous/machine/verdict_line.h"
 
 namespace ctrun::launcher {
 
 namespace {
-
-// A text from the server, safe for a terminal: control characters (escape
-// sequences included) become '?'.
-std::string Printable(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) c = '?';
-  }
-  return out;
-}
 
 // "2026-11-28 02:40:01.234 UTC"; "an unknown time" for 0.
 std::string UtcTime(double unix_s) {
@@ -62,6 +53,10 @@ std::string DescribeFailure(const rdzv::ReportedFailure& r) {
   // differ), and its host name too when that says more.
   std::string host = r.node.addr.empty() ? Printable(r.host) : Printable(rdzv::ToString(r.node));
   if (!r.host.empty() && !r.node.addr.empty() && r.host != r.node.addr) host += " (" + Printable(r.host) + ")";
+  if (f.rank < 0) {
+    return fmt::format("node {} {} at {}", host, f.node_lost ? "was lost" : "left the job as unhealthy",
+                       UtcTime(f.failed_at_unix_s));
+  }
   const std::string end =
       f.signal != 0 ? "was killed by " + SignalName(f.signal) : "exited with " + std::to_string(f.exit_code);
   return fmt::format("rank {} (node {}, local rank {}) {} at {}", f.rank, host, f.local_rank, end,
@@ -72,6 +67,9 @@ std::string FormatWhy(const rdzv::RunView& view) {
   if (view.failures.empty()) return "no failure reported\n";
   const rdzv::FailureVerdict verdict = rdzv::DecideVerdict(view.failures);
   std::string out;
+  if (const std::optional<rdzv::VerdictSummary> summary = rdzv::SummarizeVerdict(verdict, view.failures)) {
+    out += Printable(summary->line) + "\n";
+  }
   if (verdict.root) {
     const rdzv::ReportedFailure& root = view.failures[*verdict.root];
     const rdzv::WorkerFailureInfo& f = root.failure;
@@ -82,7 +80,7 @@ std::string FormatWhy(const rdzv::RunView& view) {
     if (!f.stacks_file.empty()) out += "  stacks: " + Printable(f.stacks_file) + "\n";
     // No error file (a script without @record): say where the text came
     // from, or that there is none, and the fix, once.
-    if (f.error_file.empty() && f.signal == 0) {
+    if (f.error_file.empty() && f.signal == 0 && f.rank >= 0) {
       out += f.from_stderr ? "  no error file: the lines above are from its stderr; " + std::string(kRecordFix) + "\n"
                            : "  no error file and no stderr kept: " + std::string(kRecordFix) +
                                  ", or run ctrun with --tee 3\n";

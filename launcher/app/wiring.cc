@@ -37,7 +37,7 @@ Wiring::Wiring(ResolvedLaunch launch, std::unique_ptr<OrphanGuard> guard)
       health_runner_(io_, reaper_, guard_.get()) {
   // From here on, every way out of main ends and reaps the guard (~OrphanGuard).
   OrphanGuard* guard_ptr = guard_.get();
-  reaper_.Register(guard_ptr->pid(), [guard_ptr](pid_t, int) {
+  reaper_.Register(guard_ptr->pid(), [guard_ptr](pid_t, int, int64_t) {
     guard_ptr->Reaped();
     spdlog::warn("the orphan guard exited; workers will still die with ctrun (PDEATHSIG), "
                  "but their own children may not");

@@ -7,7 +7,7 @@ namespace ctrun::launcher {
 inline constexpr int kExitSuccess = 0;
 inline constexpr int kExitFailure = 1;   // workers failed with no restarts left, or rendezvous failed
 inline constexpr int kExitUsage = 2;     // bad flag, env value or script; nothing was started
-inline constexpr int kExitDoNotRequeue = 3;  // --fail-fast-on-startup: the first attempt failed at start-up
+inline constexpr int kExitDoNotRequeue = 3;  // --fail-fast-on-startup, or a failure no restart fixes (RestartPolicy)
 inline constexpr int kExitWorkersStuck = 4;  // processes outlived SIGKILL by --kill-timeout: node unhealthy
 inline constexpr int kExitNodeUnhealthy = 4;  // the same code: a failed health check or exclusion request
 inline constexpr int kExitUnhealthyBudget = 5;  // more nodes left unhealthy than --max-unhealthy-nodes

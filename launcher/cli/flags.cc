@@ -219,6 +219,21 @@ std::vector<FlagSpec> BuildTable() {
        "When the first attempt's workers fail before any progress (no heartbeat touch, or under "
        "--min-healthy-uptime), stop at once with exit code 3 (do not requeue) instead of restarting.",
        G::kCtrun},
+      {"--restart-on-any-failure", {"--restart-on-any-failure", "--restart_on_any_failure"},
+       "PET_RESTART_ON_ANY_FAILURE", "0", K::kSwitch,
+       CTRUN_APPLY(return ApplySwitch(v, c.restart_on_any_failure);), "",
+       "Restart even a failure no restart can fix, as torchrun does: every rank failing within 1 s of its "
+       "start with the same error, or one rank failing twice in a row with the same error at the same step. "
+       "Off, such a failure ends the job at once with exit code 3 (do not requeue).",
+       G::kCtrun},
+      {"--kill-on-bad-exit", {"--kill-on-bad-exit", "--kill_on_bad_exit"}, "PET_KILL_ON_BAD_EXIT", "1", K::kValue,
+       CTRUN_APPLY(std::string s; Status st = ApplyChoice(v, {"0", "1"}, s); c.kill_on_bad_exit = s != "0";
+                   return st;),
+       "0|1",
+       "1: when another node fails for good (restarts spent, or not fixable by one) and closes the run, stop "
+       "this node's workers within 1 s and exit 1 with its verdict line, as srun --kill-on-bad-exit does; "
+       "0: run on until the workers end, as torchrun does.",
+       G::kCtrun},
       {"--kill-timeout", {"--kill-timeout", "--kill_timeout"}, "PET_KILL_TIMEOUT", "30", K::kValue,
        CTRUN_APPLY(auto s = PositiveSeconds(v, "30"); if (!s.ok()) return s.status();
                    c.kill_timeout = *s; return Status::Ok();),

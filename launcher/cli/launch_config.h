@@ -138,6 +138,14 @@ struct LaunchConfig {
   // --fail-fast-on-startup: the first attempt's crash before any progress
   // ends the job with exit code 3 (do not requeue).
   bool fail_fast_on_startup = false;
+  // --restart-on-any-failure: restart even a failure no restart can fix (a
+  // bad launch, the same error twice in a row), as torchrun does; off, such
+  // a failure ends the job with exit code 3 (do not requeue).
+  bool restart_on_any_failure = false;
+  // --kill-on-bad-exit: when another node fails for good and closes the run,
+  // stop the workers (within 1 s) and exit 1 with its verdict, as srun
+  // --kill-on-bad-exit does; false: run on until the workers end (torchrun).
+  bool kill_on_bad_exit = true;
   // --kill-timeout: how long to wait for the workers to be reaped after
   // SIGKILL before giving up on them (exit code 4).
   Seconds kill_timeout{30};

@@ -69,13 +69,19 @@ std::optional<int64_t> ParseOomKills(std::string_view text) {
   return std::nullopt;
 }
 
-std::optional<int64_t> ReadOomKills(pid_t pid) {
+std::optional<std::string> OomKillsFileOf(pid_t pid) {
   const std::optional<std::string> cgroup = ReadSmallFile("/proc/" + std::to_string(pid) + "/cgroup");
-  if (!cgroup) return std::nullopt;
-  const std::optional<std::string> file = OomKillsFile(*cgroup);
-  if (!file) return std::nullopt;
-  const std::optional<std::string> text = ReadSmallFile(*file);
+  return cgroup ? OomKillsFile(*cgroup) : std::nullopt;
+}
+
+std::optional<int64_t> ReadOomKillsFile(const std::string& file) {
+  const std::optional<std::string> text = ReadSmallFile(file);
   return text ? ParseOomKills(*text) : std::nullopt;
+}
+
+std::optional<int64_t> ReadOomKills(pid_t pid) {
+  const std::optional<std::string> file = OomKillsFileOf(pid);
+  return file ? ReadOomKillsFile(*file) : std::nullopt;
 }
 
 }  // namespace ctrun::launcher

@@ -30,6 +30,11 @@ std::optional<std::string> OomKillsFile(std::string_view cgroup, std::string_vie
 // on its "oom_kill N" line; nullopt without one.
 std::optional<int64_t> ParseOomKills(std::string_view text);
 
+// The counting file of `pid`'s memory cgroup (OomKillsFile of
+// /proc/PID/cgroup); nullopt when the process is gone or names none.
+std::optional<std::string> OomKillsFileOf(pid_t pid);
+// The count in `file` now; nullopt when unreadable (an old kernel: no line).
+std::optional<int64_t> ReadOomKillsFile(const std::string& file);
 // The OOM kills of `pid`'s memory cgroup now; nullopt when unreadable (the
 // process is gone, no memory controller, an old kernel).
 std::optional<int64_t> ReadOomKills(pid_t pid);

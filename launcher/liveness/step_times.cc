@@ -18,6 +18,11 @@ void StepTimes::Touch(int local_rank, WallTime mtime) {
   r.last = mtime;
 }
 
+std::optional<uint64_t> StepTimes::Steps(int local_rank) const {
+  if (local_rank < 0 || static_cast<size_t>(local_rank) >= ranks_.size()) return std::nullopt;
+  return ranks_[static_cast<size_t>(local_rank)].steps;
+}
+
 std::vector<StepSample> StepTimes::Take() {
   std::vector<StepSample> out;
   for (size_t i = 0; i < ranks_.size(); ++i) {

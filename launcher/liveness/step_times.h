@@ -48,6 +48,10 @@ class StepTimes {
   // The ranks with new intervals since the last call, by local rank.
   std::vector<StepSample> Take();
 
+  // The intervals measured for `local_rank` since the group started (its
+  // steps); nullopt for a rank it does not know.
+  std::optional<uint64_t> Steps(int local_rank) const;
+
  private:
   struct Rank {
     std::optional<WallTime> last;

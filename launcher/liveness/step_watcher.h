@@ -36,6 +36,7 @@ class StepWatcher : public StepWatch {
 
   // StepTimes::Take: the ranks that finished a step since the last call.
   std::vector<StepSample> Take() override { return times_.Take(); }
+  std::optional<uint64_t> Steps(int local_rank) const override { return times_.Steps(local_rank); }
 
  private:
   void Read();

@@ -50,6 +50,9 @@ class StepWatch {
   virtual ~StepWatch() = default;
   // The ranks that finished a step since the last call (StepTimes::Take).
   virtual std::vector<StepSample> Take() = 0;
+  // The steps `local_rank` finished since the group started
+  // (StepTimes::Steps); nullopt when not known.
+  virtual std::optional<uint64_t> Steps(int /*local_rank*/) const { return std::nullopt; }
 };
 
 class LivenessWatchers {

@@ -26,6 +26,7 @@ struct WorkerFailure {
   int64_t observed_at_s = 0;  // epoch seconds the exit was seen; used when no file timestamp
   std::string binding;        // --numa-binding: its CPUs and memory in words; "" when not bound
   std::string stacks;         // hang forensics: "<file> (innermost frame: <frame>)"; "" when none
+  std::string stacks_frame;   // hang forensics: the innermost frame alone; "" when none
 };
 
 // The failure's time in epoch seconds: its error file's timestamp when there

@@ -48,6 +48,7 @@ struct WorkerExit {
   pid_t pid = 0;
   int exit_code = 0;         // >= 0: exit status; < 0: killed by signal -exit_code
   int64_t epoch_seconds = 0; // wall clock when ctrun reaped it
+  int64_t max_rss_kib = 0;   // its peak resident memory (wait4's ru_maxrss); 0 unknown
 };
 
 // A process of the group still there `kill_timeout` after SIGKILL: a worker

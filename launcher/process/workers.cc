@@ -188,13 +188,14 @@ void Reaper::Arm() {
 void Reaper::ReapAll() {
   for (;;) {
     int status = 0;
-    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    struct rusage usage {};
+    pid_t pid = ::wait4(-1, &status, WNOHANG, &usage);
     if (pid <= 0) break;
     auto it = waiting_.find(pid);
     if (it == waiting_.end()) continue;  // an orphan re-parented to us
     ExitCallback cb = std::move(it->second);
     waiting_.erase(it);
-    cb(pid, status);
+    cb(pid, status, static_cast<int64_t>(usage.ru_maxrss));
   }
   if (on_any_) on_any_();
 }
@@ -281,7 +282,7 @@ Status WorkerSet::Fork(const WorkerSpec& spec, pid_t self, std::pair<int, int>* 
   if (pid > 0) {
     const size_t index = workers_.size();
     workers_.push_back(Worker{spec.local_rank, pid, spec.stacks_file, spec.stacks_timeout});
-    reaper_.Register(pid, [this, index](pid_t, int st) { HandleExit(index, st); });
+    reaper_.Register(pid, [this, index](pid_t, int st, int64_t rss) { HandleExit(index, st, rss); });
     if (guard_) guard_->Watch(pid);
     status_fds->push_back(status_pipe[0]);
   } else {
@@ -290,13 +291,13 @@ Status WorkerSet::Fork(const WorkerSpec& spec, pid_t self, std::pair<int, int>* 
   return s;
 }
 
-void WorkerSet::HandleExit(size_t index, int wait_status) {
+void WorkerSet::HandleExit(size_t index, int wait_status, int64_t max_rss_kib) {
   Worker& w = workers_[index];
   w.reaped = true;
   // Its leftovers may have missed the close's signal (Close): again, once.
   if (closing_ && !killed_ && close_signal_ != 0 && GroupAlive(w)) ::killpg(w.pid, close_signal_);
   WorkerExit exit{w.local_rank, w.pid, ExitCodeFromWaitStatus(wait_status),
-                  static_cast<int64_t>(std::time(nullptr))};
+                  static_cast<int64_t>(std::time(nullptr)), max_rss_kib};
   if (on_exit_) on_exit_(exit);
   CheckClosed();
 }

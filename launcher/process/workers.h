@@ -39,7 +39,9 @@ class StackDump;
 // child nobody reaps stays a zombie: the stand-in for one SIGKILL cannot end).
 class ChildReaper {
  public:
-  using ExitCallback = std::function<void(pid_t pid, int wait_status)>;
+  // `max_rss_kib`: the child's peak resident memory (wait4's ru_maxrss; 0
+  // when not known).
+  using ExitCallback = std::function<void(pid_t pid, int wait_status, int64_t max_rss_kib)>;
   virtual ~ChildReaper() = default;
   // `cb` runs once when `pid` is reaped. Register right after fork.
   virtual void Register(pid_t pid, ExitCallback cb) = 0;
@@ -130,7 +132,7 @@ class WorkerSet : public WorkerGroup {
   // its pipes' read ends. IOError when a file, pipe or fork fails.
   Status Fork(const WorkerSpec& spec, pid_t self, std::pair<int, int>* pipe,
               std::vector<int>* status_fds);
-  void HandleExit(size_t index, int wait_status);
+  void HandleExit(size_t index, int wait_status, int64_t max_rss_kib);
   // Starts saving the stacks of the workers at `indices` that have a stacks
   // file, are still running and were not saved before, all at once; `then`
   // runs (on the io_context) when that save ends, or at once when there is

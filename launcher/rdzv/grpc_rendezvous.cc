@@ -64,7 +64,8 @@ GrpcRendezvous::GrpcRendezvous(boost::asio::io_context& io, GrpcRendezvousOption
       keep_alive_timer_(io),
       status_timer_(io),
       barrier_timer_(io),
-      reconnect_timer_(io) {
+      reconnect_timer_(io),
+      verdict_timer_(io) {
   std::weak_ptr<bool> alive = alive_;
   client_ = std::make_unique<rdzv::RendezvousClient>(
       options_.client, [&io, alive](std::function<void()> fn) {
@@ -212,6 +213,12 @@ void GrpcRendezvous::Handle(const rdzv::Evicted& e) {
 
 void GrpcRendezvous::Handle(const rdzv::Closed& c) {
   closed_ = true;
+  if (c.failed_exit && (phase_ == Phase::kJoining || phase_ == Phase::kRunning) && on_run_failed_) {
+    // Told first, so that a join refused below ends with the verdict known.
+    RunFailedCallback cb = std::move(on_run_failed_);
+    on_run_failed_ = nullptr;
+    cb(c.verdict);
+  }
   if (c.unhealthy_budget_exceeded) {
     // The job ends on every node: a joining one fails its join at once;
     // a running one stops its workers and re-joins, which the closed run
@@ -279,6 +286,39 @@ void GrpcRendezvous::SendFailures(int round, const std::string& host,
                              leave();
                            }
                          });
+}
+
+namespace {
+
+// A cause another node's failure may explain: this node asks the server.
+bool MayBeConsequence(rdzv::FailureClass cls) {
+  return cls == rdzv::FailureClass::kConnectionError || cls == rdzv::FailureClass::kNcclError ||
+         cls == rdzv::FailureClass::kStopped || cls == rdzv::FailureClass::kUnknown;
+}
+
+}  // namespace
+
+void GrpcRendezvous::ResolveVerdict(std::optional<rdzv::VerdictSummary> local,
+                                    std::function<void(std::optional<rdzv::VerdictSummary>)> done) {
+  if ((local && !MayBeConsequence(local->cls)) || refused_) return done(std::move(local));
+  AskVerdict(std::move(local), Clock::now() + kVerdictWait, std::move(done));
+}
+
+void GrpcRendezvous::AskVerdict(std::optional<rdzv::VerdictSummary> local, TimePoint deadline,
+                                std::function<void(std::optional<rdzv::VerdictSummary>)> done) {
+  const Duration left = std::max<Duration>(deadline - Clock::now(), std::chrono::milliseconds(100));
+  client_->GetStatus(left, [this, alive = alive_, local, deadline, done](const Result<rdzv::RunView>& view) {
+    if (!*alive) return;
+    std::optional<rdzv::VerdictSummary> server;
+    if (view.ok()) server = rdzv::SummarizeFailures(view->failures);
+    if (server && !MayBeConsequence(server->cls)) return done(std::move(server));
+    if (Clock::now() + std::chrono::milliseconds(100) >= deadline) return done(server ? std::move(server) : local);
+    verdict_timer_.expires_after(std::chrono::milliseconds(100));
+    verdict_timer_.async_wait([this, alive, local, deadline, done](const boost::system::error_code& ec) {
+      if (ec || !*alive) return;
+      AskVerdict(local, deadline, done);
+    });
+  });
 }
 
 void GrpcRendezvous::OnStreamEnd(const Status& status) {
@@ -432,7 +472,8 @@ void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done)
   if (refused_) return after_leave(Status::Ok());
   auto send_leave = [this, leave, timeout, after_leave, reason] {
     client_->Leave(leave, timeout, after_leave,
-                   reason == ShutdownReason::kUnhealthy ? unhealthy_report_ : std::string());
+                   reason == ShutdownReason::kUnhealthy ? unhealthy_report_ : std::string(),
+                   reason == ShutdownReason::kFailed ? failure_verdict_ : std::nullopt);
   };
   // A failure report sent just before must reach the server first: the
   // node's last word is its Leave.

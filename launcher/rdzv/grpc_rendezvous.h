@@ -90,8 +90,17 @@ class GrpcRendezvous : public RendezvousHandler {
   // failed call is a warning. Shutdown's Leave waits for the reports in
   // flight.
   void ReportFailures(const FailureReport& report) override;
+  // GetStatus calls to the server (RendezvousHandler::ResolveVerdict).
+  void ResolveVerdict(std::optional<rdzv::VerdictSummary> local,
+                      std::function<void(std::optional<rdzv::VerdictSummary>)> done) override;
+  void SetFailureVerdict(const rdzv::VerdictSummary& verdict) override { failure_verdict_ = verdict; }
+  // From a Closed{failed_exit} pushed while joining or running.
+  void OnRunFailed(RunFailedCallback cb) override { on_run_failed_ = std::move(cb); }
 
  private:
+  // One GetStatus for ResolveVerdict; asks again until `deadline`.
+  void AskVerdict(std::optional<rdzv::VerdictSummary> local, TimePoint deadline,
+                  std::function<void(std::optional<rdzv::VerdictSummary>)> done);
   std::string unhealthy_report_;  // Shutdown(kUnhealthy)'s Leave carries it
   enum class Phase { kIdle, kJoining, kRunning, kShutdown };
 
@@ -133,6 +142,9 @@ class GrpcRendezvous : public RendezvousHandler {
   boost::asio::steady_timer status_timer_;
   boost::asio::steady_timer barrier_timer_;
   boost::asio::steady_timer reconnect_timer_;
+  boost::asio::steady_timer verdict_timer_;  // ResolveVerdict's next ask
+  std::optional<rdzv::VerdictSummary> failure_verdict_;  // Shutdown(kFailed)'s Leave carries it
+  RunFailedCallback on_run_failed_;
   rdzv::JoinArgs join_args_;  // of the current round's Join, re-sent on reconnect
   bool reconnecting_ = false;
   // Whether the last round had its store on the rendezvous port (logged

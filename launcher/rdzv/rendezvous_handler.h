@@ -6,6 +6,7 @@
 // Thread model: every call and callback happens on the agent's io_context.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "rendezvous/machine/events.h"
 #include "rendezvous/machine/failure_record.h"
 #include "rendezvous/machine/straggler.h"
+#include "rendezvous/machine/verdict_line.h"
 
 namespace ctrun::launcher {
 
@@ -131,6 +133,26 @@ class RendezvousHandler {
     std::vector<rdzv::WorkerFailureInfo> failures;
   };
   virtual void ReportFailures(const FailureReport& /*report*/) {}
+
+  // The verdict (rendezvous/machine/verdict_line.h). This node's workers
+  // failed for good, and `local` is its verdict on its own failures. `done`
+  // gets the run's: `local` when it names a cause of this node's own (not a
+  // lost connection, NCCL, an unknown exit or only workers its agent
+  // stopped) or when there is no server that sees every node; else the
+  // server's, asked until its reports name such a cause (every 100 ms, at
+  // most kVerdictWait), then whichever it has. On the agent's io_context.
+  static constexpr std::chrono::seconds kVerdictWait{2};
+  virtual void ResolveVerdict(std::optional<rdzv::VerdictSummary> local,
+                              std::function<void(std::optional<rdzv::VerdictSummary>)> done) {
+    done(std::move(local));
+  }
+  // The verdict a Shutdown(kFailed) leaves with: the other nodes print it.
+  virtual void SetFailureVerdict(const rdzv::VerdictSummary& /*verdict*/) {}
+  // Another node failed for good and closed the run while this one was not
+  // finished: `cb` gets its verdict (nullopt when it sent none), at most once,
+  // on the agent's io_context. Backends with no server ignore it.
+  using RunFailedCallback = std::function<void(const std::optional<rdzv::VerdictSummary>&)>;
+  virtual void OnRunFailed(RunFailedCallback /*cb*/) {}
 };
 
 }  // namespace ctrun::launcher

@@ -256,7 +256,8 @@ void RendezvousClient::KeepAlive(const std::optional<StepReport>& steps, KeepAli
 }
 
 void RendezvousClient::Leave(LeaveReason reason, Duration timeout,
-                             std::function<void(const Status&)> done, const std::string& report) {
+                             std::function<void(const Status&)> done, const std::string& report,
+                             const std::optional<VerdictSummary>& verdict) {
   v1::LeaveRequest req;
   SetCaller(options_, req);
   req.set_reason(reason == LeaveReason::kNormalExit   ? v1::LeaveRequest::NORMAL_EXIT
@@ -265,6 +266,7 @@ void RendezvousClient::Leave(LeaveReason reason, Duration timeout,
                  : reason == LeaveReason::kUnhealthy ? v1::LeaveRequest::UNHEALTHY
                                                     : v1::LeaveRequest::FAILURE);
   req.set_report(report);
+  if (verdict) VerdictToProto(*verdict, req.mutable_verdict());
   impl_->Unary<v1::LeaveRequest, v1::LeaveReply>(
       [](auto* a, grpc::ClientContext* c, const v1::LeaveRequest* q, v1::LeaveReply* r, auto cb) { a->Leave(c, q, r, std::move(cb)); }, std::move(req), timeout,
       [done](const Status& s, const v1::LeaveReply&) { done(s); });

@@ -90,9 +90,10 @@ class RendezvousClient {
   void KeepAlive(const std::optional<StepReport>& steps, KeepAliveDone done);
 
   // `done` gets OK or Unavailable; bounded by `timeout`. `report`: with
-  // kUnhealthy, the failed check and its last output lines.
+  // kUnhealthy, the failed check and its last output lines; `verdict`: with
+  // kFailedExit, the verdict this node printed (the others print it too).
   void Leave(LeaveReason reason, Duration timeout, std::function<void(const Status&)> done,
-             const std::string& report = "");
+             const std::string& report = "", const std::optional<VerdictSummary>& verdict = std::nullopt);
 
   // The run's state in numbers (machine.h's Counts; last_call_deadline on
   // this host's clock); bounded by `timeout`. Unlike the other calls it does

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "rendezvous.pb.h"
+#include "base/status.h"
 #include "rendezvous/machine/failure_record.h"
+#include "rendezvous/machine/verdict_line.h"
 
 namespace ctrun::rdzv {
 
@@ -18,6 +20,12 @@ WorkerFailureInfo WorkerFailureFromProto(const v1::WorkerFailureReport& failure)
 
 // A ReportFailure request's failures.
 std::vector<WorkerFailureInfo> FailuresFromRequest(const v1::ReportFailureRequest& request);
+
+// A verdict (LeaveRequest.verdict, Closed.verdict). FromProto checks it
+// (CheckVerdict) and refuses an unknown cause_class, with one line naming
+// the field.
+void VerdictToProto(const VerdictSummary& verdict, v1::Verdict* out);
+Result<VerdictSummary> VerdictFromProto(const v1::Verdict& verdict);
 
 // StateReply.failures.
 void ReportedFailureToProto(const ReportedFailure& failure, v1::ReportedFailure* out);

@@ -82,6 +82,8 @@ struct UpdateWriter {
       c->set_unhealthy_budget_exceeded(true);
       c->set_message(d.message);
     }
+    c->set_failed_exit(d.failed_exit);
+    if (d.verdict) VerdictToProto(*d.verdict, c->mutable_verdict());
   }
   void operator()(const PreemptNotice& d) const { PreemptNoticeToProto(d, out->mutable_preempt_notice()); }
 };
@@ -371,7 +373,13 @@ Decision DecisionFromUpdate(const NodeId& self, const v1::Update& u) {
     case v1::Update::KIND_NOT_SET:
       break;
   }
-  return Closed{u.closed().round(), {self}, u.closed().unhealthy_budget_exceeded(), u.closed().message()};
+  Closed closed{u.closed().round(), {self}, u.closed().unhealthy_budget_exceeded(), u.closed().message()};
+  closed.failed_exit = u.closed().failed_exit();
+  if (u.closed().has_verdict()) {
+    // A verdict the client cannot take is left out: the run still closes.
+    if (Result<VerdictSummary> v = VerdictFromProto(u.closed().verdict()); v.ok()) closed.verdict = std::move(*v);
+  }
+  return closed;
 }
 
 std::string PeerIp(std::string_view peer) {

@@ -98,6 +98,12 @@ bool RendezvousServer::Impl::Route(const std::string& run_id, const std::vector<
             const RoundPush push(x, store_here);
             for (size_t i = 0; i < x.members.size(); ++i) send(x.members[i].node, false, push.For(i), x.round);
           } else if constexpr (std::is_same_v<T, RestartRequested> || std::is_same_v<T, Closed>) {
+            if constexpr (std::is_same_v<T, RestartRequested>) {
+              // A member evicted for its keep-alives: `ctrun status --why`'s node_lost.
+              if (x.reason == RestartReason::kNodeLost) {
+                RecordNodeLost(run_id, x.cause, x.round, "it sent no keep-alive in time and was evicted");
+              }
+            }
             ReleaseStore(run_id, false);
             for (const NodeId& n : x.nodes) send(n, std::is_same_v<T, Closed>, update);
           } else if constexpr (std::is_same_v<T, PreemptNotice>) {
@@ -118,6 +124,13 @@ bool RendezvousServer::Impl::Route(const std::string& run_id, const std::vector<
   }
   CollectDrained(run_id, out);
   return rejected;
+}
+
+void RendezvousServer::Impl::RecordNodeLost(const std::string& run_id, const NodeId& node, uint64_t round,
+                                            const std::string& why) {
+  mu_.AssertHeld("RecordNodeLost");
+  const double now_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  failures_[run_id].AddNode(node, round, /*lost=*/true, why, now_unix, Clock::now());
 }
 
 void RendezvousServer::Impl::CollectDrained(const std::string& run_id, Outbox& out) {

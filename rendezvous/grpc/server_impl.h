@@ -161,6 +161,9 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   // Moves the WhenDrained callbacks of `run_id` into `out` once the run holds
   // no live node.
   void CollectDrained(const std::string& run_id, Outbox& out);
+  // Adds a node_lost record (failure_record.h) for `node`, a member of the
+  // run's round `round` that went away with no exit reported (`why`).
+  void RecordNodeLost(const std::string& run_id, const NodeId& node, uint64_t round, const std::string& why);
   // Writes the run's state to --state-dir, when there is one and `changed`
   // (a step that only refreshed keep-alive times is not written: a restart
   // refreshes them all anyway, see ForgiveOutage), before returning. A failed

@@ -3,9 +3,11 @@
 // lock is released. Also the end of a Join stream (StreamDone).
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <string>
 #include <utility>
 
+#include "rendezvous/grpc/failure_convert.h"
 #include "rendezvous/grpc/ft_convert.h"
 #include "rendezvous/grpc/preempt_convert.h"
 #include "rendezvous/grpc/proto_convert.h"
@@ -46,6 +48,10 @@ void RendezvousServer::Impl::StreamDone(JoinStream* stream) {
     if (stream->client_gone() && !stopping_) {
       Result<RendezvousMachine*> machine = registry_.Find(stream->run_id());
       if (machine.ok() && (*machine)->StatusOf(stream->node())) {
+        if ((*machine)->StatusOf(stream->node()) == NodeStatus::kMember) {
+          RecordNodeLost(stream->run_id(), stream->node(), (*machine)->Tally().round,
+                         "its connection to the rendezvous dropped with no exit reported");
+        }
         const rdzv::Leave leave{stream->node(), stream->incarnation(), LeaveReason::kSignal};
         out.logs.push_back("rendezvous run '" + stream->run_id() + "': node " + ToString(leave.node) +
                            " dropped its connection; taken as gone");
@@ -156,6 +162,15 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::Leave(grpc::CallbackServerCont
   grpc::Status status = call_check_.Check(*context, request->version(), request->token(), request->run_id());
   Result<LeaveReason> reason = LeaveReasonFromProto(request->reason());
   if (status.ok() && !reason.ok()) status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, reason.status().message());
+  std::optional<VerdictSummary> verdict;
+  if (status.ok() && request->has_verdict()) {
+    Result<VerdictSummary> v = VerdictFromProto(request->verdict());
+    if (v.ok()) {
+      verdict = std::move(*v);
+    } else {
+      status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, v.status().message());
+    }
+  }
   Outbox out;
   if (status.ok()) {
     std::lock_guard<CheckedMutex> lock(mu_);
@@ -163,12 +178,20 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::Leave(grpc::CallbackServerCont
     Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
     if (machine.ok()) {
       const rdzv::Leave leave{NodeFromProto(request->node()), request->incarnation(), *reason,
-                              request->report()};
+                              request->report(), verdict};
       out.logs.push_back("run '" + request->run_id() + "': node " + ToString(leave.node) + " left: " +
                          std::string(Explain(leave.reason)) +
                          (leave.report.empty() ? std::string() : " (" + leave.report + ")"));
       out.debug_logs.push_back("rendezvous run '" + request->run_id() + "': node " + ToString(leave.node) +
                                " left (" + std::string(Name(leave.reason)) + ")");
+      if (leave.reason == LeaveReason::kUnhealthy) {
+        // `ctrun status --why`'s unhealthy_node: the report's first line.
+        const std::string first = leave.report.substr(0, leave.report.find('\n'));
+        const double now_unix =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        failures_[request->run_id()].AddNode(leave.node, (*machine)->Tally().round, /*lost=*/false, first, now_unix,
+                                             Clock::now());
+      }
       StepRun(request->run_id(), **machine, RunEvent{.event = leave, .now = Clock::now()}, out);
     }
   }

@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "rendezvous/machine/node_order.h"
+#include "rendezvous/machine/verdict_line.h"
 
 namespace ctrun::rdzv {
 
@@ -56,6 +57,7 @@ struct Leave {
   uint64_t incarnation = 0;
   LeaveReason reason = LeaveReason::kFailure;
   std::string report{};  // kUnhealthy: why, with the check's last output lines
+  std::optional<VerdictSummary> verdict{};  // kFailedExit: the verdict the node printed
 };
 
 // The job is over (an agent exits with success or error, not on a signal).
@@ -175,6 +177,10 @@ struct Closed {
   // node must end the job (exit code 5), running members included.
   bool unhealthy_budget_exceeded = false;
   std::string message{};  // with unhealthy_budget_exceeded: the count, the budget, the last report
+  // Closed by a node that failed for good (Leave{kFailedExit}): running
+  // nodes stop their workers (--kill-on-bad-exit) and print its verdict.
+  bool failed_exit = false;
+  std::optional<VerdictSummary> verdict{};
   bool operator==(const Closed&) const = default;
 };
 

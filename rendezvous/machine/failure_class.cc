@@ -1,6 +1,8 @@
 #include "rendezvous/machine/failure_class.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <csignal>
 #include <cstring>
 #include <utility>
@@ -96,11 +98,24 @@ std::optional<FailureCause> ByText(const FailureEvidence& e) {
   return std::nullopt;
 }
 
+// ", peak RSS 23.1 GiB" when known.
+std::string Rss(const FailureEvidence& e) {
+  if (e.max_rss_kib <= 0) return "";
+  const double kib = static_cast<double>(e.max_rss_kib);
+  char text[48];
+  if (kib >= 1024.0 * 1024.0) {
+    std::snprintf(text, sizeof text, ", peak RSS %.1f GiB", kib / (1024.0 * 1024.0));
+  } else {
+    std::snprintf(text, sizeof text, ", peak RSS %.0f MiB", kib / 1024.0);
+  }
+  return text;
+}
+
 FailureCause BySignal(const FailureEvidence& e, int sig, const std::string& how) {
   if (sig == SIGKILL && e.oom_kills_before && e.oom_kills_after && *e.oom_kills_after > *e.oom_kills_before) {
     return {FailureClass::kOomKilled, "was killed by the kernel's OOM killer (oom_kill " +
                                           std::to_string(*e.oom_kills_before) + "->" +
-                                          std::to_string(*e.oom_kills_after) + " in its cgroup)"};
+                                          std::to_string(*e.oom_kills_after) + " in its cgroup" + Rss(e) + ")"};
   }
   const std::string tail = e.last_line.empty() ? "" : "; its last line: " + Clip(e.last_line);
   switch (sig) {
@@ -154,12 +169,13 @@ std::string_view ExceptionType(std::string_view message) {
 
 FailureCause ClassifyFailure(const FailureEvidence& e) {
   if (e.node_lost) {
+    const std::string why = ErrorText(e);
     return {FailureClass::kNodeLost,
-            "its node was lost (its agent's stream broke or its keep-alive ran out; no exit was reported)"};
+            "was lost: " + (why.empty() ? std::string("its agent went away with no exit reported") : Clip(why))};
   }
   if (e.unhealthy) {
     return {FailureClass::kUnhealthyNode,
-            "its node failed the health check" + (e.health_reason.empty() ? "" : ": " + Clip(e.health_reason))};
+            "failed its health check" + (e.health_reason.empty() ? "" : ": " + Clip(e.health_reason))};
   }
   if (e.hung) {
     return {FailureClass::kHang, "hung (no heartbeat or step in time)" +
@@ -170,6 +186,13 @@ FailureCause ClassifyFailure(const FailureEvidence& e) {
   if (e.exec_failed) {
     const std::string text = ErrorText(e);
     return {FailureClass::kBadLaunch, "could not be started" + (text.empty() ? "" : ": " + Clip(text))};
+  }
+  if (e.bad_launch) {
+    const std::string text = ErrorText(e);
+    return {FailureClass::kBadLaunch, "failed within " + std::to_string(static_cast<int>(kBadLaunchWindowS)) +
+                                          " s of its start, as every rank did: " +
+                                          (text.empty() ? "exited with code " + std::to_string(e.exit_code)
+                                                        : Clip(text))};
   }
   if (e.signal > 0) return BySignal(e, e.signal, SignalName(e.signal));
   if (e.exit_code > 128 && e.exit_code < 128 + 65 && ErrorText(e).empty()) {
@@ -184,12 +207,21 @@ FailureCause ClassifyFailure(const FailureEvidence& e) {
 
 bool IsBadLaunch(const std::vector<FailureEvidence>& failures, int ranks) {
   if (ranks <= 0 || failures.size() < static_cast<size_t>(ranks)) return false;
-  const std::string first = ErrorText(failures.front());
+  // The one way every rank failed: its exit code and error text.
+  std::optional<std::pair<int, std::string>> how;
   for (const FailureEvidence& f : failures) {
-    if (f.stopped_by_agent || f.node_lost) return false;
+    if (f.node_lost || f.unhealthy || f.hung || f.stopped_by_agent) return false;
     if (f.exec_failed) continue;
-    if (f.runtime_s < 0 || f.runtime_s > kBadLaunchWindowS) return false;
-    if (ErrorText(f) != first || first.empty()) return false;
+    if (f.runtime_s < 0 || f.runtime_s > kBadLaunchWindowS || f.signal != 0 || f.exit_code == 0) return false;
+    const std::pair<int, std::string> mine{f.exit_code, ErrorText(f)};
+    if (how && *how != mine) return false;
+    if (const std::optional<FailureCause> cause = ByText(f)) {
+      if (cause->cls == FailureClass::kConnectionError || cause->cls == FailureClass::kNcclError ||
+          cause->cls == FailureClass::kCudaOom) {
+        return false;  // a peer, the network or a busy GPU: a restart may fix it
+      }
+    }
+    how = mine;
   }
   return true;
 }

@@ -11,7 +11,8 @@
 //      ran out; the saved stack's innermost frame)      -> kHang
 //      or too slow for the step's deadline              -> kStragglerTimeout
 //   4. its agent stopped it (a restart, a peer failed)  -> kStopped
-//   5. the program could not be started (exec failed)   -> kBadLaunch
+//   5. the program could not be started (exec failed),
+//      or its attempt was a bad launch (IsBadLaunch)   -> kBadLaunch
 //   6. SIGKILL with the cgroup's oom_kill count up      -> kOomKilled
 //   7. SIGSEGV, SIGABRT, SIGBUS, SIGILL, SIGFPE         -> kSegfault, kAbort,
 //                                                          kBusError,
@@ -100,7 +101,9 @@ struct FailureEvidence {
   std::string hang_frame;  // the saved stack's innermost Python frame ("train.py:42 in step")
   bool stopped_by_agent = false;
   bool exec_failed = false;  // the program could not be started at all
+  bool bad_launch = false;   // its attempt was a bad launch (IsBadLaunch over it)
   double runtime_s = -1;     // from its start to its failure; < 0 unknown
+  int64_t max_rss_kib = 0;   // its peak resident memory; 0 unknown (named in an OOM kill's text)
 };
 
 struct FailureCause {
@@ -120,9 +123,14 @@ FailureCause ClassifyFailure(const FailureEvidence& evidence);
 std::string_view ExceptionType(std::string_view message);
 
 // Whether an attempt's failures (one per failed rank, `ranks` the
-// attempt's world) are a launch that cannot work: every rank failed, each
-// within kBadLaunchWindowS of its start, not stopped by its agent, with the
-// same error text (or each could not be started at all).
+// attempt's world) are a launch that cannot work: every rank failed on its
+// own (none stopped by its agent, none by a signal) within
+// kBadLaunchWindowS of its start, with the same exit code and the same
+// error text (maybe none), of a class no restart fixes (not a lost
+// connection, NCCL or a GPU out of memory); or could not be started at
+// all. The agent lets an attempt's workers run to the end of their first
+// kBadLaunchWindowS before it stops them for an early failure, so every
+// rank of a bad launch fails on its own.
 bool IsBadLaunch(const std::vector<FailureEvidence>& failures, int ranks);
 
 }  // namespace ctrun::rdzv

@@ -7,6 +7,8 @@
 #include <functional>
 #include <set>
 
+#include "base/utf8.h"
+
 namespace ctrun::rdzv {
 
 namespace {
@@ -64,6 +66,23 @@ Status CheckFailureReport(std::string_view host, const std::vector<WorkerFailure
       return Status::InvalidArgument("failure report: failures[" + std::to_string(i) + "].signal " +
                                      std::to_string(f.signal) + " is not a signal number in [0, 128)");
     }
+    if (f.hang_frame.size() > kMaxFailureText) {
+      return FailureTextTooLong(i, "hang_frame", f.hang_frame.size(), kMaxFailureText, "send the frame, cut");
+    }
+    if (f.oom_kills_before < -1 || f.oom_kills_after < -1) {
+      return Status::InvalidArgument("failure report: failures[" + std::to_string(i) +
+                                     "] has an oom_kill count below -1: send the count, or -1 when unreadable");
+    }
+    if (!std::isfinite(f.runtime_s) || f.max_rss_kib < 0) {
+      return Status::InvalidArgument("failure report: failures[" + std::to_string(i) +
+                                     "] has a runtime that is not a number or a negative RSS: send seconds "
+                                     "(-1 unknown) and KiB (0 unknown)");
+    }
+    if (f.node_lost || f.unhealthy) {
+      return Status::InvalidArgument("failure report: failures[" + std::to_string(i) +
+                                     "] says node_lost or unhealthy: only the server records a node's loss; "
+                                     "report the workers' exits");
+    }
     if (!std::isfinite(f.failed_at_unix_s) || f.failed_at_unix_s < 0) {
       char value[48];
       std::snprintf(value, sizeof value, "%g", f.failed_at_unix_s);
@@ -92,6 +111,18 @@ void FailureRecord::Add(const NodeId& node, const std::string& host, uint64_t ro
     if (newest.count(entries_[i].seq)) kept.push_back(std::move(entries_[i]));
   }
   entries_ = std::move(kept);
+}
+
+void FailureRecord::AddNode(const NodeId& node, uint64_t round, bool lost, const std::string& why,
+                            double failed_at_unix_s, TimePoint now) {
+  WorkerFailureInfo f;
+  f.rank = -1;
+  f.local_rank = -1;
+  f.node_lost = lost;
+  f.unhealthy = !lost;
+  f.error_message = CutUtf8(why, kMaxFailureText);
+  f.failed_at_unix_s = failed_at_unix_s;
+  Add(node, node.addr, round, {f}, now);
 }
 
 std::vector<ReportedFailure> FailureRecord::Kept(TimePoint now) const {

@@ -51,6 +51,21 @@ struct WorkerFailureInfo {
   // error_message and last_line were read from its stderr, as the agent
   // kept it: it wrote no error file (a script without @record).
   bool from_stderr = false;
+  // The evidence for its class (failure_class.h, the verdict):
+  int64_t oom_kills_before = -1;  // its cgroup's oom_kill count when it started; -1 unreadable
+  int64_t oom_kills_after = -1;   // the same when it was seen to fail; -1 unreadable
+  double runtime_s = -1;          // from its start to its exit; < 0 unknown
+  int64_t max_rss_kib = 0;        // its peak resident memory (wait4's ru_maxrss); 0 unknown
+  bool hung = false;              // its agent killed it for a missed heartbeat (its stacks saved)
+  bool exec_failed = false;       // its program could not be started at all
+  bool bad_launch = false;        // its attempt was a bad launch (IsBadLaunch, failure_class.h)
+  std::string hang_frame;         // hung: the saved stack's innermost frame ("" none)
+  // Set by the server, never by a report: a node, not a worker (rank -1).
+  // node_lost: a member whose agent went away with no exit reported (its
+  // stream broke, or its keep-alives stopped); unhealthy: a node that left
+  // the job as unhealthy (error_message: the report's first line).
+  bool node_lost = false;
+  bool unhealthy = false;
 
   bool operator==(const WorkerFailureInfo&) const = default;
 };
@@ -68,7 +83,10 @@ struct ReportedFailure {
 
 // OK when `host` and every text of `failures` are within their bounds,
 // there are at most kMaxFailuresPerReport failures, ranks are not negative,
-// signals are in [0, 128) and failure times are finite and not negative.
+// signals are in [0, 128), failure times are finite and not negative, the
+// evidence is plausible (oom_kill counts -1 or more, runtime finite, RSS not
+// negative) and no failure claims to be a node's (node_lost, unhealthy:
+// the server's own records).
 // Otherwise InvalidArgument with one line naming the field and the fix.
 Status CheckFailureReport(std::string_view host, const std::vector<WorkerFailureInfo>& failures);
 
@@ -86,6 +104,12 @@ class FailureRecord {
   // The kept failures, earliest failure time first (ties: lower rank, then
   // earlier arrival), each with its age at `now`.
   std::vector<ReportedFailure> Kept(TimePoint now) const;
+
+  // A node the server saw go (node_lost) or leave as unhealthy, at
+  // `failed_at_unix_s` (the server's wall clock): one record of rank -1,
+  // kept like a worker's. `why`: the error message.
+  void AddNode(const NodeId& node, uint64_t round, bool lost, const std::string& why, double failed_at_unix_s,
+               TimePoint now);
 
   // Failures added in all, the dropped ones included.
   int64_t seen() const { return seen_; }

@@ -21,12 +21,14 @@ constexpr std::string_view kConnectionTexts[] = {
 };
 
 bool ConnectionFailure(const WorkerFailureInfo& f) {
+  if (f.rank < 0) return false;  // a node's record: lost or unhealthy, a cause
   return IsConnectionError(f.error_message) || IsConnectionError(f.last_line);
 }
 
 // Whether failure a is the better root cause than b (both not stopped).
 bool BetterRoot(const WorkerFailureInfo& a, const WorkerFailureInfo& b) {
   const bool ca = ConnectionFailure(a), cb = ConnectionFailure(b);
+  if (ca != cb) return !ca;  // a connection error is never the root while another cause exists
   const double at = a.failed_at_unix_s + (ca ? kConnectionGraceS : 0);
   const double bt = b.failed_at_unix_s + (cb ? kConnectionGraceS : 0);
   if (at != bt) return at < bt;
@@ -87,7 +89,7 @@ std::vector<ConsequenceGroup> GroupConsequences(const FailureVerdict& verdict,
     for (const Consequence& c : verdict.consequences) {
       if (c.reason != reason || c.index >= failures.size()) continue;
       const ReportedFailure& f = failures[c.index];
-      ranks.insert(f.failure.rank);
+      if (f.failure.rank >= 0) ranks.insert(f.failure.rank);  // a node's record names no rank
       if (std::none_of(nodes.begin(), nodes.end(), [&](const NodeId* n) { return *n == f.node; })) {
         nodes.push_back(&f.node);
       }

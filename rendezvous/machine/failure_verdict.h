@@ -3,13 +3,14 @@
 // cause and why each other one is a consequence of it.
 //
 // The root cause is the earliest failure by failure time that its agent did
-// not stop itself (stopped_by_agent), where a connection error counts as
-// kConnectionGraceS later than its time: it is the effect of a peer that
-// went away, and that peer closes its sockets before it exits (its
-// traceback, its teardown), so without an error file's timestamp its exit
-// is seen after the connection error it caused. Ties go to a failure whose
-// message is not a connection error (times are often whole seconds), then
-// to the lowest rank. Every other failure is a consequence, with a reason:
+// not stop itself (stopped_by_agent) and that is not a connection error: a
+// connection error is the effect of a peer that went away, and is the root
+// only when every failure is one. Among connection errors, one counts as
+// kConnectionGraceS later than its time (that peer closes its sockets
+// before it exits, so without an error file's timestamp its exit is seen
+// after the connection error it caused). Ties go to the lowest rank. A
+// node's record (rank -1: lost, or left as unhealthy; failure_record.h) is
+// a cause like a worker's failure, never a connection error. Every other failure is a consequence, with a reason:
 //   kStoppedByAgent   its agent stopped it (a restart, a peer's failure);
 //   kConnectionError  its error message or last line is a lost connection
 //                     (Gloo, NCCL, c10d, sockets: IsConnectionError);
@@ -62,7 +63,7 @@ FailureVerdict DecideVerdict(const std::vector<ReportedFailure>& failures);
 // Consequences of one reason, together.
 struct ConsequenceGroup {
   ConsequenceReason reason = ConsequenceReason::kFailedAfter;
-  std::vector<int> ranks;  // sorted, without repeats
+  std::vector<int> ranks;  // sorted, without repeats (a node's record, rank -1, adds none)
   int nodes = 0;           // distinct reporting nodes
   double min_after_s = 0;
   double max_after_s = 0;

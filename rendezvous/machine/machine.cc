@@ -195,9 +195,16 @@ void RendezvousMachine::OnLeave(const Leave& leave, TimePoint now, std::vector<D
   NodeRecord& rec = it->second;
   switch (leave.reason) {
     case LeaveReason::kNormalExit:
+      Erase(it);
+      DoClose(out);
+      return;
     case LeaveReason::kFailedExit:
       Erase(it);
       DoClose(out);
+      if (Closed* closed = out.empty() ? nullptr : std::get_if<Closed>(&out.back())) {
+        closed->failed_exit = true;
+        closed->verdict = leave.verdict;
+      }
       return;
     case LeaveReason::kFailure:
       if (rec.status == NodeStatus::kMember) {

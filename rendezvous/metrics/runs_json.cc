@@ -8,6 +8,7 @@
 
 #include "base/utf8.h"
 #include "rendezvous/machine/failure_verdict.h"
+#include "rendezvous/machine/verdict_line.h"
 
 namespace ctrun::rdzv {
 
@@ -62,6 +63,21 @@ void WriteWhy(Writer& w, const RunView& view) {
   }
   const FailureVerdict verdict = DecideVerdict(view.failures);
   w.Raw("{").Key("failures_seen").Int(static_cast<long long>(view.failures_seen));
+  // The one line and its parts (verdict_line.h).
+  if (const std::optional<VerdictSummary> s = SummarizeVerdict(verdict, view.failures)) {
+    w.Raw(",").Key("verdict").Raw("{").Key("cause_class").Str(FailureClassName(s->cls));
+    w.Raw(",").Key("cause_rank");
+    if (s->rank) {
+      w.Int(*s->rank);
+    } else {
+      w.Raw("null");
+    }
+    w.Raw(",").Key("cause_node").Str(s->node);
+    w.Raw(",").Key("cause_host").Str(s->host);
+    w.Raw(",").Key("evidence").Str(s->evidence);
+    w.Raw(",").Key("line").Str(s->line);
+    w.Raw("}");
+  }
   w.Raw(",").Key("root");
   if (verdict.root) {
     const ReportedFailure& r = view.failures[*verdict.root];
@@ -79,6 +95,8 @@ void WriteWhy(Writer& w, const RunView& view) {
     w.Raw(",").Key("last_line").Str(f.last_line);
     w.Raw(",").Key("error_file").Str(f.error_file);
     w.Raw(",").Key("stacks_file").Str(f.stacks_file);
+    w.Raw(",").Key("node_lost").Bool(f.node_lost);
+    w.Raw(",").Key("unhealthy").Bool(f.unhealthy);
     w.Raw("}");
   } else {
     w.Raw("null");
@@ -97,6 +115,17 @@ void WriteWhy(Writer& w, const RunView& view) {
   }
   w.Raw("]}");
 }
+
+}  // namespace
+
+std::string WhyJson(const RunView& view) {
+  std::string out;
+  Writer w(out);
+  WriteWhy(w, view);
+  return out;
+}
+
+namespace {
 
 std::string_view RunState(const Counts& c) { return c.closed ? "closed" : c.complete ? "running" : "forming"; }
 

@@ -33,6 +33,11 @@ struct RunStatus {
 // U+FFFD, so the result is always valid JSON in UTF-8.
 std::string RunsJson(const std::vector<RunStatus>& runs, TimePoint now);
 
+// The document's "why" object of one run (the verdict on its reported
+// failures: docs/metrics.md), or "null" when none was reported; what
+// `ctrun status --why --json` prints.
+std::string WhyJson(const RunView& view);
+
 // `text` as a JSON string literal, quotes included (see RunsJson for
 // invalid UTF-8).
 std::string JsonString(std::string_view text);

@@ -75,8 +75,12 @@ function row(cls, cells) {
 function renderWhy(why) {
   const d = el("div", "why");
   d.appendChild(el("h3", null, "Why the job failed"));
+  if (why.verdict) d.appendChild(el("div", "verdict", why.verdict.line));
   const r = why.root;
-  if (r) {
+  if (r && r.rank < 0) {
+    d.appendChild(el("div", "root", "root cause: node " + (r.addr || r.host) +
+        (r.node_lost ? " was lost" : " left the job as unhealthy") + (r.error_message ? ": " + r.error_message : "")));
+  } else if (r) {
     const end = r.signal ? "was killed by signal " + r.signal : "exited with " + r.exit_code;
     const when = new Date(r.failed_at_unix_s * 1000).toISOString().replace("T", " ").replace("Z", " UTC");
     let node = r.addr || r.host;

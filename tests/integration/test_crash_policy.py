@@ -39,11 +39,48 @@ class CrashPolicyTest(unittest.TestCase):
         self.assertEqual(startup[0]["remaining_restarts"], 3)
         self.assertEqual((ev[-1]["event"], ev[-1]["exit_code"]), ("finished", 3))
 
+    def test_a_bad_launch_is_not_restarted(self):
+        # Every rank fails at import within 1 s, the same way: no restart can
+        # fix it, so none is spent (exit 3, do not requeue), and the verdict
+        # says so as the last line and in the finished event.
+        d = h.tempdir(self)
+        path = os.path.join(d, "events.jsonl")
+        r = h.run(["--nproc-per-node", "2", "--max-restarts", "3", "--events-file", path,
+                   h.worker("fail_at_import.py")], timeout=120)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("not restarting: every rank failed within 1 s of its start with the same error", r.stderr)
+        last = r.stderr.strip().splitlines()[-1]
+        # A stock script: no error file and no stderr kept, so its exit code is
+        # the error every rank shared.
+        self.assertRegex(last, r"^\[ctrun\] error: verdict: rank [01] on \S+ failed within 1 s of its start, as "
+                               r"every rank did: exited with code 1; 1 other rank failed after it \(other error\)$")
+        ev = events(path)
+        names = [e["event"] for e in ev]
+        self.assertNotIn("restart", names)
+        self.assertEqual(len([e for e in ev if e["event"] == "restart_refused"]), 1, names)
+        self.assertEqual((ev[-1]["event"], ev[-1]["exit_code"], ev[-1]["cause_class"]), ("finished", 3, "bad_launch"))
+
+    def test_the_same_error_twice_is_not_restarted_a_third_time(self):
+        # Rank 1 raises the same error after its first second, attempt after
+        # attempt: the second time, no restart is spent on it.
+        d = h.tempdir(self)
+        path = os.path.join(d, "events.jsonl")
+        r = h.run(["--nproc-per-node", "2", "--max-restarts", "5", "--events-file", path,
+                   h.worker("fault.py"), "exception", "1.2", "1"], timeout=120)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("not restarting: rank 1 failed twice in a row with the same error: "
+                      "ValueError: rank 1 always fails here", r.stderr)
+        names = [e["event"] for e in events(path)]
+        self.assertEqual(names.count("restart"), 1, names)
+        self.assertEqual(names.count("restart_refused"), 1, names)
+
     def test_backoff_spaces_the_restarts(self):
         d = h.tempdir(self)
         path = os.path.join(d, "events.jsonl")
+        # --restart-on-any-failure: a failing import is a bad launch, which is
+        # otherwise not restarted at all (test_a_bad_launch_is_not_restarted).
         r = h.run(["--nproc-per-node", "1", "--max-restarts", "2", "--restart-backoff", "1",
-                   "--events-file", path, h.worker("fail_at_import.py")], timeout=120)
+                   "--restart-on-any-failure", "--events-file", path, h.worker("fail_at_import.py")], timeout=120)
         self.assertEqual(r.returncode, 1, r.stderr)
         ev = events(path)
         restarts = [e for e in ev if e["event"] == "restart"]
@@ -63,7 +100,7 @@ class CrashPolicyTest(unittest.TestCase):
     def test_a_signal_during_the_backoff_ends_ctrun_without_waiting_it_out(self):
         # The delay is an hour; the test's own limit (60 s) is far below it.
         p = h.start(["--nproc-per-node", "1", "--max-restarts", "3", "--restart-backoff", "3600",
-                     h.worker("fail_at_import.py")])
+                     "--restart-on-any-failure", h.worker("fail_at_import.py")])
         self.addCleanup(lambda: p.poll() is None and (p.kill(), p.communicate()))
         h.read_until(p.stderr, "restarting the worker group in 3600.0 s", 60)
         p.send_signal(signal.SIGTERM)

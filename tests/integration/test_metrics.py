@@ -157,7 +157,7 @@ class MetricsTest(unittest.TestCase):
         self.assertRegex(r.stderr, r"^ctrun status: rendezvous at 127\.0\.0\.1:\d+: this server serves no run yet\n$")
         r = h.run(["status", "--nnodes", "2"], timeout=30)
         self.assertEqual(r.returncode, 2)
-        self.assertIn("it takes only --rdzv-endpoint, --rdzv-id, --rdzv-conf and --why", r.stderr)
+        self.assertIn("it takes only --rdzv-endpoint, --rdzv-id, --rdzv-conf, --why and --json", r.stderr)
         base = self.metrics_url.rsplit("/", 1)[0]
         for args, code in ((["-X", "POST", self.metrics_url], "405"), ([base + "/other"], "404")):
             r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", *args],

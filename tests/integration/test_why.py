@@ -57,8 +57,11 @@ class WhyTest(unittest.TestCase):
                               "--rdzv-id", "why"], capture_output=True, text=True, timeout=20)
         self.assertEqual(why.returncode, 0, why.stderr)
         lines = why.stdout.splitlines()
+        # The verdict in one line first: the root cause's class, rank and host.
+        self.assertRegex(lines[0], rf"^verdict: rank {FAIL_RANK} on \S+ raised {MESSAGE}; 5 other ranks failed after "
+                                   rf"it \(")
         # The node with its agent's pid: three nodes share this host.
-        self.assertRegex(lines[0], rf"^root cause: rank {FAIL_RANK} \(node {re.escape(failed[0])}#\d+ .*, local rank 0\) "
+        self.assertRegex(lines[1], rf"^root cause: rank {FAIL_RANK} \(node {re.escape(failed[0])}#\d+ .*, local rank 0\) "
                                    rf"exited with 1 at .* UTC: {MESSAGE}$")
         self.assertIn(f"  last line: {MESSAGE}", lines)
         self.assertTrue(any(line.startswith("  error file: ") for line in lines), why.stdout)
@@ -73,6 +76,9 @@ class WhyTest(unittest.TestCase):
         self.assertEqual(run["why"]["root"]["rank"], FAIL_RANK)
         self.assertEqual(run["why"]["root"]["error_message"], MESSAGE)
         self.assertEqual(run["why"]["failures_seen"], 6)
+        self.assertEqual((run["why"]["verdict"]["cause_class"], run["why"]["verdict"]["cause_rank"]),
+                         ("python_exception", FAIL_RANK))
+        self.assertEqual(run["why"]["verdict"]["line"], lines[0])
 
         self.assertNotIn("no error file", why.stdout)  # @record wrote one
 
@@ -102,7 +108,8 @@ class WhyTest(unittest.TestCase):
         self.assertEqual(why.returncode, 0, why.stderr)
         lines = why.stdout.splitlines()
         message = f"ValueError: rank {fail_rank} failed on purpose"
-        self.assertRegex(lines[0], rf"^root cause: rank {fail_rank} \(node .*\) exited with 1 at .* UTC: {message}$")
+        self.assertRegex(lines[0], rf"^verdict: rank {fail_rank} on \S+ raised {message}; 3 other ranks failed after it")
+        self.assertRegex(lines[1], rf"^root cause: rank {fail_rank} \(node .*\) exited with 1 at .* UTC: {message}$")
         self.assertIn("  no error file: the lines above are from its stderr; decorate its main with @record", why.stdout)
         self.assertEqual(why.stdout.count("no error file"), 1, why.stdout)
         self.assertFalse(any(line.startswith("  error file: ") for line in lines), why.stdout)

@@ -45,8 +45,9 @@ class FakeWorkers : public WorkerGroup {
     return Status::Ok();
   }
 
-  void Close(int sig, Duration, Duration kill_timeout, CloseHandler done) override {
+  void Close(int sig, Duration grace, Duration kill_timeout, CloseHandler done) override {
     close_signals.push_back(sig);
+    last_grace = grace;
     last_kill_timeout = kill_timeout;
     close_done_ = std::move(done);
   }
@@ -60,7 +61,7 @@ class FakeWorkers : public WorkerGroup {
   // Worker `local_rank` exits with `code` (< 0: killed by signal -code).
   void Exit(int local_rank, int code) {
     REQUIRE(running_.erase(local_rank) == 1);
-    on_exit_(WorkerExit{local_rank, pids_[local_rank], code, 0});
+    on_exit_(WorkerExit{local_rank, pids_[local_rank], code, 0, 0});
   }
 
   // The close completes: the workers still running die of the signal Close
@@ -89,6 +90,7 @@ class FakeWorkers : public WorkerGroup {
   std::vector<WorkerSpec> last_specs;
   std::vector<int> close_signals;
   Duration last_kill_timeout{};
+  Duration last_grace{};
   Status start_status;
   std::vector<std::pair<int, std::string>> stacks_saved;  // SaveStacks: local rank, why
 
@@ -193,6 +195,14 @@ class FakeRendezvous : public RendezvousHandler {
     return step_source_();
   }
   void SendPreemptNotice(const PreemptNotice& notice) override { sent_notices.push_back(notice); }
+  void ReportFailures(const FailureReport& report) override { reports.push_back(report); }
+  void SetFailureVerdict(const rdzv::VerdictSummary& verdict) override { left_verdict = verdict; }
+  void OnRunFailed(RunFailedCallback cb) override { run_failed_ = std::move(cb); }
+  // Another node failed for good and closed the run.
+  void FailRun(const std::optional<rdzv::VerdictSummary>& verdict) {
+    REQUIRE(run_failed_);
+    run_failed_(verdict);
+  }
   void OnPreemptNotice(PreemptCallback cb) override { preempt_ = std::move(cb); }
   // Another node's notice arrives.
   void PushPreempt(const PreemptNotice& notice) {
@@ -210,8 +220,11 @@ class FakeRendezvous : public RendezvousHandler {
   std::string unhealthy_report;
   bool hold_shutdown = false;
   std::vector<PreemptNotice> sent_notices;  // SendPreemptNotice, in order
+  std::vector<FailureReport> reports;       // ReportFailures, in order
+  std::optional<rdzv::VerdictSummary> left_verdict;  // SetFailureVerdict's, for the Leave
 
  private:
+  RunFailedCallback run_failed_;
   PreemptCallback preempt_;
   std::function<void(Result<Round>)> next_;
   std::function<void()> leave_;
@@ -310,6 +323,7 @@ class AgentFixture {
     agent_->SetWorkerBindings(bindings);
     agent_->SetHealthCheck(health);
     if (liveness) agent_->SetLivenessWatchers(liveness);
+    agent_->SetLaunchWindow(launch_window);
     agent_->Start();
     Poll();
   }
@@ -392,6 +406,7 @@ class AgentFixture {
   HealthChecker* health = nullptr;      // --health-check; set before Start
   LivenessWatchers* liveness = nullptr; // null: the real watchers; set before Start
   FakeLiveness fake_liveness;           // outlives the agent: `liveness = &fake_liveness`
+  Duration launch_window{};             // Agent::SetLaunchWindow; none unless a test sets one
 
  private:
   std::string dir_;

@@ -43,7 +43,7 @@ TEST_CASE("ctrun status refuses other flags and bad values in one line") {
   auto a = ParseStatusArgs({"--nproc-per-node", "2"}, {});
   REQUIRE(!a.ok());
   CHECK(a.status().message() ==
-        "ctrun status: unknown argument '--nproc-per-node' (it takes only --rdzv-endpoint, --rdzv-id, --rdzv-conf and --why)");
+        "ctrun status: unknown argument '--nproc-per-node' (it takes only --rdzv-endpoint, --rdzv-id, --rdzv-conf, --why and --json)");
   a = ParseStatusArgs({"--rdzv-id"}, {});
   REQUIRE(!a.ok());
   CHECK(a.status().message().rfind("--rdzv-id needs a value", 0) == 0);

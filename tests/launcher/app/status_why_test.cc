@@ -40,6 +40,8 @@ TEST_CASE("status --why: the root cause with its message, last line and files, t
   v.failures.back().failure.signal = 15;
   v.failures_seen = 6;
   CHECK(FormatWhy(v) ==
+        "verdict: rank 4 on host-c raised ValueError: rank 4 failed on purpose; 5 other ranks failed after it (4 "
+        "connection errors, 1 stopped by its agent)\n"
         "root cause: rank 4 (node host-c#3, local rank 0) exited with 1 at 2026-11-28 02:40:01.250 UTC: "
         "ValueError: rank 4 failed on purpose\n"
         "  last line: ValueError: rank 4 failed on purpose\n"
@@ -63,6 +65,7 @@ TEST_CASE("status --why: spread times, dropped failures, a lone root, nothing, n
   v.failures = {WhyFailure("a", 1, 0, kWhyAt, "KeyError: 'x'"), WhyFailure("b", 2, 3, kWhyAt + 2, "OSError"), WhyFailure("b", 2, 2, kWhyAt + 5, "E")};
   v.failures_seen = 90;
   CHECK(FormatWhy(v) ==
+        "verdict: rank 0 on a raised KeyError: 'x'; 2 other ranks failed after it (other errors)\n"
         "root cause: rank 0 (node a#1, local rank 0) exited with 1 at 2026-11-28 02:40:01.250 UTC: KeyError: 'x'\n"
         "  no error file and no stderr kept: decorate its main with @record (from torch.distributed.elastic.multiprocessing.errors import record) "
         "for its error file, or run ctrun with --tee 3\n"
@@ -73,6 +76,7 @@ TEST_CASE("status --why: spread times, dropped failures, a lone root, nothing, n
   v.failures = {WhyFailure("a", 1, 0, kWhyAt, "")};
   v.failures_seen = 1;
   CHECK(FormatWhy(v) ==
+        "verdict: rank 0 on a exited with code 1; no error file and no stderr line\n"
         "root cause: rank 0 (node a#1, local rank 0) exited with 1 at 2026-11-28 02:40:01.250 UTC\n"
         "  no error file and no stderr kept: decorate its main with @record (from torch.distributed.elastic.multiprocessing.errors import record) "
         "for its error file, or run ctrun with --tee 3\n"
@@ -83,6 +87,7 @@ TEST_CASE("status --why: spread times, dropped failures, a lone root, nothing, n
   v.failures[0].failure.last_line = "ValueError: bad";
   v.failures[0].failure.from_stderr = true;
   CHECK(FormatWhy(v) ==
+        "verdict: rank 0 on a raised ValueError: bad\n"
         "root cause: rank 0 (node a#1, local rank 0) exited with 1 at 2026-11-28 02:40:01.250 UTC: ValueError: bad\n"
         "  last line: ValueError: bad\n"
         "  no error file: the lines above are from its stderr; decorate its main with @record (from "
@@ -98,11 +103,14 @@ TEST_CASE("status --why: spread times, dropped failures, a lone root, nothing, n
 
   // What a node sent cannot drive the terminal.
   v.failures = {WhyFailure("a\x1b[2J", 1, 0, kWhyAt, "bad\x1b]0;x\x07")};
-  CHECK(FormatWhy(v).rfind("root cause: rank 0 (node a?[2J#1, local rank 0) exited with 1 at 2026-11-28 02:40:01.250 UTC: "
+  CHECK(FormatWhy(v).rfind("verdict: rank 0 on a?[2J raised bad?]0;x?\n"
+                           "root cause: rank 0 (node a?[2J#1, local rank 0) exited with 1 at 2026-11-28 02:40:01.250 UTC: "
                            "bad?]0;x?\n", 0) == 0);
 
   v.failures = {WhyFailure("a", 1, 0, kWhyAt, "", true)};
   CHECK(FormatWhy(v) ==
+        "verdict: no worker failed on its own: every failure reported was a worker its agent stopped; 1 rank failed "
+        "(stopped by its agent)\n"
         "no root cause: every worker reported was stopped by its agent\n"
         "consequences: 1 failed worker\n"
         "  rank 0 on 1 node: stopped by its agent\n");

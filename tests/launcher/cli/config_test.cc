@@ -80,9 +80,10 @@ std::string Dump(const LaunchConfig& c) {
          fmt::format("no_agent_store={}\nevents_file={}\ndedup_logs={}\nshare_logs={}\n", c.no_agent_store,
                      Opt(c.events_file), c.dedup_logs, c.share_logs) +
          fmt::format("restart_backoff={}\nmin_healthy_uptime={}\nfail_fast_on_startup={}\nkill_timeout={}\n"
-                     "hang_stacks_timeout={}\n",
+                     "hang_stacks_timeout={}\nrestart_on_any_failure={}\nkill_on_bad_exit={}\n",
                      c.restart_backoff.count(), c.min_healthy_uptime.count(), c.fail_fast_on_startup,
-                     c.kill_timeout.count(), c.hang_stacks_timeout.count()) +
+                     c.kill_timeout.count(), c.hang_stacks_timeout.count(), c.restart_on_any_failure,
+                     c.kill_on_bad_exit) +
          fmt::format("health_check={}\nhealth_check_timeout={}\nhealth_check_interval={}\nmax_unhealthy={}\n",
                      Opt(c.health_check), c.health_check_timeout.count(), c.health_check_interval.count(),
                      c.max_unhealthy_nodes ? *c.max_unhealthy_nodes : -1) +
@@ -364,7 +365,7 @@ const std::map<std::string_view, std::string> kSample = {
     {"--max-unhealthy-nodes", "2"},
     {"--straggler-factor", "2.5"}, {"--straggler-intervals", "7"},
     {"--ft-replicas", "2:3"}, {"--ft-join-timeout", "9"}, {"--ft-group-size", "2"},
-    {"--preempt-grace", "45"}, {"--preempt-signal", "usr2"},
+    {"--preempt-grace", "45"}, {"--preempt-signal", "usr2"}, {"--kill-on-bad-exit", "0"},
 };
 
 // Flags that need others beside them to be valid: --ft-replicas its quorum

@@ -55,6 +55,8 @@ const std::map<std::string_view, Sample>& Samples() {
       {"--restart-backoff", {"5", {}}},
       {"--min-healthy-uptime", {"120", {}}},
       {"--fail-fast-on-startup", {"", {}}},
+      {"--restart-on-any-failure", {"", {}}},
+      {"--kill-on-bad-exit", {"0", {}}},
       {"--kill-timeout", {"10", {}}},
       {"--preempt-grace", {"45", {}}},
       {"--preempt-signal", {"usr2", {"--preempt-grace", "9"}}},
@@ -131,9 +133,11 @@ std::string PetDump(const LaunchConfig& c) {
       c.role, c.module, c.no_python, c.run_path, c.script, PetOpt(c.log_dir), PetStreams(c.redirects),
       PetStreams(c.tee), filter, PetOpt(c.logs_specs), PetOpt(c.numa_binding), PetOpt(c.event_log_handler),
       c.log_line_prefix_template, c.no_agent_store, PetOpt(c.events_file), c.dedup_logs, c.share_logs);
-  out += fmt::format("backoff={} healthy={} fail_fast={} kill_timeout={} hang_stacks={}\n",
+  out += fmt::format("backoff={} healthy={} fail_fast={} kill_timeout={} hang_stacks={} any_failure={} "
+                     "kill_on_bad_exit={}\n",
                      c.restart_backoff.count(), c.min_healthy_uptime.count(), c.fail_fast_on_startup,
-                     c.kill_timeout.count(), c.hang_stacks_timeout.count());
+                     c.kill_timeout.count(), c.hang_stacks_timeout.count(), c.restart_on_any_failure,
+                     c.kill_on_bad_exit);
   out += fmt::format("preempt_grace={} preempt_signal={}\n", c.preempt_grace ? c.preempt_grace->count() : -1.0,
                      c.preempt_signal);
   out += fmt::format("health_check={} timeout={} interval={} max_unhealthy={}\n", PetOpt(c.health_check),

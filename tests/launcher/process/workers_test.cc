@@ -38,7 +38,7 @@ class FakeReaper : public ChildReaper {
     REQUIRE(::waitpid(pid, &status, 0) == pid);
     auto cb = std::move(waiting_.at(pid));
     waiting_.erase(pid);
-    cb(pid, status);
+    cb(pid, status, 0);
     if (on_any_) on_any_();
   }
 

@@ -1,5 +1,7 @@
 #include "rendezvous/grpc/proto_convert.h"
 
+#include "rendezvous/grpc/failure_convert.h"
+
 #include <catch2/catch.hpp>
 #include <limits>
 #include <string>
@@ -299,6 +301,8 @@ TEST_CASE("DecisionFromUpdate inverts UpdateFromDecision for the addressee") {
       TimedOut{self, "join_timeout"},
       Evicted{self, "no keep-alive"},
       Closed{4, {self}},
+      Closed{4, {self}, false, "", true, VerdictSummary{FailureClass::kOomKilled, 5, "b#9", "b", "was killed", "verdict: x"}},
+      Closed{4, {self}, false, "", true, std::nullopt},
   };
   for (const Decision& d : decisions) {
     v1::Update u;
@@ -306,6 +310,26 @@ TEST_CASE("DecisionFromUpdate inverts UpdateFromDecision for the addressee") {
     CHECK(Describe(DecisionFromUpdate(self, u)) == Describe(d));
     CHECK(DecisionFromUpdate(self, u) == d);
   }
+}
+
+TEST_CASE("proto: a verdict reads back; a bad one is refused naming its field") {
+  const VerdictSummary v{FailureClass::kDiskFull, std::nullopt, "n", "h", "ran out of disk space", "verdict: ..."};
+  v1::Verdict p;
+  VerdictToProto(v, &p);
+  CHECK(p.cause_rank() == -1);
+  CHECK(p.cause_class() == "disk_full");
+  Result<VerdictSummary> back = VerdictFromProto(p);
+  REQUIRE(back.ok());
+  CHECK(*back == v);
+  p.set_cause_class("gremlins");
+  CHECK(VerdictFromProto(p).status().message() ==
+        "verdict: cause_class 'gremlins' is not a failure class (e.g. segfault, oom_killed, python_exception)");
+  p.set_cause_class("segfault");
+  p.set_line(std::string(kMaxVerdictLine + 1, 'x'));
+  CHECK(VerdictFromProto(p).status().message() == "verdict: line is 2049 bytes, more than 2048: send it cut");
+  p.set_line("ok");
+  p.set_cause_rank(-2);
+  CHECK(VerdictFromProto(p).status().message() == "verdict: cause_rank -2 is negative: send -1 for none");
 }
 
 }  // namespace

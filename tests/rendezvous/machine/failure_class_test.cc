@@ -43,6 +43,11 @@ TEST_CASE("failure class: SIGKILL with the cgroup's oom_kill count up is the OOM
   const FailureCause oom = ClassifyFailure(Signalled(SIGKILL, 0, 1));
   CHECK(oom.cls == FailureClass::kOomKilled);
   CHECK(oom.text == "was killed by the kernel's OOM killer (oom_kill 0->1 in its cgroup)");
+  FailureEvidence big = Signalled(SIGKILL, 2, 3);
+  big.max_rss_kib = 24222105;  // 23.1 GiB
+  CHECK(ClassifyFailure(big).text == "was killed by the kernel's OOM killer (oom_kill 2->3 in its cgroup, peak RSS 23.1 GiB)");
+  big.max_rss_kib = 512 * 1024;
+  CHECK(ClassifyFailure(big).text == "was killed by the kernel's OOM killer (oom_kill 2->3 in its cgroup, peak RSS 512 MiB)");
   const FailureCause plain = ClassifyFailure(Signalled(SIGKILL, 3, 3));
   CHECK(plain.cls == FailureClass::kKilledBySignal);
   CHECK(plain.text == "was killed by SIGKILL; no OOM kill in its cgroup");
@@ -127,7 +132,7 @@ TEST_CASE("failure class: what the agent and the rendezvous saw outranks how the
         FailureCause{FailureClass::kHang, "hung (no heartbeat or step in time), innermost frame train.py:42 in step"});
   e.unhealthy = true;
   e.health_reason = "GPU 3: Xid 79";
-  CHECK(ClassifyFailure(e) == FailureCause{FailureClass::kUnhealthyNode, "its node failed the health check: GPU 3: Xid 79"});
+  CHECK(ClassifyFailure(e) == FailureCause{FailureClass::kUnhealthyNode, "failed its health check: GPU 3: Xid 79"});
   e.node_lost = true;
   CHECK(ClassOf(e) == FailureClass::kNodeLost);
   FailureEvidence exec = Exited(127, "", "ctrun: cannot run 'train.sh': Permission denied");
@@ -163,14 +168,39 @@ TEST_CASE("failure class: a bad launch is every rank failing at once with the sa
   CHECK(!IsBadLaunch({quick(0.1, missing)}, 2));                           // one rank of two
   CHECK(!IsBadLaunch({quick(0.1, missing), quick(1.5, missing)}, 2));      // one ran a while
   CHECK(!IsBadLaunch({quick(0.1, missing), quick(0.1, "KeyError: 'x'")}, 2));  // not the same error
-  CHECK(!IsBadLaunch({quick(0.1, ""), quick(0.1, "")}, 2));                // no error to go by
+  // No text: the same exit code is the same error; another code is not.
+  CHECK(IsBadLaunch({quick(0.1, ""), quick(0.1, "")}, 2));
+  FailureEvidence other_code = quick(0.1, "");
+  other_code.exit_code = 3;
+  CHECK(!IsBadLaunch({quick(0.1, ""), other_code}, 2));
   CHECK(!IsBadLaunch({quick(-1, missing), quick(0.1, missing)}, 2));       // a start time unknown
-  FailureEvidence stopped = quick(0.1, missing);
+  // A rank its agent stopped, or one killed by a signal, is no bad launch:
+  // the agent waits out the window, so every rank of one fails on its own.
+  FailureEvidence stopped = Signalled(SIGTERM);
+  stopped.runtime_s = 0.15;
   stopped.stopped_by_agent = true;
   CHECK(!IsBadLaunch({quick(0.1, missing), stopped}, 2));
+  CHECK(!IsBadLaunch({stopped, stopped}, 2));
+  FailureEvidence segv = Signalled(SIGSEGV);
+  segv.runtime_s = 0.1;
+  CHECK(!IsBadLaunch({segv, segv}, 2));
+  CHECK(IsBadLaunch({quick(0.1, missing)}, 1));
+  // A restart may fix a lost connection, NCCL, or a GPU another job holds.
+  const std::string refused = "RuntimeError: Connection refused";
+  CHECK(!IsBadLaunch({quick(0.1, refused), quick(0.1, refused)}, 2));
+  const std::string cuda = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
+  CHECK(!IsBadLaunch({quick(0.1, cuda), quick(0.1, cuda)}, 2));
   FailureEvidence exec = Exited(127);
   exec.exec_failed = true;
   CHECK(IsBadLaunch({exec, exec, exec}, 3));
+  // A failure of a bad launch's attempt is classed so, with its error.
+  FailureEvidence marked = quick(0.1, missing);
+  marked.bad_launch = true;
+  CHECK(ClassifyFailure(marked) ==
+        FailureCause{FailureClass::kBadLaunch, "failed within 1 s of its start, as every rank did: " + missing});
+  FailureEvidence bare = quick(0.1, "");
+  bare.bad_launch = true;
+  CHECK(ClassifyFailure(bare).text == "failed within 1 s of its start, as every rank did: exited with code 2");
   CHECK(!IsBadLaunch({}, 0));
 }
 

@@ -103,5 +103,55 @@ TEST_CASE("failure record: keeps the 32 earliest and the 32 newest of many, and 
   CHECK(kept.back().failure.rank == 99);
 }
 
+TEST_CASE("failure report: the evidence is bounded, and a report cannot claim a node's loss") {
+  WorkerFailureInfo f = RecordedFailure(2, 100);
+  f.hang_frame = std::string(kMaxFailureText, 'f');
+  f.oom_kills_before = -1;
+  f.oom_kills_after = 3;
+  f.runtime_s = 0.5;
+  f.max_rss_kib = 1 << 20;
+  CHECK(CheckFailureReport("h", {f}).ok());
+  f.hang_frame += 'f';
+  CHECK(CheckFailureReport("h", {f}).message() ==
+        "failure report: failures[0].hang_frame is 1025 bytes, more than 1024: send the frame, cut");
+  f.hang_frame.clear();
+  f.oom_kills_before = -2;
+  CHECK(CheckFailureReport("h", {f}).message() ==
+        "failure report: failures[0] has an oom_kill count below -1: send the count, or -1 when unreadable");
+  f.oom_kills_before = 0;
+  f.runtime_s = std::numeric_limits<double>::quiet_NaN();
+  CHECK_FALSE(CheckFailureReport("h", {f}).ok());
+  f.runtime_s = 1;
+  f.max_rss_kib = -1;
+  CHECK_FALSE(CheckFailureReport("h", {f}).ok());
+  f.max_rss_kib = 0;
+  f.node_lost = true;
+  CHECK(CheckFailureReport("h", {f}).message() ==
+        "failure report: failures[0] says node_lost or unhealthy: only the server records a node's loss; report the "
+        "workers' exits");
+  f.node_lost = false;
+  f.unhealthy = true;
+  CHECK_FALSE(CheckFailureReport("h", {f}).ok());
+}
+
+TEST_CASE("failure record: a node the server saw go is kept as a record of rank -1") {
+  FailureRecord record;
+  record.Add(kReportingNode, "host-a", 2, {RecordedFailure(1, 101)}, kReceivedAt);
+  record.AddNode(NodeId{"10.0.0.2", 77, 0}, 2, /*lost=*/true, "its connection dropped", 100.5, kReceivedAt);
+  record.AddNode(NodeId{"10.0.0.3", 78, 0}, 2, /*lost=*/false, std::string(2000, 'x'), 102, kReceivedAt);
+  const std::vector<ReportedFailure> kept = record.Kept(kReceivedAt);
+  REQUIRE(kept.size() == 3);
+  CHECK(kept[0].failure.rank == -1);
+  CHECK(kept[0].failure.node_lost);
+  CHECK_FALSE(kept[0].failure.unhealthy);
+  CHECK(kept[0].failure.error_message == "its connection dropped");
+  CHECK(kept[0].host == "10.0.0.2");
+  CHECK(kept[0].round == 2);
+  CHECK(kept[1].failure.rank == 1);
+  CHECK(kept[2].failure.unhealthy);
+  CHECK(kept[2].failure.error_message.size() == kMaxFailureText);
+  CHECK(record.seen() == 3);
+}
+
 }  // namespace
 }  // namespace ctrun::rdzv

@@ -79,9 +79,14 @@ TEST_CASE("verdict: a connection error seen just before the failure that caused 
   REQUIRE(v.consequences.size() == 1);
   CHECK(v.consequences[0].reason == ConsequenceReason::kConnectionError);
   CHECK(v.consequences[0].after_s == 0);  // never negative
-  // A connection error well before any other failure is still the root.
+  // A connection error is never the root while another cause exists,
+  // however much earlier it was.
   CHECK(DecideVerdict({VerdictFailure("a", 0, 90, "Connection reset by peer"), VerdictFailure("b", 3, 100, "ValueError")})
-            .root == 0u);
+            .root == 1u);
+  // Only connection errors: the earliest, with the grace, is the root.
+  CHECK(DecideVerdict({VerdictFailure("a", 0, 90.5, "Connection reset by peer"),
+                       VerdictFailure("b", 3, 90, "RuntimeError: Connection closed by peer")})
+            .root == 1u);
 }
 
 TEST_CASE("verdict: none reported, or all stopped by their agents, leaves no root cause") {

@@ -61,6 +61,30 @@ TEST_CASE("Leave(normal_exit), and failed_exit (its workers failed for good), cl
   }
 }
 
+TEST_CASE("Leave(failed_exit) closes the run with its verdict, for the running nodes to stop with") {
+  Script s(Nodes(2, 2));
+  s.Join("a", std::nullopt, 1, 5);
+  s.Join("b");
+  VerdictSummary v;
+  v.cls = FailureClass::kSegfault;
+  v.rank = 1;
+  v.line = "verdict: rank 1 on a crashed with a segmentation fault (SIGSEGV)";
+  const std::vector<Decision> out = s.machine().Step(Leave{N("a"), 5, LeaveReason::kFailedExit, "", v}, TimePoint{});
+  REQUIRE(out.size() == 1);
+  const Closed* closed = std::get_if<Closed>(&out[0]);
+  REQUIRE(closed);
+  CHECK(closed->failed_exit);
+  CHECK(closed->verdict == v);
+  CHECK_FALSE(closed->unhealthy_budget_exceeded);
+  // A normal exit's close is no failure.
+  Script t(Nodes(2, 2));
+  t.Join("a", std::nullopt, 1, 5);
+  t.Join("b");
+  const std::vector<Decision> normal = t.machine().Step(Leave{N("a"), 5, LeaveReason::kNormalExit}, TimePoint{});
+  REQUIRE(normal.size() == 1);
+  CHECK_FALSE(std::get<Closed>(normal[0]).failed_exit);
+}
+
 TEST_CASE("Leave(signal) does not close: the node may join again") {
   Script s(Nodes(2, 2));
   s.Join("a");

@@ -85,10 +85,13 @@ TEST_CASE("RunsJson: the verdict on the failures the nodes reported") {
   record.Add(NodeId{"a", 1, 0}, "host-a", 2, {peer}, TimePoint{});
   AddFailures(record, TimePoint{}, view);
   const std::string json = RunsJson({RunStatus{"r", view, nullptr}}, TimePoint{});
-  CHECK(json.find("\"why\":{\"failures_seen\":3,\"root\":{\"rank\":4,\"local_rank\":0,\"node\":\"c#3\","
+  CHECK(json.find("\"why\":{\"failures_seen\":3,\"verdict\":{\"cause_class\":\"python_exception\",\"cause_rank\":4,"
+                  "\"cause_node\":\"c#3\",\"cause_host\":\"host-c\",\"evidence\":\"raised ValueError: \\u003cbad\\u003e\","
+                  "\"line\":\"verdict: rank 4 on host-c raised ValueError: \\u003cbad\\u003e; 2 other ranks failed after it "
+                  "(1 connection error, 1 stopped by its agent)\"},\"root\":{\"rank\":4,\"local_rank\":0,\"node\":\"c#3\","
                   "\"addr\":\"c\",\"host\":\"host-c\",\"round\":2,\"exit_code\":1,\"signal\":0,\"failed_at_unix_s\":100.000,"
                   "\"error_message\":\"ValueError: \\u003cbad\\u003e\",\"last_line\":\"ValueError: \\u003cbad\\u003e\","
-                  "\"error_file\":\"\",\"stacks_file\":\"\"},\"consequences\":["
+                  "\"error_file\":\"\",\"stacks_file\":\"\",\"node_lost\":false,\"unhealthy\":false},\"consequences\":["
                   "{\"reason\":\"connection error\",\"ranks\":\"0\",\"workers\":1,\"nodes\":1,"
                   "\"min_after_s\":0.500,\"max_after_s\":0.500},"
                   "{\"reason\":\"stopped by its agent\",\"ranks\":\"5\",\"workers\":1,\"nodes\":1,"
