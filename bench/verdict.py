@@ -126,12 +126,14 @@ class Bench:
     def start_nodes(self, run_id, nodes, worker_argv, extra=(), per_node=None, wrap=()):
         procs = []
         for i in range(nodes):
-            env = dict(os.environ, CTRUN_VERDICT_RUN=run_id, PYTHONDONTWRITEBYTECODE="1")
+            env = dict(os.environ, CTRUN_VERDICT_RUN=run_id, PYTHONDONTWRITEBYTECODE="1", PYTHON_EXEC="/usr/bin/python3",
+                       PYTHONUNBUFFERED="1")
+            env.pop("TORCHELASTIC_ERROR_FILE", None)
             argv = [CTRUN, "--nnodes", str(nodes), "--nproc-per-node", str(NPROC), "--rdzv-backend", "c10d",
                     "--rdzv-endpoint", self.daemon.endpoint, "--rdzv-id", run_id, "--rdzv-conf", CONF,
                     "--local-addr", f"127.0.0.{i + 1}", "--node-rank", str(i), "--max-restarts", "0",
                     "--log-dir", os.path.join(self.work, run_id, str(i)), *extra,
-                    *(per_node(i) if per_node else ()), "/usr/bin/python3", "-u", *worker_argv]
+                    *(per_node(i) if per_node else ()), *worker_argv]
             procs.append(subprocess.Popen([*wrap, *argv], env=env, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL))
         return procs
