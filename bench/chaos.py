@@ -60,7 +60,8 @@ reached), so the steps recomputed after each restart are lost time.
 Env knobs: NGROUPS (4), NPROC (1), PERIOD (10), MINUTES (10), FAULTS, KINDS
 (kill,agent,hang,cut,slow,ctrund), SEED (1), HANG_S (30), CUT_S (5), SLOW_S
 (20), BASELINE_S (60), WARMUP (20), STOP_AHEAD (10), BATCH (16), CKPT_EVERY
-(20), TRAIN_LIMIT (8192 images: a restarted worker loads no more), RESTART (1), EXACT (0), QUICK=1 (2 minutes, BASELINE_S 20: a smoke run, not a
+(20), TRAIN_LIMIT (8192 images: a restarted worker loads no more), RESTART (1), FT (1; 0: the restart
+comparison alone), EXACT (0), QUICK=1 (2 minutes, BASELINE_S 20: a smoke run, not a
 measurement). JSON via bench/benchjson.py; CHART (default
 $CTRUN_BUILD_DIR/bench/chaos-steps.png) draws committed steps against time
 with the faults marked. Exits 1 when a check fails (an agent's exit, an
@@ -100,6 +101,7 @@ BATCH = int(os.environ.get("BATCH", "16"))
 CKPT_EVERY = int(os.environ.get("CKPT_EVERY", "20"))
 TRAIN_LIMIT = int(os.environ.get("TRAIN_LIMIT", "8192"))
 RESTART = os.environ.get("RESTART", "1") == "1"
+FT = os.environ.get("FT", "1") == "1"
 EXACT = os.environ.get("EXACT", "0") == "1"
 STEP_LINE = re.compile(r"^ft step (\d+) quorum (\d+) replicas (\d+) loss")
 DISCARD_LINE = re.compile(r"^ft discard step (\d+) quorum (\d+)")
@@ -350,9 +352,13 @@ class Chaos:
         end = self.busy.get(g)
         if end is None:
             return True
-        pattern = STEP_LINE if self.run.ft else PLAIN_LINE  # the whole-job restart logs its steps as plain DDP
         with self.run.lock:
-            return any(t > end and pattern.match(line) for t, line in reversed(self.run.lines[g][-20:]))
+            if self.run.ft:
+                return any(t > end and STEP_LINE.match(line) for t, line in reversed(self.run.lines[g][-20:]))
+            # The whole-job restart: one job, whose rank 0 alone logs its steps;
+            # g is back once the job steps again after g's fault.
+            return any(t > end and PLAIN_LINE.match(line)
+                       for lines in self.run.lines.values() for t, line in reversed(lines[-20:]))
 
     def pick_group(self):
         """A group to fault, never the last one holding the run's state: with
@@ -650,26 +656,29 @@ def main():
     print(f"chaos: a fault every {PERIOD:g} s, {FAULTS} faults of {','.join(kinds)} (seed {SEED}; hang "
           f"{HANG_S:g} s, cut {CUT_S:g} s, slow {SLOW_S:g} s); work folder {tmp}", flush=True)
     try:
-        report["ft"] = ft_phase(hosts, tmp, kinds, failures)
-        if EXACT:
-            report["exact"] = exact_phase(hosts, tmp, report["ft"], failures)
-        report["ft"].pop("state")
+        if FT:
+            report["ft"] = ft_phase(hosts, tmp, kinds, failures)
+            if EXACT:
+                report["exact"] = exact_phase(hosts, tmp, report["ft"], failures)
+            report["ft"].pop("state")
         if RESTART:
             report["restart"] = restart_phase(hosts, tmp, kinds)
     finally:
         hosts.down()
-    ft = report["ft"]
-    injected = [f for f in ft["faults"] if "skipped" not in f]
-    hang_like = [f["recovery_s"] for f in injected if f["kind"] in HOLDING]
     print("\njson:", benchjson.write("chaos", report, os.path.join(ft_jobs.HERE, ".."), path=os.environ.get("JSON")))
-    draw(report)
-    print(f"RESULT chaos_goodput_ft {fmt(ft['goodput'], 3)}")
+    if FT:
+        ft = report["ft"]
+        injected = [f for f in ft["faults"] if "skipped" not in f]
+        hang_like = [f["recovery_s"] for f in injected if f["kind"] in HOLDING]
+        draw(report)
+        print(f"RESULT chaos_goodput_ft {fmt(ft['goodput'], 3)}")
     if "restart" in report:
         print(f"RESULT chaos_goodput_restart {fmt(report['restart']['goodput'], 3)}")
-    print(f"RESULT chaos_recovery_p99_s {fmt(pct([f['recovery_s'] for f in injected], 99), 3)}")
-    print(f"RESULT chaos_hang_recovery_p99_s {fmt(pct(hang_like, 99), 3)}")
-    print(f"RESULT chaos_samples_lost {ft['samples_lost']}")
-    print(f"RESULT chaos_faults {len(injected)}")
+    if FT:
+        print(f"RESULT chaos_recovery_p99_s {fmt(pct([f['recovery_s'] for f in injected], 99), 3)}")
+        print(f"RESULT chaos_hang_recovery_p99_s {fmt(pct(hang_like, 99), 3)}")
+        print(f"RESULT chaos_samples_lost {ft['samples_lost']}")
+        print(f"RESULT chaos_faults {len(injected)}")
     if failures:
         for f in failures:
             print(f"FAILED: {f}", file=sys.stderr)

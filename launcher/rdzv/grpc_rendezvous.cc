@@ -213,6 +213,7 @@ void GrpcRendezvous::Handle(const rdzv::Evicted& e) {
 
 void GrpcRendezvous::Handle(const rdzv::Closed& c) {
   closed_ = true;
+  if (c.failed_exit && c.verdict) closed_verdict_ = c.verdict;
   if (c.failed_exit && (phase_ == Phase::kJoining || phase_ == Phase::kRunning) && on_run_failed_) {
     // Told first, so that a join refused below ends with the verdict known.
     RunFailedCallback cb = std::move(on_run_failed_);
@@ -301,6 +302,7 @@ bool MayBeConsequence(rdzv::FailureClass cls) {
 void GrpcRendezvous::ResolveVerdict(std::optional<rdzv::VerdictSummary> local,
                                     std::function<void(std::optional<rdzv::VerdictSummary>)> done) {
   if ((local && !MayBeConsequence(local->cls)) || refused_) return done(std::move(local));
+  if (closed_verdict_) return done(closed_verdict_);
   AskVerdict(std::move(local), Clock::now() + kVerdictWait, std::move(done));
 }
 
@@ -309,10 +311,16 @@ void GrpcRendezvous::AskVerdict(std::optional<rdzv::VerdictSummary> local, TimeP
   const Duration left = std::max<Duration>(deadline - Clock::now(), std::chrono::milliseconds(100));
   client_->GetStatus(left, [this, alive = alive_, local, deadline, done](const Result<rdzv::RunView>& view) {
     if (!*alive) return;
+    // The node that failed first prints its verdict and leaves with it; the
+    // run's Closed brings it here, so every node prints the same line.
+    if (closed_verdict_) return done(closed_verdict_);
     std::optional<rdzv::VerdictSummary> server;
     if (view.ok()) server = rdzv::SummarizeFailures(view->failures);
-    if (server && !MayBeConsequence(server->cls)) return done(std::move(server));
-    if (Clock::now() + std::chrono::milliseconds(100) >= deadline) return done(server ? std::move(server) : local);
+    if (Clock::now() + std::chrono::milliseconds(100) >= deadline) {
+      // No node closed the run with its verdict (it was lost, or restarts
+      // on): the server's, when it names a cause, else this node's own.
+      return done(server && !MayBeConsequence(server->cls) ? std::move(server) : local);
+    }
     verdict_timer_.expires_after(std::chrono::milliseconds(100));
     verdict_timer_.async_wait([this, alive, local, deadline, done](const boost::system::error_code& ec) {
       if (ec || !*alive) return;

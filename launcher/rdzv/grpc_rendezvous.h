@@ -144,6 +144,7 @@ class GrpcRendezvous : public RendezvousHandler {
   boost::asio::steady_timer reconnect_timer_;
   boost::asio::steady_timer verdict_timer_;  // ResolveVerdict's next ask
   std::optional<rdzv::VerdictSummary> failure_verdict_;  // Shutdown(kFailed)'s Leave carries it
+  std::optional<rdzv::VerdictSummary> closed_verdict_;   // a Closed{failed_exit}'s: the run's verdict
   RunFailedCallback on_run_failed_;
   rdzv::JoinArgs join_args_;  // of the current round's Join, re-sent on reconnect
   bool reconnecting_ = false;

@@ -52,6 +52,11 @@ class WhyTest(unittest.TestCase):
         # The node whose agent printed rank 4 in its failure report.
         failed = [addrs[i] for i, (_, err) in enumerate(outs) if re.search(rf"rank\s*: {FAIL_RANK} \(", err)]
         self.assertEqual(len(failed), 1, "\n".join(err[-2000:] for _, err in outs))
+        # Every agent's last line is the same verdict: the failed node's, which
+        # the others got when it closed the run (theirs were connection errors).
+        last = {err.strip().splitlines()[-1] for _, err in outs}
+        self.assertEqual(len(last), 1, "\n\n".join(err[-2000:] for _, err in outs))
+        self.assertRegex(last.pop(), rf"^\[ctrun\] error: verdict: rank {FAIL_RANK} on \S+ raised {MESSAGE}")
 
         why = subprocess.run([h.ctrun_bin(), "status", "--why", "--rdzv-endpoint", daemon.endpoint,
                               "--rdzv-id", "why"], capture_output=True, text=True, timeout=20)

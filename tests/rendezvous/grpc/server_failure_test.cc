@@ -164,6 +164,13 @@ TEST_CASE("report failure: a closed run still takes a late node's report, and `c
   info.stacks_file = "/tmp/stacks_1.txt";
   info.last_line = "Killed";
   info.from_stderr = true;  // travels with the rest (compared whole below)
+  info.oom_kills_before = 2;  // and so does the evidence for its class
+  info.oom_kills_after = 3;
+  info.runtime_s = 12.5;
+  info.max_rss_kib = 1 << 20;
+  info.hung = true;
+  info.hang_frame = "train.py:42 in step";
+  info.bad_launch = true;
   std::promise<Status> sent;
   rc.ReportFailure(1, "host-a", {info}, std::chrono::seconds(10), [&](const Status& s) { sent.set_value(s); });
   REQUIRE(sent.get_future().get().ok());
@@ -232,6 +239,45 @@ TEST_CASE("report failure: out-of-bounds fields, an unknown run, a wrong token a
   REQUIRE(client.GetState(q, &state).ok());
   CHECK(state.failures_size() == 0);
   CHECK(state.failures_seen() == 0);
+}
+
+TEST_CASE("verdict: a member whose stream drops is recorded as lost; a failed node's verdict closes the run") {
+  auto server = StartAutoServer();
+  TestClient client(server->port());
+  const v1::JoinRequest ja = MakeJoin("job", "a", 1, 3, 3), jb = MakeJoin("job", "b", 2, 3, 3),
+                        jc = MakeJoin("job", "c", 3, 3, 3);
+  auto a = client.Join(ja);
+  auto b = client.Join(jb);
+  auto c = client.Join(jc);
+  for (JoinStreamReader* s : {a.get(), b.get(), c.get()}) REQUIRE(s->NextOf(v1::Update::kRoundComplete));
+
+  c.reset();  // its agent is gone: the stream is cancelled with no Leave
+  REQUIRE(a->NextOf(v1::Update::kRestartRequested));
+  v1::StateReply state;
+  REQUIRE(client.GetState(MakeState("job"), &state).ok());
+  REQUIRE(state.failures_size() == 1);
+  CHECK(state.failures(0).failure().node_lost());
+  CHECK(state.failures(0).failure().rank() == -1);
+  CHECK(state.failures(0).node().addr() == "c");
+  CHECK(state.failures(0).failure().error_message() == "its connection to the rendezvous dropped with no exit reported");
+
+  // A verdict with an unknown class is refused, naming the field; a good one
+  // closes the run, and the other node gets it with the Closed.
+  v1::LeaveRequest leave = MakeLeave(jb, v1::LeaveRequest::FAILED_EXIT);
+  leave.mutable_verdict()->set_cause_class("gremlins");
+  grpc::Status refused = client.Leave(leave);
+  CHECK(refused.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(refused.error_message().find("cause_class 'gremlins' is not a failure class") != std::string::npos);
+  leave.mutable_verdict()->set_cause_class("segfault");
+  leave.mutable_verdict()->set_cause_rank(3);
+  leave.mutable_verdict()->set_line("verdict: rank 3 on b crashed with a segmentation fault (SIGSEGV)");
+  REQUIRE(client.Leave(leave).ok());
+  const std::optional<v1::Update> closed = a->NextOf(v1::Update::kClosed);
+  REQUIRE(closed);
+  CHECK(closed->closed().failed_exit());
+  CHECK(closed->closed().verdict().cause_class() == "segfault");
+  CHECK(closed->closed().verdict().cause_rank() == 3);
+  CHECK(closed->closed().verdict().line() == leave.verdict().line());
 }
 
 }  // namespace
