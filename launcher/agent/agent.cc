@@ -251,11 +251,18 @@ void Agent::OnWorkerExit(const WorkerExit& e) {
     spdlog::warn("worker local_rank {} (pid {}) exited with {}; stopping the worker group{}", e.local_rank, e.pid,
                  e.exit_code < 0 ? SignalName(-e.exit_code) : std::to_string(e.exit_code),
                  wait ? " at the end of its first second (to tell a bad launch from one rank's failure)" : "");
-    if (!wait) StopGroup(SIGTERM, Stop::ToRestart(StopCause::kWorkerFailed, /*charged=*/true));
+    if (!wait) StopGroup(SIGTERM, StopForFailure());
   } else if (attempt.running == 0) {
-    StopGroup(SIGTERM, attempt.failed_early ? Stop::ToRestart(StopCause::kWorkerFailed, /*charged=*/true)
+    StopGroup(SIGTERM, attempt.failed_early ? StopForFailure()
                                             : Stop::ToSucceed());
   }
+}
+
+// The stop a worker's failure begins: a restart, or, once another node
+// failed for good (--kill-on-bad-exit), the end with its verdict.
+Stop Agent::StopForFailure() const {
+  if (peer_failed_ && config_.kill_on_bad_exit) return Stop::ToPeerFailed();
+  return Stop::ToRestart(StopCause::kWorkerFailed, /*charged=*/true);
 }
 
 // A worker failed within the launch window (kBadLaunchWindowS): the others
@@ -271,7 +278,7 @@ bool Agent::WaitOutLaunchWindow() {
     launch_window_timer_.expires_after(launch_window_ - since);
     launch_window_timer_.async_wait([this](const boost::system::error_code& ec) {
       if (ec || state_ != State::kRunning || !attempt_ || !attempt_->failed_early) return;
-      StopGroup(SIGTERM, Stop::ToRestart(StopCause::kWorkerFailed, /*charged=*/true));
+      StopGroup(SIGTERM, StopForFailure());
     });
   }
   return true;

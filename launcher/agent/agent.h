@@ -82,7 +82,8 @@
 // A peer's failure (--kill-on-bad-exit 1, the default; agent_verdict.cc):
 // another node failed for good and closed the run (Closed{failed_exit}):
 //   kRunning --run failed--> kStopping{peer failed}, the workers SIGKILLed
-//       after at most kPeerFailedGrace of their SIGTERM
+//       after at most kPeerFailedGrace of their SIGTERM (during a launch
+//       window's wait, when that window ends: a bad launch is still told)
 //   kStopping{restart or succeed} --run failed--> the same stop, then kFailed (1)
 //   kBackoff --run failed--> kFailed (1)
 //   kRendezvous: the join is refused (the run is closed) --> kFailed (1)
@@ -210,6 +211,7 @@ class Agent {
   void StartHeartbeat();
   void OnWorkerExit(const WorkerExit& exit);
   bool WaitOutLaunchWindow();
+  Stop StopForFailure() const;
   void EmitWorkerExited(const WorkerExit& exit);
   void RecordFailure(const WorkerExit& exit);
   void OnMembershipChange(bool charged, const std::string& why);

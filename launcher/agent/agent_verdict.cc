@@ -63,6 +63,15 @@ void Agent::OnPeerFailed(const std::optional<rdzv::VerdictSummary>& verdict) {
         spdlog::info("another node failed for good during the preemption save{}; the workers go on saving", what);
         return;
       }
+      if (attempt_ && attempt_->failed_early) {
+        // A worker failed in its first second: the group stops when that
+        // second ends (at most 1 s away), so that a bad launch is told
+        // from one rank's failure on this node too (StopForFailure).
+        spdlog::error("another node failed for good and closed the run{}; stopping the workers at the end of "
+                      "their first second",
+                      what);
+        return;
+      }
       spdlog::error("another node failed for good and closed the run{}; stopping the workers", what);
       const Duration grace = std::min<Duration>(ToDuration(config_.shutdown_grace), kPeerFailedGrace);
       StopGroup(SIGTERM, Stop::ToPeerFailed(), grace);

@@ -175,5 +175,23 @@ TEST_CASE_METHOD(AgentFixture, "agent verdict: --restart-on-any-failure restarts
   CHECK(EventsNamed("restart").size() == 1);
 }
 
+TEST_CASE_METHOD(AgentFixture, "agent verdict: a peer's failure in the launch window waits for its end; the bad launch is still told") {
+  config.max_restarts = 3;
+  launch_window = std::chrono::seconds(60);
+  StartRunning();
+  workers.Exit(0, 1);
+  rdzv.FailRun(PeerVerdict());  // another node's bad launch closed the run first
+  CHECK(workers.close_signals.empty());
+  workers.Exit(1, 1);
+  REQUIRE(workers.close_signals == std::vector<int>{SIGTERM});
+  workers.FinishClose();
+  Poll();
+  CheckFinished(Agent::State::kFailed, kExitFailure, ShutdownReason::kFailed);
+  REQUIRE(rdzv.reports.size() == 1);
+  CHECK(rdzv.reports[0].failures.at(0).bad_launch);  // what `ctrun status --why` classes it by
+  CHECK(EventsNamed("finished").at(0)["verdict"] == PeerVerdict().line);
+  CHECK(rdzv.rounds_asked == 1);
+}
+
 }  // namespace
 }  // namespace ctrun::launcher
