@@ -154,7 +154,10 @@ class RestartsTest(unittest.TestCase):
                   'echo "$TORCHELASTIC_RESTART_COUNT ok $MASTER_PORT" >> "$LOG" '
                   '|| echo "$TORCHELASTIC_RESTART_COUNT fail" >> "$LOG"; exit 1')
         start = time.monotonic()
-        r = h.run(["--nproc-per-node", "4", "--max-restarts", str(restarts), "--no-python", "/bin/bash", "-c",
+        # --restart-on-any-failure: every rank fails at once, the same way: a
+        # bad launch, which ctrun would otherwise not restart.
+        r = h.run(["--nproc-per-node", "4", "--max-restarts", str(restarts), "--restart-on-any-failure",
+                   "--no-python", "/bin/bash", "-c",
                    script], env=h.base_env(LOG=log, LOGLEVEL="ERROR"), timeout=280)
         took = time.monotonic() - start
         self.assertEqual(r.returncode, 1, r.stderr[-2000:])
