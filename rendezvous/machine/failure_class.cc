@@ -207,6 +207,11 @@ FailureCause ClassifyFailure(const FailureEvidence& e) {
 
 bool IsBadLaunch(const std::vector<FailureEvidence>& failures, int ranks) {
   if (ranks <= 0 || failures.size() < static_cast<size_t>(ranks)) return false;
+  // One rank alone failing early says nothing of the others: it may be any
+  // failure (only an exec that failed is a bad launch by itself).
+  if (ranks < 2 && std::none_of(failures.begin(), failures.end(), [](const FailureEvidence& f) { return f.exec_failed; })) {
+    return false;
+  }
   // The one way every rank failed: its exit code and error text.
   std::optional<std::pair<int, std::string>> how;
   for (const FailureEvidence& f : failures) {

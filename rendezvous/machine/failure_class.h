@@ -123,12 +123,12 @@ FailureCause ClassifyFailure(const FailureEvidence& evidence);
 std::string_view ExceptionType(std::string_view message);
 
 // Whether an attempt's failures (one per failed rank, `ranks` the
-// attempt's world) are a launch that cannot work: every rank failed on its
-// own (none stopped by its agent, none by a signal) within
+// attempt's world, at least 2) are a launch that cannot work: every rank
+// failed on its own (none stopped by its agent, none by a signal) within
 // kBadLaunchWindowS of its start, with the same exit code and the same
 // error text (maybe none), of a class no restart fixes (not a lost
 // connection, NCCL or a GPU out of memory); or could not be started at
-// all. The agent lets an attempt's workers run to the end of their first
+// all (then one rank is enough). The agent lets an attempt's workers run to the end of their first
 // kBadLaunchWindowS before it stops them for an early failure, so every
 // rank of a bad launch fails on its own.
 bool IsBadLaunch(const std::vector<FailureEvidence>& failures, int ranks);

@@ -77,10 +77,8 @@ class CrashPolicyTest(unittest.TestCase):
     def test_backoff_spaces_the_restarts(self):
         d = h.tempdir(self)
         path = os.path.join(d, "events.jsonl")
-        # --restart-on-any-failure: a failing import is a bad launch, which is
-        # otherwise not restarted at all (test_a_bad_launch_is_not_restarted).
         r = h.run(["--nproc-per-node", "1", "--max-restarts", "2", "--restart-backoff", "1",
-                   "--restart-on-any-failure", "--events-file", path, h.worker("fail_at_import.py")], timeout=120)
+                   "--events-file", path, h.worker("fail_at_import.py")], timeout=120)
         self.assertEqual(r.returncode, 1, r.stderr)
         ev = events(path)
         restarts = [e for e in ev if e["event"] == "restart"]
@@ -100,7 +98,7 @@ class CrashPolicyTest(unittest.TestCase):
     def test_a_signal_during_the_backoff_ends_ctrun_without_waiting_it_out(self):
         # The delay is an hour; the test's own limit (60 s) is far below it.
         p = h.start(["--nproc-per-node", "1", "--max-restarts", "3", "--restart-backoff", "3600",
-                     "--restart-on-any-failure", h.worker("fail_at_import.py")])
+                     h.worker("fail_at_import.py")])
         self.addCleanup(lambda: p.poll() is None and (p.kill(), p.communicate()))
         h.read_until(p.stderr, "restarting the worker group in 3600.0 s", 60)
         p.send_signal(signal.SIGTERM)

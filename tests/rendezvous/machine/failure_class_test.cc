@@ -184,7 +184,11 @@ TEST_CASE("failure class: a bad launch is every rank failing at once with the sa
   FailureEvidence segv = Signalled(SIGSEGV);
   segv.runtime_s = 0.1;
   CHECK(!IsBadLaunch({segv, segv}, 2));
-  CHECK(IsBadLaunch({quick(0.1, missing)}, 1));
+  // One rank alone failing early is no bad launch: it could be any failure.
+  CHECK(!IsBadLaunch({quick(0.1, missing)}, 1));
+  FailureEvidence exec1 = Exited(127);
+  exec1.exec_failed = true;
+  CHECK(IsBadLaunch({exec1}, 1));
   // A restart may fix a lost connection, NCCL, or a GPU another job holds.
   const std::string refused = "RuntimeError: Connection refused";
   CHECK(!IsBadLaunch({quick(0.1, refused), quick(0.1, refused)}, 2));
