@@ -220,6 +220,12 @@ void GrpcRendezvous::Handle(const rdzv::Closed& c) {
     on_run_failed_ = nullptr;
     cb(c.verdict);
   }
+  if (closed_verdict_ && verdict_done_) {  // a ResolveVerdict waits for it
+    verdict_timer_.cancel();
+    auto done = std::move(verdict_done_);
+    verdict_done_ = nullptr;
+    done(closed_verdict_);
+  }
   if (c.unhealthy_budget_exceeded) {
     // The job ends on every node: a joining one fails its join at once;
     // a running one stops its workers and re-joins, which the closed run
@@ -303,29 +309,26 @@ void GrpcRendezvous::ResolveVerdict(std::optional<rdzv::VerdictSummary> local,
                                     std::function<void(std::optional<rdzv::VerdictSummary>)> done) {
   if ((local && !MayBeConsequence(local->cls)) || refused_) return done(std::move(local));
   if (closed_verdict_) return done(closed_verdict_);
-  AskVerdict(std::move(local), Clock::now() + kVerdictWait, std::move(done));
+  // The node that failed first prints its verdict and leaves with it: the
+  // run's Closed brings it (Handle(Closed)), so every node prints the same
+  // line. Until kVerdictWait, then the server is asked once.
+  verdict_done_ = std::move(done);
+  verdict_timer_.expires_after(kVerdictWait);
+  verdict_timer_.async_wait([this, local = std::move(local)](const boost::system::error_code& ec) {
+    if (!ec && verdict_done_) AskVerdict(local);
+  });
 }
 
-void GrpcRendezvous::AskVerdict(std::optional<rdzv::VerdictSummary> local, TimePoint deadline,
-                                std::function<void(std::optional<rdzv::VerdictSummary>)> done) {
-  const Duration left = std::max<Duration>(deadline - Clock::now(), std::chrono::milliseconds(100));
-  client_->GetStatus(left, [this, alive = alive_, local, deadline, done](const Result<rdzv::RunView>& view) {
-    if (!*alive) return;
-    // The node that failed first prints its verdict and leaves with it; the
-    // run's Closed brings it here, so every node prints the same line.
-    if (closed_verdict_) return done(closed_verdict_);
+void GrpcRendezvous::AskVerdict(std::optional<rdzv::VerdictSummary> local) {
+  // No node closed the run with its verdict in time (it was lost, or
+  // restarts on): the server's, when it names a cause, else this node's own.
+  client_->GetStatus(kVerdictAskTimeout, [this, alive = alive_, local](const Result<rdzv::RunView>& view) {
+    if (!*alive || !verdict_done_) return;
     std::optional<rdzv::VerdictSummary> server;
     if (view.ok()) server = rdzv::SummarizeFailures(view->failures);
-    if (Clock::now() + std::chrono::milliseconds(100) >= deadline) {
-      // No node closed the run with its verdict (it was lost, or restarts
-      // on): the server's, when it names a cause, else this node's own.
-      return done(server && !MayBeConsequence(server->cls) ? std::move(server) : local);
-    }
-    verdict_timer_.expires_after(std::chrono::milliseconds(100));
-    verdict_timer_.async_wait([this, alive, local, deadline, done](const boost::system::error_code& ec) {
-      if (ec || !*alive) return;
-      AskVerdict(local, deadline, done);
-    });
+    auto done = std::move(verdict_done_);
+    verdict_done_ = nullptr;
+    done(closed_verdict_ ? closed_verdict_ : server && !MayBeConsequence(server->cls) ? std::move(server) : local);
   });
 }
 

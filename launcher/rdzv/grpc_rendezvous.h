@@ -98,9 +98,9 @@ class GrpcRendezvous : public RendezvousHandler {
   void OnRunFailed(RunFailedCallback cb) override { on_run_failed_ = std::move(cb); }
 
  private:
-  // One GetStatus for ResolveVerdict; asks again until `deadline`.
-  void AskVerdict(std::optional<rdzv::VerdictSummary> local, TimePoint deadline,
-                  std::function<void(std::optional<rdzv::VerdictSummary>)> done);
+  // ResolveVerdict's last resort: one GetStatus, then verdict_done_.
+  void AskVerdict(std::optional<rdzv::VerdictSummary> local);
+  static constexpr std::chrono::seconds kVerdictAskTimeout{2};
   std::string unhealthy_report_;  // Shutdown(kUnhealthy)'s Leave carries it
   enum class Phase { kIdle, kJoining, kRunning, kShutdown };
 
@@ -142,7 +142,8 @@ class GrpcRendezvous : public RendezvousHandler {
   boost::asio::steady_timer status_timer_;
   boost::asio::steady_timer barrier_timer_;
   boost::asio::steady_timer reconnect_timer_;
-  boost::asio::steady_timer verdict_timer_;  // ResolveVerdict's next ask
+  boost::asio::steady_timer verdict_timer_;  // ResolveVerdict's wait for a Closed verdict
+  std::function<void(std::optional<rdzv::VerdictSummary>)> verdict_done_;  // a ResolveVerdict waiting
   std::optional<rdzv::VerdictSummary> failure_verdict_;  // Shutdown(kFailed)'s Leave carries it
   std::optional<rdzv::VerdictSummary> closed_verdict_;   // a Closed{failed_exit}'s: the run's verdict
   RunFailedCallback on_run_failed_;

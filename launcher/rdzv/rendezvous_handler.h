@@ -140,9 +140,9 @@ class RendezvousHandler {
   // lost connection, NCCL, an unknown exit or only workers its agent
   // stopped) or when there is no server that sees every node; else the
   // verdict of the node that failed first and closed the run with it (so
-  // every node prints the same line), waited for up to kVerdictWait while
-  // the server is asked every 100 ms; without one by then, the server's
-  // when its reports name a cause, else `local`. On the agent's io_context.
+  // every node prints the same line), waited for up to kVerdictWait; without
+  // one by then, the server's (asked once) when its reports name a cause,
+  // else `local`. On the agent's io_context.
   static constexpr std::chrono::seconds kVerdictWait{2};
   virtual void ResolveVerdict(std::optional<rdzv::VerdictSummary> local,
                               std::function<void(std::optional<rdzv::VerdictSummary>)> done) {
