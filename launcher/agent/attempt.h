@@ -1,5 +1,5 @@
 // Attempt: one started worker group of the agent, and everything that lives
-// exactly as long as it — made in Agent::StartWorkers, destroyed when its stop
+// exactly as long as it — made in Agent::StartWorkers (the shell of the AgentMachine), destroyed when its stop
 // has drained (the group closed, every tee at end-of-file). Outside an
 // attempt the agent holds none of this, so no per-attempt field can be stale.
 //
@@ -85,18 +85,14 @@ class AttemptTees {
 struct Attempt {
   Round round;
   std::vector<WorkerRanks> ranks;  // this node's ranks in `round`, by local rank
-  int running = 0;                 // workers not yet exited
-  TimePoint started{};             // when the group was started
+  std::vector<std::pair<int, int>> pipes;  // per worker, stdout and stderr read ends (-1 none)
+  std::vector<WorkerExit> exits;   // by local rank: how each exited, once it has
   std::vector<WorkerFailure> failures;  // this attempt's failed workers, as seen
   std::vector<FailureContext> failure_contexts;  // by index into failures (failure_report.h)
   // The workers' memory cgroup's OOM kill count file (oom_kills.h) and its
   // count when they started; nullopt when unreadable.
   std::optional<std::string> oom_file;
   std::optional<int64_t> oom_kills_at_start;
-  // The local rank whose missed heartbeat stopped the group; nullopt none.
-  std::optional<int> hung_local_rank;
-  // A worker failed within the launch window: the stop waits for its end.
-  bool failed_early = false;
   // Pointer-stable: outlives the attempt (see above).
   std::unique_ptr<AttemptTees> tees = std::make_unique<AttemptTees>();
   // --heartbeat-timeout: set from the start until the stop begins; null when off.
