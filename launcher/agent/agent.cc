@@ -6,29 +6,16 @@
 
 #include <chrono>
 
-#include "base/text_match.h"
 #include "launcher/agent/failure_report.h"
 #include "launcher/logs/report.h"
 #include "launcher/net/local_address.h"
 
 namespace ctrun::launcher {
 
-namespace {
-
-constexpr size_t kAgentTimers = 5;  // AgentTimer's values
-
-AgentNow NowOfShell() {
+AgentNow Agent::Now() {
   return AgentNow{Clock::now(),
                   std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()};
 }
-
-AgentEvent EventOf(AgentEvent::Kind kind) {
-  AgentEvent e;
-  e.kind = kind;
-  return e;
-}
-
-}  // namespace
 
 Agent::Agent(boost::asio::io_context& io, const LaunchConfig& config, Environment env,
              RendezvousHandler& rdzv, WorkerGroup& workers, RunLogDir log_dir,
@@ -46,7 +33,7 @@ Agent::Agent(boost::asio::io_context& io, const LaunchConfig& config, Environmen
       machine_(std::in_place, AgentMachineConfig::Of(config, false, Duration::zero())),
       steps_(events, rdzv::StragglerParams{config.straggler_factor, config.straggler_intervals}) {
   for (int sig : config_.signals_to_handle) signals_.add(sig);
-  for (size_t i = 0; i < kAgentTimers; ++i) timers_.emplace_back(io);
+  for (int i = 0; i < kAgentTimers; ++i) timers_.emplace_back(io);
 }
 
 void Agent::Start() {
@@ -60,29 +47,16 @@ void Agent::Start() {
                    "--rdzv-endpoint, or ctrund, has one): the workers' lines stay on this node");
     }
   }
-  rdzv_.OnChange([this](bool charged, const std::string& why) {
-    AgentEvent e = EventOf(AgentEvent::Kind::kMembershipChanged);
-    e.charged = charged;
-    e.text = why;
-    Feed(std::move(e));
-  });
-  rdzv_.OnPreemptNotice([this](const PreemptNotice& notice) {
-    AgentEvent e = EventOf(AgentEvent::Kind::kPeerPreempt);
-    e.peer_notice = notice;
-    Feed(std::move(e));
-  });
-  rdzv_.OnRunFailed([this](const std::optional<rdzv::VerdictSummary>& verdict) {
-    AgentEvent e = EventOf(AgentEvent::Kind::kPeerFailed);
-    e.verdict = verdict;
-    Feed(std::move(e));
-  });
+  rdzv_.OnChange([this](bool charged, const std::string& why) { Feed(AgentEvent::MembershipChanged(charged, why)); });
+  rdzv_.OnPreemptNotice([this](const PreemptNotice& notice) { Feed(AgentEvent::PeerPreempt(notice)); });
+  rdzv_.OnRunFailed([this](const std::optional<rdzv::VerdictSummary>& v) { Feed(AgentEvent::PeerFailed(v)); });
   rdzv_.TrackSteps(
       [this]() -> std::optional<rdzv::StepReport> {
         if (state() != State::kRunning) return std::nullopt;
         return steps_.Report();
       },
       [this](const rdzv::StragglerChange& change) { steps_.OnChange(change, machine_->restart_count()); });
-  Feed(EventOf(AgentEvent::Kind::kStart));
+  Feed(AgentEvent::Start());
 }
 
 void Agent::ArmSignals() {
@@ -93,11 +67,7 @@ void Agent::ArmSignals() {
   });
 }
 
-void Agent::HandleSignal(int sig) {
-  AgentEvent e = EventOf(AgentEvent::Kind::kSignal);
-  e.signal = sig;
-  Feed(std::move(e));
-}
+void Agent::HandleSignal(int sig) { Feed(AgentEvent::Signal(sig)); }
 
 std::string Agent::ExcludeNodeFile() const { return launcher::ExcludeNodeFile(log_dir_); }
 
@@ -108,7 +78,7 @@ void Agent::Feed(AgentEvent event) {
   while (!queue_.empty()) {
     const AgentEvent next = std::move(queue_.front());
     queue_.pop_front();
-    for (const AgentAction& action : machine_->Step(next, NowOfShell())) Run(action);
+    for (const AgentAction& action : machine_->Step(next, Now())) Run(action);
   }
   feeding_ = false;
 }
@@ -126,10 +96,7 @@ void Agent::Run(const AgentAction& a) {
       return;
     case K::kPrepareAttempt: {
       const Status s = log_dir_.PrepareAttempt(a.restart_count, config_.nproc_per_node);
-      AgentEvent e = EventOf(AgentEvent::Kind::kAttemptPrepared);
-      e.ok = s.ok();
-      e.text = s.message();
-      return Feed(std::move(e));
+      return Feed(AgentEvent::AttemptPrepared(s.ok(), s.message()));
     }
     case K::kClearStore:
       if (store_) store_->Clear();
@@ -160,11 +127,7 @@ void Agent::Run(const AgentAction& a) {
     case K::kLogPreemptWaiting:
       spdlog::info("{}", PreemptWaitingLine(SavedCount(PreemptMarkers()), a.running, a.workers, a.seconds));
       return;
-    case K::kReadPreemptVerdict: {
-      AgentEvent e = EventOf(AgentEvent::Kind::kPreemptVerdictRead);
-      e.preempt_verdict = ReadVerdict(PreemptMarkers());
-      return Feed(std::move(e));
-    }
+    case K::kReadPreemptVerdict: return Feed(AgentEvent::PreemptVerdictRead(ReadVerdict(PreemptMarkers())));
     case K::kPrintFailureReport:
       PrintFailureReport(a.code);
       return;
@@ -175,11 +138,8 @@ void Agent::Run(const AgentAction& a) {
       return;
     case K::kResolveVerdict: {
       const std::optional<rdzv::VerdictSummary> local = last_report_ ? LocalVerdict(*last_report_) : std::nullopt;
-      return rdzv_.ResolveVerdict(local, [this](std::optional<rdzv::VerdictSummary> verdict) {
-        AgentEvent e = EventOf(AgentEvent::Kind::kVerdictResolved);
-        e.verdict = std::move(verdict);
-        Feed(std::move(e));
-      });
+      return rdzv_.ResolveVerdict(
+          local, [this](std::optional<rdzv::VerdictSummary> v) { Feed(AgentEvent::VerdictResolved(std::move(v))); });
     }
     case K::kSetFailureVerdict: return rdzv_.SetFailureVerdict(*a.verdict);
     case K::kFinish: return Finish(a.reason, a.flag);
@@ -188,28 +148,19 @@ void Agent::Run(const AgentAction& a) {
 
 void Agent::NextRound() {
   rdzv_.NextRound([this](const Result<Round>& round) {
-    AgentEvent e = EventOf(round.ok() ? AgentEvent::Kind::kRoundReady : AgentEvent::Kind::kRoundFailed);
-    if (round.ok()) {
-      round_ = *round;
-      e.round = *round;
-    } else {
-      e.text = round.status().message();
-      e.budget = round.status().code() == Status::Code::kResourceExhausted;
+    if (!round.ok()) {
+      return Feed(AgentEvent::RoundFailed(round.status().message(),
+                                          round.status().code() == Status::Code::kResourceExhausted));
     }
-    Feed(std::move(e));
+    round_ = *round;
+    Feed(AgentEvent::RoundReady(*round));
   });
 }
 
 void Agent::RunHealthCheck(bool periodic) {
-  health_->Run([this, periodic](const HealthResult& result) {
-    AgentEvent e = EventOf(AgentEvent::Kind::kHealthChecked);
-    e.ok = result.healthy;
-    e.periodic = periodic;
-    e.command = health_->command();
-    e.text = result.failure;
-    if (!result.healthy) e.report = FormatHealthReport(health_->command(), result);
-    e.last_lines = result.last_lines;
-    Feed(std::move(e));
+  health_->Run([this, periodic](const HealthResult& r) {
+    Feed(AgentEvent::HealthChecked(periodic, r.healthy, health_->command(), r.failure,
+                                   r.healthy ? "" : FormatHealthReport(health_->command(), r), r.last_lines));
   });
 }
 
@@ -217,10 +168,7 @@ void Agent::ArmTimer(AgentTimer timer, Duration delay) {
   boost::asio::steady_timer& t = timers_[static_cast<size_t>(timer)];
   t.expires_after(delay);
   t.async_wait([this, timer](const boost::system::error_code& ec) {
-    if (ec) return;
-    AgentEvent e = EventOf(AgentEvent::Kind::kTimer);
-    e.timer = timer;
-    Feed(std::move(e));
+    if (!ec) Feed(AgentEvent::Timer(timer));
   });
 }
 

@@ -101,6 +101,7 @@ class Agent {
   // Steps the machine with `event` and runs its actions; the events they
   // answer with (and any that arrive meanwhile) are queued and stepped next.
   void Feed(AgentEvent event);
+  static AgentNow Now();  // the clocks, read for each event
   void Run(const AgentAction& action);
   void ArmSignals();
   void NextRound();

@@ -16,14 +16,6 @@
 
 namespace ctrun::launcher {
 
-namespace {
-
-double UnixSecondsNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 void Agent::StartWorkers() {
   ended_tees_.reset();
   last_report_.reset();
@@ -36,26 +28,18 @@ void Agent::StartWorkers() {
   attempt_->exits.resize(specs.size());
   // Armed before the workers start, so no request can be missed; a stale
   // one is removed.
-  attempt_->exclusion = std::make_unique<ExclusionWatch>(io_, ExcludeNodeFile(), [this](const std::string& reason) {
-    AgentEvent e;
-    e.kind = AgentEvent::Kind::kExclusionRequest;
-    e.text = reason;
-    Feed(std::move(e));
-  });
-  AgentEvent e;
-  e.kind = AgentEvent::Kind::kWorkersStarted;
+  attempt_->exclusion = std::make_unique<ExclusionWatch>(
+      io_, ExcludeNodeFile(), [this](const std::string& reason) { Feed(AgentEvent::ExclusionRequest(reason)); });
   const Status s = workers_.Start(
       specs, [this](const WorkerExit& exit) { OnWorkerExit(exit); }, &attempt_->pipes);
-  e.ok = s.ok();
-  e.text = s.message();
-  e.workers = static_cast<int>(specs.size());
+  if (!s.ok()) return Feed(AgentEvent::StartFailed(s.message()));
   // The OOM killer's count of the workers' memory cgroup, before they run
   // (a failure's evidence: oom_kills.h).
-  if (const std::vector<pid_t> pids = workers_.Pids(); s.ok() && !pids.empty()) {
+  if (const std::vector<pid_t> pids = workers_.Pids(); !pids.empty()) {
     attempt_->oom_file = OomKillsFileOf(pids.front());
     if (attempt_->oom_file) attempt_->oom_kills_at_start = ReadOomKillsFile(*attempt_->oom_file);
   }
-  Feed(std::move(e));
+  Feed(AgentEvent::WorkersStarted(static_cast<int>(specs.size())));
 }
 
 void Agent::WatchWorkers() {
@@ -98,24 +82,14 @@ void Agent::OnWorkerExit(const WorkerExit& exit) {
   // failure (the inotify event may come after the exit).
   if (attempt_->exclusion && state() == State::kRunning) attempt_->exclusion->Check();
   if (attempt_->heartbeat) attempt_->heartbeat->Forget(exit.local_rank);
-  AgentEvent e;
-  e.kind = AgentEvent::Kind::kWorkerExited;
-  e.local_rank = exit.local_rank;
-  e.rank = attempt_->ranks[exit.local_rank].rank;
-  e.pid = exit.pid;
-  e.exit_code = exit.exit_code;
-  Feed(std::move(e));
+  Feed(AgentEvent::WorkerExited(exit.local_rank, attempt_->ranks[exit.local_rank].rank, exit.pid, exit.exit_code));
 }
 
 void Agent::OnHeartbeatMiss(const HeartbeatMiss& miss) {
   const std::vector<pid_t> pids = workers_.Pids();
-  AgentEvent e;
-  e.kind = AgentEvent::Kind::kHeartbeatMissed;
-  e.local_rank = miss.local_rank;
-  e.pid = miss.local_rank < static_cast<int>(pids.size()) ? pids[miss.local_rank] : 0;
-  e.silent_for_s = std::chrono::duration<double>(miss.silent_for).count();
-  e.ever_touched = miss.ever_touched;
-  Feed(std::move(e));
+  const pid_t pid = miss.local_rank < static_cast<int>(pids.size()) ? pids[miss.local_rank] : 0;
+  Feed(AgentEvent::HeartbeatMissed(miss.local_rank, pid, std::chrono::duration<double>(miss.silent_for).count(),
+                                   miss.ever_touched));
 }
 
 void Agent::RecordFailure(const AgentAction& a) {
@@ -127,7 +101,7 @@ void Agent::RecordFailure(const AgentAction& a) {
                                                  log_dir_.ErrorFile(restart_count, lr)));
   // Its stacks saved: it hung, a cause, not a consequence of the stop.
   const bool hung = a.hung || !attempt_->failures.back().stacks.empty();
-  FailureContext context{a.flag && !hung, UnixSecondsNow()};
+  FailureContext context{a.flag && !hung, Now().unix_s};
   context.oom_kills_before = attempt_->oom_kills_at_start;
   if (attempt_->oom_file) context.oom_kills_after = ReadOomKillsFile(*attempt_->oom_file);
   context.runtime_s = a.seconds;
@@ -140,7 +114,7 @@ void Agent::RecordFailure(const AgentAction& a) {
 void Agent::ReportExecFailure(const std::string& error) {
   std::vector<int> ranks;
   for (const WorkerRanks& r : attempt_->ranks) ranks.push_back(r.rank);
-  last_report_ = ExecFailureReport(attempt_->round.round, HostName(), ranks, error, UnixSecondsNow());
+  last_report_ = ExecFailureReport(attempt_->round.round, HostName(), ranks, error, Now().unix_s);
   rdzv_.ReportFailures(*last_report_);
   attempt_.reset();
 }
@@ -152,10 +126,7 @@ void Agent::CloseGroup(const AgentAction& a) {
   steps_.Stop();
   workers_.Close(a.signal, a.grace, ToDuration(config_.kill_timeout), [this](const std::vector<StuckProcess>& stuck) {
     stuck_ = stuck;
-    AgentEvent e;
-    e.kind = AgentEvent::Kind::kGroupClosed;
-    if (!stuck.empty()) e.report = StuckReport(stuck);
-    Feed(std::move(e));
+    Feed(AgentEvent::GroupClosed(stuck.empty() ? "" : StuckReport(stuck)));
   });
 }
 
@@ -174,8 +145,7 @@ void Agent::EndWhenDrained() {
 }
 
 void Agent::EndAttempt() {
-  AgentEvent e;
-  e.kind = AgentEvent::Kind::kAttemptEnded;
+  AgentEvent e = AgentEvent::AttemptEnded(false);
   e.notes.heartbeat_touched = heartbeat_touched_;
   // The attempt ends here; its tees are kept, inert, until the next start.
   ended_failures_ = std::move(attempt_->failures);

@@ -5,62 +5,113 @@
 // deterministic: the same events at the same times give the same actions.
 //
 // Every sub-state is a Phase of its own; State is the coarse one the events
-// name ("running", ...). The diagram (each arrow is walked by
-// tests/launcher/agent/agent_machine_test.cc):
+// name ("running", ...).
 //
-//   kInit --Start--> kRendezvous (the attempt's directories, then the
-//       pre-join health check when there is one, then the round)
-//   kRendezvous --round ready, workers started--> kRunning
-//   kRendezvous --attempt dir, round or workers failed--> kFailed (1)
-//   kRendezvous --pre-join health check failed--> kFailed (4)
-//   kRendezvous --the unhealthy budget is spent--> kFailed (5)
-//   kInit, kRendezvous, kBackoff --signal N--> kFailed (128+N)
-//   kBackoff --its timer--> kRendezvous
+// The diagram: one arrow a line, `from --event--> to`, each walked by
+// tests/launcher/agent/agent_machine_test.cc (which reads these lines).
 //
-//   kRunning --a worker failed after its group's first second, or missed
-//       its heartbeat--> kStoppingForRestart (charged)
-//   kRunning --a worker failed within the first second (the launch
-//       window)--> kLaunchWindow --the window's end, or the last worker's
-//       exit--> kStoppingForRestart (charged)
-//   kRunning --membership changed--> kStoppingForRestart (charged or not)
+//   kInit --start--> kRendezvous
+//   kInit --signal--> kFailed
+//   kInit --notice--> kFailed
+//   kRendezvous --workers started--> kRunning
+//   kRendezvous --attempt dir failed--> kFailed
+//   kRendezvous --round failed--> kFailed
+//   kRendezvous --unhealthy budget spent--> kFailed
+//   kRendezvous --round failed, a peer failed--> kConcluding
+//   kRendezvous --workers failed to start--> kConcluding
+//   kRendezvous --pre-join check failed--> kFailed
+//   kRendezvous --signal--> kFailed
+//   kRendezvous --notice--> kFailed
+//   kRunning --worker failed--> kStoppingForRestart
+//   kRunning --worker failed in the first second--> kLaunchWindow
+//   kRunning --heartbeat missed--> kStoppingForRestart
+//   kRunning --membership changed--> kStoppingForRestart
 //   kRunning --last worker exited 0--> kStoppingToSucceed
-//   kRunning, kLaunchWindow --signal N--> kStoppingForSignal
-//   kRunning --periodic health check failed, or an exclusion request-->
-//       kLeavingUnhealthy
-//   kRunning, kLaunchWindow --preemption notice--> kSaving
-//   kRunning --run failed (a peer, --kill-on-bad-exit)--> kStoppingForPeer
-//       (grace min(--shutdown-grace, 1 s)); kLaunchWindow waits for its end
-//   kSaving --every worker exited 0, one failed, the deadline, or a second
-//       SIGTERM/SIGINT--> kStoppingPreempted (the last: kStoppingForSignal)
-//
-//   kStoppingForRestart --membership changed, not charged--> the same, not charged
+//   kRunning --signal--> kStoppingForSignal
+//   kRunning --periodic check failed--> kLeavingUnhealthy
+//   kRunning --exclusion request--> kLeavingUnhealthy
+//   kRunning --notice--> kSaving
+//   kRunning --run failed--> kStoppingForPeer
+//   kLaunchWindow --window's end--> kStoppingForRestart
+//   kLaunchWindow --last worker exited--> kStoppingForRestart
+//   kLaunchWindow --window's end, a peer failed--> kStoppingForPeer
+//   kLaunchWindow --run failed--> kLaunchWindow
+//   kLaunchWindow --signal--> kStoppingForSignal
+//   kLaunchWindow --notice--> kSaving
+//   kSaving --every worker exited 0--> kStoppingPreempted
+//   kSaving --worker failed--> kStoppingPreempted
+//   kSaving --deadline--> kStoppingPreempted
+//   kSaving --second signal--> kStoppingForSignal
+//   kSaving --membership changed--> kSaving
+//   kSaving --run failed--> kSaving
+//   kSaving --heartbeat missed--> kStoppingForRestart
+//   kStoppingForRestart --membership changed, not charged--> kStoppingForRestart
 //   kStoppingForRestart --exclusion request--> kLeavingUnhealthy
 //   kStoppingForRestart --notice--> kStoppingPreempted
 //   kStoppingForRestart --run failed--> kStoppingForPeer
-//   kStoppingForRestart, kStoppingToSucceed, kStoppingPreempted,
-//       kStoppingForPeer --first signal N--> kStoppingForSignal (workers keep
-//       their grace)
-//   kStoppingForSignal --another signal N--> the same, SIGKILL now
-//   kLeavingUnhealthy --first signal--> the same (still exit 4); another: SIGKILL now
+//   kStoppingForRestart --signal--> kStoppingForSignal
+//   kStoppingToSucceed --signal--> kStoppingForSignal
+//   kStoppingPreempted --signal--> kStoppingForSignal
+//   kStoppingForPeer --signal--> kStoppingForSignal
+//   kStoppingForSignal --signal--> kStoppingForSignal
+//   kLeavingUnhealthy --signal--> kLeavingUnhealthy
+//   kStoppingForRestart --ended, processes stuck--> kFailed
+//   kStoppingForRestart --ended, not charged--> kRendezvous
+//   kStoppingForRestart --ended, restarts left--> kRendezvous
+//   kStoppingForRestart --ended, restarts left, a backoff--> kBackoff
+//   kStoppingForRestart --ended, none left--> kConcluding
+//   kStoppingForRestart --ended, failed at start-up--> kConcluding
+//   kStoppingForRestart --ended, unfixable--> kConcluding
+//   kStoppingForRestart --ended during a notice--> kFailed
+//   kStoppingToSucceed --ended--> kSucceeded
+//   kStoppingForSignal --ended--> kFailed
+//   kLeavingUnhealthy --ended--> kFailed
+//   kStoppingPreempted --ended--> kConcluding
+//   kStoppingForPeer --ended--> kConcluding
+//   kBackoff --backoff's end--> kRendezvous
+//   kBackoff --signal--> kFailed
+//   kBackoff --run failed--> kConcluding
+//   kBackoff --notice--> kFailed
+//   kConcluding --verdict resolved--> kFailed
+//   kConcluding --preempt verdict read--> kFailed
+//   kConcluding --preempt verdict read, the job finished--> kSucceeded
+//   kConcluding --signal--> kConcluding
 //
-//   any kStopping* --group closed and its output drained--> by the phase:
-//       processes outlived SIGKILL         -> kFailed (4: stuck)
-//       kStoppingForRestart, not charged   -> kRendezvous
-//       kStoppingForRestart, charged: fail-fast at start-up or unfixable
-//         (RestartPolicy) -> kFailed (3); restarts left -> kRendezvous or
-//         kBackoff; none left -> kFailed (1 or the root cause's code);
-//         during a notice -> the notice's verdict (75 or 76)
-//       kStoppingToSucceed                 -> kSucceeded (0)
-//       kStoppingForSignal                 -> kFailed (128+N)
-//       kLeavingUnhealthy                  -> kFailed (4)
-//       kStoppingPreempted                 -> kFailed (75 or 76), or kSucceeded
-//       kStoppingForPeer                   -> kFailed (1)
-//   kBackoff --run failed--> kFailed (1)
-//   kInit, kRendezvous, kBackoff --notice--> kFailed (76: missed, no group)
-//
-// A failed end with a verdict passes through kConcluding (state "failed";
-// signals change nothing) while the shell resolves the run's verdict
-// (kResolveVerdict → VerdictResolved). kSucceeded and kFailed are final.
+// What each arrow means, and the exit codes:
+// - The round: the attempt's directories first, then the pre-join health
+//   check (--health-check) when there is one, then the join. A failed check
+//   leaves as unhealthy (4); a spent --max-unhealthy-nodes budget is 5; any
+//   other failure 1; a signal N is 128+N.
+// - A worker failing within its group's first second (the launch window,
+//   kBadLaunchWindowS) lets the others run to that second's end, or to their
+//   own exit, so that a bad launch (IsBadLaunch) is told from one rank's
+//   failure. A missed heartbeat counts as a failed worker (its stacks saved).
+// - A membership change restarts uncharged when the rendezvous says so (a
+//   scale-up); one that comes during a charged restart makes it uncharged (a
+//   peer's loss failed our worker first).
+// - The first signal during a stop lets the workers keep their SIGTERM's
+//   grace; the stop then ends with 128+N. A second one SIGKILLs them now.
+//   Leaving as unhealthy keeps its exit 4 and report whatever signal comes.
+// - Preemption (--preempt-grace): a notice is SIGTERM, SIGINT or
+//   --preempt-signal received first, or a peer's notice; it writes the
+//   notice file and goes to the other nodes. The workers save and exit 0;
+//   the end is 75 when every worker wrote the same step to its marker, else
+//   76 (missed, with why). A restart is never begun during a notice.
+// - A peer's failure (--kill-on-bad-exit 1, the default): another node
+//   failed for good and closed the run. Running workers get SIGTERM and at
+//   most kPeerFailedGrace before SIGKILL; a restart or backoff under way
+//   ends instead (1). With 0, the workers run on, as under torchrun.
+// - A stop's end (its group closed, its output drained): processes that
+//   outlived SIGKILL (--kill-timeout) end the job (4, leaving as
+//   unhealthy). A charged restart asks RestartPolicy: fail-fast at start-up
+//   or a failure no restart fixes (a bad launch, the same error twice) end
+//   it (3, do not requeue); else it restarts while --max-restarts allows,
+//   after --restart-backoff's delay, or ends (1, or the root cause's code).
+// - Every failed end with failures names a verdict (verdict_line.h): this
+//   node's, or the run's resolved by the shell (kConcluding), or the peer's
+//   that closed the run; it is the last line logged, the `finished` event's
+//   cause_* fields, and what the Leave carries to the other nodes.
+// kSucceeded and kFailed are final: a signal then changes nothing.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -104,6 +155,7 @@ AgentState StateOf(AgentPhase phase);
 
 // The agent's timers; one of each at most.
 enum class AgentTimer { kBackoff, kLaunchWindow, kPreemptDeadline, kPreemptWaiting, kHealth };
+inline constexpr int kAgentTimers = 5;
 
 // What the machine needs of the configuration (AgentMachineConfig::Of).
 struct AgentMachineConfig {
@@ -177,6 +229,124 @@ struct AgentEvent {
   std::optional<rdzv::VerdictSummary> verdict;
   AttemptEnd notes;
   PreemptVerdict preempt_verdict;
+
+  // One named constructor per kind (the shell's and the tests' scripts).
+  static AgentEvent Of(Kind kind) {
+    AgentEvent e;
+    e.kind = kind;
+    return e;
+  }
+  static AgentEvent Start() { return Of(Kind::kStart); }
+  static AgentEvent AttemptPrepared(bool ok, std::string error = "") {
+    AgentEvent e = Of(Kind::kAttemptPrepared);
+    e.ok = ok;
+    e.text = std::move(error);
+    return e;
+  }
+  static AgentEvent RoundReady(Round round) {
+    AgentEvent e = Of(Kind::kRoundReady);
+    e.round = std::move(round);
+    return e;
+  }
+  static AgentEvent RoundFailed(std::string error, bool budget) {
+    AgentEvent e = Of(Kind::kRoundFailed);
+    e.text = std::move(error);
+    e.budget = budget;
+    return e;
+  }
+  static AgentEvent WorkersStarted(int workers) {
+    AgentEvent e = Of(Kind::kWorkersStarted);
+    e.workers = workers;
+    return e;
+  }
+  static AgentEvent StartFailed(std::string error) {
+    AgentEvent e = Of(Kind::kWorkersStarted);
+    e.ok = false;
+    e.text = std::move(error);
+    return e;
+  }
+  static AgentEvent WorkerExited(int local_rank, int rank, int pid, int exit_code) {
+    AgentEvent e = Of(Kind::kWorkerExited);
+    e.local_rank = local_rank;
+    e.rank = rank;
+    e.pid = pid;
+    e.exit_code = exit_code;
+    return e;
+  }
+  static AgentEvent MembershipChanged(bool charged, std::string why) {
+    AgentEvent e = Of(Kind::kMembershipChanged);
+    e.charged = charged;
+    e.text = std::move(why);
+    return e;
+  }
+  static AgentEvent HeartbeatMissed(int local_rank, int pid, double silent_for_s, bool ever_touched) {
+    AgentEvent e = Of(Kind::kHeartbeatMissed);
+    e.local_rank = local_rank;
+    e.pid = pid;
+    e.silent_for_s = silent_for_s;
+    e.ever_touched = ever_touched;
+    return e;
+  }
+  static AgentEvent Signal(int sig) {
+    AgentEvent e = Of(Kind::kSignal);
+    e.signal = sig;
+    return e;
+  }
+  static AgentEvent PeerPreempt(PreemptNotice notice) {
+    AgentEvent e = Of(Kind::kPeerPreempt);
+    e.peer_notice = std::move(notice);
+    return e;
+  }
+  static AgentEvent PeerFailed(std::optional<rdzv::VerdictSummary> verdict) {
+    AgentEvent e = Of(Kind::kPeerFailed);
+    e.verdict = std::move(verdict);
+    return e;
+  }
+  static AgentEvent Timer(AgentTimer timer) {
+    AgentEvent e = Of(Kind::kTimer);
+    e.timer = timer;
+    return e;
+  }
+  static AgentEvent ExclusionRequest(std::string reason) {
+    AgentEvent e = Of(Kind::kExclusionRequest);
+    e.text = std::move(reason);
+    return e;
+  }
+  // `stuck_report` not empty: processes outlived SIGKILL (StuckReport).
+  static AgentEvent GroupClosed(std::string stuck_report = "") {
+    AgentEvent e = Of(Kind::kGroupClosed);
+    e.report = std::move(stuck_report);
+    return e;
+  }
+  static AgentEvent AttemptEnded(bool failures, int report_code = 1, AttemptEnd notes = {}) {
+    AgentEvent e = Of(Kind::kAttemptEnded);
+    e.failures = failures;
+    e.report_code = report_code;
+    e.notes = std::move(notes);
+    return e;
+  }
+  static AgentEvent PreemptVerdictRead(PreemptVerdict verdict) {
+    AgentEvent e = Of(Kind::kPreemptVerdictRead);
+    e.preempt_verdict = std::move(verdict);
+    return e;
+  }
+  static AgentEvent VerdictResolved(std::optional<rdzv::VerdictSummary> verdict) {
+    AgentEvent e = Of(Kind::kVerdictResolved);
+    e.verdict = std::move(verdict);
+    return e;
+  }
+  // `report`: FormatHealthReport's, when not healthy.
+  static AgentEvent HealthChecked(bool periodic, bool healthy, std::string command = "", std::string failure = "",
+                                  std::string report = "", std::vector<std::string> last_lines = {}) {
+    AgentEvent e = Of(Kind::kHealthChecked);
+    e.periodic = periodic;
+    e.ok = healthy;
+    e.command = std::move(command);
+    e.text = std::move(failure);
+    e.report = std::move(report);
+    e.last_lines = std::move(last_lines);
+    return e;
+  }
 };
 
 struct AgentAction {

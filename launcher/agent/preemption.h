@@ -1,7 +1,7 @@
 // Preemption (--preempt-grace): the pieces of one notice that are not the
 // agent's state machine — its budget, the notice file the workers watch, and
 // the verdict read from the workers' markers. The agent's side (when a notice
-// begins, the deadline, the stop) is agent_preempt.cc.
+// begins, the deadline, the stop) is agent_machine_preempt.cc.
 //
 // The workers' channel (docs/preemption.md):
 //   CTRUN_PREEMPT_FILE        <run log dir>/preempt: absent until a notice,

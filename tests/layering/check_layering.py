@@ -22,7 +22,14 @@ FAMILIES = {
     "grpc": lambda h: h.split("/")[0] in ("grpc", "grpcpp", "grpc++", "absl") or h.endswith(".grpc.pb.h"),
     "protobuf": lambda h: h.startswith("google/protobuf/") or h.endswith(".pb.h"),
     "boost": lambda h: h.startswith("boost/"),
+    # pure.txt's families
+    "asio": lambda h: h.startswith("boost/asio"),
+    "spdlog": lambda h: h.startswith("spdlog/"),
+    "process": lambda h: h.startswith("launcher/process/") or h in ("unistd.h", "sys/wait.h", "spawn.h"),
+    "clock": lambda h: h in ("ctime", "time.h", "sys/time.h"),
+    "io": lambda h: h in ("fstream", "iostream", "cstdio", "filesystem", "sys/socket.h", "fcntl.h"),
 }
+CLOCK_READ = re.compile(r"\bnow\(\)")
 
 
 class TableError(Exception):
@@ -105,6 +112,47 @@ def check(root, table):
     return problems
 
 
+def read_pure(path):
+    """Returns {file: set of forbidden families} from pure.txt."""
+    pure = {}
+    with open(path, encoding="utf-8") as f:
+        for number, raw in enumerate(f, 1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            cells = [c.strip() for c in line.split("|")]
+            if len(cells) != 2:
+                raise TableError(f"{path}:{number}: expected 'file | forbids', got {raw.strip()!r}")
+            families = set(cells[1].split())
+            unknown = families - FAMILIES.keys()
+            if unknown:
+                raise TableError(f"{path}:{number}: unknown header family {sorted(unknown)}")
+            pure[cells[0]] = families
+    return pure
+
+
+def check_pure(root, pure):
+    """The files of pure.txt: no forbidden header, no clock read."""
+    problems = []
+    for rel, forbids in sorted(pure.items()):
+        path = os.path.join(root, rel)
+        if not os.path.isfile(path):
+            problems.append(f"{rel}: listed in tests/layering/pure.txt, but there is no such file")
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for number, line in enumerate(f, 1):
+                m = INCLUDE.match(line)
+                if m:
+                    for family in sorted(forbids):
+                        if FAMILIES[family](m.group(2)):
+                            problems.append(f"{rel}:{number}: includes {m.group(2)} ({family}); "
+                                            f"it must stay pure (tests/layering/pure.txt)")
+                elif CLOCK_READ.search(line.split("//", 1)[0]):
+                    problems.append(f"{rel}:{number}: reads a clock; pure code is given the time "
+                                    f"(tests/layering/pure.txt)")
+    return problems
+
+
 def main(argv):
     root = os.path.abspath(argv[1]) if len(argv) > 1 else os.path.dirname(os.path.dirname(HERE))
     table_path = os.path.join(root, "tests", "layering", "allowed.txt")
@@ -116,6 +164,13 @@ def main(argv):
         print(f"layering: {e}", file=sys.stderr)
         return 2
     problems = check(root, table)
+    pure_path = os.path.join(os.path.dirname(table_path), "pure.txt")
+    if os.path.isfile(pure_path):
+        try:
+            problems += check_pure(root, read_pure(pure_path))
+        except TableError as e:
+            print(f"layering: {e}", file=sys.stderr)
+            return 2
     for p in problems:
         print(p)
     if problems:

@@ -101,6 +101,31 @@ class CheckerCatches(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("launcher/nowhere, which is not in the table", err)
 
+    def write_pure(self, rel):
+        self.write("tests/layering/pure.txt", f"{rel} | asio spdlog process clock io\n")
+
+    def test_a_pure_file_including_asio_or_spdlog_fails(self):
+        self.write_pure("launcher/cli/flags.h")
+        self.write("launcher/cli/flags.h", '#pragma once\n#include <boost/asio/io_context.hpp>\n#include <spdlog/spdlog.h>\n')
+        rc, out, _ = run_checker(self.root)
+        self.assertEqual(rc, 1)
+        self.assertIn("launcher/cli/flags.h:2: includes boost/asio/io_context.hpp (asio)", out)
+        self.assertIn("launcher/cli/flags.h:3: includes spdlog/spdlog.h (spdlog)", out)
+
+    def test_a_pure_file_reading_a_clock_fails(self):
+        self.write_pure("launcher/cli/flags.h")
+        self.write("launcher/cli/flags.h", "#pragma once\n// now() in a comment is fine\nauto t = Clock::now();\n")
+        rc, out, _ = run_checker(self.root)
+        self.assertEqual(rc, 1)
+        self.assertIn("launcher/cli/flags.h:3: reads a clock", out)
+        self.assertNotIn("flags.h:2", out)
+
+    def test_a_pure_file_that_is_gone_fails(self):
+        self.write_pure("launcher/cli/gone.h")
+        rc, out, _ = run_checker(self.root)
+        self.assertEqual(rc, 1)
+        self.assertIn("launcher/cli/gone.h: listed in tests/layering/pure.txt", out)
+
 
 if __name__ == "__main__":
     unittest.main()

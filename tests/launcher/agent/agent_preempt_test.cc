@@ -1,4 +1,4 @@
-// The agent's preemption (--preempt-grace; launcher/agent/agent.h's
+// The agent's preemption (--preempt-grace; launcher/agent/agent_machine.h's
 // "Preemption"): a notice from a signal or a peer, the workers' markers, the
 // deadline, and the verdict's exit code and events.
 #include "tests/launcher/agent/agent_fixture.h"

@@ -1,5 +1,5 @@
 // The agent's verdict on a failed end and a peer's failure
-// (--kill-on-bad-exit): launcher/agent/agent.h's diagram, driven through the
+// (--kill-on-bad-exit): launcher/agent/agent_machine.h's diagram, driven through the
 // fakes of agent_fixture.h.
 #include <signal.h>
 
