@@ -8,7 +8,7 @@
 
 #include "launcher/agent/agent.h"
 #include "launcher/cli/command.h"
-#include "launcher/logs/report.h"
+#include "launcher/report/report.h"
 
 namespace ctrun::launcher {
 

@@ -7,8 +7,8 @@
 #include <chrono>
 
 #include "launcher/agent/agent.h"
-#include "launcher/agent/failure_report.h"
-#include "launcher/logs/report.h"
+#include "launcher/report/failure_report.h"
+#include "launcher/report/report.h"
 #include "launcher/net/local_address.h"
 
 namespace ctrun::launcher {

@@ -8,7 +8,7 @@
 
 #include "base/text_match.h"
 #include "launcher/agent/agent.h"
-#include "launcher/agent/failure_report.h"
+#include "launcher/report/failure_report.h"
 #include "launcher/net/local_address.h"
 
 namespace ctrun::launcher {

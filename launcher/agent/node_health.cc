@@ -8,7 +8,7 @@
 #include <chrono>
 
 #include "launcher/agent/agent.h"
-#include "launcher/agent/failure_report.h"
+#include "launcher/report/failure_report.h"
 #include "launcher/logs/stream_tee.h"
 #include "launcher/net/local_address.h"
 
