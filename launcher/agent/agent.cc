@@ -6,9 +6,9 @@
 
 #include <chrono>
 
-#include "launcher/agent/failure_report.h"
-#include "launcher/logs/report.h"
 #include "launcher/net/local_address.h"
+#include "launcher/report/failure_report.h"
+#include "launcher/report/report.h"
 
 namespace ctrun::launcher {
 

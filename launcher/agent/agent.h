@@ -43,7 +43,7 @@
 #include "launcher/liveness/watch.h"
 #include "launcher/logs/event_log.h"
 #include "launcher/logs/log_dir.h"
-#include "launcher/logs/log_shipper.h"
+#include "launcher/logs/ship/log_shipper.h"
 #include "launcher/process/worker_env.h"
 #include "launcher/process/worker_group.h"
 #include "launcher/rdzv/rendezvous_handler.h"

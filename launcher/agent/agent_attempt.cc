@@ -8,10 +8,10 @@
 #include <chrono>
 
 #include "launcher/agent/agent.h"
-#include "launcher/agent/failure_report.h"
+#include "launcher/report/failure_report.h"
 #include "launcher/cli/command.h"
 #include "launcher/forensics/oom_kills.h"
-#include "launcher/logs/error_file.h"
+#include "launcher/report/error_file.h"
 #include "launcher/net/local_address.h"
 
 namespace ctrun::launcher {

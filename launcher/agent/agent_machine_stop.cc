@@ -8,7 +8,7 @@
 #include "launcher/agent/agent_actions.h"
 #include "launcher/agent/agent_machine.h"
 #include "launcher/cli/exit_codes.h"
-#include "launcher/logs/report.h"
+#include "launcher/report/report.h"
 
 namespace ctrun::launcher {
 

@@ -25,13 +25,13 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "launcher/agent/failure_report.h"
+#include "launcher/report/failure_report.h"
 #include "launcher/agent/worker_specs.h"
 #include "launcher/health/exclusion_request.h"
 #include "launcher/liveness/watch.h"
 #include "launcher/logs/console_dedup.h"
 #include "launcher/logs/filtered_log.h"
-#include "launcher/logs/report.h"
+#include "launcher/report/report.h"
 #include "launcher/logs/stream_tee.h"
 #include "launcher/process/worker_env.h"
 #include "launcher/rdzv/rendezvous_handler.h"

@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "launcher/cli/command.h"
-#include "launcher/logs/report.h"
+#include "launcher/report/report.h"
 #include "launcher/logs/stream_tee.h"
 
 namespace ctrun::launcher {

@@ -17,7 +17,7 @@
 
 namespace ctrun::launcher {
 
-class LogShipper;  // launcher/logs/log_shipper.h
+class LogShipper;  // launcher/logs/ship/log_shipper.h
 
 // Everything an attempt's plan depends on besides the round. Borrows it all.
 struct AttemptInputs {

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "base/text_match.h"
-#include "launcher/logs/report.h"
+#include "launcher/report/report.h"
 #include "rendezvous/machine/failure_verdict.h"
 #include "rendezvous/machine/node_order.h"
 #include "rendezvous/machine/verdict_line.h"

@@ -4,6 +4,7 @@
 
 #include <charconv>
 
+#include "base/ft_wire/host_port.h"
 #include "launcher/cli/text.h"
 #include "rendezvous/machine/quorum_plan.h"
 
@@ -44,8 +45,6 @@ Result<std::vector<RankAddress>> ParseAddress(const rdzv::QuorumMember& m) {
   return out;
 }
 
-std::string HostPort(const std::string& host, uint16_t port) { return host + ":" + std::to_string(port); }
-
 }  // namespace
 
 FtGroupSync::FtGroupSync(std::string group, std::string host, int nproc)
@@ -54,7 +53,7 @@ FtGroupSync::FtGroupSync(std::string group, std::string host, int nproc)
       nproc_(nproc),
       lines_(static_cast<size_t>(nproc)) {}
 
-Status FtGroupSync::Add(const FtSyncLine& line) {
+Status FtGroupSync::Add(const ft_wire::SyncLine& line) {
   if (line.local_rank >= nproc_) {
     return Status::InvalidArgument(fmt::format(
         "local rank {} sent a sync line, but this node runs {} workers (local ranks 0..{})", line.local_rank,
@@ -75,7 +74,7 @@ Result<rdzv::SyncCall> FtGroupSync::Call() const {
   rdzv::SyncCall call{.group = group_, .committed_step = lines_[0]->committed_step, .address = host_ + "|",
                       .ballot = std::nullopt};
   for (int r = 0; r < nproc_; ++r) {
-    const FtSyncLine& line = *lines_[static_cast<size_t>(r)];
+    const ft_wire::SyncLine& line = *lines_[static_cast<size_t>(r)];
     if (line.committed_step != call.committed_step) {
       return Status::InvalidArgument(fmt::format(
           "the workers of this node disagree on the committed step (local rank 0: {}, local rank {}: {}); "
@@ -85,7 +84,7 @@ Result<rdzv::SyncCall> FtGroupSync::Call() const {
     call.address += fmt::format("{}{}/{}", r == 0 ? "" : ",", line.ring_port, line.heal_port);
   }
   for (int r = 0; r < nproc_; ++r) {
-    const std::optional<FtWorkerBallot>& b = lines_[static_cast<size_t>(r)]->ballot;
+    const std::optional<ft_wire::Ballot>& b = lines_[static_cast<size_t>(r)]->ballot;
     if (!b) continue;
     if (!call.ballot) {
       call.ballot = rdzv::Ballot{.quorum_id = b->quorum_id, .step = b->step, .ok = true};
@@ -108,8 +107,8 @@ void FtGroupSync::Reset() {
   given_ = 0;
 }
 
-Result<std::vector<FtRankAnswer>> FtRankAnswers(const rdzv::SyncAnswer& answer, const std::string& group,
-                                                int nproc, int part, int parts) {
+Result<std::vector<ft_wire::QuorumLine>> FtRankAnswers(const rdzv::SyncAnswer& answer, const std::string& group,
+                                                       int nproc, int part, int parts) {
   const rdzv::Quorum& q = answer.quorum;
   std::vector<std::vector<RankAddress>> addresses;
   for (const rdzv::QuorumMember& m : q.members) {
@@ -128,23 +127,26 @@ Result<std::vector<FtRankAnswer>> FtRankAnswers(const rdzv::SyncAnswer& answer, 
   const int64_t max_step = q.max_step();
   bool behind = false;
   for (const auto& m : q.members) behind = behind || m.step < max_step;
-  std::vector<FtRankAnswer> out;
+  std::vector<ft_wire::QuorumLine> out;
   const size_t world = q.members.size();
   for (int local = 0; local < nproc; ++local) {
     const int r = part * nproc + local;  // the rank in the group: its peers are rank r of the others
     const size_t i = static_cast<size_t>(r);
-    FtRankAnswer a{.commit = answer.commit, .quorum_id = q.id, .replica_rank = static_cast<int>(*me),
-                   .replica_world = static_cast<int>(world), .max_step = max_step, .right = "", .heal = {},
-                   .serve = q.members[*me].step == max_step && behind};
+    ft_wire::QuorumLine a{.commit = answer.commit, .quorum_id = q.id, .replica_rank = static_cast<int>(*me),
+                          .replica_world = static_cast<int>(world), .max_step = max_step, .right_host = "",
+                          .right_port = 0, .heal_sources = {}, .serve = q.members[*me].step == max_step && behind};
     const size_t right = (*me + 1) % world;
-    if (world > 1) a.right = HostPort(addresses[right][i].host, addresses[right][i].ring);
+    if (world > 1) {
+      a.right_host = addresses[right][i].host;
+      a.right_port = addresses[right][i].ring;
+    }
     Result<rdzv::QuorumPlan> plan = rdzv::PlanFor(q, group, r);
     if (!plan.ok()) return plan.status();
     if (plan->heal) {
       for (const std::string& source : plan->sources) {
         for (size_t k = 0; k < q.members.size(); ++k) {
           if (q.members[k].address != source) continue;
-          a.heal.push_back(HostPort(addresses[k][i].host, addresses[k][i].heal));
+          a.heal_sources.push_back(ft_wire::FormatHostPort(addresses[k][i].host, addresses[k][i].heal));
           break;
         }
       }

@@ -20,8 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "base/ft_wire/agent_lines.h"
+#include "base/ft_wire/worker_lines.h"
 #include "base/result.h"
-#include "launcher/ft/worker_lines.h"
 #include "rendezvous/machine/step_sync.h"
 
 namespace ctrun::launcher {
@@ -37,7 +38,7 @@ class FtGroupSync {
 
   // One rank's line for this step. InvalidArgument naming the rank when it
   // is out of range or already gave its line this step.
-  Status Add(const FtSyncLine& line);
+  Status Add(const ft_wire::SyncLine& line);
   bool complete() const { return given_ == nproc_; }
   // The group's call, once complete(): its ballot is every rank's ok and-ed
   // (a rank with no ballot where another has one, or with another quorum or
@@ -52,7 +53,7 @@ class FtGroupSync {
   std::string group_;
   std::string host_;
   int nproc_;
-  std::vector<std::optional<FtSyncLine>> lines_;  // by local rank
+  std::vector<std::optional<ft_wire::SyncLine>> lines_;  // by local rank
   int given_ = 0;
 };
 
@@ -62,7 +63,7 @@ class FtGroupSync {
 // part * nproc + l). InvalidArgument when a member's address cannot be read
 // or has fewer ranks than nproc * parts; NotFound when `group` is not in
 // the quorum.
-Result<std::vector<FtRankAnswer>> FtRankAnswers(const rdzv::SyncAnswer& answer, const std::string& group,
-                                                int nproc, int part = 0, int parts = 1);
+Result<std::vector<ft_wire::QuorumLine>> FtRankAnswers(const rdzv::SyncAnswer& answer, const std::string& group,
+                                                       int nproc, int part = 0, int parts = 1);
 
 }  // namespace ctrun::launcher

@@ -8,6 +8,8 @@
 #include <boost/asio/write.hpp>
 #include <deque>
 
+#include "base/ft_wire/agent_lines.h"
+#include "base/ft_wire/fields.h"
 #include "launcher/cli/text.h"
 
 namespace ctrun::launcher {
@@ -17,7 +19,7 @@ using Local = asio::local::stream_protocol;
 
 // One worker's connection. `rank` is set by its first sync line.
 struct FtRelay::Conn {
-  explicit Conn(Local::socket s) : socket(std::move(s)), in(kFtMaxLine) {}
+  explicit Conn(Local::socket s) : socket(std::move(s)), in(ft_wire::kMaxLineBytes) {}
   Local::socket socket;
   asio::streambuf in;
   std::deque<std::string> out;  // lines to write, the front one being written
@@ -94,21 +96,21 @@ void FtRelay::Read(const std::shared_ptr<Conn>& conn) {
 }
 
 void FtRelay::OnLine(const std::shared_ptr<Conn>& conn, std::string_view line) {
-  Result<FtWorkerLine> parsed = ParseFtWorkerLine(line);
+  Result<ft_wire::WorkerLine> parsed = ft_wire::ParseWorkerLine(line);
   if (!parsed.ok()) {
     Refuse(conn, parsed.status().message());
     return;
   }
-  if (const auto* sync = std::get_if<FtSyncLine>(&*parsed)) {
+  if (const auto* sync = std::get_if<ft_wire::SyncLine>(&*parsed)) {
     OnSync(conn, *sync);
-  } else if (const auto* healed = std::get_if<FtHealedLine>(&*parsed)) {
+  } else if (const auto* healed = std::get_if<ft_wire::HealedLine>(&*parsed)) {
     OnHealed(*healed);
   } else {
-    OnDone(conn, std::get<FtDoneLine>(*parsed));
+    OnDone(conn, std::get<ft_wire::DoneLine>(*parsed));
   }
 }
 
-void FtRelay::OnSync(const std::shared_ptr<Conn>& conn, const FtSyncLine& line) {
+void FtRelay::OnSync(const std::shared_ptr<Conn>& conn, const ft_wire::SyncLine& line) {
   if (line.local_rank >= options_.nproc) {
     Refuse(conn, fmt::format("local rank {} is not one of this node's {} workers", line.local_rank, options_.nproc));
     return;
@@ -128,7 +130,7 @@ void FtRelay::OnSync(const std::shared_ptr<Conn>& conn, const FtSyncLine& line) 
   if (!step_.complete()) return;
   Result<rdzv::SyncCall> call = step_.Call();
   if (!call.ok()) {
-    ToAllRanks(FormatFtError(call.status().message()), /*close=*/true);
+    ToAllRanks(ft_wire::FormatError(call.status().message()), /*close=*/true);
     return;
   }
   left_ = false;
@@ -194,23 +196,23 @@ void FtRelay::OnAnswer(uint64_t generation, const Result<rdzv::SyncAnswer>& answ
                   "): check that the quorum server runs at --rdzv-endpoint and that at least MIN groups of "
                   "--ft-replicas take part"
             : "the quorum server refused this group's call: " + answer.status().message();
-    ToAllRanks(FormatFtError(why), /*close=*/true);
+    ToAllRanks(ft_wire::FormatError(why), /*close=*/true);
     return;
   }
   step_.Reset();
   if (answer->finished_step) {
     spdlog::info("the run finished at step {} before replica group {} rejoined: nothing is left to train",
                  *answer->finished_step, options_.group);
-    ToAllRanks(FormatFtFinished(*answer->finished_step));
+    ToAllRanks(ft_wire::FormatFinished(*answer->finished_step));
     return;
   }
-  Result<std::vector<FtRankAnswer>> per_rank =
+  Result<std::vector<ft_wire::QuorumLine>> per_rank =
       FtRankAnswers(*answer, options_.group, options_.nproc, part_, options_.parts);
   if (!per_rank.ok()) {
-    ToAllRanks(FormatFtError(per_rank.status().message()), /*close=*/true);
+    ToAllRanks(ft_wire::FormatError(per_rank.status().message()), /*close=*/true);
     return;
   }
-  const FtRankAnswer& a = per_rank->front();
+  const ft_wire::QuorumLine& a = per_rank->front();
   if (quorum_id_ != a.quorum_id) {
     quorum_id_ = a.quorum_id;
     quorum_world_ = a.replica_world;
@@ -221,17 +223,17 @@ void FtRelay::OnAnswer(uint64_t generation, const Result<rdzv::SyncAnswer>& answ
     spdlog::info("replica group {} trains step {} in quorum {} as replica {} of {}", options_.group, a.max_step,
                  a.quorum_id, a.replica_rank, a.replica_world);
   }
-  if (!a.heal.empty()) {
+  if (!a.heal_sources.empty()) {
     for (auto& h : healed_) h.reset();
-    Emit("replica_healing", {{"quorum_id", a.quorum_id}, {"step", a.max_step}, {"sources", a.heal}});
-    spdlog::info("replica group {} heals to step {} from {}", options_.group, a.max_step, a.heal.front());
+    Emit("replica_healing", {{"quorum_id", a.quorum_id}, {"step", a.max_step}, {"sources", a.heal_sources}});
+    spdlog::info("replica group {} heals to step {} from {}", options_.group, a.max_step, a.heal_sources.front());
   }
   for (size_t r = 0; r < per_rank->size(); ++r) {
-    if (ranks_[r]) Send(ranks_[r], FormatFtQuorum((*per_rank)[r]));
+    if (ranks_[r]) Send(ranks_[r], ft_wire::FormatQuorum((*per_rank)[r]));
   }
 }
 
-void FtRelay::OnHealed(const FtHealedLine& line) {
+void FtRelay::OnHealed(const ft_wire::HealedLine& line) {
   if (line.local_rank >= options_.nproc) return;
   healed_[static_cast<size_t>(line.local_rank)] = line;
   uint64_t bytes = 0;
@@ -249,7 +251,7 @@ void FtRelay::OnHealed(const FtHealedLine& line) {
                seconds);
 }
 
-void FtRelay::OnDone(const std::shared_ptr<Conn>& conn, const FtDoneLine& line) {
+void FtRelay::OnDone(const std::shared_ptr<Conn>& conn, const ft_wire::DoneLine& line) {
   if (conn->rank < 0 || conn->rank != line.local_rank) {
     Refuse(conn, fmt::format("'done' from local rank {} on a link that is not its own", line.local_rank));
     return;
@@ -262,7 +264,7 @@ void FtRelay::OnDone(const std::shared_ptr<Conn>& conn, const FtDoneLine& line) 
   link_.Finished(finished_step_, [this, alive = alive_] {
     if (!*alive) return;
     for (const auto& c : ranks_) {
-      if (c && c->done) Send(c, "bye\n");
+      if (c && c->done) Send(c, ft_wire::FormatBye());
     }
   });
 }
@@ -271,7 +273,7 @@ void FtRelay::OnLost(const std::string& group, int64_t quorum_id, const std::str
   if (group == options_.group) return;
   spdlog::info("replica group {} of quorum {} was lost ({}); aborting this step's cross-replica all-reduce", group,
                quorum_id, reason);
-  ToAllRanks(FormatFtAbort(fmt::format("replica group {} of quorum {} was lost: {}", group, quorum_id, reason)));
+  ToAllRanks(ft_wire::FormatAbort(fmt::format("replica group {} of quorum {} was lost: {}", group, quorum_id, reason)));
 }
 
 void FtRelay::OnClosed(const std::shared_ptr<Conn>& conn, const std::string& why) {
@@ -302,7 +304,7 @@ void FtRelay::ToAllRanks(const std::string& line, bool close) {
 
 void FtRelay::Refuse(const std::shared_ptr<Conn>& conn, const std::string& why) {
   spdlog::warn("a worker's fault-tolerance line was refused: {}", why);
-  Send(conn, FormatFtError(why), /*close_after=*/true);
+  Send(conn, ft_wire::FormatError(why), /*close_after=*/true);
 }
 
 void FtRelay::Send(const std::shared_ptr<Conn>& conn, std::string line, bool close_after) {

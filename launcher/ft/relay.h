@@ -17,7 +17,7 @@
 // group's step: the relay leaves the quorum (FtQuorumLink::Leave), forgets
 // the step, drops any answer still due for it, and waits for the next
 // workers' lines (the agent restarts the group as after any failure). A
-// line it cannot read, or one longer than kFtMaxLine, gets `error <why>` and
+// line it cannot read, or one longer than ft_wire::kMaxLineBytes, gets `error <why>` and
 // its connection is closed.
 //
 // While the group's call waits for its answer, it logs QuorumWaitingLine
@@ -45,6 +45,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/ft_wire/worker_lines.h"
 #include "base/result.h"
 #include "launcher/ft/group_sync.h"
 #include "launcher/ft/quorum_link.h"
@@ -100,11 +101,11 @@ class FtRelay {
   void Accept();
   void Read(const std::shared_ptr<Conn>& conn);
   void OnLine(const std::shared_ptr<Conn>& conn, std::string_view line);
-  void OnSync(const std::shared_ptr<Conn>& conn, const FtSyncLine& line);
-  void OnHealed(const FtHealedLine& line);
+  void OnSync(const std::shared_ptr<Conn>& conn, const ft_wire::SyncLine& line);
+  void OnHealed(const ft_wire::HealedLine& line);
   // A rank finished; once all have, the server learns the run is over and
   // each gets `bye`.
-  void OnDone(const std::shared_ptr<Conn>& conn, const FtDoneLine& line);
+  void OnDone(const std::shared_ptr<Conn>& conn, const ft_wire::DoneLine& line);
   void OnAnswer(uint64_t generation, const Result<rdzv::SyncAnswer>& answer);
   // A rank's connection closed or failed: the group's step fails.
   void OnClosed(const std::shared_ptr<Conn>& conn, const std::string& why);
@@ -139,7 +140,7 @@ class FtRelay {
   rdzv::SyncCall call_;                             // the call in flight: made again when the server was lost
   bool told_unreachable_ = false;                   // logged the server's loss for the call in flight
   int64_t finished_step_ = 0;     // the step the ranks that said `done` finished at
-  std::vector<std::optional<FtHealedLine>> healed_;
+  std::vector<std::optional<ft_wire::HealedLine>> healed_;
   std::shared_ptr<bool> alive_;   // callbacks posted after destruction see false
 };
 

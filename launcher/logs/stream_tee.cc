@@ -10,7 +10,7 @@
 
 #include "launcher/logs/console_dedup.h"
 #include "launcher/logs/filtered_log.h"
-#include "launcher/logs/log_shipper.h"
+#include "launcher/logs/ship/log_shipper.h"
 
 namespace ctrun::launcher {
 

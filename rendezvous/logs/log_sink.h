@@ -1,6 +1,6 @@
 // LogSink: where an agent's shared log lines go (--share-logs): one stream
 // to the rendezvous server (rendezvous/grpc/log_client.h makes the gRPC
-// one). The agent's LogShipper (launcher/logs/log_shipper.h) drives it from
+// one). The agent's LogShipper (launcher/logs/ship/log_shipper.h) drives it from
 // its own thread.
 //
 // Thread model: Send and Finish from one thread; Cancel from any thread,

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <utility>
 
+#include "base/ft_wire/fields.h"
+
 namespace ctrun::trainer::ft {
 namespace {
 
@@ -22,16 +24,6 @@ std::string LinkShown(std::string_view line) {
   out += line.substr(0, kShown);
   if (line.size() > kShown) out += "...";
   return out + "'";
-}
-
-// The rest of the line after its verb and one space ("" when none).
-std::string LinkRest(std::string_view line, std::string_view verb) {
-  if (line.size() <= verb.size() + 1) return "";
-  return std::string(line.substr(verb.size() + 1));
-}
-
-bool LinkVerbIs(std::string_view line, std::string_view verb) {
-  return line.substr(0, verb.size()) == verb && (line.size() == verb.size() || line[verb.size()] == ' ');
 }
 
 }  // namespace
@@ -79,9 +71,9 @@ AgentLink::~AgentLink() {
   ::close(stop_fd_);
 }
 
-Result<QuorumLine> AgentLink::Sync(const SyncLine& line) { return Ask(FormatSync(line)); }
+Result<AgentAnswer> AgentLink::Sync(const ft_wire::SyncLine& line) { return Ask(ft_wire::FormatSync(line)); }
 
-Result<QuorumLine> AgentLink::Ask(const std::string& text) {
+Result<AgentAnswer> AgentLink::Ask(const std::string& text) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!failure_.ok()) return failure_;
   waiting_ = true;
@@ -96,7 +88,7 @@ Result<QuorumLine> AgentLink::Ask(const std::string& text) {
   answered_.wait(lock, [this] { return answer_.has_value() || !failure_.ok(); });
   waiting_ = false;
   if (!answer_) return failure_;
-  QuorumLine out = std::move(*answer_);
+  AgentAnswer out = std::move(*answer_);
   answer_.reset();
   return out;
 }
@@ -106,11 +98,11 @@ Status AgentLink::Healed(int local_rank, int64_t step, const std::string& source
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok()) return failure_;
   }
-  return SendLine(FormatHealed(HealedLine{local_rank, step, source, bytes, seconds}));
+  return SendLine(ft_wire::FormatHealed(ft_wire::HealedLine{local_rank, step, source, bytes, seconds}));
 }
 
 Status AgentLink::Done(int local_rank, int64_t step) {
-  return Ask("done " + std::to_string(local_rank) + " " + std::to_string(step) + "\n").status();
+  return Ask(ft_wire::FormatDone(ft_wire::DoneLine{local_rank, step})).status();
 }
 
 Status AgentLink::SendLine(const std::string& text) {
@@ -161,7 +153,7 @@ void AgentLink::ReadLoop() {
 
 // Reads what is there and handles every complete line in `pending`.
 Status AgentLink::ReadSome(std::string& pending) {
-  char buffer[kFtMaxLineBytes];
+  char buffer[ft_wire::kMaxLineBytes];
   const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Status::Ok();
   if (n < 0 && errno == ECONNRESET) return Status::Unavailable(kLinkClosed);
@@ -172,50 +164,49 @@ Status AgentLink::ReadSome(std::string& pending) {
   for (;;) {
     const std::size_t end = pending.find('\n', start);
     if (end == std::string::npos) break;
-    if (end - start + 1 > kFtMaxLineBytes) break;
+    if (end - start + 1 > ft_wire::kMaxLineBytes) break;
     CTRUN_RETURN_IF_ERROR(HandleLine(std::string_view(pending).substr(start, end - start)));
     start = end + 1;
   }
   pending.erase(0, start);
-  // Without its '\n', kFtMaxLineBytes bytes are already too many.
+  // Without its '\n', ft_wire::kMaxLineBytes bytes are already too many.
   const std::size_t line_end = pending.find('\n');
-  if ((line_end == std::string::npos ? pending.size() + 1 : line_end + 1) > kFtMaxLineBytes) {
-    return Status::InvalidArgument("the agent sent a line longer than " + std::to_string(kFtMaxLineBytes) +
+  if ((line_end == std::string::npos ? pending.size() + 1 : line_end + 1) > ft_wire::kMaxLineBytes) {
+    return Status::InvalidArgument("the agent sent a line longer than " + std::to_string(ft_wire::kMaxLineBytes) +
                                    " bytes: " + LinkShown(pending));
   }
   return Status::Ok();
 }
 
 Status AgentLink::HandleLine(std::string_view line) {
-  if (LinkVerbIs(line, "abort")) {
-    if (on_abort_) on_abort_(LinkRest(line, "abort"));
+  if (ft_wire::VerbIs(line, "abort")) {
+    if (on_abort_) on_abort_(ft_wire::TextAfterVerb(line, "abort"));
     return Status::Ok();
   }
-  if (LinkVerbIs(line, "error")) {
-    return Status::FailedPrecondition("the agent refused this worker's line: " + LinkRest(line, "error"));
+  if (ft_wire::VerbIs(line, "error")) {
+    return Status::FailedPrecondition("the agent refused this worker's line: " +
+                                      ft_wire::TextAfterVerb(line, "error"));
   }
-  Result<QuorumLine> parsed = QuorumLine{};
-  if (LinkVerbIs(line, "finished")) {
-    const std::string rest = LinkRest(line, "finished");
-    char* end = nullptr;
-    const long long step = std::strtoll(rest.c_str(), &end, 10);
-    if (rest.empty() || *end != '\0' || step < 0) {
+  AgentAnswer parsed;
+  if (ft_wire::VerbIs(line, "finished")) {
+    parsed.finished_step = ft_wire::ParseFinished(line);
+    if (!parsed.finished_step) {
       return Status::InvalidArgument("the agent's answer does not parse: " + LinkShown(line));
     }
-    parsed->finished_step = step;
-  } else if (!LinkVerbIs(line, "bye")) {  // `bye` answers `done`: an empty answer
-    if (!LinkVerbIs(line, "quorum")) {
+  } else if (!ft_wire::VerbIs(line, "bye")) {  // `bye` answers `done`: an empty answer
+    if (!ft_wire::VerbIs(line, "quorum")) {
       return Status::InvalidArgument("the agent sent a line this worker does not understand: " + LinkShown(line));
     }
-    parsed = ParseQuorum(line);
-    if (!parsed.ok()) return Status::InvalidArgument("the agent's answer does not parse: " + parsed.status().message());
+    Result<ft_wire::QuorumLine> quorum = ft_wire::ParseQuorum(line);
+    if (!quorum.ok()) return Status::InvalidArgument("the agent's answer does not parse: " + quorum.status().message());
+    parsed.quorum = std::move(*quorum);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!waiting_ || answer_) {
       return Status::InvalidArgument("the agent sent an answer while no sync waited for one: " + LinkShown(line));
     }
-    answer_ = std::move(parsed).value();
+    answer_ = std::move(parsed);
   }
   answered_.notify_all();
   return Status::Ok();

@@ -4,7 +4,8 @@
 // agent's `quorum` answer; it reports a finished healing with `healed`; the
 // agent may push `abort <reason>` at any time (a member of the quorum was
 // lost) and `error <message>` (it refused this worker's line). The line
-// codec is ft_lines.h. Pure C++/POSIX (Linux): no torch.
+// codec is base/ft_wire (worker_lines.h, agent_lines.h). Pure C++/POSIX
+// (Linux): no torch.
 //
 // Failure: the link breaks at the first of
 //   - the agent closing the socket (or a read/write error): Unavailable,
@@ -12,7 +13,7 @@
 //   - an `error <message>` line: FailedPrecondition carrying the message;
 //   - a line that does not parse: a `quorum` answer that ParseQuorum
 //     refuses, an unknown line, a `quorum` line while no Sync waits, or a
-//     line longer than kFtMaxLineBytes: InvalidArgument saying what;
+//     line longer than ft_wire::kMaxLineBytes: InvalidArgument saying what;
 // and every later Sync or Healed returns that first failure. On a protocol
 // error (InvalidArgument) the link shuts its socket down, so the agent sees
 // the worker give up. A broken link is not repaired: the worker exits.
@@ -36,10 +37,19 @@
 #include <string_view>
 #include <thread>
 
+#include "base/ft_wire/agent_lines.h"
+#include "base/ft_wire/worker_lines.h"
 #include "base/result.h"
-#include "trainer/ft/ft_lines.h"
 
 namespace ctrun::trainer::ft {
+
+// The agent's answer to a Sync: its `quorum` line, or the run's end.
+struct AgentAnswer {
+  ft_wire::QuorumLine quorum;
+  // `finished <step>` instead of `quorum ...`: the run finished at that
+  // step before this group asked; nothing is left to train (quorum empty).
+  std::optional<int64_t> finished_step = std::nullopt;
+};
 
 class AgentLink {
  public:
@@ -59,7 +69,7 @@ class AgentLink {
   // when the agent closed the socket, FailedPrecondition carrying the
   // agent's `error <message>`, InvalidArgument for an answer that does not
   // parse.
-  Result<QuorumLine> Sync(const SyncLine& line);
+  Result<AgentAnswer> Sync(const ft_wire::SyncLine& line);
 
   // Sends `healed <local_rank> <step> <source> <bytes> <seconds>`; the agent
   // does not answer. The link's failure if it is broken.
@@ -78,7 +88,7 @@ class AgentLink {
   Status SendLine(const std::string& text);
   // Sends `text` and waits for the agent's answer to it (`quorum`,
   // `finished` or `bye`).
-  Result<QuorumLine> Ask(const std::string& text);
+  Result<AgentAnswer> Ask(const std::string& text);
   void Break(const Status& status);
 
   int fd_ = -1;
@@ -87,7 +97,7 @@ class AgentLink {
   std::mutex mu_;
   std::condition_variable answered_;
   bool waiting_ = false;                    // a Sync or Done waits for its answer (mu_)
-  std::optional<QuorumLine> answer_;        // its answer once read (mu_)
+  std::optional<AgentAnswer> answer_;       // its answer once read (mu_)
   Status failure_;                          // the first failure; OK while the link works (mu_)
   std::thread reader_;
 };

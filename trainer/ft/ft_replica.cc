@@ -45,7 +45,7 @@ void FtReplica::AbortRing() noexcept {
 
 Result<FtPlan> FtReplica::Join(int64_t committed_step) {
   committed_ = committed_step;
-  SyncLine line{.local_rank = options_.local_rank, .committed_step = committed_step,
+  ft_wire::SyncLine line{.local_rank = options_.local_rank, .committed_step = committed_step,
                 .ring_port = spare_->port(), .heal_port = heal_server_->port(), .ballot = std::nullopt};
   return Sync(line);
 }
@@ -91,16 +91,16 @@ bool FtReplica::AllReduceSum(int64_t* data, std::size_t count) {
 }
 
 Result<FtDecision> FtReplica::Vote(bool ok) {
-  SyncLine line{.local_rank = options_.local_rank, .committed_step = committed_,
+  ft_wire::SyncLine line{.local_rank = options_.local_rank, .committed_step = committed_,
                 .ring_port = spare_->port(), .heal_port = heal_server_->port(),
-                .ballot = LineBallot{.quorum_id = plan_.quorum_id, .step = plan_.max_step, .ok = ok && step_ok_,
+                .ballot = ft_wire::Ballot{.quorum_id = plan_.quorum_id, .step = plan_.max_step, .ok = ok && step_ok_,
                                      .late = step_late_}};
   const int64_t voted_step = plan_.max_step;
   auto answer = link_->Sync(line);
   if (!answer.ok()) return answer.status();
   FtDecision decision;
-  decision.commit = answer->commit;
-  if (answer->commit.value_or(false)) {
+  decision.commit = answer->quorum.commit;
+  if (answer->quorum.commit.value_or(false)) {
     committed_ = voted_step + 1;
     if (steady_) pace_.Record(std::chrono::steady_clock::now() - planned_);
   }
@@ -110,34 +110,35 @@ Result<FtDecision> FtReplica::Vote(bool ok) {
   return decision;
 }
 
-Result<FtPlan> FtReplica::Sync(const SyncLine& line) {
+Result<FtPlan> FtReplica::Sync(const ft_wire::SyncLine& line) {
   auto answer = link_->Sync(line);
   if (!answer.ok()) return answer.status();
   return Apply(*answer);
 }
 
 // Withdraws the last offer, moves to the answer's quorum and heals.
-Result<FtPlan> FtReplica::Apply(const QuorumLine& answer) {
+Result<FtPlan> FtReplica::Apply(const AgentAnswer& answer) {
+  const ft_wire::QuorumLine& q = answer.quorum;
   if (offered_) heal_server_->Withdraw();
   offered_ = false;
   step_ok_ = true;
   step_late_ = false;
   step_reduced_ = false;
-  steady_ = ring_quorum_ == answer.quorum_id && answer.heal_sources.empty() && !answer.serve;
-  healing_ = !answer.heal_sources.empty() || answer.serve;
+  steady_ = ring_quorum_ == q.quorum_id && q.heal_sources.empty() && !q.serve;
+  healing_ = !q.heal_sources.empty() || q.serve;
   if (answer.finished_step) {
     plan_ = FtPlan{.quorum_id = 0, .replica_rank = 0, .replica_world = 1, .max_step = committed_,
                    .heal_state = std::nullopt, .serve = false, .finished_step = answer.finished_step};
     return plan_;
   }
-  if (!ring_quorum_ || *ring_quorum_ != answer.quorum_id) CTRUN_RETURN_IF_ERROR(UseQuorum(answer));
-  FtPlan plan{.quorum_id = answer.quorum_id, .replica_rank = answer.replica_rank,
-              .replica_world = answer.replica_world, .max_step = answer.max_step,
-              .heal_state = std::nullopt, .serve = answer.serve};
-  if (!answer.heal_sources.empty()) {
-    CTRUN_RETURN_IF_ERROR(Heal(answer, plan));
-  } else if (answer.max_step != committed_) {
-    return Status::FailedPrecondition("the agent says every member trains step " + std::to_string(answer.max_step) +
+  if (!ring_quorum_ || *ring_quorum_ != q.quorum_id) CTRUN_RETURN_IF_ERROR(UseQuorum(q));
+  FtPlan plan{.quorum_id = q.quorum_id, .replica_rank = q.replica_rank,
+              .replica_world = q.replica_world, .max_step = q.max_step,
+              .heal_state = std::nullopt, .serve = q.serve};
+  if (!q.heal_sources.empty()) {
+    CTRUN_RETURN_IF_ERROR(Heal(q, plan));
+  } else if (q.max_step != committed_) {
+    return Status::FailedPrecondition("the agent says every member trains step " + std::to_string(q.max_step) +
                                       " but this worker has committed " + std::to_string(committed_) +
                                       " steps and was not told to heal");
   }
@@ -149,7 +150,7 @@ Result<FtPlan> FtReplica::Apply(const QuorumLine& answer) {
 // The spare ring becomes the quorum's ring (current before it connects, so
 // the agent's abort cuts a Connect short); a new spare listens. A ring that
 // cannot connect stays current, broken: the step's vote is no.
-Status FtReplica::UseQuorum(const QuorumLine& answer) {
+Status FtReplica::UseQuorum(const ft_wire::QuorumLine& answer) {
   std::unique_ptr<AbortableRing> old;
   {
     std::lock_guard<std::mutex> lock(ring_mu_);
@@ -174,7 +175,7 @@ void FtReplica::RingFailed(Status status) {
   step_ok_ = false;
 }
 
-Status FtReplica::Heal(const QuorumLine& answer, FtPlan& plan) {
+Status FtReplica::Heal(const ft_wire::QuorumLine& answer, FtPlan& plan) {
   FetchOptions fetch;
   fetch.stall_timeout = options_.stall_timeout;
   fetch.max_bytes = options_.max_heal_bytes;

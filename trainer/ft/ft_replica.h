@@ -130,11 +130,11 @@ class FtReplica {
 
  private:
   explicit FtReplica(FtReplicaOptions options);
-  Result<FtPlan> Sync(const SyncLine& line);
-  Result<FtPlan> Apply(const QuorumLine& answer);
+  Result<FtPlan> Sync(const ft_wire::SyncLine& line);
+  Result<FtPlan> Apply(const AgentAnswer& answer);
   Status ListenSpare();
-  Status UseQuorum(const QuorumLine& answer);
-  Status Heal(const QuorumLine& answer, FtPlan& plan);
+  Status UseQuorum(const ft_wire::QuorumLine& answer);
+  Status Heal(const ft_wire::QuorumLine& answer, FtPlan& plan);
   void AbortRing() noexcept;
   // Records a ring failure: the step's ballot is no.
   void RingFailed(Status status);

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <utility>
 
+#include "base/ft_wire/host_port.h"
 #include "trainer/comm/ring_wire.h"
-#include "trainer/ft/ft_lines.h"
 #include "trainer/ft/heal_wire.h"
 
 namespace ctrun::trainer::ft {
@@ -33,7 +33,7 @@ class HealSourceFetch {
   // The state; Aborted, or another failure of this source (its message
   // without the source's name).
   Result<std::string> Run(const std::string& source, const HealRequest& request) {
-    auto where = ParseHostPort(source, "healing source");
+    auto where = ft_wire::ParseHostPort(source, "healing source");
     if (!where.ok()) return where.status();
     auto fd = RingStartConnect(where->host, where->port);
     if (!fd.ok()) return fd.status();

@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "base/ft_wire/fields.h"
 #include "trainer/ft/agent_link.h"
 
 namespace ft = ctrun::trainer::ft;
@@ -86,13 +87,13 @@ std::unique_ptr<ft::AgentLink> LinkTo(TestAgent& agent, ft::AgentLink::AbortHand
   return std::move(link).value();
 }
 
-const ft::SyncLine kSync{0, 5, 40001, 40002, ft::LineBallot{3, 4, true}};
+const ctrun::ft_wire::SyncLine kSync{0, 5, 40001, 40002, ctrun::ft_wire::Ballot{3, 4, true}};
 constexpr char kSyncText[] = "sync 0 5 40001 40002 3/4/1";
 constexpr char kQuorum[] = "quorum 1 3 0 2 5 127.0.0.1:4000 - 1\n";
 
 // The agent's side of one Sync that the agent answers with `reply`, then the
 // result of that Sync.
-ctrun::Result<ft::QuorumLine> SyncAnswered(TestAgent& agent, ft::AgentLink& link, const std::string& reply) {
+ctrun::Result<ft::AgentAnswer> SyncAnswered(TestAgent& agent, ft::AgentLink& link, const std::string& reply) {
   std::thread agent_side([&] {
     CHECK(agent.ReadLine() == kSyncText);
     agent.Write(reply);
@@ -110,11 +111,11 @@ TEST_CASE("sync waits for the quorum answer; healed is one line", "[agent_link]"
   for (int round = 0; round < 3; ++round) {
     auto answer = SyncAnswered(agent, *link, kQuorum);
     REQUIRE(answer.ok());
-    CHECK(answer->quorum_id == 3);
-    CHECK(answer->replica_world == 2);
-    CHECK(answer->right_host == "127.0.0.1");
-    CHECK(answer->right_port == 4000);
-    CHECK(answer->serve);
+    CHECK(answer->quorum.quorum_id == 3);
+    CHECK(answer->quorum.replica_world == 2);
+    CHECK(answer->quorum.right_host == "127.0.0.1");
+    CHECK(answer->quorum.right_port == 4000);
+    CHECK(answer->quorum.serve);
   }
   REQUIRE(link->Healed(0, 5, "10.0.0.2:5000", 1024, 1.5).ok());
   CHECK(agent.ReadLine() == "healed 0 5 10.0.0.2:5000 1024 1.500");
@@ -137,14 +138,14 @@ TEST_CASE("an abort pushed while sync waits runs on_abort and sync still gets it
   auto answer = link->Sync(kSync);
   agent_side.join();
   REQUIRE(answer.ok());
-  CHECK(answer->quorum_id == 3);
+  CHECK(answer->quorum.quorum_id == 3);
 }
 
 TEST_CASE("a line of exactly 4096 bytes is accepted", "[agent_link]") {
   TestAgent agent;
   std::promise<std::string> aborted;
   auto link = LinkTo(agent, [&](const std::string& reason) { aborted.set_value(reason); });
-  const std::string reason(ft::kFtMaxLineBytes - std::strlen("abort \n"), 'r');
+  const std::string reason(ctrun::ft_wire::kMaxLineBytes - std::strlen("abort \n"), 'r');
   agent.Write("abort " + reason + "\n");
   CHECK(aborted.get_future().get() == reason);
   CHECK(SyncAnswered(agent, *link, kQuorum).ok());
@@ -212,7 +213,7 @@ TEST_CASE("a line over 4096 bytes breaks the link", "[agent_link]") {
   const bool with_newline = GENERATE(true, false);
   TestAgent agent;
   auto link = LinkTo(agent);
-  const std::string line = "abort " + std::string(ft::kFtMaxLineBytes, 'x') + (with_newline ? "\n" : "");
+  const std::string line = "abort " + std::string(ctrun::ft_wire::kMaxLineBytes, 'x') + (with_newline ? "\n" : "");
   auto answer = SyncAnswered(agent, *link, line);
   REQUIRE_FALSE(answer.ok());
   CHECK(answer.status().code() == Status::Code::kInvalidArgument);

@@ -1,4 +1,4 @@
-#include "launcher/agent/failure_report.h"
+#include "launcher/report/failure_report.h"
 
 #include <spdlog/spdlog.h>
 
@@ -14,7 +14,7 @@
 #include "base/utf8.h"
 #include "launcher/cli/exit_codes.h"
 #include "launcher/forensics/stack_text.h"
-#include "launcher/logs/error_file.h"
+#include "launcher/report/error_file.h"
 
 namespace ctrun::launcher {
 

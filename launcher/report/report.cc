@@ -1,4 +1,4 @@
-#include "launcher/logs/report.h"
+#include "launcher/report/report.h"
 
 #include <algorithm>
 #include <ctime>

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "launcher/logs/event_log.h"
-#include "launcher/logs/report.h"
+#include "launcher/report/report.h"
 #include "launcher/process/cpu_binding.h"
 #include "launcher/process/worker_group.h"
 #include "launcher/rdzv/rendezvous_handler.h"

@@ -1,4 +1,4 @@
-#include "launcher/logs/error_file.h"
+#include "launcher/report/error_file.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,7 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kDataDir = ctrun::testing::FromExeDir(CTRUN_LOGS_TEST_DATA);
+const fs::path kDataDir = ctrun::testing::FromExeDir(CTRUN_REPORT_TEST_DATA);
 
 // A fresh directory under the system temp dir, removed with its contents.
 class TempDir {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/logs/log_shipper.h"
+#include "launcher/logs/ship/log_shipper.h"
 
 namespace ctrun::launcher {
 namespace {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "launcher/logs/log_queue.h"
+#include "launcher/logs/ship/log_queue.h"
 #include "rendezvous/logs/log_sink.h"
 
 namespace ctrun::launcher {

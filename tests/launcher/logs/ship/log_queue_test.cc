@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/logs/log_queue.h"
+#include "launcher/logs/ship/log_queue.h"
 
 namespace ctrun::launcher {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/logs/error_file.h"
+#include "launcher/report/error_file.h"
 
 namespace ctrun::launcher {
 

@@ -1,4 +1,4 @@
-#include "launcher/logs/log_shipper.h"
+#include "launcher/logs/ship/log_shipper.h"
 
 #include <spdlog/spdlog.h>
 

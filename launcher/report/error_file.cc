@@ -1,4 +1,4 @@
-#include "launcher/logs/error_file.h"
+#include "launcher/report/error_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "launcher/logs/log_queue.h"
+#include "launcher/logs/ship/log_queue.h"
 
 #include <algorithm>
 #include <utility>

@@ -1,7 +1,7 @@
-// The agent's failure reporting (launcher/agent/failure_report.h): a failed
+// The agent's failure reporting (launcher/report/failure_report.h): a failed
 // worker's record from its exit and its files, the run's final report and
 // exit code, the unhealthy leave's and stuck processes' texts.
-#include "launcher/agent/failure_report.h"
+#include "launcher/report/failure_report.h"
 
 #include <stdlib.h>
 
@@ -20,14 +20,14 @@ constexpr const char* kPythonStacks =
     "  File \"/job/w.py\", line 3 in stuck_here\n";
 
 // A scratch directory, removed at the end.
-class TempDir {
+class FailureTempDir {
  public:
-  TempDir() {
+  FailureTempDir() {
     char tmpl[] = "/tmp/ctrun_failure_report_test_XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);
     path_ = tmpl;
   }
-  ~TempDir() {
+  ~FailureTempDir() {
     std::error_code ignored;
     std::filesystem::remove_all(path_, ignored);
   }
@@ -71,7 +71,7 @@ TEST_CASE("failure report: the stacks field names the innermost frame when there
 }
 
 TEST_CASE("failure report: a worker's stacks file and error file complete its record") {
-  TempDir dir;
+  FailureTempDir dir;
   const std::string stacks = dir.File("stacks", ComposeStacks("h", kPythonStacks, ""));
   const std::string error = dir.File("error.json", R"({"message": "boom"})");
   const WorkerFailure f = ReadWorkerFailure(WorkerExit{0, 7, 1, 9}, 0, nullptr, stacks, error);
@@ -81,7 +81,7 @@ TEST_CASE("failure report: a worker's stacks file and error file complete its re
 }
 
 TEST_CASE("failure report: without the files the record has neither") {
-  TempDir dir;
+  FailureTempDir dir;
   const WorkerFailure f =
       ReadWorkerFailure(WorkerExit{0, 7, 1, 9}, 0, nullptr, dir.Missing("stacks"), dir.Missing("error.json"));
   CHECK(f.stacks.empty());

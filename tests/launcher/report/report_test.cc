@@ -1,4 +1,4 @@
-#include "launcher/logs/report.h"
+#include "launcher/report/report.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -10,7 +10,7 @@
 namespace ctrun::launcher {
 namespace {
 
-const std::filesystem::path kReportDataDir = ctrun::testing::FromExeDir(CTRUN_LOGS_TEST_DATA);
+const std::filesystem::path kReportDataDir = ctrun::testing::FromExeDir(CTRUN_REPORT_TEST_DATA);
 
 std::vector<std::string> ReportLines(const std::string& text) {
   std::vector<std::string> lines;
@@ -167,7 +167,7 @@ TEST_CASE("Report for one signal failure without an error file") {
 }
 
 TEST_CASE("Report for two failures whose root cause has a multi-line traceback") {
-  const std::string fixture = "tests/launcher/logs/data/record_error.json";
+  const std::string fixture = "tests/launcher/report/data/record_error.json";
   Result<ErrorFileData> error = ReadErrorFile((kReportDataDir / "record_error.json").string());
   REQUIRE(error.ok());
   WorkerFailure killed = Failure(0, 4, -15, 4321, 1795315925);
@@ -197,7 +197,7 @@ TEST_CASE("Report for two failures whose root cause has a multi-line traceback")
       "  host      : node0.example.com\n"
       "  rank      : 5 (local_rank: 1)\n"
       "  exitcode  : 1 (pid: 4322)\n"
-      "  error_file: tests/launcher/logs/data/record_error.json\n"
+      "  error_file: tests/launcher/report/data/record_error.json\n"
       "  traceback : Traceback (most recent call last):\n"
       "    File \"/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/"
       "errors/__init__.py\", line 346, in wrapper\n"
