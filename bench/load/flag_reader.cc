@@ -33,7 +33,7 @@ const std::string& FlagReader::Value(const char* missing) {
 double FlagReader::Number(double lo) const {
   std::optional<double> v = ParseNumber(value_, lo);
   if (!v) usage_(flag_ + " '" + value_ + "': give a number >= " + std::to_string(static_cast<long>(lo)));
-  return *v;
+  return v.value_or(lo);  // usage_ does not return
 }
 
 }  // namespace bench_load
