@@ -14,7 +14,7 @@
 
 namespace ctrun::trainer {
 
-void StartApp(int argc, char** argv) {
+void StartApp(int& argc, char**& argv) {
   ServeForksIfAsked(argc, argv);  // the tests' fast rank starts (fork_server.h)
 #if defined(CTRUN_HAVE_GLOG)
   if (std::getenv("GLOG_minloglevel") == nullptr) FLAGS_minloglevel = google::GLOG_FATAL;

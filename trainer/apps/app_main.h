@@ -18,11 +18,12 @@
 
 namespace ctrun::trainer {
 
-// main's first step: serves forks if the tests asked (fork_server.h; never
-// returns then), and raises glog's threshold to FATAL unless
+// main's first step: serves forks if the tests asked (fork_server.h: the
+// server never returns; a forked rank returns with `argc` and `argv`
+// replaced by its request's), and raises glog's threshold to FATAL unless
 // GLOG_minloglevel is set (our errors are one line each; c10d's glog copies
 // of them are noise).
-void StartApp(int argc, char** argv);
+void StartApp(int& argc, char**& argv);
 
 // argv[1..].
 std::vector<std::string> AppArgs(int argc, char** argv);
