@@ -1,4 +1,4 @@
-"""Rendezvous at scale: N simulated agents (bench/rdzv_load.cc) against a
+"""Rendezvous at scale: N simulated agents (bench/load/rdzv_load.cc) against a
 real ctrund, N = 1k..10k; and, end to end, real ctrun agents against
 torchrun (torch 1.13, patched in-process) for 4 agents and a node loss.
 See bench/rendezvous.sh."""
@@ -225,7 +225,7 @@ def load_once(ctrund, load, n, channels, timeout):
 
 
 def daemon_check(ctrund, jobs_bin, jobs, timeout):
-    """A long-lived ctrund: `jobs` sequential 2-node jobs (bench/rdzv_load_jobs)
+    """A long-lived ctrund: `jobs` sequential 2-node jobs (bench/load/rdzv_load_jobs.cc)
     against one ctrund with --closed-run-ttl 0. Returns the generator's JSON
     plus ctrund's VmRSS (KiB) after job 1000 (or the first sample) and after
     the last, and the growth per 1000 jobs between them."""

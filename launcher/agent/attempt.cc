@@ -51,7 +51,8 @@ void AttemptTees::Start(boost::asio::io_context& io, const TeePlan& plan,
   filtered_stderr_ = OpenFilteredLog(plan.stderr_filters, plan.filtered_stderr_file);
   shipper_ = plan.shipper;
   if (plan.dedup_logs) {
-    const LineDedup::Limits limits = DedupLimitsFromEnv();
+    LineDedup::Limits limits;
+    if (plan.dedup_window) limits.window = *plan.dedup_window;
     dedup_stdout_ = std::make_unique<ConsoleDedup>(io, STDOUT_FILENO, limits);
     dedup_stderr_ = std::make_unique<ConsoleDedup>(io, STDERR_FILENO, limits);
   }

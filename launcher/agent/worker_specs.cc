@@ -126,6 +126,7 @@ TeePlan MakeTeePlan(const AttemptInputs& in, const std::vector<WorkerRanks>& ran
   if (!plan.stdout_filters.empty()) plan.filtered_stdout_file = in.log_dir.FilteredStdoutFile(attempt);
   if (!plan.stderr_filters.empty()) plan.filtered_stderr_file = in.log_dir.FilteredStderrFile(attempt);
   plan.dedup_logs = c.dedup_logs;
+  plan.dedup_window = c.dedup_window;
   for (size_t i = 0; i < ranks.size(); ++i) {
     const int lr = ranks[i].local_rank;
     const std::string prefix = ExpandLinePrefix(c.log_line_prefix_template, c.role, ranks[i].rank, lr);

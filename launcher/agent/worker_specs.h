@@ -5,6 +5,8 @@
 // clock (RunLogDir only names paths here).
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +77,8 @@ struct TeePlan {
   // --dedup-logs: the console streams' lines go through a ConsoleDedup per
   // console stream (every console stream is then piped).
   bool dedup_logs = false;
+  // Their window (LaunchConfig::dedup_window); unset: LineDedup's default.
+  std::optional<std::chrono::milliseconds> dedup_window;
   // --share-logs: every piped line also goes to the agent's LogShipper (set
   // by the agent; null: not shared). Every stream is then piped.
   LogShipper* shipper = nullptr;

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <cmath>
 #include <optional>
@@ -238,6 +239,12 @@ Status ReadOtherEnvironment(const Environment& env, LaunchConfig& config) {
   // Like CTRUN_EVENTS_FILE: --health-check and PET_HEALTH_CHECK win over it.
   if (auto it = env.find("CTRUN_HEALTH_CHECK"); it != env.end() && !it->second.empty() && !config.health_check) {
     config.health_check = it->second;
+  }
+  if (auto it = env.find("CTRUN_DEDUP_WINDOW_MS"); it != env.end() && !it->second.empty()) {
+    const char* v = it->second.c_str();
+    char* end = nullptr;
+    const long long ms = std::strtoll(v, &end, 10);
+    if (*end == '\0' && ms > 0) config.dedup_window = std::chrono::milliseconds(ms);
   }
   return Status::Ok();
 }

@@ -214,6 +214,11 @@ struct LaunchConfig {
   // --dedup-logs: identical console lines of several local ranks print once
   // (LineDedup); the log files stay per rank.
   bool dedup_logs = false;
+  // CTRUN_DEDUP_WINDOW_MS, when it holds a positive number of milliseconds:
+  // --dedup-logs' window instead of LineDedup's default (meant for tests,
+  // which cannot bound how far apart loaded ranks print; anything else is
+  // ignored).
+  std::optional<std::chrono::milliseconds> dedup_window;
   // --share-logs: the workers' output lines also go to the rendezvous server
   // (gRPC backend only), for `ctrun logs`. Off: no line leaves the node.
   bool share_logs = false;

@@ -1,20 +1,8 @@
 #include "launcher/logs/console_dedup.h"
 
-#include <cstdlib>
-
 #include "launcher/logs/stream_tee.h"
 
 namespace ctrun::launcher {
-
-LineDedup::Limits DedupLimitsFromEnv() {
-  LineDedup::Limits limits;
-  const char* v = std::getenv("CTRUN_DEDUP_WINDOW_MS");
-  if (v == nullptr || *v == '\0') return limits;
-  char* end = nullptr;
-  const long long ms = std::strtoll(v, &end, 10);
-  if (*end == '\0' && ms > 0) limits.window = std::chrono::milliseconds(ms);
-  return limits;
-}
 
 ConsoleDedup::ConsoleDedup(boost::asio::io_context& io, int console_fd, LineDedup::Limits limits)
     : timer_(io), console_fd_(console_fd), dedup_(limits) {}

@@ -19,12 +19,6 @@
 
 namespace ctrun::launcher {
 
-// The limits --dedup-logs uses: LineDedup's defaults, with the window taken
-// from CTRUN_DEDUP_WINDOW_MS when that holds a positive number of
-// milliseconds (meant for tests, which cannot bound how far apart loaded
-// ranks print; anything else is ignored).
-LineDedup::Limits DedupLimitsFromEnv();
-
 class ConsoleDedup {
  public:
   ConsoleDedup(boost::asio::io_context& io, int console_fd, LineDedup::Limits limits = {});

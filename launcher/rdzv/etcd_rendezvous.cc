@@ -279,10 +279,7 @@ void EtcdRendezvous::ArmKeepAlive() {
 }
 
 void EtcdRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done) {
-  phase_ = Phase::kShutdown;
-  join_timer_.cancel();
-  deadline_timer_.cancel();
-  keep_alive_timer_.cancel();
+  EnterShutdown(phase_, {join_timer_, deadline_timer_, keep_alive_timer_});
   shutdown_done_ = std::move(done);
   auto finish = [this] {
     close_timer_.cancel();

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "launcher/cli/launch_config.h"
+#include "launcher/rdzv/remote_phase.h"
 #include "launcher/rdzv/rendezvous_handler.h"
 #include "rendezvous/persist/etcd_kv.h"
 #include "rendezvous/machine/machine.h"
@@ -64,7 +65,7 @@ class EtcdRendezvous : public RendezvousHandler {
 
  private:
   std::string unhealthy_report_;  // Shutdown(kUnhealthy)'s Leave carries it
-  enum class Phase { kIdle, kJoining, kRunning, kShutdown };
+  using Phase = RemotePhase;
   struct Seen {
     rdzv::RendezvousMachine machine;
     int64_t revision = 0;

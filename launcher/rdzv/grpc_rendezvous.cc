@@ -451,11 +451,7 @@ void GrpcRendezvous::ArmStatusLine() {
 }
 
 void GrpcRendezvous::Shutdown(ShutdownReason reason, std::function<void()> done) {
-  phase_ = Phase::kShutdown;
-  join_timer_.cancel();
-  reconnect_timer_.cancel();
-  keep_alive_timer_.cancel();
-  status_timer_.cancel();
+  EnterShutdown(phase_, {join_timer_, reconnect_timer_, keep_alive_timer_, status_timer_});
   const rdzv::LeaveReason leave = ToLeaveReason(reason);
   // On a signal, leave promptly: the peers learn of it from the keep-alives
   // anyway. A server that did not answer the last Join (or was lost while

@@ -34,6 +34,7 @@
 
 #include "base/clock.h"
 #include "launcher/cli/launch_config.h"
+#include "launcher/rdzv/remote_phase.h"
 #include "launcher/rdzv/rendezvous_handler.h"
 #include "rendezvous/grpc/client.h"
 
@@ -102,7 +103,7 @@ class GrpcRendezvous : public RendezvousHandler {
   void AskVerdict(std::optional<rdzv::VerdictSummary> local);
   static constexpr std::chrono::seconds kVerdictAskTimeout{2};
   std::string unhealthy_report_;  // Shutdown(kUnhealthy)'s Leave carries it
-  enum class Phase { kIdle, kJoining, kRunning, kShutdown };
+  using Phase = RemotePhase;
 
   // One update of the Join stream: one handler per alternative.
   void OnUpdate(const rdzv::Update& update);

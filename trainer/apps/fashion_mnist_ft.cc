@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/apps/ft_decision.h"
 #include "trainer/data/step_share.h"
 #include "trainer/ft/exact_average.h"
 #include "trainer/ft/fault_point.h"
@@ -182,20 +183,10 @@ Status TrainFt(Worker& w) {
     ft::MaybeFail(*fault, local_rank, committed, ft::FaultPoint::kVote);
     auto decision = (*replica)->Vote(step->second);
     if (!decision.ok()) return decision.status();
-    char line[200];
-    if (decision->commit.value_or(false)) {
+    w.Log(ApplyFtDecision(*decision, plan, step->first, step->second, **replica, committed, [&] {
       w.opt().step();
       if (exact) exact->Commit();
-      std::snprintf(line, sizeof line, "ft step %lld quorum %lld replicas %d loss %.6f",
-                    static_cast<long long>(committed), static_cast<long long>(plan.quorum_id),
-                    plan.replica_world, step->first);
-      ++committed;
-    } else {
-      std::snprintf(line, sizeof line, "ft discard step %lld quorum %lld: %s", static_cast<long long>(committed),
-                    static_cast<long long>(plan.quorum_id),
-                    step->second ? "another member voted no" : (*replica)->last_failure().message().c_str());
-    }
-    w.Log(line);
+    }));
     plan = std::move(decision->next);
   }
   CTRUN_RETURN_IF_ERROR((*replica)->Finish());

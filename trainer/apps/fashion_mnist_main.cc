@@ -14,12 +14,7 @@
 #include <map>
 #include <tuple>
 
-#if defined(CTRUN_HAVE_GLOG)
-#include <glog/logging.h>
-#endif
-
-#include "trainer/apps/error_file.h"
-#include "trainer/apps/fork_server.h"
+#include "trainer/apps/app_main.h"
 #include "trainer/apps/fashion_mnist_ft.h"
 #include "trainer/apps/fashion_mnist_worker.h"
 #include "trainer/apps/train_flags.h"
@@ -359,7 +354,7 @@ Result<int> Run(const TrainFlags& flags) {
       if (*preempted) break;
     }
   }
-  if (w.preempted != PreemptOutcome::kNone) return w.preempted == PreemptOutcome::kSaved ? 0 : 1;
+  if (w.preempted != PreemptOutcome::kNone) return w.preempted == PreemptOutcome::kSaved ? kExitOk : kExitFailure;
   if (w.fsdp && !w.ckpt_path.empty()) {
     CTRUN_RETURN_IF_ERROR(SaveFullCheckpoint(w.ckpt_path, "", *w.model, *w.fsdp, w.opt(), w.position));
   }
@@ -376,36 +371,16 @@ Result<int> Run(const TrainFlags& flags) {
 
 int main(int argc, char** argv) {
   using namespace ctrun::trainer;
-  ctrun::trainer::ServeForksIfAsked(argc, argv);  // the tests' fast rank starts (fork_server.h)
-#if defined(CTRUN_HAVE_GLOG)
-  // Our errors are one line each; c10d's glog copies of them are noise.
-  if (std::getenv("GLOG_minloglevel") == nullptr) FLAGS_minloglevel = google::GLOG_FATAL;
-#endif
-  auto flags = ParseTrainFlags(std::vector<std::string>(argv + 1, argv + argc));
-  if (!flags.ok()) {
-    std::fprintf(stderr, "ctrun-fashion-mnist: %s\n", flags.status().message().c_str());
-    WriteErrorFile(flags.status().message());
-    return 2;
-  }
+  StartApp(argc, argv);
+  auto flags = ParseTrainFlags(AppArgs(argc, argv));
+  if (!flags.ok()) return EndWithError("ctrun-fashion-mnist", flags.status(), kExitUsage);
   if (flags->help) {
     std::fputs(TrainUsage().c_str(), stdout);
-    return 0;
+    return kExitOk;
   }
-  ctrun::Status status;
-  int code = 0;
-  try {
+  return FinishApp("ctrun-fashion-mnist", [&]() -> AppOutcome {
     auto ran = Run(*flags);
-    status = ran.status();
-    if (ran.ok()) code = *ran;
-  } catch (const std::exception& error) {
-    std::string text = error.what();
-    if (auto* c10_error = dynamic_cast<const c10::Error*>(&error)) text = c10_error->what_without_backtrace();
-    status = ctrun::Status::Internal(text.substr(0, text.find('\n')));
-  }
-  if (!status.ok()) {
-    std::fprintf(stderr, "ctrun-fashion-mnist: %s\n", status.message().c_str());
-    WriteErrorFile(status.message());
-    return 1;
-  }
-  return code;
+    if (!ran.ok()) return {ran.status(), kExitFailure};
+    return {ctrun::Status::Ok(), *ran};
+  });
 }

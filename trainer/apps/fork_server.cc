@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "trainer/apps/exit_codes.h"
+
 namespace ctrun::trainer {
 namespace {
 
@@ -201,7 +203,7 @@ void ServeForksIfAsked(int& argc, char**& argv) {
       getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &size) != 0 || type != SOCK_SEQPACKET) {
     std::fprintf(stderr, "%s: CTRUN_FORK_SERVER_FD='%s' is not a SOCK_SEQPACKET socket's descriptor (unset it)\n",
                  argc > 0 ? argv[0] : "fork server", text);
-    std::exit(2);
+    std::exit(kExitUsage);
   }
   unsetenv("CTRUN_FORK_SERVER_FD");
   Serve(fd, argc, argv);

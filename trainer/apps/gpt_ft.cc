@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainer/apps/ft_decision.h"
 #include "trainer/data/step_share.h"
 #include "trainer/ft/fault_point.h"
 #include "trainer/ft/ft_env.h"
@@ -130,19 +131,8 @@ Status FtLoop(const GptFtParts& p, ft::FtReplica& replica, const FtHooks& hooks,
     ft::MaybeFail(hooks.fault, local_rank, committed, ft::FaultPoint::kVote);
     auto decision = replica.Vote(step->second);
     if (!decision.ok()) return decision.status();
-    char line[200];
-    if (decision->commit.value_or(false)) {
-      p.optimizer.step();
-      std::snprintf(line, sizeof line, "ft step %lld quorum %lld replicas %d loss %.6f",
-                    static_cast<long long>(committed), static_cast<long long>(plan.quorum_id),
-                    plan.replica_world, step->first);
-      ++committed;
-    } else {
-      std::snprintf(line, sizeof line, "ft discard step %lld quorum %lld: %s", static_cast<long long>(committed),
-                    static_cast<long long>(plan.quorum_id),
-                    step->second ? "another member voted no" : replica.last_failure().message().c_str());
-    }
-    Log(p, line);
+    Log(p, ApplyFtDecision(*decision, plan, step->first, step->second, replica, committed,
+                           [&] { p.optimizer.step(); }));
     plan = std::move(decision->next);
   }
   finished = plan.finished_step;

@@ -16,12 +16,7 @@
 #include <memory>
 #include <utility>
 
-#if defined(CTRUN_HAVE_GLOG)
-#include <glog/logging.h>
-#endif
-
-#include "trainer/apps/error_file.h"
-#include "trainer/apps/fork_server.h"
+#include "trainer/apps/app_main.h"
 #include "trainer/apps/gpt_flags.h"
 #include "trainer/apps/gpt_ft.h"
 #include "trainer/apps/gpt_hsdp.h"
@@ -43,17 +38,9 @@
 #include "trainer/parallel/pipeline.h"
 #include "trainer/comm/process_group.h"
 #include "trainer/data/text_corpus.h"
-#include "trainer/comm/torch_error.h"
 
 namespace ctrun::trainer {
 namespace {
-
-constexpr int kExitUsage = 2;
-
-struct Failure {
-  Status status;
-  int code = 1;
-};
 
 double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -160,7 +147,7 @@ struct RunStats {
 };
 
 // The mesh shape (dp from the world size when 0), checked against the model.
-Failure ChooseShape(GptWorker& w) {
+AppOutcome ChooseShape(GptWorker& w) {
   const GptFlags& flags = w.flags;
   w.shape = flags.mesh_shape;
   if (w.shape.dp == 0) w.shape.dp = std::max(1, w.env.world_size / (w.shape.pp * w.shape.tp));
@@ -179,7 +166,7 @@ Failure ChooseShape(GptWorker& w) {
 
 // Joins the process group and builds the device mesh on it; rank 0 prints
 // the layout.
-Failure JoinMesh(GptWorker& w) {
+AppOutcome JoinMesh(GptWorker& w) {
   const GptFlags& flags = w.flags;
   ProcessGroupOptions pg_options;
   pg_options.timeout = std::chrono::seconds(flags.store_timeout_s);
@@ -259,18 +246,18 @@ Status Resume(GptWorker& w) {
   return Status::Ok();
 }
 
-Failure SetUp(GptWorker& w) {
+AppOutcome SetUp(GptWorker& w) {
   auto env = ReadDistEnv(ProcessEnv());
   if (!env.ok()) return {env.status(), kExitUsage};
   w.env = *env;
   at::set_num_threads(static_cast<int>(w.flags.threads));
   TensorMemoryMeter::Install();
-  Failure chosen = ChooseShape(w);
+  AppOutcome chosen = ChooseShape(w);
   if (!chosen.status.ok()) return chosen;
   auto corpus = LoadTextCorpus(w.flags.data.empty() ? kDefaultCorpusDir : w.flags.data, w.flags.seq_len + 2);
   if (!corpus.ok()) return {corpus.status(), kExitUsage};
   w.corpus = std::move(*corpus);
-  Failure joined = JoinMesh(w);
+  AppOutcome joined = JoinMesh(w);
   if (!joined.status.ok()) return joined;
   w.base_bytes = TensorMemoryMeter::CurrentBytes();
   Status made = MakeStage(w);
@@ -435,14 +422,14 @@ void PrintStats(GptWorker& w, const RunStats& run) {
                static_cast<long long>(run.step_high), static_cast<long long>(w.precision->skipped_steps()));
 }
 
-Failure Run(const GptFlags& flags) {
+AppOutcome Run(const GptFlags& flags) {
   GptWorker w(flags);
   if (Status ft = flags.ft ? CheckGptFtEnvironment() : Status::Ok(); !ft.ok()) return {ft, kExitUsage};
-  Failure set_up = SetUp(w);
+  AppOutcome set_up = SetUp(w);
   if (!set_up.status.ok()) return set_up;
   if (flags.ft) {  // preemption stays off under --ft (preempt_save.h: MakePreemptCheck)
     Status ft = TrainGptFt({flags, w.env, w.corpus, w.device, *w.stage, w.ddp.get(), w.fsdp.get(), *w.optimizer});
-    return {ft, ft.ok() ? 0 : 1};
+    return {ft, ft.ok() ? kExitOk : kExitFailure};
   }
   std::unique_ptr<PreemptCheck> preempt = MakePreemptCheck(*w.world, w.device);
   const PreemptSite site{preempt.get(), w.world.get(), w.device, !flags.checkpoint_dir.empty()};
@@ -456,7 +443,9 @@ Failure Run(const GptFlags& flags) {
     const bool saved = (step + 1) % flags.checkpoint_every == 0;
     auto outcome = PreemptAtBoundary(site, step + 1, [&] { return saved ? Status::Ok() : SaveStep(w, step + 1); });
     if (!outcome.ok()) return {outcome.status()};
-    if (*outcome != PreemptOutcome::kNone) return {Status::Ok(), *outcome == PreemptOutcome::kSaved ? 0 : 1};
+    if (*outcome != PreemptOutcome::kNone) {
+      return {Status::Ok(), *outcome == PreemptOutcome::kSaved ? kExitOk : kExitFailure};
+    }
   }
   PrintStats(w, run);
   if (!flags.dump_params.empty() && (w.coord.dp == 0 || w.fsdp)) {
@@ -468,7 +457,7 @@ Failure Run(const GptFlags& flags) {
     }
   }
   Status done = WaitWork(w.world->Barrier(), "final barrier");
-  return {done, done.ok() ? 0 : 1};
+  return {done, done.ok() ? kExitOk : kExitFailure};
 }
 
 }  // namespace
@@ -476,26 +465,10 @@ Failure Run(const GptFlags& flags) {
 
 int main(int argc, char** argv) {
   using namespace ctrun::trainer;
-  ctrun::trainer::ServeForksIfAsked(argc, argv);  // the tests' fast rank starts (fork_server.h)
-#if defined(CTRUN_HAVE_GLOG)
-  if (std::getenv("GLOG_minloglevel") == nullptr) FLAGS_minloglevel = google::GLOG_FATAL;
-#endif
-  auto flags = ParseGptFlags(std::vector<std::string>(argv + 1, argv + argc));
-  if (!flags.ok()) {
-    std::fprintf(stderr, "ctrun-gpt: %s\n", flags.status().message().c_str());
-    WriteErrorFile(flags.status().message());
-    return kExitUsage;
-  }
-  if (flags->help) return std::fputs(GptUsage().c_str(), stdout) < 0 ? 1 : 0;
-  Failure failure;
-  try {
-    failure = Run(*flags);
-  } catch (const std::exception& error) {
-    failure = {ctrun::Status::Internal(TorchErrorLine(error)), 1};
-  }
-  if (!failure.status.ok()) {
-    std::fprintf(stderr, "ctrun-gpt: %s\n", failure.status.message().c_str());
-    WriteErrorFile(failure.status.message());
-  }
-  return failure.code;  // with an OK status: 0, or 1 after a preemption notice without --checkpoint-dir
+  StartApp(argc, argv);
+  auto flags = ParseGptFlags(AppArgs(argc, argv));
+  if (!flags.ok()) return EndWithError("ctrun-gpt", flags.status(), kExitUsage);
+  if (flags->help) return std::fputs(GptUsage().c_str(), stdout) < 0 ? kExitFailure : kExitOk;
+  // With an OK outcome: 0, or 1 after a preemption notice without --checkpoint-dir.
+  return FinishApp("ctrun-gpt", [&] { return Run(*flags); });
 }

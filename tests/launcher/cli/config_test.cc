@@ -485,6 +485,16 @@ TEST_CASE("CTRUN_HEALTH_CHECK reads like PET_HEALTH_CHECK and the flag wins, and
         std::optional<std::string>("/c.sh"));
 }
 
+TEST_CASE("CTRUN_DEDUP_WINDOW_MS: a positive number of milliseconds sets the dedup window; anything else is ignored",
+          "[config]") {
+  CHECK_FALSE(Good({"/abs/t.py"}).dedup_window.has_value());
+  CHECK(Good({"/abs/t.py"}, {{"CTRUN_DEDUP_WINDOW_MS", "600000"}}).dedup_window ==
+        std::optional<std::chrono::milliseconds>(600000));
+  for (const char* bad : {"", "0", "-5", "12ms", "abc"}) {
+    CHECK_FALSE(Good({"/abs/t.py"}, {{"CTRUN_DEDUP_WINDOW_MS", bad}}).dedup_window.has_value());
+  }
+}
+
 TEST_CASE("preemption: off by default; its signal is caught; Slurm's end time is read", "[config]") {
   const LaunchConfig d = Good({"/abs/t.py"});
   CHECK_FALSE(d.preempt_grace.has_value());

@@ -1,29 +1,26 @@
 // store_load's command line: see store_load_options.h.
 #include "store_load_options.h"
 
-#include <cstdio>
-#include <cstdlib>
+#include <optional>
+
+#include "flag_reader.h"
 
 namespace store_load {
 
 [[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "store_load: %s\n"
-               "usage: store_load --port P [--host H] [--server-pid PID] [--prefix S] [--timeout S]\n"
-               "                  [--clients-per-address K]\n"
-               "         mix --conns C --value-bytes V (--seconds T [--warmup W] | --cycles K)\n"
-               "       | storm --clients N\n",
-               why.c_str());
-  std::exit(2);
+  bench_load::PrintUsageAndExit("store_load", why,
+                                "usage: store_load --port P [--host H] [--server-pid PID] [--prefix S] [--timeout S]\n"
+                                "                  [--clients-per-address K]\n"
+                                "         mix --conns C --value-bytes V (--seconds T [--warmup W] | --cycles K)\n"
+                                "       | storm --clients N\n");
 }
 
 namespace {
 
-double Number(const std::string& flag, const char* text) {
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(v >= 0)) Usage(flag + " wants a number >= 0, got '" + text + "'");
-  return v;
+double Number(const std::string& flag, const std::string& text) {
+  std::optional<double> v = bench_load::ParseNumber(text, 0);
+  if (!v) Usage(flag + " wants a number >= 0, got '" + text + "'");
+  return *v;
 }
 
 void Check(const Options& o) {
@@ -43,14 +40,15 @@ void Check(const Options& o) {
 
 Options Parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
+  bench_load::FlagReader args(argc, argv, Usage);
+  while (args.Next()) {
+    const std::string& a = args.flag();
     if (a == "mix" || a == "storm") {
       o.mode = a;
       continue;
     }
-    if (i + 1 >= argc) Usage(a == "--help" ? "help" : a + " wants a value (or is unknown)");
-    const char* v = argv[++i];
+    if (!args.HasValue()) Usage(a == "--help" ? "help" : a + " wants a value (or is unknown)");
+    const std::string& v = args.Value();
     if (a == "--host") o.host = v;
     else if (a == "--port") o.port = static_cast<int>(Number(a, v));
     else if (a == "--conns") o.conns = static_cast<int>(Number(a, v));

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 from trainer_test_util import binary
 
 # torch 1.13's torchrun crashes on Python 3.11 with default flags

@@ -23,9 +23,11 @@ on tp=2, resumed on one rank: its step count is one number per parameter,
 not a slice to join, and the run ends equal to an unbroken one."""
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 from parallel_test_util import MODEL, check_ok, full_params, gpt_tool, losses, run_gpt, worst_difference
 from trainer_test_util import BUILD_DIR, SANITIZED
 

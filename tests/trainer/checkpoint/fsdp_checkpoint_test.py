@@ -8,9 +8,11 @@ optimizer state, and equal the FSDP parameters bitwise. A checkpoint of
 another unit layout is refused in one line."""
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 import fork_server
 from trainer_test_util import binary, read_floats, run_ranks
 

@@ -11,8 +11,10 @@ comparison can fail (another seed differs), each stage executes the
 textbook 1F1B order, and a mesh that does not fit is a one-line usage
 error (exit 2). Under ASan + UBSan, three of the layouts (see LAYOUTS)."""
 import os
+import sys
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 from parallel_test_util import GptLayoutTest, MODEL, check_ok, run_dumped, run_gpt, worst_difference
 from trainer_test_util import plain_only
 

@@ -19,10 +19,12 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 from trainer_test_util import Store, binary, rank_env, spawn
 
 GROUPS = 2

@@ -19,9 +19,11 @@ import glob
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 from parallel_test_util import MODEL, gpt_tool, losses
 from trainer_test_util import BUILD_DIR, plain_only
 

@@ -14,8 +14,10 @@ a plain mesh on an interleaved one, ending equal to one process; a
 micro-batch count that is not a multiple of p is a one-line usage error
 (exit 2)."""
 import os
+import sys
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 from parallel_test_util import GptLayoutTest, check_ok, run_dumped, run_gpt, worst_difference
 from trainer_test_util import plain_only
 

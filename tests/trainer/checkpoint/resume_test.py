@@ -12,9 +12,11 @@ step."""
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 from trainer_test_util import BUILD_DIR, Store, binary, leak_check_rank, rank_env, spawn
 
 DEADLINE = 120

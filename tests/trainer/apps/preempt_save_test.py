@@ -16,9 +16,11 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 from trainer_test_util import SANITIZED, Store, binary, plain_only, rank_env, spawn
 
 DEADLINE = 100

@@ -11,9 +11,11 @@ one line naming it. At another world size (1 rank) the run resumes from the
 ranks' mean and says so."""
 import os
 import shutil
+import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 from trainer_test_util import binary, plain_only, read_floats, run_ranks_output
 
 DATA = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"

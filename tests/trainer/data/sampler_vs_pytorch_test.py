@@ -4,9 +4,12 @@ rank, seed, epoch, shuffle, drop_last), generated here with /usr/bin/python3 +
 torch. Also checks the mid-epoch re-shard (consumed > 0) against the rule the
 C++ side documents, computed from PyTorch's own permutation."""
 import math
+import os
 import subprocess
+import sys
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 from trainer_test_util import binary
 
 CASES = [

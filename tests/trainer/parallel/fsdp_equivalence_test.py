@@ -13,9 +13,11 @@ DDP's / N; its shards plus the parameters gathered at the peak <= 1.1 x
 with prefetch."""
 import os
 import re
+import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 from trainer_test_util import binary, plain_only, read_floats, run_ranks
 
 TOL = 2e-5

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "flag_reader.h"
 #include "rendezvous.grpc.pb.h"
 
 namespace {
@@ -43,33 +44,23 @@ struct Options {
 };
 
 [[noreturn]] void Usage(const std::string& what) {
-  std::fprintf(stderr,
-               "rdzv_load_jobs: %s\nusage: rdzv_load_jobs --endpoint HOST:PORT [--jobs N] [--sample-every K] "
-               "[--run-id ID] [--server-pid PID] [--timeout-s S]\n",
-               what.c_str());
-  std::exit(2);
+  bench_load::PrintUsageAndExit("rdzv_load_jobs", what,
+                                "usage: rdzv_load_jobs --endpoint HOST:PORT [--jobs N] [--sample-every K] "
+                                "[--run-id ID] [--server-pid PID] [--timeout-s S]\n");
 }
 
 Options Parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) Usage(flag + " needs a value");
-    const std::string value = argv[++i];
-    auto number = [&](double lo) {
-      char* end = nullptr;
-      const double v = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || !(v >= lo)) {
-        Usage(flag + " '" + value + "': give a number >= " + std::to_string(static_cast<long>(lo)));
-      }
-      return v;
-    };
+  bench_load::FlagReader args(argc, argv, Usage);
+  while (args.Next()) {
+    const std::string& flag = args.flag();
+    const std::string& value = args.Value();
     if (flag == "--endpoint") o.endpoint = value;
-    else if (flag == "--jobs") o.jobs = static_cast<long>(number(1));
-    else if (flag == "--sample-every") o.sample_every = static_cast<long>(number(1));
+    else if (flag == "--jobs") o.jobs = static_cast<long>(args.Number(1));
+    else if (flag == "--sample-every") o.sample_every = static_cast<long>(args.Number(1));
     else if (flag == "--run-id") o.run_id = value;
-    else if (flag == "--server-pid") o.server_pid = static_cast<long>(number(1));
-    else if (flag == "--timeout-s") o.timeout_s = number(1);
+    else if (flag == "--server-pid") o.server_pid = static_cast<long>(args.Number(1));
+    else if (flag == "--timeout-s") o.timeout_s = args.Number(1);
     else Usage("unknown flag " + flag);
   }
   if (o.endpoint.empty()) Usage("--endpoint is required");

@@ -15,8 +15,10 @@ single process's / (pp * tp * dp_shard). Also: the comparison can fail (another
 seed), and bad --dp-shard flags are one-line usage errors (exit 2)."""
 import os
 import re
+import sys
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 from parallel_test_util import GptLayoutTest, MODEL, run_dumped, run_gpt, worst_difference
 from trainer_test_util import plain_only
 

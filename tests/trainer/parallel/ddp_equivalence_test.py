@@ -7,9 +7,11 @@ difference is summation order: per-rank means averaged by all-reduce versus
 one mean). With fp16 gradient compression: 5e-3. Each case also checks that
 the comparison can fail: a run on a different batch differs by far more."""
 import os
+import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 import fork_server
 from trainer_test_util import SANITIZED, binary, plain_only, read_floats, run_ranks
 

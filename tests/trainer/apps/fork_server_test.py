@@ -8,9 +8,11 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 import fork_server
 from trainer_test_util import binary, rank_env
 

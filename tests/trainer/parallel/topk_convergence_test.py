@@ -11,8 +11,10 @@ compression's. Accuracy is read from the last "epoch N done" line, wire
 bytes from the WIRE line."""
 import os
 import re
+import sys
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 from trainer_test_util import binary, run_ranks_output
 
 WORLD = 4

@@ -7,9 +7,11 @@ missing. It also writes the message to TORCHELASTIC_ERROR_FILE, bad flags
 import json
 import os
 import shutil
+import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/trainer's helpers
 import fork_server
 from trainer_test_util import RefusingPort, Store, binary, rank_env
 
