@@ -19,30 +19,23 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::Preempt(grpc::CallbackServerCo
   if (Status bad = CheckPreempt(request->remaining_s(), request->source()); status.ok() && !bad.ok()) {
     status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, bad.message());
   }
-  Outbox out;
-  if (status.ok()) {
-    std::lock_guard<CheckedMutex> lock(mu_);
-    ForgetDue(Clock::now(), out);
-    Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
-    if (machine.ok()) {
-      const NodeId node = NodeFromProto(request->node());
-      const bool first = !(*machine)->Preempted();
-      const rdzv::Preempt preempt{node, request->incarnation(), request->remaining_s(), request->source()};
-      StepRun(request->run_id(), **machine, RunEvent{.event = preempt, .now = Clock::now()}, out);
-      reply->set_first(first);
-      if (first) {
-        const Counts c = (*machine)->Tally();
-        const int held = c.participants + c.rejoining + c.redundant + c.members;
-        reply->set_pushed(held - ((*machine)->StatusOf(node) ? 1 : 0));
-      } else {
-        out.logs.push_back("rendezvous run '" + request->run_id() + "': node " + ToString(node) +
-                           " sent a preemption notice too (" + request->source() +
-                           "); the run was told already (notices: " +
-                           std::to_string((*machine)->Preempted()->notices) + ")");
-      }
+  WithUsableRun(request->run_id(), status, [&](RendezvousMachine& machine, TimePoint, Outbox& out) {
+    const NodeId node = NodeFromProto(request->node());
+    const bool first = !machine.Preempted();
+    const rdzv::Preempt preempt{node, request->incarnation(), request->remaining_s(), request->source()};
+    StepRun(request->run_id(), machine, RunEvent{.event = preempt, .now = Clock::now()}, out);
+    reply->set_first(first);
+    if (first) {
+      const Counts c = machine.Tally();
+      const int held = c.participants + c.rejoining + c.redundant + c.members;
+      reply->set_pushed(held - (machine.StatusOf(node) ? 1 : 0));
+    } else {
+      out.logs.push_back("rendezvous run '" + request->run_id() + "': node " + ToString(node) +
+                         " sent a preemption notice too (" + request->source() +
+                         "); the run was told already (notices: " +
+                         std::to_string(machine.Preempted()->notices) + ")");
     }
-  }
-  out.Flush();
+  });
   reactor->Finish(status);
   return reactor;
 }

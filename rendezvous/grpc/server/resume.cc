@@ -45,12 +45,12 @@ bool RendezvousServer::Impl::ResumeMember(const std::string& run_id, RendezvousM
   Snapshot state = machine.State();
   RoundComplete again{state.round, state.members, 0, false, ""};
   for (const Member& m : state.members) again.world_size += m.local_world_size;
-  again.store_on_rendezvous_port = store_routing_.Holds(run_id);
+  again.store_on_rendezvous_port = stores_.Holds(run_id);
   UpdateFromDecision(again, &update);
   out.logs.push_back("rendezvous run '" + run_id + "': node " + ToString(join.node) +
                      " reconnected to running round " + std::to_string(state.round));
   if (stream->Enqueue(std::move(update), false)) out.kicks.push_back(stream);
-  Install(stream, out);
+  streams_.Install(stream, out);
   return true;
 }
 
@@ -75,7 +75,7 @@ void RendezvousServer::Impl::ResumeNonMember(const std::string& run_id, const Re
   out.logs.push_back("rendezvous run '" + run_id + "': node " + ToString(join.node) +
                      " reconnected, but is no longer a member of a running round: asked to restart");
   if (stream->Enqueue(std::move(update), false)) out.kicks.push_back(stream);
-  Install(stream, out);
+  streams_.Install(stream, out);
 }
 
 }  // namespace ctrun::rdzv

@@ -82,17 +82,17 @@ bool RendezvousServer::Impl::Route(const std::string& run_id, const std::vector<
     }
     auto send = [&](const NodeId& node, bool finish_after, grpc::ByteBuffer message,
                     std::optional<uint64_t> round = std::nullopt) {
-      JoinStream* stream = (joiner && answered && node == *joiner) ? joiner_stream : Find(run_id, node);
+      JoinStream* stream = (joiner && answered && node == *joiner) ? joiner_stream : streams_.Find(run_id, node);
       if (stream && stream->EnqueueBytes(std::move(message), round, finish_after)) out.kicks.push_back(stream);
     };
     std::visit(
         [&](const auto& x) {
           using T = std::decay_t<decltype(x)>;
           if constexpr (std::is_same_v<T, RoundComplete>) {
-            const bool store_here = GrantStore(
+            const bool store_here = stores_.Grant(
                 run_id, x.members,
                 [&](const NodeId& node) {
-                  return (joiner && answered && node == *joiner) ? joiner_stream : Find(run_id, node);
+                  return (joiner && answered && node == *joiner) ? joiner_stream : streams_.Find(run_id, node);
                 },
                 out);
             const RoundPush push(x, store_here);
@@ -101,10 +101,10 @@ bool RendezvousServer::Impl::Route(const std::string& run_id, const std::vector<
             if constexpr (std::is_same_v<T, RestartRequested>) {
               // A member evicted for its keep-alives: `ctrun status --why`'s node_lost.
               if (x.reason == RestartReason::kNodeLost) {
-                RecordNodeLost(run_id, x.cause, x.round, "it sent no keep-alive in time and was evicted");
+                failures_.AddLost(run_id, x.cause, x.round, "it sent no keep-alive in time and was evicted");
               }
             }
-            ReleaseStore(run_id, false);
+            stores_.Release(run_id, false);
             for (const NodeId& n : x.nodes) send(n, std::is_same_v<T, Closed>, update);
           } else if constexpr (std::is_same_v<T, PreemptNotice>) {
             for (const NodeId& n : x.nodes) send(n, false, update);
@@ -126,22 +126,12 @@ bool RendezvousServer::Impl::Route(const std::string& run_id, const std::vector<
   return rejected;
 }
 
-void RendezvousServer::Impl::RecordNodeLost(const std::string& run_id, const NodeId& node, uint64_t round,
-                                            const std::string& why) {
-  mu_.AssertHeld("RecordNodeLost");
-  const double now_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  failures_[run_id].AddNode(node, round, /*lost=*/true, why, now_unix, Clock::now());
-}
-
 void RendezvousServer::Impl::CollectDrained(const std::string& run_id, Outbox& out) {
   mu_.AssertHeld("CollectDrained");
   Result<RendezvousMachine*> machine = registry_.Find(run_id);
   if (machine.ok() && (*machine)->Tally().live_nodes > 0) return;
-  ReleaseStore(run_id, true);
-  auto waiting = drained_waiters_.find(run_id);
-  if (waiting == drained_waiters_.end()) return;
-  for (auto& cb : waiting->second) out.calls.push_back(std::move(cb));
-  drained_waiters_.erase(waiting);
+  stores_.Release(run_id, true);
+  streams_.TakeDrainedWaiters(run_id, out);
 }
 
 // The write, fsyncs included, is made under mu_ on purpose (server.h says
@@ -159,39 +149,15 @@ void RendezvousServer::Impl::Persist(const std::string& run_id, const Rendezvous
   }
 }
 
-JoinStream* RendezvousServer::Impl::Find(const std::string& run_id, const NodeId& node) const {
-  mu_.AssertHeld("Find");
-  auto run = streams_.find(run_id);
-  if (run == streams_.end()) return nullptr;
-  auto it = run->second.find(node);
-  return it == run->second.end() ? nullptr : it->second;
-}
-
-void RendezvousServer::Impl::Install(JoinStream* stream, Outbox& out) {
-  mu_.AssertHeld("Install");
-  JoinStream*& slot = streams_[stream->run_id()][stream->node()];
-  if (slot && slot != stream && slot->RequestFinish(grpc::Status::OK)) out.kicks.push_back(slot);
-  slot = stream;
-}
-
 void RendezvousServer::Impl::ForgetDue(TimePoint now, Outbox& out) {
   mu_.AssertHeld("ForgetDue");
   if (!registry_.NextForget() || *registry_.NextForget() > now) return;
   for (const std::string& run_id : registry_.ForgetDue(now)) {
-    if (auto run = streams_.find(run_id); run != streams_.end()) {
-      for (auto& [node, stream] : run->second) {
-        if (stream->RequestFinish(grpc::Status::OK)) out.kicks.push_back(stream);
-      }
-      streams_.erase(run);
-    }
-    steps_.erase(run_id);
-    failures_.erase(run_id);
+    streams_.ForgetRun(run_id, out);  // its streams ended, its drained waiters called
+    steps_.Forget(run_id);
+    failures_.Forget(run_id);
     metrics_.Forget(run_id);
-    if (auto waiting = drained_waiters_.find(run_id); waiting != drained_waiters_.end()) {
-      for (auto& cb : waiting->second) out.calls.push_back(std::move(cb));
-      drained_waiters_.erase(waiting);
-    }
-    ReleaseStore(run_id, true);
+    stores_.Release(run_id, true);
     if (store_) {
       if (Status s = store_->Remove(run_id); !s.ok()) {
         spdlog::warn("rendezvous run '{}': {}; a restarted ctrund would resume it as a closed run", run_id,

@@ -1,12 +1,10 @@
-// RendezvousServer::Impl and the workers' c10d stores on the listen port
-// (server_impl.h): which run's round holds the port, a fresh store per
-// round, and the store connections the mux hands over.
+#include "rendezvous/grpc/server/run_stores.h"
+
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/post.hpp>
 #include <set>
 
-#include "rendezvous/grpc/server/server_impl.h"
 
 namespace ctrun::rdzv {
 
@@ -28,16 +26,16 @@ std::string IpOf(const boost::asio::ip::tcp::socket& socket) {
 
 }  // namespace
 
-bool RendezvousServer::Impl::GrantStore(const std::string& run_id, const std::vector<Member>& members,
-                                        const std::function<JoinStream*(const NodeId&)>& stream_of, Outbox& out) {
-  mu_.AssertHeld("GrantStore");
-  if (!serve_stores_ || !mux_) return false;
+bool RunStores::Grant(const std::string& run_id, const std::vector<Member>& members,
+                      const std::function<JoinStream*(const NodeId&)>& stream_of, Outbox& out) {
+  mu_.AssertHeld("RunStores::Grant");
+  if (!serve_ || !mux_) return false;
   std::set<std::string> ips;
   for (const Member& m : members) {
     const JoinStream* stream = stream_of(m.node);
     if (stream && !stream->peer_ip().empty()) ips.insert(stream->peer_ip());
   }
-  const StoreGrant grant = store_routing_.Grant(run_id, ips);
+  const StoreGrant grant = routing_.Grant(run_id, ips);
   // Emptied before the RoundComplete that lets the round's workers start is
   // even queued: the mux thread runs this before any of their connections.
   boost::asio::post(mux_->io(), [this, run_id] {
@@ -51,26 +49,26 @@ bool RendezvousServer::Impl::GrantStore(const std::string& run_id, const std::ve
   return grant.granted;
 }
 
-void RendezvousServer::Impl::ReleaseStore(const std::string& run_id, bool drained) {
-  mu_.AssertHeld("ReleaseStore");
-  store_routing_.Release(run_id);
+void RunStores::Release(const std::string& run_id, bool drained) {
+  mu_.AssertHeld("RunStores::Release");
+  routing_.Release(run_id);
   if (drained && mux_) {
     boost::asio::post(mux_->io(), [this, run_id] { stores_.erase(run_id); });
   }
 }
 
-void RendezvousServer::Impl::OnStoreConnection(boost::asio::ip::tcp::socket socket, std::string first) {
+void RunStores::OnConnection(boost::asio::ip::tcp::socket socket, std::string first) {
   const std::string ip = IpOf(socket);
   std::optional<std::string> run;
-  if (serve_stores_ && !ip.empty()) {
+  if (serve_ && !ip.empty()) {
     std::lock_guard<CheckedMutex> lock(mu_);
-    run = store_routing_.Route(ip);
+    run = routing_.Route(ip);
   }
   if (!run) {
     ++unrouted_logged_;
     const auto level = unrouted_logged_ <= kMaxUnroutedLogged ? spdlog::level::warn : spdlog::level::debug;
     const std::string from = ip.empty() ? "an unknown address" : ip;
-    if (serve_stores_) {
+    if (serve_) {
       spdlog::log(level,
                   "a c10d store connection from {} reached the rendezvous port, but no running round here has "
                   "a node at that address; closed it",

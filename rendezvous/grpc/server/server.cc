@@ -22,8 +22,8 @@ RendezvousServer::Impl::Impl(const ServerOptions& options)
     : registry_(options.mode, options.closed_run_ttl),
       call_check_(options.token),
       tls_(options.tls),
-      serve_stores_(options.serve_stores),
-      sniff_deadline_(options.port_sniff_deadline.value_or(PortMux::kDefaultSniffDeadline)) {}
+      sniff_deadline_(options.port_sniff_deadline.value_or(PortMux::kDefaultSniffDeadline)),
+      stores_(mu_, options.serve_stores) {}
 
 RendezvousServer::Impl::~Impl() { Shutdown(); }
 
@@ -92,8 +92,9 @@ Status RendezvousServer::Impl::Listen(const HostPort& hp) {
   mux_ = std::move(*mux);
   port_ = mux_->port();
   address_ = hp.host + ":" + std::to_string(port_);
+  stores_.Attach(mux_.get());
   mux_->Start(grpc_acceptor_.get(), [this](boost::asio::ip::tcp::socket socket, std::string first) {
-    OnStoreConnection(std::move(socket), std::move(first));
+    stores_.OnConnection(std::move(socket), std::move(first));
   });
   timer_thread_ = std::thread([this] { TimerLoop(); });
   return Status::Ok();
@@ -106,11 +107,7 @@ void RendezvousServer::Impl::Shutdown() {
     std::lock_guard<CheckedMutex> lock(mu_);
     if (stopping_) return;
     stopping_ = true;
-    for (auto& [run, nodes] : streams_) {
-      for (auto& [node, stream] : nodes) {
-        if (stream->RequestFinish(grpc::Status::OK)) out.kicks.push_back(stream);
-      }
-    }
+    streams_.EndAll(out);
     ft_.EndAll(ft_out);
     timer_.WakeAll();
   }
@@ -131,7 +128,7 @@ void RendezvousServer::Impl::WhenDrained(const std::string& run_id, std::functio
   {
     std::lock_guard<CheckedMutex> lock(mu_);
     ForgetDue(Clock::now(), out);
-    drained_waiters_[run_id].push_back(std::move(cb));
+    streams_.AddDrainedWaiter(run_id, std::move(cb));
     CollectDrained(run_id, out);
   }
   out.Flush();
@@ -148,7 +145,7 @@ std::string RendezvousServer::Impl::MetricsText() {
     if (r.counts.complete) {
       for (const Member& m : machine.State().members) r.world_size += m.local_world_size;
     }
-    if (auto steps = steps_.find(run_id); steps != steps_.end()) r.steps = steps->second.Ranks();
+    r.steps = steps_.Ranks(run_id);
     runs.push_back(std::move(r));
   }
   std::string text = metrics_.Render(runs);
@@ -166,7 +163,7 @@ std::string RendezvousServer::Impl::RunsJson() {
   for (const std::string& run_id : registry_.RunIds()) {
     const RendezvousMachine& machine = **registry_.Find(run_id);
     RunView view = ViewOf(machine.Export(), machine.Tally(), now);
-    if (auto f = failures_.find(run_id); f != failures_.end()) AddFailures(f->second, now, view);
+    failures_.AddTo(run_id, now, view);
     runs.push_back(RunStatus{run_id, std::move(view), metrics_.History(run_id)});
   }
   std::string json = rdzv::RunsJson(runs, now);

@@ -1,24 +1,29 @@
 // RendezvousServer::Impl: the service behind RendezvousServer (server.h has
-// the behaviour). Internal to rendezvous/grpc; its definitions are cut by
-// concept:
+// the behaviour). Internal to rendezvous/grpc/server. A composition: the
+// state lives in owner classes, each with its header, and Impl steps the
+// runs' machines and routes their decisions between them:
+//   ServerTimer   (server_timer.h)  when the timer thread wakes
+//   NodeStreams   (node_streams.h)  the nodes' Join streams, WhenDrained's waiters
+//   StepReports   (step_reports.h)  keep-alives' step reports: stragglers
+//   RunFailures   (run_failures.h)  failures for `ctrun status --why`
+//   RunStores     (run_stores.h)    the workers' c10d stores on the listen port
+//   FtService     (ft_service.h)    the fault-tolerance calls FtSync, FtWatch, FtLeave
+//   LogHub        (log_hub.h)       the shared logs (logs_calls.cc admits their calls)
+//   CallCheck     (call_check.h)    token and version
+// Impl's own definitions are cut by concept:
 //   server.cc          lifecycle: start, listen, shut down, timer, metrics
 //   service_calls.cc   the RPC handlers and the end of a Join stream
 //   preempt_call.cc    Preempt: a node's preemption notice to the others
 //   failure_call.cc    ReportFailure: a node's failed workers, for `ctrun status --why`
 //   run_step.cc        StepRun: one event through a run's machine to the wire
 //   resume.cc          a Join that re-opens a broken stream
-//   run_stores.cc      the workers' c10d stores on the listen port
-//   run_steps.cc       keep-alives' step reports: straggler detection
-//   ft_service.h       the fault-tolerance calls FtSync, FtWatch, FtLeave (ft_runs.h)
 //   logs_calls.cc      the shared logs: ShipLogs, ReadLogs (log_hub.h serves them)
-// and the pieces it uses have files of their own: join_stream (a Join's
-// stream and the Outbox), call_check (token and version), listen_address,
-// grpc_logs, port_mux (the listen port, shared with the stores),
-// store_routing (which run a store connection belongs to).
 //
-// Locking: mu_ guards the members marked so. The functions grouped below as
-// requiring mu_ check it on entry (CheckedMutex::AssertHeld). gRPC calls on
-// streams are made with no lock held (Outbox::Flush).
+// Locking: mu_ guards the members marked so, the owners' state included
+// (none has a lock of its own, but LogHub and CallCheck). The functions
+// grouped below as requiring mu_ check it on entry
+// (CheckedMutex::AssertHeld). gRPC calls on streams are made with no lock
+// held (Outbox::Flush).
 #pragma once
 
 #include <chrono>
@@ -40,14 +45,14 @@
 #include "rendezvous/grpc/server/ft_service.h"
 #include "rendezvous/grpc/server/join_stream.h"
 #include "rendezvous/grpc/server/log_hub.h"
+#include "rendezvous/grpc/server/node_streams.h"
+#include "rendezvous/grpc/server/run_failures.h"
+#include "rendezvous/grpc/server/run_stores.h"
 #include "rendezvous/grpc/server/server.h"
 #include "rendezvous/grpc/server/server_timer.h"
-#include "rendezvous/grpc/server/store_routing.h"
-#include "rendezvous/machine/failure_record.h"
-#include "rendezvous/machine/straggler.h"
+#include "rendezvous/grpc/server/step_reports.h"
 #include "rendezvous/metrics/metrics.h"
 #include "rendezvous/persist/state_store.h"
-#include "rendezvous/store/store_server.h"
 
 namespace ctrun::rdzv {
 
@@ -163,18 +168,11 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   // Moves the WhenDrained callbacks of `run_id` into `out` once the run holds
   // no live node.
   void CollectDrained(const std::string& run_id, Outbox& out);
-  // Adds a node_lost record (failure_record.h) for `node`, a member of the
-  // run's round `round` that went away with no exit reported (`why`).
-  void RecordNodeLost(const std::string& run_id, const NodeId& node, uint64_t round, const std::string& why);
   // Writes the run's state to --state-dir, when there is one and `changed`
   // (a step that only refreshed keep-alive times is not written: a restart
   // refreshes them all anyway, see ForgiveOutage), before returning. A failed
   // write is logged and serving goes on.
   void Persist(const std::string& run_id, const RendezvousMachine& machine, bool changed);
-  // The open stream of `node` in `run_id`, or null.
-  JoinStream* Find(const std::string& run_id, const NodeId& node) const;
-  // Makes `stream` its node's stream, ending the one it replaces.
-  void Install(JoinStream* stream, Outbox& out);
   // Wakes the timer if `machine` now has a deadline, or a run is now to be
   // forgotten, before the time it sleeps until.
   void Rearm(const RendezvousMachine& machine);
@@ -212,11 +210,22 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   // kAutoCreate, created from the request's params) and `stream` becomes the
   // node's stream unless the Join is rejected.
   void StepJoin(const v1::JoinRequest& request, const rdzv::Join& join, JoinStream* stream, Outbox& out);
-  // run_steps.cc; requires mu_. Feeds the step report of `request` (if
-  // any) from `node` to the run's StragglerDetector, logs its flags and
-  // recoveries, and puts the changes queued for `node` into `reply`.
-  void ReportSteps(const std::string& run_id, const NodeId& node, const v1::KeepAliveRequest& request,
-                   v1::KeepAliveReply* reply, Outbox& out);
+  // A unary call's locked part: when `status` is OK, takes mu_, forgets the
+  // due runs and, when the run is usable (Usable; else `status` says why),
+  // calls `step(machine, now, out)`; then does the gRPC work queued in `out`
+  // with the lock released. Takes mu_.
+  template <class Step>
+  void WithUsableRun(const std::string& run_id, grpc::Status& status, Step step) {
+    Outbox out;
+    if (status.ok()) {
+      std::lock_guard<CheckedMutex> lock(mu_);
+      const TimePoint now = Clock::now();
+      ForgetDue(now, out);
+      Result<RendezvousMachine*> machine = Usable(run_id, status);
+      if (machine.ok()) step(**machine, now, out);
+    }
+    out.Flush();
+  }
   // The machine for a unary call, or the error in `status` (UNAVAILABLE
   // while stopping, NOT_FOUND for an unknown run, worded for `asker`).
   Result<RendezvousMachine*> Usable(const std::string& run_id, grpc::Status& status,
@@ -225,23 +234,6 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   // `only_run` and no id the one run served (NOT_FOUND in `status`
   // naming the runs otherwise).
   std::string QueryRun(const std::string& run_id, bool only_run, grpc::Status& status);
-
-  // run_stores.cc. The workers' stores: which run holds the port for its
-  // round (under mu_), and each run's StoreServer (on the mux's thread).
-  //
-  // A round of `run_id` completed with `members`, each reached on the
-  // stream `stream_of` returns (null if none): grants it the port when its
-  // members' addresses are not another running run's, and empties the run's
-  // store before any worker of the round can connect. Returns whether the
-  // round got the port. Requires mu_.
-  bool GrantStore(const std::string& run_id, const std::vector<Member>& members,
-                  const std::function<JoinStream*(const NodeId&)>& stream_of, Outbox& out);
-  // The run's round ended: new store connections no longer reach it.
-  // `drained`: no node is left, so its store is dropped too. Requires mu_.
-  void ReleaseStore(const std::string& run_id, bool drained);
-  // A store connection the mux accepted (mux thread): to the store of the
-  // run that holds its address, else closed.
-  void OnStoreConnection(boost::asio::ip::tcp::socket socket, std::string first);
 
   // logs_calls.cc; each takes mu_ (never called with the hub's lock held).
   //
@@ -260,17 +252,14 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   void TimerLoop();
 
   mutable CheckedMutex mu_;
-  bool stopping_ = false;  // guarded by mu_
-  ServerTimer timer_{mu_};
-  RunRegistry registry_;                   // guarded by mu_
-  Metrics metrics_;                        // guarded by mu_
-  std::map<std::string, StragglerDetector> steps_;  // by run id; guarded by mu_
-  std::map<std::string, FailureRecord> failures_;    // reported failures by run id; guarded by mu_
-  std::map<std::string, std::map<NodeId, JoinStream*, NodeIdLess>> streams_;  // guarded by mu_
-  std::map<std::string, std::vector<std::function<void()>>> drained_waiters_;  // guarded by mu_
+  bool stopping_ = false;            // guarded by mu_
+  ServerTimer timer_{mu_};           // when TimerLoop wakes
+  RunRegistry registry_;             // guarded by mu_
+  Metrics metrics_;                  // guarded by mu_
+  StepReports steps_;                // keep-alives' step reports; guarded by mu_
+  RunFailures failures_;             // `ctrun status --why`; guarded by mu_
+  NodeStreams streams_;              // the nodes' Join streams, WhenDrained's waiters; guarded by mu_
   std::optional<StateStore> store_;  // set with --state-dir; written under mu_
-
-  StoreRouting store_routing_;       // guarded by mu_
 
   CallCheck call_check_;
   FtService ft_{mu_, call_check_, stopping_, timer_};  // the fault-tolerance calls
@@ -278,7 +267,6 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   // destroyed after it: declared before server_).
   std::unique_ptr<LogHub> logs_;
   const TlsConfig tls_;
-  const bool serve_stores_;
   const std::chrono::milliseconds sniff_deadline_;  // the mux's (ServerOptions::port_sniff_deadline)
   int port_ = 0;
   std::string address_;
@@ -287,8 +275,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   // the mux and its io_context.
   std::unique_ptr<PortMux> mux_;
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> grpc_acceptor_;
-  std::map<std::string, std::unique_ptr<StoreServer>> stores_;  // mux thread only
-  int unrouted_logged_ = 0;                                     // mux thread only
+  RunStores stores_;  // the workers' stores on the port (run_stores.h)
   std::unique_ptr<grpc::Server> server_;
   std::thread timer_thread_;
 };

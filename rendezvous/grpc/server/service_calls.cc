@@ -39,18 +39,13 @@ void RendezvousServer::Impl::StreamDone(JoinStream* stream) {
   [&] {
     std::lock_guard<CheckedMutex> lock(mu_);
     ForgetDue(Clock::now(), out);
-    auto run = streams_.find(stream->run_id());
-    if (run == streams_.end()) return;
-    auto it = run->second.find(stream->node());
-    if (it == run->second.end() || it->second != stream) return;
-    run->second.erase(it);
-    if (run->second.empty()) streams_.erase(run);
+    if (!streams_.Remove(stream)) return;
     if (stream->client_gone() && !stopping_) {
       Result<RendezvousMachine*> machine = registry_.Find(stream->run_id());
       if (machine.ok() && (*machine)->StatusOf(stream->node())) {
         if ((*machine)->StatusOf(stream->node()) == NodeStatus::kMember) {
-          RecordNodeLost(stream->run_id(), stream->node(), (*machine)->Tally().round,
-                         "its connection to the rendezvous dropped with no exit reported");
+          failures_.AddLost(stream->run_id(), stream->node(), (*machine)->Tally().round,
+                            "its connection to the rendezvous dropped with no exit reported");
         }
         const rdzv::Leave leave{stream->node(), stream->incarnation(), LeaveReason::kSignal};
         out.logs.push_back("rendezvous run '" + stream->run_id() + "': node " + ToString(leave.node) +
@@ -117,7 +112,7 @@ void RendezvousServer::Impl::StepJoin(const v1::JoinRequest& request, const rdzv
   StepOutcome outcome = StepRun(request.run_id(), **machine,
                                 RunEvent{.event = event, .now = now, .caller = &join.node, .caller_stream = stream},
                                 out);
-  if (!outcome.caller_rejected) Install(stream, out);
+  if (!outcome.caller_rejected) streams_.Install(stream, out);
 }
 
 grpc::ServerUnaryReactor* RendezvousServer::Impl::KeepAlive(grpc::CallbackServerContext* context,
@@ -125,33 +120,29 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::KeepAlive(grpc::CallbackServer
                                                             v1::KeepAliveReply* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   grpc::Status status = call_check_.Check(*context, request->version(), request->token(), request->run_id());
-  Outbox out;
-  if (status.ok()) {
-    std::lock_guard<CheckedMutex> lock(mu_);
-    ForgetDue(Clock::now(), out);
-    Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
-    if (machine.ok()) {
-      const NodeId node = NodeFromProto(request->node());
-      const Event event = rdzv::KeepAlive{node, request->incarnation()};
-      StepOutcome outcome = StepRun(request->run_id(), **machine,
-                                    RunEvent{.event = event,
-                                             .now = Clock::now(),
-                                             .save = Save::kIfDecided,
-                                             .caller = &node,
-                                             .own_rejection = OwnRejection::kReturn},
-                                    out);
-      if (outcome.own_rejection) {
-        reply->mutable_rejected()->set_code(RejectCodeToProto(outcome.own_rejection->code));
-        reply->mutable_rejected()->set_message(outcome.own_rejection->message);
-      } else {
-        ReportSteps(request->run_id(), node, *request, reply, out);
-      }
-    } else if (machine.status().IsNotFound()) {
-      RejectedFromRegistryError(machine.status(), reply->mutable_rejected());
-      status = grpc::Status::OK;
+  WithUsableRun(request->run_id(), status, [&](RendezvousMachine& machine, TimePoint, Outbox& out) {
+    const NodeId node = NodeFromProto(request->node());
+    const Event event = rdzv::KeepAlive{node, request->incarnation()};
+    StepOutcome outcome = StepRun(request->run_id(), machine,
+                                  RunEvent{.event = event,
+                                           .now = Clock::now(),
+                                           .save = Save::kIfDecided,
+                                           .caller = &node,
+                                           .own_rejection = OwnRejection::kReturn},
+                                  out);
+    if (outcome.own_rejection) {
+      reply->mutable_rejected()->set_code(RejectCodeToProto(outcome.own_rejection->code));
+      reply->mutable_rejected()->set_message(outcome.own_rejection->message);
+    } else if (request->has_steps()) {
+      metrics_.OnStragglerChanges(request->run_id(),
+                                  steps_.Report(request->run_id(), node, *request, reply, out.logs));
     }
+  });
+  // An unknown run (Usable's NOT_FOUND) is the node's rejection, in the reply.
+  if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+    RejectedFromRegistryError(Status::NotFound(status.error_message()), reply->mutable_rejected());
+    status = grpc::Status::OK;
   }
-  out.Flush();
   reactor->Finish(status);
   return reactor;
 }
@@ -171,31 +162,19 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::Leave(grpc::CallbackServerCont
       status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, v.status().message());
     }
   }
-  Outbox out;
-  if (status.ok()) {
-    std::lock_guard<CheckedMutex> lock(mu_);
-    ForgetDue(Clock::now(), out);
-    Result<RendezvousMachine*> machine = Usable(request->run_id(), status);
-    if (machine.ok()) {
-      const rdzv::Leave leave{NodeFromProto(request->node()), request->incarnation(), *reason,
-                              request->report(), verdict};
-      out.logs.push_back("run '" + request->run_id() + "': node " + ToString(leave.node) + " left: " +
-                         std::string(Explain(leave.reason)) +
-                         (leave.report.empty() ? std::string() : " (" + leave.report + ")"));
-      out.debug_logs.push_back("rendezvous run '" + request->run_id() + "': node " + ToString(leave.node) +
-                               " left (" + std::string(Name(leave.reason)) + ")");
-      if (leave.reason == LeaveReason::kUnhealthy) {
-        // `ctrun status --why`'s unhealthy_node: the report's first line.
-        const std::string first = leave.report.substr(0, leave.report.find('\n'));
-        const double now_unix =
-            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-        failures_[request->run_id()].AddNode(leave.node, (*machine)->Tally().round, /*lost=*/false, first, now_unix,
-                                             Clock::now());
-      }
-      StepRun(request->run_id(), **machine, RunEvent{.event = leave, .now = Clock::now()}, out);
+  WithUsableRun(request->run_id(), status, [&](RendezvousMachine& machine, TimePoint, Outbox& out) {
+    const rdzv::Leave leave{NodeFromProto(request->node()), request->incarnation(), *reason, request->report(),
+                            verdict};
+    out.logs.push_back("run '" + request->run_id() + "': node " + ToString(leave.node) + " left: " +
+                       std::string(Explain(leave.reason)) +
+                       (leave.report.empty() ? std::string() : " (" + leave.report + ")"));
+    out.debug_logs.push_back("rendezvous run '" + request->run_id() + "': node " + ToString(leave.node) +
+                             " left (" + std::string(Name(leave.reason)) + ")");
+    if (leave.reason == LeaveReason::kUnhealthy) {
+      failures_.AddUnhealthy(request->run_id(), leave.node, machine.Tally().round, leave.report);
     }
-  }
-  out.Flush();
+    StepRun(request->run_id(), machine, RunEvent{.event = leave, .now = Clock::now()}, out);
+  });
   reactor->Finish(status);
   return reactor;
 }
@@ -225,8 +204,8 @@ grpc::ServerUnaryReactor* RendezvousServer::Impl::GetState(grpc::CallbackServerC
     } else if (machine.ok()) {
       StateReplyFromSnapshot((*machine)->State(), now, reply);
       RunView view = ViewOf((*machine)->Export(), (*machine)->Tally(), now);
-      if (auto steps = steps_.find(run_id); steps != steps_.end()) AddStepTimes(steps->second, view);
-      if (auto f = failures_.find(run_id); f != failures_.end()) AddFailures(f->second, now, view);
+      steps_.AddTo(run_id, view);
+      failures_.AddTo(run_id, now, view);
       StateReplyAddView(view, reply);
     }
     if (machine.ok() && (*machine)->Preempted()) {

@@ -1,12 +1,10 @@
-// RendezvousServer::Impl::ReportSteps: a keep-alive's step report through the
-// run's StragglerDetector (rendezvous/machine/straggler.h); the changes queued
-// for the sender go back in its reply.
+#include "rendezvous/grpc/server/step_reports.h"
+
 #include <spdlog/fmt/fmt.h>
 
 #include <chrono>
 
 #include "rendezvous/grpc/convert/proto_convert.h"
-#include "rendezvous/grpc/server/server_impl.h"
 
 namespace ctrun::rdzv {
 namespace {
@@ -27,16 +25,24 @@ std::string Describe(const std::string& run_id, const StragglerChange& c) {
 
 }  // namespace
 
-void RendezvousServer::Impl::ReportSteps(const std::string& run_id, const NodeId& node,
-                                         const v1::KeepAliveRequest& request, v1::KeepAliveReply* reply,
-                                         Outbox& out) {
-  mu_.AssertHeld("ReportSteps");
-  if (!request.has_steps()) return;
-  StragglerDetector& detector = steps_[run_id];
-  const std::vector<StragglerChange> changes = detector.Report(node, StepReportFromProto(request.steps()));
-  for (const StragglerChange& c : changes) out.logs.push_back(Describe(run_id, c));
-  metrics_.OnStragglerChanges(run_id, changes);
+std::vector<StragglerChange> StepReports::Report(const std::string& run_id, const NodeId& node,
+                                                 const v1::KeepAliveRequest& request, v1::KeepAliveReply* reply,
+                                                 std::vector<std::string>& logs) {
+  if (!request.has_steps()) return {};
+  StragglerDetector& detector = detectors_[run_id];
+  std::vector<StragglerChange> changes = detector.Report(node, StepReportFromProto(request.steps()));
+  for (const StragglerChange& c : changes) logs.push_back(Describe(run_id, c));
   for (const StragglerChange& c : detector.TakeChanges(node)) StragglerChangeToProto(c, reply->add_stragglers());
+  return changes;
+}
+
+std::vector<RankStepView> StepReports::Ranks(const std::string& run_id) const {
+  auto it = detectors_.find(run_id);
+  return it == detectors_.end() ? std::vector<RankStepView>{} : it->second.Ranks();
+}
+
+void StepReports::AddTo(const std::string& run_id, RunView& view) const {
+  if (auto it = detectors_.find(run_id); it != detectors_.end()) AddStepTimes(it->second, view);
 }
 
 }  // namespace ctrun::rdzv
