@@ -1,6 +1,6 @@
 // The fault-tolerance calls' proto messages (FtParams, FtSyncRequest,
 // FtSyncReply, FtLost) to and from the quorum's own vocabulary
-// (quorum.h, step_sync.h). Used by the server (ft_calls.cc) and by
+// (quorum.h, step_sync.h). Used by the server (server/ft_service.cc) and by
 // FtClient: proto types stop at these two.
 //
 // Pure functions; no validation beyond the conversion (FtRuns checks sizes

@@ -300,6 +300,51 @@ Rejected RejectedFromProto(const NodeId& self, const v1::Rejected& r) {
   return out;
 }
 
+namespace {
+
+// A RoundComplete push. A malformed size list (pairs that do not pair up, a
+// count or size that is not positive, more than kMaxRoundNodes nodes, sizes
+// that do not sum to world_size) leaves the round without members: the
+// agent then says it is not in it.
+RoundComplete RoundCompleteFromProto(const v1::RoundComplete& rc) {
+  RoundComplete out;
+  out.round = rc.round();
+  out.world_size = rc.world_size();
+  out.hint_note = rc.hint_note();
+  out.store_on_rendezvous_port = rc.store_on_rendezvous_port();
+  bool valid = rc.local_world_size_values_size() == rc.local_world_size_counts_size();
+  int64_t nodes_listed = 0, workers = 0;
+  for (int i = 0; valid && i < rc.local_world_size_values_size(); ++i) {
+    const int64_t value = rc.local_world_size_values(i), count = rc.local_world_size_counts(i);
+    valid = value > 0 && count > 0 && nodes_listed + count <= kMaxRoundNodes;
+    nodes_listed += count;
+    workers += value * count;
+  }
+  if (valid && workers == rc.world_size()) {
+    out.members.reserve(static_cast<size_t>(nodes_listed));
+    for (int i = 0; i < rc.local_world_size_values_size(); ++i) {
+      for (int k = 0; k < rc.local_world_size_counts(i); ++k) {
+        Member& m = out.members.emplace_back();
+        m.group_rank = static_cast<int>(out.members.size()) - 1;
+        m.local_world_size = rc.local_world_size_values(i);
+      }
+    }
+  }
+  const int nodes = static_cast<int>(out.members.size());
+  // A whole member outside the size list is dropped: the agent then
+  // finds itself missing from the round and says so.
+  for (const v1::Member& m : rc.members()) {
+    if (m.group_rank() < 0 || m.group_rank() >= nodes) continue;
+    Member& member = out.members[m.group_rank()];
+    member.node = NodeFromProto(m.node());
+    member.addr = m.addr();
+    member.master_port = m.master_port();
+  }
+  return out;
+}
+
+}  // namespace
+
 Decision DecisionFromUpdate(const NodeId& self, const v1::Update& u) {
   switch (u.kind_case()) {
     case v1::Update::kAdmitted: {
@@ -308,47 +353,8 @@ Decision DecisionFromUpdate(const NodeId& self, const v1::Update& u) {
       if (u.admitted().state() == v1::Admitted::REDUNDANT) a.state = AdmitState::kRedundant;
       return a;
     }
-    case v1::Update::kRoundComplete: {
-      const v1::RoundComplete& rc = u.round_complete();
-      RoundComplete out;
-      out.round = rc.round();
-      out.world_size = rc.world_size();
-      out.hint_note = rc.hint_note();
-      out.store_on_rendezvous_port = rc.store_on_rendezvous_port();
-      // A malformed size list (pairs that do not pair up, a count or size
-      // that is not positive, more than kMaxRoundNodes nodes, sizes that do
-      // not sum to world_size) leaves the round without members: the agent
-      // then says it is not in it.
-      bool valid = rc.local_world_size_values_size() == rc.local_world_size_counts_size();
-      int64_t nodes_listed = 0, workers = 0;
-      for (int i = 0; valid && i < rc.local_world_size_values_size(); ++i) {
-        const int64_t value = rc.local_world_size_values(i), count = rc.local_world_size_counts(i);
-        valid = value > 0 && count > 0 && nodes_listed + count <= kMaxRoundNodes;
-        nodes_listed += count;
-        workers += value * count;
-      }
-      if (valid && workers == rc.world_size()) {
-        out.members.reserve(static_cast<size_t>(nodes_listed));
-        for (int i = 0; i < rc.local_world_size_values_size(); ++i) {
-          for (int k = 0; k < rc.local_world_size_counts(i); ++k) {
-            Member& m = out.members.emplace_back();
-            m.group_rank = static_cast<int>(out.members.size()) - 1;
-            m.local_world_size = rc.local_world_size_values(i);
-          }
-        }
-      }
-      const int nodes = static_cast<int>(out.members.size());
-      // A whole member outside the size list is dropped: the agent then
-      // finds itself missing from the round and says so.
-      for (const v1::Member& m : rc.members()) {
-        if (m.group_rank() < 0 || m.group_rank() >= nodes) continue;
-        Member& member = out.members[m.group_rank()];
-        member.node = NodeFromProto(m.node());
-        member.addr = m.addr();
-        member.master_port = m.master_port();
-      }
-      return out;
-    }
+    case v1::Update::kRoundComplete:
+      return RoundCompleteFromProto(u.round_complete());
     case v1::Update::kRestartRequested: {
       const v1::RestartRequested& r = u.restart_requested();
       RestartRequested out;

@@ -73,12 +73,12 @@ Status RendezvousServer::Impl::Listen(const HostPort& hp) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // Fault-tolerance clients ping every 5 s while a call is open
-  // (ft_client.cc): accept that, with room for timer skew; a peer pinging
+  // (client/ft_client.cc): accept that, with room for timer skew; a peer pinging
   // faster than every second is still sent away after gRPC's default two
   // strikes.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   // The largest request a client sends is a LogBatch (at most 1 MiB,
-  // log_client.h) or a ReportFailure (64 failures of at most ~10 KiB): a
+  // convert/log_limits.h) or a ReportFailure (64 failures of at most ~10 KiB): a
   // message over 2 MiB is refused (RESOURCE_EXHAUSTED) before any handler or
   // token check sees it, instead of gRPC's default 4 MiB.
   builder.SetMaxReceiveMessageSize(2 << 20);
