@@ -35,7 +35,7 @@ RendezvousServer::Impl::StepOutcome RendezvousServer::Impl::StepRun(const std::s
                                                                     Outbox& out) {
   mu_.AssertHeld("StepRun");
   std::vector<Decision> decisions = machine.Step(ev.event, ev.now);
-  Persist(run_id, machine, ev.save == Save::kAlways || !decisions.empty());
+  states_.Save(run_id, machine, ev.save == Save::kAlways || !decisions.empty());
   StepOutcome outcome;
   if (ev.own_rejection == OwnRejection::kReturnAlone) {
     for (const Decision& d : decisions) {
@@ -134,21 +134,6 @@ void RendezvousServer::Impl::CollectDrained(const std::string& run_id, Outbox& o
   streams_.TakeDrainedWaiters(run_id, out);
 }
 
-// The write, fsyncs included, is made under mu_ on purpose (server.h says
-// why): every reply and push of this step, and every answer another call
-// reads from this machine afterwards, goes out only after the state it
-// reflects is on disk; and the writes of one run land in step order, so an
-// older state never overwrites a newer one.
-void RendezvousServer::Impl::Persist(const std::string& run_id, const RendezvousMachine& machine, bool changed) {
-  mu_.AssertHeld("Persist");
-  if (!store_ || !changed) return;
-  Status s = store_->Save(StoredRun{run_id, machine.Export()},
-                          ClockPair{Clock::now(), std::chrono::system_clock::now()});
-  if (!s.ok()) {
-    spdlog::error("rendezvous run '{}': {}; a restarted ctrund would resume an older state", run_id, s.message());
-  }
-}
-
 void RendezvousServer::Impl::ForgetDue(TimePoint now, Outbox& out) {
   mu_.AssertHeld("ForgetDue");
   if (!registry_.NextForget() || *registry_.NextForget() > now) return;
@@ -158,12 +143,7 @@ void RendezvousServer::Impl::ForgetDue(TimePoint now, Outbox& out) {
     failures_.Forget(run_id);
     metrics_.Forget(run_id);
     stores_.Release(run_id, true);
-    if (store_) {
-      if (Status s = store_->Remove(run_id); !s.ok()) {
-        spdlog::warn("rendezvous run '{}': {}; a restarted ctrund would resume it as a closed run", run_id,
-                     s.message());
-      }
-    }
+    states_.Remove(run_id);
     spdlog::debug("rendezvous run '{}': closed and drained for --closed-run-ttl: forgotten", run_id);
   }
 }

@@ -53,7 +53,7 @@ Status RendezvousServer::Impl::RestoreRuns(const std::string& dir) {
                  store->PathOf(run.run_id), c.round,
                  c.closed ? "closed" : (c.complete ? "running" : "forming"), c.live_nodes);
   }
-  store_ = std::move(*store);
+  states_.Keep(std::move(*store));
   return Status::Ok();
 }
 

@@ -7,6 +7,7 @@
 //   StepReports   (step_reports.h)  keep-alives' step reports: stragglers
 //   RunFailures   (run_failures.h)  failures for `ctrun status --why`
 //   RunStores     (run_stores.h)    the workers' c10d stores on the listen port
+//   RunStates     (run_states.h)    --state-dir: the runs' states on disk
 //   FtService     (ft_service.h)    the fault-tolerance calls FtSync, FtWatch, FtLeave
 //   LogHub        (log_hub.h)       the shared logs (logs_calls.cc admits their calls)
 //   CallCheck     (call_check.h)    token and version
@@ -47,6 +48,7 @@
 #include "rendezvous/grpc/server/log_hub.h"
 #include "rendezvous/grpc/server/node_streams.h"
 #include "rendezvous/grpc/server/run_failures.h"
+#include "rendezvous/grpc/server/run_states.h"
 #include "rendezvous/grpc/server/run_stores.h"
 #include "rendezvous/grpc/server/server.h"
 #include "rendezvous/grpc/server/server_timer.h"
@@ -154,7 +156,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   // run_step.cc; each requires mu_.
   //
   // The one path of every event: steps `ev` on `machine` (the run `run_id`),
-  // writes the state (Persist; per ev.save), routes the decisions (Route;
+  // writes the state (RunStates::Save; per ev.save), routes the decisions (Route;
   // the caller's own rejection per ev.own_rejection) and re-arms the timer
   // (Rearm). With kReturnAlone and a rejection, returns it before routing or
   // re-arming anything.
@@ -168,11 +170,6 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   // Moves the WhenDrained callbacks of `run_id` into `out` once the run holds
   // no live node.
   void CollectDrained(const std::string& run_id, Outbox& out);
-  // Writes the run's state to --state-dir, when there is one and `changed`
-  // (a step that only refreshed keep-alive times is not written: a restart
-  // refreshes them all anyway, see ForgiveOutage), before returning. A failed
-  // write is logged and serving goes on.
-  void Persist(const std::string& run_id, const RendezvousMachine& machine, bool changed);
   // Wakes the timer if `machine` now has a deadline, or a run is now to be
   // forgotten, before the time it sleeps until.
   void Rearm(const RendezvousMachine& machine);
@@ -259,7 +256,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   StepReports steps_;                // keep-alives' step reports; guarded by mu_
   RunFailures failures_;             // `ctrun status --why`; guarded by mu_
   NodeStreams streams_;              // the nodes' Join streams, WhenDrained's waiters; guarded by mu_
-  std::optional<StateStore> store_;  // set with --state-dir; written under mu_
+  RunStates states_;                 // --state-dir's files; written under mu_
 
   CallCheck call_check_;
   FtService ft_{mu_, call_check_, stopping_, timer_};  // the fault-tolerance calls
