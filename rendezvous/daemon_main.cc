@@ -14,10 +14,10 @@
 
 #include "base/clock.h"
 #include "base/open_files.h"
-#include "rendezvous/grpc/credentials.h"
-#include "rendezvous/grpc/grpc_process.h"
+#include "rendezvous/grpc/net/credentials.h"
+#include "rendezvous/grpc/net/grpc_process.h"
+#include "rendezvous/grpc/server/server.h"
 #include "rendezvous/metrics/metrics_http.h"
-#include "rendezvous/grpc/server.h"
 
 namespace {
 
@@ -92,6 +92,17 @@ ctrun::Result<std::string> ReadToken(const DaemonFlags& flags) {
   std::string token = env ? env : "";
   CTRUN_RETURN_IF_ERROR(ctrun::rdzv::CheckToken(token, "CTRUN_RDZV_TOKEN"));
   return token;
+}
+
+// CTRUN_PORT_SNIFF_DEADLINE_MS (a knob for tests): a positive number of
+// milliseconds, else nullopt (the mux's default; anything else is ignored).
+std::optional<std::chrono::milliseconds> PortSniffDeadline() {
+  const char* v = std::getenv("CTRUN_PORT_SNIFF_DEADLINE_MS");
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  char* end = nullptr;
+  const long long ms = std::strtoll(v, &end, 10);
+  if (*end != '\0' || ms <= 0) return std::nullopt;
+  return std::chrono::milliseconds(ms);
 }
 
 ctrun::Result<ctrun::rdzv::TlsConfig> LoadTls(const DaemonFlags& flags) {
@@ -205,6 +216,7 @@ int main(int argc, char** argv) {
   options.tls = *tls;
   options.state_dir = flags.state_dir;
   options.closed_run_ttl = *closed_run_ttl;
+  options.port_sniff_deadline = PortSniffDeadline();
   // A store's keys live in memory only: with --state-dir, a restarted ctrund
   // would resume running rounds whose workers lost their store. So the agents
   // keep hosting them (docs/daemon.md, "The workers' stores").

@@ -1,6 +1,6 @@
 // rdzv_load: N simulated agents against one rendezvous server (ctrund), in
 // one process. Each agent speaks proto/rendezvous.proto as the real one does
-// (launcher/rdzv/grpc_rendezvous.cc over rendezvous/grpc/client.cc): its own
+// (launcher/rdzv/grpc_rendezvous.cc over rendezvous/grpc/client/client.cc): its own
 // Join stream, answered by Admitted and later RoundComplete or
 // RestartRequested (then it joins again at once), and its own KeepAlive
 // every keep_alive_interval, started at its first Admitted.

@@ -1,6 +1,6 @@
 // rdzv_load's agents on the wire: their Join streams, the updates they get
 // and their keep-alives, as the real agent does (launcher/rdzv/
-// grpc_rendezvous.cc over rendezvous/grpc/client.cc). See rdzv_load_driver.h.
+// grpc_rendezvous.cc over rendezvous/grpc/client/client.cc). See rdzv_load_driver.h.
 #include <algorithm>
 #include <chrono>
 #include <string>

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "rdzv_load_driver.h"
-#include "rendezvous/grpc/channel_backoff.h"
+#include "rendezvous/grpc/client/channel_backoff.h"
 
 namespace rdzv_load {
 

@@ -13,8 +13,8 @@
 #include "launcher/cli/flags.h"
 #include "launcher/cli/text.h"
 #include "launcher/rdzv/credentials.h"
-#include "rendezvous/grpc/grpc_process.h"
-#include "rendezvous/grpc/log_client.h"
+#include "rendezvous/grpc/client/log_client.h"
+#include "rendezvous/grpc/net/grpc_process.h"
 
 namespace ctrun::launcher {
 namespace {

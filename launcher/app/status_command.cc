@@ -15,9 +15,9 @@
 #include "launcher/cli/flag_values.h"
 #include "launcher/cli/flags.h"
 #include "launcher/rdzv/credentials.h"
-#include "rendezvous/grpc/client.h"
-#include "rendezvous/grpc/grpc_process.h"
-#include "rendezvous/grpc/server.h"
+#include "rendezvous/grpc/client/client.h"
+#include "rendezvous/grpc/net/grpc_process.h"
+#include "rendezvous/grpc/server/server.h"
 #include "rendezvous/metrics/runs_json.h"
 
 namespace ctrun::launcher {

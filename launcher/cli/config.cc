@@ -236,6 +236,11 @@ Status ReadOtherEnvironment(const Environment& env, LaunchConfig& config) {
       config.slurm_job_end_unix_s = static_cast<double>(*end);
     }
   }
+  if (auto it = env.find("CTRUN_PORT_SNIFF_DEADLINE_MS"); it != env.end()) {
+    if (std::optional<long long> ms = ParseInt(it->second); ms && *ms > 0) {
+      config.port_sniff_deadline = std::chrono::milliseconds(*ms);
+    }
+  }
   // Like CTRUN_EVENTS_FILE: --health-check and PET_HEALTH_CHECK win over it.
   if (auto it = env.find("CTRUN_HEALTH_CHECK"); it != env.end() && !it->second.empty() && !config.health_check) {
     config.health_check = it->second;

@@ -159,6 +159,11 @@ struct LaunchConfig {
   // SLURM_JOB_END_TIME (Unix seconds), where Slurm sets it: a notice's budget
   // is at most what is left of it, less a margin.
   std::optional<double> slurm_job_end_unix_s;
+  // CTRUN_PORT_SNIFF_DEADLINE_MS (a knob for tests; a positive number of
+  // milliseconds, anything else ignored): how long a connection to the
+  // rendezvous port this agent hosts may stay silent (rendezvous/grpc/net/
+  // port_mux.h); nullopt = the mux's 10 s.
+  std::optional<std::chrono::milliseconds> port_sniff_deadline;
   // --hang-stacks-timeout (ctrun only): before a worker is killed for a hang,
   // its stacks are saved with gdb, for at most this long; 0 = off.
   Seconds hang_stacks_timeout{10};

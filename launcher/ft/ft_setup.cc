@@ -13,8 +13,8 @@
 #include "launcher/net/local_address.h"
 #include "launcher/rdzv/host_server.h"
 #include "launcher/rdzv/resolve.h"
-#include "rendezvous/grpc/ft_client.h"
-#include "rendezvous/grpc/grpc_process.h"
+#include "rendezvous/grpc/client/ft_client.h"
+#include "rendezvous/grpc/net/grpc_process.h"
 
 namespace ctrun::launcher {
 namespace {

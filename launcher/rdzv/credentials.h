@@ -10,7 +10,7 @@
 #include "base/result.h"
 #include "launcher/cli/config.h"
 #include "launcher/cli/launch_config.h"
-#include "rendezvous/grpc/credentials.h"
+#include "rendezvous/grpc/net/credentials.h"
 
 namespace ctrun::launcher {
 

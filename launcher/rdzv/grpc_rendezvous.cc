@@ -10,7 +10,7 @@
 
 #include "launcher/net/free_port.h"
 #include "launcher/rdzv/waiting_line.h"
-#include "rendezvous/grpc/log_client.h"
+#include "rendezvous/grpc/client/log_client.h"
 #include "rendezvous/machine/node_order.h"
 
 namespace ctrun::launcher {
@@ -158,7 +158,7 @@ Result<Round> GrpcRendezvous::RoundFrom(const rdzv::RoundComplete& rc) const {
     round.master_port = options_.fixed_master->second;
   } else if (rc.store_on_rendezvous_port && options_.store.agent_store) {
     // One port per job: the server that runs the rendezvous serves the
-    // workers' store on its own port (rendezvous/grpc/port_mux.h).
+    // workers' store on its own port (rendezvous/grpc/net/port_mux.h).
     const auto [host, port] = SplitEndpoint(options_.client.endpoint);
     round.master_addr = host;
     round.master_port = port;

@@ -16,7 +16,7 @@
 // connection dropped) is re-opened, not treated as fatal: while joining,
 // until join_timeout; while the workers run, for as long as they run (they
 // do not need the rendezvous), with the reconnect flag of
-// rendezvous/grpc/reconnect.h so that a restarted daemon that kept the run
+// rendezvous/grpc/convert/reconnect.h so that a restarted daemon that kept the run
 // (--state-dir) continues the round instead of restarting it.
 //
 // When this agent hosts the server (`hosted` is set), Shutdown keeps serving
@@ -36,7 +36,7 @@
 #include "launcher/cli/launch_config.h"
 #include "launcher/rdzv/remote_phase.h"
 #include "launcher/rdzv/rendezvous_handler.h"
-#include "rendezvous/grpc/client.h"
+#include "rendezvous/grpc/client/client.h"
 
 namespace ctrun::launcher {
 

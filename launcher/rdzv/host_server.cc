@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-#include "rendezvous/grpc/server.h"
+#include "rendezvous/grpc/server/server.h"
 #include "rendezvous/metrics/metrics_http.h"
 
 namespace ctrun::launcher {
@@ -69,6 +69,7 @@ Result<std::unique_ptr<HostedServer>> HostRendezvousServer(RendezvousPlan& plan,
   so.token = plan.token;
   so.tls = plan.tls;
   so.tls.ca_pem.clear();  // an agent-hosted server does not ask for client certificates (ctrund can)
+  so.port_sniff_deadline = host.port_sniff_deadline;
   Result<std::unique_ptr<rdzv::RendezvousServer>> server = rdzv::RendezvousServer::Start(so);
   if (server.ok()) {
     if (ListenPort(so.listen_address) == 0) plan.endpoint = WithPort(plan.endpoint, (*server)->port());

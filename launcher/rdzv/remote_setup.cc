@@ -7,7 +7,7 @@
 #include "launcher/rdzv/etcd_rendezvous.h"
 #include "launcher/rdzv/grpc_rendezvous.h"
 #include "launcher/rdzv/host_server.h"
-#include "rendezvous/grpc/grpc_process.h"
+#include "rendezvous/grpc/net/grpc_process.h"
 
 namespace ctrun::launcher {
 

@@ -25,7 +25,7 @@
 namespace ctrun::launcher {
 
 // Routes gRPC's logs to spdlog and configures gRPC for this process
-// (rendezvous/grpc/grpc_process.h), resolves `config` (ResolveRendezvous)
+// (rendezvous/grpc/net/grpc_process.h), resolves `config` (ResolveRendezvous)
 // and builds its gRPC or etcd-v3 handler, hosting the rendezvous server here
 // when the plan says so. Errors as MakeRendezvous says.
 Result<std::unique_ptr<RendezvousHandler>> MakeRemoteRendezvous(boost::asio::io_context& io,

@@ -27,6 +27,7 @@
 // (ctrun-full only: launcher/rdzv/remote_setup.h).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,7 +36,7 @@
 #include "base/result.h"
 #include "launcher/cli/config.h"
 #include "launcher/cli/launch_config.h"
-#include "rendezvous/grpc/credentials.h"
+#include "rendezvous/grpc/net/credentials.h"
 #include "rendezvous/machine/node_order.h"
 #include "rendezvous/machine/rdzv_params.h"
 
@@ -60,6 +61,8 @@ struct HostPlan {
   // /api/runs over HTTP on listen_address's host at this port (0 = a free
   // one); nullopt = not at all.
   std::optional<int> metrics_port;
+  // The server's ServerOptions::port_sniff_deadline (LaunchConfig's).
+  std::optional<std::chrono::milliseconds> port_sniff_deadline;
 };
 
 struct RendezvousPlan {
@@ -123,7 +126,7 @@ rdzv::NodeId ThisNode(const LaunchConfig& config);
 //                and the round's group rank 0 is the one the workers use.
 //                c10d: only when the rendezvous server does not serve the
 //                store on its own port for the round (it does by default:
-//                one port per job, rendezvous/grpc/port_mux.h)
+//                one port per job, rendezvous/grpc/net/port_mux.h)
 std::optional<int> AgentStorePort(const LaunchConfig& config);
 
 // The address that store listens on: the one its workers are given as

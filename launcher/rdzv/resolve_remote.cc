@@ -148,7 +148,7 @@ Result<RendezvousPlan> ResolveGrpc(const LaunchConfig& config, const Environment
                                    "rendezvous (" + plan->endpoint + ") and needs its certificate and key to serve TLS");
   }
   plan->host = HostPlan{IsIpLiteral(site->host) ? plan->endpoint : "0.0.0.0:" + std::to_string(site->port),
-                        !site->inferred, config.rdzv_conf.metrics_port};
+                        !site->inferred, config.rdzv_conf.metrics_port, config.port_sniff_deadline};
   return plan;
 }
 

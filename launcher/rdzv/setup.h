@@ -21,7 +21,7 @@ namespace ctrun::launcher {
 
 // Resolves `config` (see resolve.h for the backends) and builds the handler.
 // With more than one node, first routes gRPC's logs to spdlog and configures
-// gRPC for this process (rendezvous/grpc/grpc_process.h).
+// gRPC for this process (rendezvous/grpc/net/grpc_process.h).
 // Errors: InvalidArgument as ResolveRendezvous, or for an etcd-v3 backend in
 // a ctrun built without etcd; FailedPrecondition for several nodes in the
 // one-node `ctrun` (main hands those to ctrun-full first); Unavailable when is_host=1 was given and the

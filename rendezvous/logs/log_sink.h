@@ -1,5 +1,5 @@
 // LogSink: where an agent's shared log lines go (--share-logs): one stream
-// to the rendezvous server (rendezvous/grpc/log_client.h makes the gRPC
+// to the rendezvous server (rendezvous/grpc/client/log_client.h makes the gRPC
 // one). The agent's LogShipper (launcher/logs/ship/log_shipper.h) drives it from
 // its own thread.
 //

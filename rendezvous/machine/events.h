@@ -114,7 +114,7 @@ struct RoundComplete {
   bool hints_honoured = false;  // group ranks are the --node-rank hints
   std::string hint_note;        // why given hints were ignored; empty otherwise
   // Set by the server, never by the machine: the server that sent the round
-  // serves its workers' c10d store on its own port (rendezvous/grpc/port_mux.h).
+  // serves its workers' c10d store on its own port (rendezvous/grpc/net/port_mux.h).
   bool store_on_rendezvous_port = false;
   bool operator==(const RoundComplete&) const = default;
 };

@@ -3,7 +3,7 @@
 // ENFILE) stays in the kernel's queue, so accepting again at once would fail
 // again at once: a busy loop. The loop waits 50 ms instead, and warns once
 // a burst, naming what cannot accept. Used by the workers' store, the
-// rendezvous port (rendezvous/grpc/port_mux.h) and the metrics endpoint.
+// rendezvous port (rendezvous/grpc/net/port_mux.h) and the metrics endpoint.
 //
 // Runs on the acceptor's io_context; not thread-safe. The owner closes the
 // acceptor and calls Stop() before destroying the loop, on that thread.

@@ -1,6 +1,6 @@
 // ListenTcp: opens, binds and listens one Asio acceptor the way every
 // listening socket of the rendezvous side does (the workers' store, the
-// rendezvous port of rendezvous/grpc/port_mux.h, the metrics endpoint):
+// rendezvous port of rendezvous/grpc/net/port_mux.h, the metrics endpoint):
 // close-on-exec, so that workers and other children never inherit it;
 // SO_REUSEADDR (never SO_REUSEPORT: a second server on the port must fail to
 // bind, and an agent relies on that to become a client of the first); and,

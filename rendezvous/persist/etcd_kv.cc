@@ -65,7 +65,7 @@ class EtcdKv::Impl {
       if (e.address == endpoint) return;
     }
     grpc::ChannelArguments args;
-    // As the rendezvous clients (rendezvous/grpc/channel_backoff.h): a
+    // As the rendezvous clients (rendezvous/grpc/client/channel_backoff.h): a
     // refused connection retried after 100 ms, up to 1 s; each attempt may
     // take 10 s (gRPC's connect timeout is GRPC_ARG_MIN_RECONNECT_BACKOFF_MS).
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);

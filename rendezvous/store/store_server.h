@@ -3,7 +3,7 @@
 // (rendezvous/store/store_protocol.h) over TCP on an io_context, to
 // connections it accepts on a port of its own (Listen: the agent's store
 // when the rendezvous cannot serve it) or that it is handed (Adopt: the
-// rendezvous port's PortMux, rendezvous/grpc/port_mux.h). The table and its
+// rendezvous port's PortMux, rendezvous/grpc/net/port_mux.h). The table and its
 // waits are a StoreState.
 //
 // A connection whose bytes are malformed (or whose request the table refuses:

@@ -14,7 +14,7 @@
 #include "fuzz_checks.h"
 #include "fuzz_input.h"
 #include "rendezvous.pb.h"
-#include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/grpc/convert/proto_convert.h"
 #include "rendezvous/machine/run_registry.h"
 
 namespace ctrun::fuzz {

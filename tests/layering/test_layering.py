@@ -40,7 +40,7 @@ class CheckerCatches(unittest.TestCase):
         os.makedirs(os.path.join(self.root, "tests", "layering"))
         shutil.copy(os.path.join(HERE, "allowed.txt"), os.path.join(self.root, "tests", "layering"))
         self.write("base/status.h", "#pragma once\n")
-        self.write("rendezvous/grpc/server.h", '#pragma once\n#include "rendezvous/machine/machine.h"\n')
+        self.write("rendezvous/grpc/server/server.h", '#pragma once\n#include "rendezvous/machine/machine.h"\n')
         self.write("rendezvous/machine/machine.h", '#pragma once\n#include "base/status.h"\n#include <map>\n')
         self.write("launcher/cli/flags.h", '#pragma once\n#include "base/status.h"\n')
         self.write("launcher/rdzv/setup.h", '#pragma once\n#include "launcher/cli/flags.h"\n')
@@ -66,10 +66,10 @@ class CheckerCatches(unittest.TestCase):
 
     def test_pure_machine_may_not_include_grpc_folder_or_headers(self):
         self.write("rendezvous/machine/events.cc",
-                   '#include "rendezvous/grpc/server.h"\n#include <grpcpp/grpcpp.h>\n#include <boost/asio.hpp>\n')
+                   '#include "rendezvous/grpc/server/server.h"\n#include <grpcpp/grpcpp.h>\n#include <boost/asio.hpp>\n')
         rc, out, _ = run_checker(self.root)
         self.assertEqual(rc, 1)
-        self.assertIn("rendezvous/machine/events.cc:1: includes rendezvous/grpc/server.h", out)
+        self.assertIn("rendezvous/machine/events.cc:1: includes rendezvous/grpc/server/server.h", out)
         self.assertIn("rendezvous/machine/events.cc:2: includes grpcpp/grpcpp.h (grpc)", out)
         self.assertIn("rendezvous/machine/events.cc:3: includes boost/asio.hpp (boost)", out)
 

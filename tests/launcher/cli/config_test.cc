@@ -521,5 +521,15 @@ TEST_CASE("CurrentEnvironment snapshots environ", "[config]") {
   CHECK(CurrentEnvironment().count("CTRUN_CONFIG_TEST_VAR") == 0);
 }
 
+TEST_CASE("CTRUN_PORT_SNIFF_DEADLINE_MS: a positive number of milliseconds, anything else ignored", "[config]") {
+  CHECK_FALSE(Good({"/abs/t.py"}).port_sniff_deadline.has_value());
+  CHECK(Good({"/abs/t.py"}, {{"CTRUN_PORT_SNIFF_DEADLINE_MS", "300"}}).port_sniff_deadline ==
+        std::optional<std::chrono::milliseconds>(300));
+  for (const char* ignored : {"", "0", "-5", "soon", "17x"}) {
+    INFO(ignored);
+    CHECK_FALSE(Good({"/abs/t.py"}, {{"CTRUN_PORT_SNIFF_DEADLINE_MS", ignored}}).port_sniff_deadline.has_value());
+  }
+}
+
 }  // namespace
 }  // namespace ctrun::launcher

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/grpc/server.h"
+#include "rendezvous/grpc/server/server.h"
 
 namespace ctrun::launcher {
 namespace {

@@ -1,6 +1,6 @@
 // Inbox: a RendezvousClient's Post for tests, running the client's callbacks
-// on the test thread (tests/rendezvous/grpc/: credentials_test.cc,
-// server_preempt_test.cc). Test code.
+// on the test thread (tests/rendezvous/grpc/: net/credentials_test.cc,
+// server/server_preempt_test.cc). Test code.
 #pragma once
 
 #include <chrono>
@@ -9,7 +9,7 @@
 #include <functional>
 #include <mutex>
 
-#include "rendezvous/grpc/client.h"
+#include "rendezvous/grpc/client/client.h"
 
 namespace ctrun::rdzv::testing {
 

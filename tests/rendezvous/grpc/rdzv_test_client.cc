@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/grpc/convert/proto_convert.h"
 
 namespace ctrun::rdzv::testing {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "rendezvous.grpc.pb.h"
-#include "rendezvous/grpc/server.h"
+#include "rendezvous/grpc/server/server.h"
 
 namespace ctrun::rdzv::testing {
 

@@ -1,0 +1,183 @@
+#include "rendezvous/grpc/client/log_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "rendezvous.grpc.pb.h"
+#include "rendezvous/grpc/client/call_status.h"
+#include "rendezvous/grpc/client/channel.h"
+#include "rendezvous/grpc/convert/proto_convert.h"
+
+namespace ctrun::rdzv {
+namespace {
+
+// CallStatus, with the codes only the log calls get (a run the server does
+// not hold, a refused batch, a server with no shared logs).
+Status FromGrpc(const grpc::Status& s, const std::string& endpoint) {
+  const std::string what = s.error_message();
+  switch (s.error_code()) {
+    case grpc::StatusCode::NOT_FOUND: return Status::NotFound(what);
+    case grpc::StatusCode::INVALID_ARGUMENT: return Status::InvalidArgument(what);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return Status::ResourceExhausted(what);
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return Status::Unavailable("rendezvous at " + endpoint + ": " + what);
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return Status::FailedPrecondition("the rendezvous at " + endpoint +
+                                        " keeps no shared logs (an older ctrun or ctrund): use the same version on "
+                                        "every node and the server");
+    default:
+      return CallStatus(s, endpoint, "use the CA that signed the server's certificate (tls_ca) and TLS on both "
+                                     "sides or on neither");
+  }
+}
+
+class GrpcLogSink final : public LogSink {
+ public:
+  GrpcLogSink(std::shared_ptr<v1::Rendezvous::Stub> stub, const ClientOptions& options, std::string host)
+      : stub_(std::move(stub)), endpoint_(options.endpoint) {
+    header_.set_version(kProtocolVersion);
+    header_.set_run_id(options.run_id);
+    header_.set_token(options.token);
+    NodeToProto(options.node, header_.mutable_node());
+    header_.set_host(std::move(host));
+  }
+
+  ~GrpcLogSink() override {
+    if (writer_ && !finished_) {
+      context_.TryCancel();
+      (void)writer_->Finish();
+    }
+  }
+
+  Status Send(std::vector<LogChunk>& chunks, uint64_t dropped) override {
+    if (!writer_) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (cancelled_) return Status::Aborted("rendezvous call cancelled");
+        started_ = true;
+      }
+      writer_ = stub_->ShipLogs(&context_, &reply_);
+    }
+    // The first batch carries the header; later ones only the chunks. One
+    // message is reused, and each chunk's text is swapped into it, not
+    // copied: a batch costs no copy of the text and no allocation per line.
+    // The server counts the lines and cuts the long ones.
+    v1::LogBatch& batch = batch_;
+    batch.Clear();
+    if (first_) {
+      batch.set_version(header_.version());
+      batch.set_run_id(header_.run_id());
+      batch.set_token(header_.token());
+      *batch.mutable_node() = header_.node();
+      batch.set_host(header_.host());
+    }
+    first_ = false;
+    batch.set_dropped(dropped);
+    batch.mutable_chunks()->Reserve(static_cast<int>(chunks.size()));
+    for (LogChunk& c : chunks) {
+      if (c.text.empty()) continue;
+      if (c.text.back() != '\n') c.text.push_back('\n');  // whole lines only
+      v1::LogChunk* m = batch.add_chunks();
+      m->set_rank(c.rank);
+      m->set_local_rank(c.local_rank);
+      m->set_is_stderr(c.is_stderr);
+      m->set_unix_s(c.unix_s);
+      m->mutable_text()->swap(c.text);
+    }
+    const size_t bytes = batch.ByteSizeLong();
+    if (writer_->Write(batch)) {
+      wire_bytes_ += bytes;
+      return Status::Ok();
+    }
+    finished_ = true;
+    grpc::Status s = writer_->Finish();
+    if (s.ok()) return Status::Unavailable("rendezvous at " + endpoint_ + " ended the log stream");
+    return FromGrpc(s, endpoint_);
+  }
+
+  Status Finish(Duration /*timeout: Cancel bounds it*/) override {
+    if (!writer_ || finished_) return Status::Ok();
+    finished_ = true;
+    writer_->WritesDone();
+    return FromGrpc(writer_->Finish(), endpoint_);
+  }
+
+  uint64_t WireBytes() const override { return wire_bytes_; }
+
+  void Cancel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    if (started_) context_.TryCancel();
+  }
+
+ private:
+  std::shared_ptr<v1::Rendezvous::Stub> stub_;
+  const std::string endpoint_;
+  v1::LogBatch header_;
+  v1::LogBatch batch_;  // reused by every Send
+  grpc::ClientContext context_;
+  v1::ShipLogsReply reply_;
+  std::unique_ptr<grpc::ClientWriterInterface<v1::LogBatch>> writer_;
+  bool first_ = true;
+  bool finished_ = false;
+  uint64_t wire_bytes_ = 0;
+  std::mutex mu_;  // guards the two below (Cancel comes from another thread)
+  bool started_ = false;
+  bool cancelled_ = false;
+};
+
+}  // namespace
+
+LogSinkFactory MakeLogSinkFactory(const ClientOptions& options, std::string host) {
+  if (host.size() > kMaxLogHostBytes) host.resize(kMaxLogHostBytes);
+  auto stub =
+      std::shared_ptr<v1::Rendezvous::Stub>(v1::Rendezvous::NewStub(MakeClientChannel(options.endpoint, options.tls)));
+  return [stub, options, host]() -> std::unique_ptr<LogSink> {
+    return std::make_unique<GrpcLogSink>(stub, options, host);
+  };
+}
+
+Status ReadLogs(const ClientOptions& options, const ReadLogsArgs& args, const LogLinesCallback& on_lines) {
+  std::unique_ptr<v1::Rendezvous::Stub> stub = v1::Rendezvous::NewStub(MakeClientChannel(options.endpoint, options.tls));
+  v1::ReadLogsRequest request;
+  request.set_version(kProtocolVersion);
+  request.set_run_id(options.run_id);
+  request.set_only_run(options.run_id.empty());
+  request.set_token(options.token);
+  request.set_follow(args.follow);
+  if (args.rank) {
+    request.set_has_rank(true);
+    request.set_rank(*args.rank);
+  }
+  request.set_node(args.node);
+  request.set_since_unix_s(args.since_unix_s);
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderInterface<v1::LogLines>> reader = stub->ReadLogs(&context, request);
+  v1::LogLines message;
+  std::vector<LogRecord> lines;
+  while (reader->Read(&message)) {
+    lines.clear();
+    lines.reserve(static_cast<size_t>(message.lines_size()));
+    for (const v1::LogLine& l : message.lines()) {
+      LogRecord r;
+      r.rank = l.rank();
+      r.local_rank = l.local_rank();
+      r.is_stderr = l.is_stderr();
+      r.unix_s = l.unix_s();
+      r.text = l.text();
+      r.seq = l.seq();
+      r.node = l.node();
+      lines.push_back(std::move(r));
+    }
+    if (!on_lines(lines, message.dropped())) {
+      context.TryCancel();
+      (void)reader->Finish();
+      return Status::Ok();
+    }
+  }
+  return FromGrpc(reader->Finish(), options.endpoint);
+}
+
+}  // namespace ctrun::rdzv

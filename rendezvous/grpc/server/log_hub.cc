@@ -1,0 +1,338 @@
+#include "rendezvous/grpc/server/log_hub.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "rendezvous/grpc/convert/log_limits.h"
+
+namespace ctrun::rdzv {
+namespace {
+
+// A node reports at most this many lines dropped per batch: more is a
+// hostile or broken client (the numbers must not run out).
+constexpr uint64_t kMaxDroppedPerBatch = uint64_t{1} << 32;
+
+// A call refused before it started: finished at once, deleted when done.
+template <class Reactor>
+class Refused final : public Reactor {
+ public:
+  explicit Refused(const grpc::Status& status) { this->Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+// A ring entry of a shipped LogLine or LogChunk (the same fields), taking its text.
+template <class Message>
+LogRingChunk RingChunkOf(Message& m, const std::shared_ptr<const std::string>& node) {
+  LogRingChunk c;
+  c.rank = m.rank();
+  c.local_rank = m.local_rank();
+  c.is_stderr = m.is_stderr();
+  c.unix_s = m.unix_s();
+  c.node = node;
+  c.text = std::move(*m.mutable_text());
+  return c;
+}
+
+}  // namespace
+
+void ShipLogsStream::OnReadDone(bool ok) {
+  if (!ok) {  // the client half-closed, went away, or the call was cancelled
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lock(hub_->mu_);
+      finish = !std::exchange(finished_, true);
+      reply_->set_accepted(accepted_);
+    }
+    if (finish) Finish(grpc::Status::OK);
+    return;
+  }
+  std::vector<std::pair<ReadLogsStream*, LogHub::Act>> wakes;
+  std::optional<grpc::Status> end = hub_->TakeBatch(this, wakes);
+  for (auto& [reader, act] : wakes) hub_->Perform(reader, act);
+  if (end) {
+    Finish(*end);
+    return;
+  }
+  StartRead(&batch_);
+}
+
+void ShipLogsStream::OnDone() {
+  {
+    std::unique_lock<std::mutex> lock(hub_->mu_);
+    hub_->cv_.wait(lock, [this] { return holds_ == 0; });  // the sweeper's TryCancel is done with us
+    hub_->ships_.erase(this);
+  }
+  delete this;
+}
+
+void ReadLogsStream::OnWriteDone(bool ok) {
+  LogHub::Act act;
+  {
+    std::lock_guard<std::mutex> lock(hub_->mu_);
+    writing_ = false;
+    if (!ok && !finish_) finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away");
+    act = hub_->NextLocked(this);
+  }
+  hub_->Perform(this, act);
+}
+
+void ReadLogsStream::OnCancel() {
+  LogHub::Act act;
+  {
+    std::lock_guard<std::mutex> lock(hub_->mu_);
+    if (!finish_) finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away");
+    act = hub_->NextLocked(this);
+  }
+  hub_->Perform(this, act);
+}
+
+void ReadLogsStream::OnDone() {
+  {
+    std::lock_guard<std::mutex> lock(hub_->mu_);
+    hub_->readers_.erase(this);
+  }
+  delete this;
+}
+
+LogHub::LogHub(std::function<std::vector<bool>(const std::vector<std::string>&)> run_known)
+    : run_known_(std::move(run_known)), runs_(LogRunsLimits{LogRingLimits{kLogRingBytes, kLogRingLines}, kMaxLogRuns}) {
+  sweeper_ = std::thread([this] { Sweep(); });
+}
+
+LogHub::~LogHub() { Shutdown(); }
+
+grpc::ServerReadReactor<v1::LogBatch>* LogHub::StartShip(grpc::CallbackServerContext* context,
+                                                         v1::ShipLogsReply* reply, ShipLogsStream::Admit admit) {
+  ShipLogsStream* stream = nullptr;
+  grpc::Status refusal;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      refusal = grpc::Status(grpc::StatusCode::UNAVAILABLE, "rendezvous server is shutting down");
+    } else if (ships_.size() >= kMaxShipStreams) {
+      refusal = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                             "rendezvous server holds " + std::to_string(kMaxShipStreams) +
+                                 " log streams already: retry later");
+    } else {
+      stream = new ShipLogsStream(this, context, reply, std::move(admit));
+      ships_.insert(stream);
+    }
+  }
+  if (!stream) return new Refused<grpc::ServerReadReactor<v1::LogBatch>>(refusal);
+  stream->StartRead(&stream->batch_);
+  return stream;
+}
+
+grpc::ServerWriteReactor<v1::LogLines>* LogHub::StartRead(grpc::CallbackServerContext* /*context*/,
+                                                          const v1::ReadLogsRequest& request) {
+  ReadLogsStream* reader = nullptr;
+  grpc::Status refusal;
+  Act act = Act::kNone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      refusal = grpc::Status(grpc::StatusCode::UNAVAILABLE, "rendezvous server is shutting down");
+    } else if (readers_.size() >= kMaxLogReaders) {
+      refusal = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                             "rendezvous server serves " + std::to_string(kMaxLogReaders) +
+                                 " log readers already: retry later");
+    } else {
+      LogFilter filter;
+      if (request.has_rank()) filter.rank = request.rank();
+      filter.node = request.node();
+      filter.since_unix_s = request.since_unix_s();
+      reader = new ReadLogsStream(this, request.run_id(), std::move(filter), request.follow());
+      reader->epoch_ = runs_.Epoch(request.run_id());
+      readers_.insert(reader);
+      act = NextLocked(reader);
+    }
+  }
+  if (!reader) return Refuse(refusal);
+  Perform(reader, act);
+  return reader;
+}
+
+grpc::ServerWriteReactor<v1::LogLines>* LogHub::Refuse(const grpc::Status& status) {
+  return new Refused<grpc::ServerWriteReactor<v1::LogLines>>(status);
+}
+
+grpc::ServerReadReactor<v1::LogBatch>* LogHub::RefuseShip(const grpc::Status& status) {
+  return new Refused<grpc::ServerReadReactor<v1::LogBatch>>(status);
+}
+
+void LogHub::Shutdown() {
+  std::vector<std::pair<ReadLogsStream*, Act>> acts;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (ReadLogsStream* r : readers_) {
+      if (!r->finish_) r->finish_ = grpc::Status::OK;
+      if (Act act = NextLocked(r); act != Act::kNone) acts.emplace_back(r, act);
+    }
+    cv_.notify_all();
+  }
+  for (auto& [r, act] : acts) Perform(r, act);
+  if (sweeper_.joinable()) sweeper_.join();
+}
+
+LogHub::Act LogHub::NextLocked(ReadLogsStream* r) {
+  if (r->finished_ || r->writing_) return Act::kNone;
+  if (r->finish_) {
+    r->finished_ = true;
+    return Act::kFinish;
+  }
+  if (LogRing* ring = runs_.Find(r->run_id_)) {
+    if (const uint64_t epoch = runs_.Epoch(r->run_id_); epoch != r->epoch_) {  // a ring made anew
+      r->epoch_ = epoch;
+      r->cursor_ = 1;
+    }
+    LogRead read = ring->Read(r->cursor_, r->filter_, kLogMessageBytes);
+    r->cursor_ = read.next;
+    if (!read.lines.empty() || read.dropped > 0) {
+      r->message_.Clear();
+      r->message_.set_dropped(read.dropped);
+      r->message_.mutable_lines()->Reserve(static_cast<int>(read.lines.size()));
+      for (LogRecord& line : read.lines) {
+        v1::LogLine* l = r->message_.add_lines();
+        l->set_rank(line.rank);
+        l->set_local_rank(line.local_rank);
+        l->set_is_stderr(line.is_stderr);
+        l->set_unix_s(line.unix_s);
+        l->set_text(std::move(line.text));
+        l->set_seq(line.seq);
+        l->set_node(std::move(line.node));
+      }
+      r->writing_ = true;
+      return Act::kWrite;
+    }
+  }
+  if (!r->follow_) {
+    r->finish_ = grpc::Status::OK;
+    r->finished_ = true;
+    return Act::kFinish;
+  }
+  return Act::kNone;
+}
+
+void LogHub::Perform(ReadLogsStream* r, Act act) {
+  if (act == Act::kWrite) r->StartWrite(&r->message_);
+  if (act == Act::kFinish) r->Finish(*r->finish_);  // finish_ is fixed once finished_ is set
+}
+
+std::optional<grpc::Status> LogHub::TakeBatch(ShipLogsStream* s, std::vector<std::pair<ReadLogsStream*, Act>>& wakes) {
+  v1::LogBatch& batch = s->batch_;
+  std::optional<grpc::Status> refusal;
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    first = s->run_id_.empty();
+  }
+  // Checked with no hub lock held: the admission takes the server's lock.
+  if (first) {
+    grpc::Status admitted = s->admit_(*s->context_, batch);
+    if (!admitted.ok()) refusal = admitted;
+  }
+  if (!refusal && first && (batch.host().size() > kMaxLogHostBytes || batch.run_id().empty())) {
+    refusal = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           batch.run_id().empty() ? "log batch: the first batch must name the run (run_id)"
+                                                  : "log batch: host is " + std::to_string(batch.host().size()) +
+                                                        " bytes, over the bound of " +
+                                                        std::to_string(kMaxLogHostBytes));
+  }
+  if (!refusal && batch.ByteSizeLong() > kMaxLogBatchBytes) {
+    refusal = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           "log batch of " + std::to_string(batch.ByteSizeLong()) + " bytes, over the bound of " +
+                               std::to_string(kMaxLogBatchBytes) + ": send smaller batches");
+  }
+  if (!refusal && batch.dropped() > kMaxDroppedPerBatch) {
+    refusal = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "log batch: dropped count out of bounds");
+  }
+  for (int i = 0; !refusal && i < batch.chunks_size(); ++i) {
+    const std::string& text = batch.chunks(i).text();
+    if (!text.empty() && text.back() != '\n') {
+      refusal = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                             "log batch: chunks[" + std::to_string(i) +
+                                 "].text does not end in a newline: send whole lines, each ending in '\\n'");
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (refusal) {
+    s->finished_ = true;
+    return refusal;
+  }
+  if (first) {
+    s->run_id_ = batch.run_id();
+    s->label_ = std::make_shared<const std::string>(
+        batch.host().empty() ? batch.node().addr().substr(0, kMaxLogHostBytes) : batch.host());
+    std::string evicted;
+    runs_.Open(s->run_id_, &evicted);
+    if (!evicted.empty()) EndReadersLocked(evicted, wakes);
+    s->epoch_ = runs_.Epoch(s->run_id_);
+  } else if (runs_.Epoch(s->run_id_) != s->epoch_) {
+    s->finished_ = true;
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "rendezvous server dropped the logs of run '" + s->run_id_ +
+                            "' (the run was forgotten, or more runs ship logs than it keeps)");
+  }
+  LogRing& ring = *runs_.Find(s->run_id_);
+  ring.NoteDropped(batch.dropped());
+  uint64_t accepted = 0;
+  for (v1::LogLine& l : *batch.mutable_lines()) {  // single lines: one-line chunks
+    LogRingChunk c = RingChunkOf(l, s->label_);
+    c.text.push_back('\n');  // a '\n' inside makes it more lines: counted as such
+    accepted += ring.Append(std::move(c));
+  }
+  for (v1::LogChunk& c : *batch.mutable_chunks()) accepted += ring.Append(RingChunkOf(c, s->label_));
+  s->accepted_ += accepted;
+  s->last_active_ = std::chrono::steady_clock::now();
+  runs_.Touch(s->run_id_);
+  for (ReadLogsStream* r : readers_) {
+    if (r->run_id_ != s->run_id_) continue;
+    if (Act act = NextLocked(r); act != Act::kNone) wakes.emplace_back(r, act);
+  }
+  return std::nullopt;
+}
+
+void LogHub::EndReadersLocked(const std::string& run_id, std::vector<std::pair<ReadLogsStream*, Act>>& acts) {
+  for (ReadLogsStream* r : readers_) {
+    if (r->run_id_ != run_id) continue;
+    if (!r->finish_) r->finish_ = grpc::Status::OK;
+    if (Act act = NextLocked(r); act != Act::kNone) acts.emplace_back(r, act);
+  }
+}
+
+void LogHub::Sweep() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; });
+    if (stopping_) break;
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<ShipLogsStream*> idle;
+    for (ShipLogsStream* s : ships_) {
+      if (!s->finished_ && now - s->last_active_ > kShipIdleLimit) {
+        ++s->holds_;
+        s->last_active_ = now;  // cancelled once
+        idle.push_back(s);
+      }
+    }
+    const std::vector<std::string> ids = runs_.RunIds();
+    lock.unlock();
+    for (ShipLogsStream* s : idle) s->context_->TryCancel();
+    const std::vector<bool> known = ids.empty() ? std::vector<bool>() : run_known_(ids);
+    lock.lock();
+    for (ShipLogsStream* s : idle) --s->holds_;
+    if (!idle.empty()) cv_.notify_all();
+    std::vector<std::pair<ReadLogsStream*, Act>> acts;
+    for (size_t i = 0; i < ids.size() && i < known.size(); ++i) {
+      if (!known[i] && runs_.Forget(ids[i])) EndReadersLocked(ids[i], acts);
+    }
+    if (acts.empty()) continue;
+    lock.unlock();
+    for (auto& [r, act] : acts) Perform(r, act);
+    lock.lock();
+  }
+}
+
+}  // namespace ctrun::rdzv
