@@ -11,6 +11,8 @@
 #include <charconv>
 #include <cstddef>
 #include <optional>
+
+#include "base/decimal.h"
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -36,11 +38,6 @@ bool ParseWhole(std::string_view s, Int& out) {
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc() && end == s.data() + s.size();
 }
-
-// The whole of `s` as a double (decimal or exponent form, "inf" and "nan"
-// too; no leading space, no '+', no hexadecimal), read by strtod in the C
-// locale; nullopt otherwise and when it overflows or underflows to zero.
-std::optional<double> ParseDecimal(std::string_view s);
 
 // `s` made safe to quote in a one-line message, cut short: well-formed UTF-8
 // that is no control character is kept, a backslash is doubled, any other

@@ -18,6 +18,17 @@ std::optional<double> ParseNumber(const std::string& text, double lo) {
   return v;
 }
 
+void FlagReader::ReadAll(const std::function<bool(const std::string& flag)>& on_flag) {
+  while (Next()) {
+    if (!on_flag(flag_)) Fail("unknown flag " + flag_);
+  }
+}
+
+void FlagReader::Fail(const std::string& why) const {
+  usage_(why);
+  std::abort();  // usage_ does not return
+}
+
 bool FlagReader::Next() {
   if (++i_ >= argc_) return false;
   flag_ = argv_[i_];

@@ -7,6 +7,7 @@
 // Borrows argv; plain values; no threads.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -25,6 +26,18 @@ class FlagReader {
   using UsageFn = void (*)(const std::string& why);  // must not return
 
   FlagReader(int argc, char** argv, UsageFn usage) : argc_(argc), argv_(argv), usage_(usage) {}
+  // Errors go to PrintUsageAndExit(program, why, usage) (both borrowed).
+  FlagReader(int argc, char** argv, const char* program, const char* usage)
+      : argc_(argc), argv_(argv), usage_([program, usage](const std::string& why) {
+          PrintUsageAndExit(program, why, usage);
+        }) {}
+
+  // Calls on_flag(flag()) for each argument in turn: it reads the flag's
+  // value (Value, Number) and returns whether it knows the flag; an unknown
+  // one ends in usage("unknown flag <flag>").
+  void ReadAll(const std::function<bool(const std::string& flag)>& on_flag);
+  // usage(why): prints it with the usage and exits 2.
+  [[noreturn]] void Fail(const std::string& why) const;
 
   // Moves to the next argument (flag()); false after the last.
   bool Next();
@@ -40,7 +53,7 @@ class FlagReader {
  private:
   int argc_;
   char** argv_;
-  UsageFn usage_;
+  std::function<void(const std::string& why)> usage_;  // never returns
   int i_ = 0;
   std::string flag_, value_;
 };

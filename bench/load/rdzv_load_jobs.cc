@@ -43,17 +43,14 @@ struct Options {
   double timeout_s = 10;  // per call
 };
 
-[[noreturn]] void Usage(const std::string& what) {
-  bench_load::PrintUsageAndExit("rdzv_load_jobs", what,
-                                "usage: rdzv_load_jobs --endpoint HOST:PORT [--jobs N] [--sample-every K] "
-                                "[--run-id ID] [--server-pid PID] [--timeout-s S]\n");
-}
+constexpr char kJobsUsage[] =
+    "usage: rdzv_load_jobs --endpoint HOST:PORT [--jobs N] [--sample-every K] "
+    "[--run-id ID] [--server-pid PID] [--timeout-s S]\n";
 
 Options Parse(int argc, char** argv) {
   Options o;
-  bench_load::FlagReader args(argc, argv, Usage);
-  while (args.Next()) {
-    const std::string& flag = args.flag();
+  bench_load::FlagReader args(argc, argv, "rdzv_load_jobs", kJobsUsage);
+  args.ReadAll([&](const std::string& flag) {
     const std::string& value = args.Value();
     if (flag == "--endpoint") o.endpoint = value;
     else if (flag == "--jobs") o.jobs = static_cast<long>(args.Number(1));
@@ -61,9 +58,10 @@ Options Parse(int argc, char** argv) {
     else if (flag == "--run-id") o.run_id = value;
     else if (flag == "--server-pid") o.server_pid = static_cast<long>(args.Number(1));
     else if (flag == "--timeout-s") o.timeout_s = args.Number(1);
-    else Usage("unknown flag " + flag);
-  }
-  if (o.endpoint.empty()) Usage("--endpoint is required");
+    else return false;
+    return true;
+  });
+  if (o.endpoint.empty()) args.Fail("--endpoint is required");
   return o;
 }
 

@@ -1,5 +1,8 @@
 #include "launcher/cli/text.h"
 
+#include "base/decimal.h"
+#include "base/quote.h"
+
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -31,21 +34,7 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
-std::optional<double> ParseDouble(std::string_view s) {
-  if (s.empty() || std::isspace(static_cast<unsigned char>(s.front())) || s.front() == '+' ||
-      s.find_first_of("xX") != std::string_view::npos) {
-    return std::nullopt;
-  }
-  const std::string text(s);  // NUL-terminated; an embedded NUL ends the number short
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size()) return std::nullopt;
-  // Out of range: what overflows or underflows to zero (from_chars keeps a
-  // subnormal, for which strtod sets ERANGE too).
-  if (errno == ERANGE && (v == 0 || std::isinf(v))) return std::nullopt;
-  return v;
-}
+std::optional<double> ParseDouble(std::string_view s) { return ParseDecimal(s); }
 
 size_t DecodeUtf8(std::string_view s, char32_t& cp) {
   if (s.empty()) return 0;
@@ -77,30 +66,6 @@ size_t DecodeUtf8(std::string_view s, char32_t& cp) {
 
 bool IsControl(char32_t cp) { return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F); }
 
-std::string Quote(std::string_view s, size_t max_bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  size_t i = 0;
-  while (i < s.size()) {
-    char32_t cp = 0;
-    size_t len = DecodeUtf8(s.substr(i), cp);
-    std::string piece;
-    if (len == 0 || IsControl(cp)) {
-      len = 1;
-      const auto c = static_cast<unsigned char>(s[i]);
-      piece = {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
-    } else if (cp == '\\') {
-      piece = "\\\\";
-    } else {
-      piece = std::string(s.substr(i, len));
-    }
-    if (out.size() + piece.size() > max_bytes) {
-      return out + "\u2026(" + std::to_string(s.size()) + " bytes)";
-    }
-    out += piece;
-    i += len;
-  }
-  return out;
-}
+std::string Quote(std::string_view s, size_t max_bytes) { return QuoteText(s, max_bytes); }
 
 }  // namespace ctrun::launcher

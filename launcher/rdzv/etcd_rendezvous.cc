@@ -148,13 +148,8 @@ void EtcdRendezvous::Step(rdzv::Event event) {
 }
 
 void EtcdRendezvous::NextRound(std::function<void(Result<Round>)> done) {
-  Result<int> port = options_.store.port ? Result<int>(*options_.store.port) : FindFreePort();
-  if (!port.ok()) {
-    boost::asio::post(io_, [done, s = port.status()] { done(s); });
-    return;
-  }
-  phase_ = Phase::kJoining;
-  pending_ = std::move(done);
+  const std::optional<int> port = BeginJoin(io_, options_.store.port, std::move(done), phase_, pending_);
+  if (!port) return;
   join_timer_.expires_after(ToDuration(options_.join_timeout));
   join_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || phase_ != Phase::kJoining) return;

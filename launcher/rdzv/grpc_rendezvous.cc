@@ -82,13 +82,8 @@ GrpcRendezvous::~GrpcRendezvous() {
 }
 
 void GrpcRendezvous::NextRound(std::function<void(Result<Round>)> done) {
-  Result<int> port = options_.store.port ? Result<int>(*options_.store.port) : FindFreePort();
-  if (!port.ok()) {
-    boost::asio::post(io_, [done, s = port.status()] { done(s); });
-    return;
-  }
-  phase_ = Phase::kJoining;
-  pending_ = std::move(done);
+  const std::optional<int> port = BeginJoin(io_, options_.store.port, std::move(done), phase_, pending_);
+  if (!port) return;
   rdzv::JoinArgs args;
   args.hint_rank = options_.hint_rank;
   args.local_world_size = options_.local_world_size;
