@@ -34,14 +34,12 @@ std::vector<std::string_view> SplitWords(std::string_view line) {
   return fields;
 }
 
-
 std::string QuotePart(std::string_view s) { return QuoteText(s, 32); }
 
-std::string Excerpt(std::string_view s) {
-  constexpr std::size_t kShown = 40;
+std::string Excerpt(std::string_view s, std::size_t shown) {
   std::string out = "'";
-  out += s.substr(0, kShown);
-  if (s.size() > kShown) out += "...";
+  out += s.substr(0, shown);
+  if (s.size() > shown) out += "...";
   return out + "'";
 }
 

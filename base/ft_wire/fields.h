@@ -45,7 +45,7 @@ bool ParseWhole(std::string_view s, Int& out) {
 // writes the quotes around it.
 std::string QuotePart(std::string_view s);
 
-// `s` in single quotes, its first 40 bytes, then "..." when it is longer.
-std::string Excerpt(std::string_view s);
+// `s` in single quotes, its first `shown` bytes, then "..." when it is longer.
+std::string Excerpt(std::string_view s, std::size_t shown = 40);
 
 }  // namespace ctrun::ft_wire

@@ -36,27 +36,37 @@ class TableError(Exception):
     pass
 
 
-def read_table(path):
-    """Returns {folder: (set of folders it may include, set of forbidden families)}."""
-    table = {}
+def rows(path, shape):
+    """(line number, cells) of each row of a table file: `shape` names its
+    cells ('folder | may include | forbids'); comments and blank lines skipped."""
     with open(path, encoding="utf-8") as f:
         for number, raw in enumerate(f, 1):
             line = raw.split("#", 1)[0].strip()
             if not line:
                 continue
             cells = [c.strip() for c in line.split("|")]
-            if len(cells) != 3:
-                raise TableError(f"{path}:{number}: expected 'folder | may include | forbids', got {raw.strip()!r}")
-            folder, allowed, forbids = cells
-            allowed_set = set() if allowed == "-" else set(allowed.split())
-            forbid_set = set() if forbids == "-" else set(forbids.split())
-            unknown = forbid_set - FAMILIES.keys()
-            if unknown:
-                raise TableError(f"{path}:{number}: unknown header family {sorted(unknown)} "
-                                 f"(known: {', '.join(sorted(FAMILIES))})")
-            if folder in table:
-                raise TableError(f"{path}:{number}: folder {folder} is listed twice")
-            table[folder] = (allowed_set, forbid_set)
+            if len(cells) != shape.count("|") + 1:
+                raise TableError(f"{path}:{number}: expected '{shape}', got {raw.strip()!r}")
+            yield number, cells
+
+
+def families(path, number, cell):
+    """The header families a `forbids` cell names ('-': none)."""
+    named = set() if cell == "-" else set(cell.split())
+    unknown = named - FAMILIES.keys()
+    if unknown:
+        raise TableError(f"{path}:{number}: unknown header family {sorted(unknown)} "
+                         f"(known: {', '.join(sorted(FAMILIES))})")
+    return named
+
+
+def read_table(path):
+    """Returns {folder: (set of folders it may include, set of forbidden families)}."""
+    table = {}
+    for number, (folder, allowed, forbids) in rows(path, "folder | may include | forbids"):
+        if folder in table:
+            raise TableError(f"{path}:{number}: folder {folder} is listed twice")
+        table[folder] = (set() if allowed == "-" else set(allowed.split()), families(path, number, forbids))
     for folder, (allowed, _) in table.items():
         for target in allowed:
             if target not in table:
@@ -115,19 +125,8 @@ def check(root, table):
 def read_pure(path):
     """Returns {file: set of forbidden families} from pure.txt."""
     pure = {}
-    with open(path, encoding="utf-8") as f:
-        for number, raw in enumerate(f, 1):
-            line = raw.split("#", 1)[0].strip()
-            if not line:
-                continue
-            cells = [c.strip() for c in line.split("|")]
-            if len(cells) != 2:
-                raise TableError(f"{path}:{number}: expected 'file | forbids', got {raw.strip()!r}")
-            families = set(cells[1].split())
-            unknown = families - FAMILIES.keys()
-            if unknown:
-                raise TableError(f"{path}:{number}: unknown header family {sorted(unknown)}")
-            pure[cells[0]] = families
+    for number, (rel, forbids) in rows(path, "file | forbids"):
+        pure[rel] = families(path, number, forbids)
     return pure
 
 

@@ -18,13 +18,8 @@ namespace {
 
 constexpr char kLinkClosed[] = "the agent closed its socket (CTRUN_FT_SOCKET): is the agent gone?";
 
-std::string LinkShown(std::string_view line) {
-  constexpr std::size_t kShown = 60;
-  std::string out = "'";
-  out += line.substr(0, kShown);
-  if (line.size() > kShown) out += "...";
-  return out + "'";
-}
+// A line of the agent's in a message: its first 60 bytes, quoted.
+std::string LinkShown(std::string_view line) { return ft_wire::Excerpt(line, 60); }
 
 }  // namespace
 
