@@ -167,7 +167,7 @@ void Agent::EndAttempt() {
     }
     rdzv_.ReportFailures(*last_report_);
   }
-  e.report_code = DecideFailure(ended_failures_, "", "", config_.exit_code_from_root_cause, std::nullopt).exit_code;
+  e.report_code = FailureExitCode(ended_failures_, config_.exit_code_from_root_cause);
   ended_tees_ = std::move(attempt_->tees);
   attempt_.reset();
   Feed(std::move(e));

@@ -4,7 +4,6 @@
 #include <charconv>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <exception>
 #include <cmath>
 #include <optional>
@@ -245,11 +244,10 @@ Status ReadOtherEnvironment(const Environment& env, LaunchConfig& config) {
   if (auto it = env.find("CTRUN_HEALTH_CHECK"); it != env.end() && !it->second.empty() && !config.health_check) {
     config.health_check = it->second;
   }
-  if (auto it = env.find("CTRUN_DEDUP_WINDOW_MS"); it != env.end() && !it->second.empty()) {
-    const char* v = it->second.c_str();
-    char* end = nullptr;
-    const long long ms = std::strtoll(v, &end, 10);
-    if (*end == '\0' && ms > 0) config.dedup_window = std::chrono::milliseconds(ms);
+  if (auto it = env.find("CTRUN_DEDUP_WINDOW_MS"); it != env.end()) {
+    if (std::optional<long long> ms = ParseInt(it->second); ms && *ms > 0) {
+      config.dedup_window = std::chrono::milliseconds(*ms);
+    }
   }
   return Status::Ok();
 }

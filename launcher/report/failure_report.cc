@@ -200,14 +200,17 @@ FailureOutcome DecideFailure(const std::vector<WorkerFailure>& failures, const s
                              const std::string& host, bool exit_code_from_root_cause,
                              std::optional<int> forced_code) {
   FailureOutcome out;
-  out.exit_code = kExitFailure;
+  out.exit_code = forced_code.value_or(FailureExitCode(failures, exit_code_from_root_cause));
   if (!failures.empty()) {
     out.root = ChooseRootCause(failures);
     out.report = FormatFailureReport(name, host, failures, *out.root);
-    if (exit_code_from_root_cause && !forced_code) out.exit_code = RootCauseExitCode(failures[*out.root]);
   }
-  if (forced_code) out.exit_code = *forced_code;
   return out;
+}
+
+int FailureExitCode(const std::vector<WorkerFailure>& failures, bool exit_code_from_root_cause) {
+  if (failures.empty() || !exit_code_from_root_cause) return kExitFailure;
+  return RootCauseExitCode(failures[ChooseRootCause(failures)]);
 }
 
 std::string FormatUnhealthyBlock(const std::string& host, const std::string& report) {

@@ -106,6 +106,10 @@ struct FailureOutcome {
 FailureOutcome DecideFailure(const std::vector<WorkerFailure>& failures, const std::string& name,
                              const std::string& host, bool exit_code_from_root_cause,
                              std::optional<int> forced_code);
+// DecideFailure's exit code without a forced one, and without the report's
+// text: the root cause's own code with --exit-code-from-root-cause, else
+// kExitFailure.
+int FailureExitCode(const std::vector<WorkerFailure>& failures, bool exit_code_from_root_cause);
 
 // The block on stderr of a node that leaves the job as unhealthy: the host,
 // the report's lines indented, the exit code.
