@@ -11,6 +11,11 @@ top-level "plots" list, one entry per chart:
      "series": {"ctrun": [{"x": 8, "median": 0.007, "min": 0.006,
                            "max": 0.009}, ...], "torchrun": [...]}}
 
+A chart may also carry "anchors": figures from elsewhere to compare with,
+each drawn as a star with its label, not joined to any series:
+
+    "anchors": [{"x": 4000, "y": 10.0, "label": "torchrun 2.x, pytorch#124982"}]
+
 A point whose median, min and max are all null (or NaN) is a run that
 failed: it is not drawn. A number as x gives a line per series with min–max error bars; a string gives
 grouped bars with the same error bars. Where several files name the same
@@ -119,6 +124,7 @@ def check_plot(where, plot):
                 raise BadInput(f"{at}.x is {x!r}: give a number (line chart) or a string (bars)")
     if len(kinds) > 1:
         raise BadInput(f"{where}: x mixes numbers and strings; use one kind per chart")
+    check_anchors(where, plot, kinds)
     for axis in ("log_x", "log_y"):
         if axis in plot and not isinstance(plot[axis], bool):
             raise BadInput(f"{where}.{axis} is {plot[axis]!r}: give true or false")
@@ -131,6 +137,34 @@ def check_plot(where, plot):
                     continue
                 if (plot.get("log_y") and p["min"] <= 0) or (plot.get("log_x") and p["x"] <= 0):
                     raise BadInput(f"{where}.series.{label}[{j}]: a log axis needs values above 0")
+
+
+def check_anchors(where, plot, kinds):
+    """A chart's optional "anchors": a list of {x, y, label}, numeric x and y
+    (above 0 on a log axis), on a line chart only."""
+    anchors = plot.get("anchors", [])
+    if not isinstance(anchors, list):
+        raise BadInput(f"{where}.anchors is not a list of {{x, y, label}} objects")
+    if anchors and "category" in kinds:
+        raise BadInput(f"{where}.anchors: anchors need a line chart (numeric x)")
+    for j, a in enumerate(anchors):
+        at = f"{where}.anchors[{j}]"
+        if not isinstance(a, dict) or not isinstance(a.get("label"), str) or not a["label"]:
+            raise BadInput(f"{at} needs x, y and a non-empty string \"label\"")
+        for key in ("x", "y"):
+            v = a.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise BadInput(f"{at}.{key} is {v!r}: give a finite number")
+            if plot.get("log_" + key) and v <= 0:
+                raise BadInput(f"{at}.{key} is {v!r}: a log axis needs values above 0")
+
+
+def draw_anchors(ax, anchors):
+    """Each anchor a star with its label beside it."""
+    for a in anchors:
+        ax.plot([a["x"]], [a["y"]], marker="*", markersize=13, color="black", linestyle="none")
+        ax.annotate(a["label"], (a["x"], a["y"]), textcoords="offset points", xytext=(-8, 8),
+                    ha="right", fontsize=8)
 
 
 def newest(charts):
@@ -156,7 +190,9 @@ def draw(plt, date, machine, plot, out_dir):
             med = [p["median"] for p in points]
             err = [[p["median"] - p["min"] for p in points], [p["max"] - p["median"] for p in points]]
             ax.errorbar(xs, med, yerr=err, marker="o", capsize=3, label=label)
-        ticks = sorted({p["x"] for points in series.values() for p in drawn(points)})
+        draw_anchors(ax, plot.get("anchors", []))
+        ticks = sorted({p["x"] for points in series.values() for p in drawn(points)}
+                       | {a["x"] for a in plot.get("anchors", [])})
         if plot.get("log_x"):
             ax.set_xscale("log")
         if plot.get("log_x") or (len(ticks) <= 12 and all(float(t).is_integer() for t in ticks)):

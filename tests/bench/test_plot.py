@@ -134,6 +134,36 @@ class PlotTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("no such directory", r.stderr)
 
+    def test_an_anchor_is_drawn_and_a_bad_one_refused(self):
+        with open(os.path.join(SAMPLE, "rendezvous.json")) as f:
+            doc = json.load(f)
+        chart = doc["plots"][0]
+        chart.update(log_x=True, log_y=True)
+        plain = os.path.join(self.tmp, "plain.json")
+        with open(plain, "w") as f:
+            json.dump(doc, f)
+        chart["anchors"] = [{"x": 4000, "y": 10.0, "label": "elsewhere: 10 s at 4k"}]
+        anchored = os.path.join(self.tmp, "anchored.json")
+        with open(anchored, "w") as f:
+            json.dump(doc, f)
+        a, b = self.out_dir("plain"), self.out_dir("anchored")
+        self.assertEqual(run(["--out", a, plain]).returncode, 0)
+        r = run(["--out", b, anchored])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(a, chart["file"]), "rb") as x, open(os.path.join(b, chart["file"]), "rb") as y:
+            self.assertNotEqual(x.read(), y.read(), "the anchor left the chart unchanged")
+        bad = [({"x": 4000, "y": 0, "label": "zero"}, r"anchors\[0\]\.y is 0: a log axis"),
+               ({"x": 4000, "y": 1.0}, r'anchors\[0\] needs x, y and a non-empty string "label"')]
+        for k, (anchor, pattern) in enumerate(bad):
+            chart["anchors"] = [anchor]
+            with open(anchored, "w") as f:
+                json.dump(doc, f)
+            out = self.out_dir(f"bad{k}")
+            r = run(["--out", out, anchored])
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertRegex(r.stderr, pattern)
+            self.assertEqual(os.listdir(out), [])
+
     def test_every_image_docs_benchmarks_shows_exists(self):
         with open(os.path.join(ROOT, "docs", "benchmarks.md")) as f:
             text = f.read()
