@@ -8,9 +8,9 @@ server, side by side in one run, interleaved.
    (utime + stime of the server process alone, /proc/PID/stat). Then ctrun's
    kernel time per request (stime) and torch's CPU over it: the ratio a
    server with no user-space cost at all would reach.
-2. Connect storm: 4,096 clients connect at once, each ADDs to a barrier key
-   and WAITs for the last one's release, then disconnects; first connect to
-   last client released.
+2. Connect storm: 1,024, 4,096 and 16,384 clients connect at once, each
+   ADDs to a barrier key and WAITs for the last one's release, then
+   disconnects; first connect to last client released.
 3. End to end: 8 torch TCPStore python clients (bench/store_client.py) as the
    workers of a ctrun run, and against torch's server.
 
@@ -20,7 +20,9 @@ Medians of interleaved runs with the min-max spread; a table; a JSON file per
 run (path printed; "plots" for bench/plot.py); then
   RESULT store_cpu_per_req_ratio  torch's CPU per request / ours (geometric
                                   mean over the 6 load cases)
-  RESULT store_storm_ratio        torch's storm time / ours
+  RESULT store_storm_ratio        torch's storm time / ours, 4,096 clients
+  RESULT store_storm_16k_ratio    the same, 16,384 clients
+  RESULT store_storm_16k_dropped  clients of ours not released at 16,384 (0)
   RESULT store_ops_ratio          end-to-end python clients, ours / torch's
 """
 import argparse
@@ -221,24 +223,47 @@ def print_load(args, cases, runs, cpu100k, ratios):
 
 
 def print_storm(args, storms, drops, fd_limit):
+    """The storm's table, one block per client count. Returns {clients:
+    torch's median time / ctrun's}."""
     print()
-    print(f"connect storm: {args.storm_clients} clients connect at once, ADD + WAIT on a barrier, "
-          f"close; {args.storm_reps} runs each; fd limit {fd_limit}")
-    print(f"  each from a node's loopback address: {-(-args.storm_clients // CLIENTS_PER_ADDRESS)} addresses "
-          f"(127.1.x.y), {CLIENTS_PER_ADDRESS} clients each (ctrun's store takes at most 1,024 from one)")
-    print(f"{'server':>6} {'first connect → last released, s':>34} {'slowest connect, s':>20} "
-          f"{'server CPU s':>14} {'listen drops':>13} {'refused':>8}")
-    for k in SERVERS:
-        xs = storms[k]
-        print(f"{k:>6} {fmt([x['seconds'] for x in xs], 1, 3):>34} "
-              f"{med([x['slowest_connect_s'] for x in xs]):>20.3f} "
-              f"{med([x['server_cpu_s'] for x in xs]):>14.2f} {max(drops[k]):>13} "
-              f"{max(x['connect_failures'] for x in xs):>8}")
-    if max(drops["ctrun"]) > 0:
-        print(f"  warning: the kernel dropped connects to ctrun's store (ListenOverflows/ListenDrops "
-              f"rose by {max(drops['ctrun'])}; the counters are per network namespace, so other "
-              f"load on this host may count too)")
-    return med([x["seconds"] for x in storms["torch"]]) / med([x["seconds"] for x in storms["ctrun"]])
+    print(f"connect storm: N clients connect at once, ADD + WAIT on a barrier, close; "
+          f"{args.storm_reps} runs each, sizes interleaved; fd limit {fd_limit}")
+    print(f"  each from a node's loopback address (127.1.x.y), {CLIENTS_PER_ADDRESS} clients an address "
+          f"(ctrun's store takes at most 1,024 from one)")
+    print(f"{'N':>6} {'server':>6} {'first connect → last released, s':>34} {'slowest connect, s':>20} "
+          f"{'server CPU s':>14} {'listen drops':>13} {'refused':>8} {'not released':>13}")
+    ratios = {}
+    for n in storm_sizes(args):
+        for k in SERVERS:
+            xs = storms[n][k]
+            print(f"{n:>6} {k:>6} {fmt([x['seconds'] for x in xs], 1, 3):>34} "
+                  f"{med([x['slowest_connect_s'] for x in xs]):>20.3f} "
+                  f"{med([x['server_cpu_s'] for x in xs]):>14.2f} {max(drops[n][k]):>13} "
+                  f"{max(x['connect_failures'] for x in xs):>8} "
+                  f"{max(x['clients'] - x['released'] for x in xs):>13}")
+        if max(drops[n]["ctrun"]) > 0:
+            print(f"  warning: the kernel dropped connects to ctrun's store at N={n} (ListenOverflows/"
+                  f"ListenDrops rose by {max(drops[n]['ctrun'])}; the counters are per network "
+                  f"namespace, so other load on this host may count too)")
+        ratios[n] = (med([x["seconds"] for x in storms[n]["torch"]]) /
+                     med([x["seconds"] for x in storms[n]["ctrun"]]))
+    return ratios
+
+
+def storm_sizes(args):
+    return [int(n) for n in args.storm_clients.split(",") if n]
+
+
+def storm_plot(storms, sizes):
+    """bench/plot.py's plot of the storm's time against N, log-log, with
+    NVIDIA's published TCPStore barrier figure as an anchor."""
+    return {"file": "store-storm-vs-n.png",
+            "title": "Store connect storm: N clients ADD + WAIT on one barrier",
+            "x": "clients", "y": "first connect → last released (s)", "log_x": True, "log_y": True,
+            "series": {f"{k}{' (torch 1.13 TCPStore)' if k == 'torch' else ''}":
+                       [{"x": n, **spread([x["seconds"] for x in storms[n][k]])} for n in sizes]
+                       for k in SERVERS},
+            "anchors": [{"x": 16384, "y": 0.5, "label": "NVIDIA's TCPStore barrier: 0.5 s at 16k ranks"}]}
 
 
 def parse_args():
@@ -248,7 +273,8 @@ def parse_args():
     p.add_argument("--seconds", type=float, default=1.5, help="measured seconds of each load run")
     p.add_argument("--conns", default="1,64,512", help="connection counts")
     p.add_argument("--values", default="64,65536", help="value sizes in bytes")
-    p.add_argument("--storm-clients", type=int, default=4096)
+    p.add_argument("--storm-clients", default="1024,4096,16384",
+                   help="clients of each storm size, comma-separated")
     p.add_argument("--storm-reps", type=int, default=3, help="0: skip the storm")
     p.add_argument("--e2e-reps", type=int, default=3,
                    help="runs of the 8-python-client end-to-end check per server (0: skip it)")
@@ -272,7 +298,7 @@ def main():
     conns = [int(c) for c in args.conns.split(",")]
     values = [int(v) for v in args.values.split(",")]
 
-    fd_limit = raise_fd_limit(args.storm_clients + 64)
+    fd_limit = raise_fd_limit(max(storm_sizes(args), default=0) + 64)
     somaxconn = proc_int("/proc/sys/net/core/somaxconn")
     syn_backlog = proc_int("/proc/sys/net/ipv4/tcp_max_syn_backlog")
     servers = start_servers(args, build, somaxconn, syn_backlog)
@@ -288,7 +314,13 @@ def main():
         cpu_ratio = print_load(args, cases, runs, cpu100k, ratios)
         results["store_cpu_per_req_ratio"] = cpu_ratio
     if args.storm_reps > 0:
-        results["store_storm_ratio"] = print_storm(args, storms, drops, fd_limit)
+        storm_ratios = print_storm(args, storms, drops, fd_limit)
+        if 4096 in storm_ratios:
+            results["store_storm_ratio"] = storm_ratios[4096]
+        if 16384 in storm_ratios:
+            results["store_storm_16k_ratio"] = storm_ratios[16384]
+            results["store_storm_16k_dropped"] = max(
+                x["clients"] - x["released"] + x["connect_failures"] for x in storms[16384]["ctrun"])
     if e2e["ctrun"]:
         results["store_ops_ratio"] = print_e2e(args, e2e)
 
@@ -297,10 +329,12 @@ def main():
         "listen_backlog": {k: s.backlog for k, s in servers.items()},
         "load": [{"conns": c, "value_bytes": v, **{k: runs[(c, v)][k] for k in SERVERS},
                   "cpu_ratio": ratios.get((c, v))} for c, v in cases] if args.reps > 0 else [],
-        "storm": {k: {"runs": storms[k], "listen_drops": drops[k]} for k in SERVERS},
+        "storm": {str(n): {k: {"runs": storms[n][k], "listen_drops": drops[n][k]} for k in SERVERS}
+                  for n in storms},
         "e2e_ops_per_s": e2e,
         "results": results,
-        "plots": [latency_plot(runs, conns, v) for v in values] if args.reps > 0 else [],
+        "plots": (([latency_plot(runs, conns, v) for v in values] if args.reps > 0 else []) +
+                  ([storm_plot(storms, storm_sizes(args))] if args.storm_reps > 0 else [])),
     }
     out = write("store", doc, ROOT, path=args.json, build=build)
     print()
@@ -315,9 +349,10 @@ def start_servers(args, build, somaxconn, syn_backlog):
     print(f"net.core.somaxconn {somaxconn}, tcp_max_syn_backlog {syn_backlog}; listen backlog "
           f"(accept queue) ctrun {servers['ctrun'].backlog}, torch {servers['torch'].backlog}")
     for s in servers.values():
-        if s.backlog is not None and s.backlog < args.storm_clients:
+        big = max(storm_sizes(args), default=0)
+        if s.backlog is not None and s.backlog < big:
             print(f"  note: the {s.kind} server's accept queue ({s.backlog}) is shorter than the "
-                  f"storm ({args.storm_clients}): connects over it are dropped and retried by TCP")
+                  f"largest storm ({big}): connects over it are dropped and retried by TCP")
     return servers
 
 
@@ -341,20 +376,22 @@ def measure_load(args, build, servers, cases):
 
 
 def measure_storms(args, build):
-    """2. storms: a fresh pair of servers per repetition, interleaved.
-    Returns ({server: [store_load JSON]}, {server: [listen drops]})."""
-    storms = {k: [] for k in SERVERS}
-    drops = {k: [] for k in SERVERS}
+    """2. storms: a fresh server per run; each repetition runs every size on
+    both servers, interleaved. Returns ({N: {server: [store_load JSON]}},
+    {N: {server: [listen drops]}})."""
+    sizes = storm_sizes(args)
+    storms = {n: {k: [] for k in SERVERS} for n in sizes}
+    drops = {n: {k: [] for k in SERVERS} for n in sizes}
     for rep in range(args.storm_reps):
-        for k in (SERVERS if rep % 2 == 0 else SERVERS[::-1]):
-            s = Server(k, build)
-            try:
-                before = listen_drops()
-                storms[k].append(load(build, s, ["storm", "--clients", str(args.storm_clients)],
-                                      f"storm{rep}"))
-                drops[k].append(listen_drops() - before)
-            finally:
-                s.stop()
+        for i, n in enumerate(sizes):
+            for k in (SERVERS if (rep + i) % 2 == 0 else SERVERS[::-1]):
+                s = Server(k, build)
+                try:
+                    before = listen_drops()
+                    storms[n][k].append(load(build, s, ["storm", "--clients", str(n)], f"storm{rep}n{n}"))
+                    drops[n][k].append(listen_drops() - before)
+                finally:
+                    s.stop()
     return storms, drops
 
 

@@ -94,7 +94,11 @@ class StoreServer {
   static constexpr size_t kMaxRequestsPerTurn = 1024;
   static constexpr size_t kMaxReplyBytesPerTurn = 4 << 20;
   static constexpr size_t kMaxConnectionsPerAddress = 1024;
-  static constexpr size_t kMaxConnections = 16384;
+  // A job of 16,384 ranks whose workers hold two connections each (torch's
+  // default process group's store and one of the worker's own) fits; the
+  // process's open-files limit bounds it too (ctrun and ctrund raise their
+  // soft limit to the hard one: base/open_files.h).
+  static constexpr size_t kMaxConnections = 32768;
 
   // The connections refused for a limit above since the server started.
   size_t connections_refused() const { return connections_refused_; }

@@ -73,13 +73,7 @@ Result<std::unique_ptr<PortMux>> PortMux::Bind(const HostPort& hp, std::chrono::
 PortMux::~PortMux() { Stop(); }
 
 void PortMux::Start(grpc::experimental::ExternalConnectionAcceptor* grpc, StoreHandler store) {
-  std::vector<grpc::experimental::ExternalConnectionAcceptor*> acceptors;
-  if (grpc) acceptors.push_back(grpc);
-  Start(std::move(acceptors), std::move(store));
-}
-
-void PortMux::Start(std::vector<grpc::experimental::ExternalConnectionAcceptor*> grpc, StoreHandler store) {
-  grpc_ = std::move(grpc);
+  grpc_ = grpc;
   store_ = std::move(store);
   accepting_.Start();
   thread_ = std::thread([this] { io_.run(); });
@@ -162,15 +156,9 @@ void PortMux::HandOff(const std::shared_ptr<Pending>& p) {
     store_(std::move(p->socket), std::move(p->first));
     return;
   }
-  if (verdict == PortProtocol::kGrpc && grpc_.empty()) {
-    boost::system::error_code ignored;
-    p->socket.close(ignored);
-    return;
-  }
   if (verdict == PortProtocol::kGrpc) {
     // gRPC takes the descriptor over: its own, close-on-exec and
-    // non-blocking, with the bytes already read. The servers take the
-    // connections in turn: each has its own completion queue (server_impl.h).
+    // non-blocking, with the bytes already read.
     const int fd = p->socket.release();
     SetCloexec(fd);
     const int flags = ::fcntl(fd, F_GETFL);
@@ -180,7 +168,7 @@ void PortMux::HandOff(const std::shared_ptr<Pending>& p) {
     params.fd = fd;
     grpc::Slice bytes(p->first.data(), p->first.size());
     params.read_buffer = grpc::ByteBuffer(&bytes, 1);
-    grpc_[next_grpc_++ % grpc_.size()]->HandleNewConnection(&params);
+    grpc_->HandleNewConnection(&params);
     return;
   }
   boost::system::error_code ignored;

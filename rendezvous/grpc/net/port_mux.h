@@ -31,7 +31,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "base/result.h"
 #include "rendezvous/grpc/net/listen_address.h"
@@ -85,10 +84,6 @@ class PortMux {
 
   // Starts accepting on the mux's thread. `grpc` must outlive Stop().
   void Start(grpc::experimental::ExternalConnectionAcceptor* grpc, StoreHandler store);
-  // The same, handing the gRPC connections to `grpc`'s acceptors in turn
-  // (one per gRPC server: rendezvous/grpc/server/server_impl.h's shards).
-  // Every acceptor must outlive Stop(); empty: gRPC connections are closed.
-  void Start(std::vector<grpc::experimental::ExternalConnectionAcceptor*> grpc, StoreHandler store);
 
   // Stops accepting and joins the thread; connections not yet handed on are
   // closed when the mux is destroyed. Idempotent.
@@ -111,8 +106,7 @@ class PortMux {
     SetCloexecAndSniff(std::move(socket));
   }};
   int port_ = 0;
-  std::vector<grpc::experimental::ExternalConnectionAcceptor*> grpc_;
-  size_t next_grpc_ = 0;    // mux thread only: the acceptor the next gRPC connection goes to
+  grpc::experimental::ExternalConnectionAcceptor* grpc_ = nullptr;
   StoreHandler store_;
   std::thread thread_;
   std::chrono::milliseconds sniff_deadline_ = kDefaultSniffDeadline;

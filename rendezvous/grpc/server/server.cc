@@ -57,16 +57,15 @@ Status RendezvousServer::Impl::RestoreRuns(const std::string& dir) {
   return Status::Ok();
 }
 
-namespace {
-
-// One gRPC server of the shards (server_impl.h), serving `service`, fed
-// connections through `acceptor` (set here); null if it did not start.
-std::unique_ptr<grpc::Server> BuildShard(
-    grpc::Service* service, const TlsConfig& tls,
-    std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor>* acceptor) {
+Status RendezvousServer::Impl::Listen(const HostPort& hp) {
+  // The port is the mux's (port_mux.h): it binds it, and gRPC gets its
+  // connections through an external-connection acceptor, with the server's
+  // credentials (TLS too) and the client's real address.
+  Result<std::unique_ptr<PortMux>> mux = PortMux::Bind(hp, sniff_deadline_);
+  if (!mux.ok()) return mux.status();
   grpc::ServerBuilder builder;
-  *acceptor = builder.experimental().AddExternalConnectionAcceptor(
-      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, ServerCredentialsFor(tls));
+  grpc_acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, ServerCredentialsFor(tls_));
   // Pings every connection with a call open, so a peer whose host is gone
   // without closing its connection (power loss, a partition) ends its calls
   // within ~10 s: an FtWatch's end is its group lost (ft_runs.h).
@@ -83,36 +82,18 @@ std::unique_ptr<grpc::Server> BuildShard(
   // message over 2 MiB is refused (RESOURCE_EXHAUSTED) before any handler or
   // token check sees it, instead of gRPC's default 4 MiB.
   builder.SetMaxReceiveMessageSize(2 << 20);
-  builder.RegisterService(service);
-  return builder.BuildAndStart();
-}
-
-}  // namespace
-
-Status RendezvousServer::Impl::Listen(const HostPort& hp) {
-  // The port is the mux's (port_mux.h): it binds it, and gRPC gets its
-  // connections through external-connection acceptors, with the server's
-  // credentials (TLS too) and the client's real address.
-  Result<std::unique_ptr<PortMux>> mux = PortMux::Bind(hp, sniff_deadline_);
-  if (!mux.ok()) return mux.status();
+  builder.RegisterService(this);
   logs_ = std::make_unique<LogHub>([this](const std::vector<std::string>& ids) { return RunsKnown(ids); });
-  std::vector<grpc::experimental::ExternalConnectionAcceptor*> acceptors;
-  for (int i = 0; i < kGrpcShards; ++i) {
-    std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor;
-    std::unique_ptr<grpc::Server> server = BuildShard(this, tls_, &acceptor);
-    if (!server) {
-      return Status::Unavailable("cannot listen on " + hp.host + ":" + std::to_string(hp.port) +
-                                 ": the gRPC server did not start (see the log above)");
-    }
-    acceptors.push_back(acceptor.get());
-    grpc_acceptors_.push_back(std::move(acceptor));
-    servers_.push_back(std::move(server));
+  server_ = builder.BuildAndStart();
+  if (!server_) {
+    return Status::Unavailable("cannot listen on " + hp.host + ":" + std::to_string(hp.port) +
+                               ": the gRPC server did not start (see the log above)");
   }
   mux_ = std::move(*mux);
   port_ = mux_->port();
   address_ = hp.host + ":" + std::to_string(port_);
   stores_.Attach(mux_.get());
-  mux_->Start(std::move(acceptors), [this](boost::asio::ip::tcp::socket socket, std::string first) {
+  mux_->Start(grpc_acceptor_.get(), [this](boost::asio::ip::tcp::socket socket, std::string first) {
     stores_.OnConnection(std::move(socket), std::move(first));
   });
   timer_thread_ = std::thread([this] { TimerLoop(); });
@@ -136,9 +117,10 @@ void RendezvousServer::Impl::Shutdown() {
   if (timer_thread_.joinable()) timer_thread_.join();
   // No new connections, and the stores' sessions end with the mux thread.
   if (mux_) mux_->Stop();
-  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
-  for (const auto& server : servers_) server->Shutdown(deadline);
-  for (const auto& server : servers_) server->Wait();
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Wait();
+  }
 }
 
 void RendezvousServer::Impl::WhenDrained(const std::string& run_id, std::function<void()> cb) {

@@ -267,24 +267,13 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   const std::chrono::milliseconds sniff_deadline_;  // the mux's (ServerOptions::port_sniff_deadline)
   int port_ = 0;
   std::string address_;
-  // Destroyed in reverse: the gRPC servers first (nothing posts to the mux
+  // Destroyed in reverse: the gRPC server first (nothing posts to the mux
   // after it), then the stores (the mux thread is stopped by then), then
   // the mux and its io_context.
   std::unique_ptr<PortMux> mux_;
-  // The gRPC servers, kGrpcShards of them, each fed the port's gRPC
-  // connections in turn (port_mux.h), all serving this one service (a
-  // callback service may be registered with several servers).
-  //
-  // Why several: each gRPC server has one callback completion queue, and
-  // Debian's libgrpc, built without NDEBUG, looks every completion up in a
-  // list of all its queue's outstanding operations (cq_check_tag): one per
-  // open Join stream, so O(N) per write done and O(N²) a round (23 % of
-  // ctrund's CPU at 10,000 agents). With the connections spread over K
-  // queues a completion scans about N/K entries.
-  static constexpr int kGrpcShards = 8;
-  std::vector<std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor>> grpc_acceptors_;
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> grpc_acceptor_;
   RunStores stores_;  // the workers' stores on the port (run_stores.h)
-  std::vector<std::unique_ptr<grpc::Server>> servers_;
+  std::unique_ptr<grpc::Server> server_;
   std::thread timer_thread_;
 };
 
