@@ -39,7 +39,7 @@ std::string Printable(const std::string& s) {
 
 }  // namespace
 
-grpc::Status CallCheck::Check(const grpc::CallbackServerContext& context, v1::ProtocolVersion version, const std::string& token,
+grpc::Status CallCheck::Check(const grpc::ServerContextBase& context, v1::ProtocolVersion version, const std::string& token,
                               const std::string& run_id) {
   if (!token_.empty() && !TokenMatches(token_, token)) {
     NoteRefusal(context.peer(), run_id, token.empty() ? "no token" : "a wrong token");

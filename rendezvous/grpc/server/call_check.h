@@ -28,7 +28,7 @@ class CallCheck {
   // OK when the call may go on. PERMISSION_DENIED when the server has a token
   // and `token` is not it (logged, rate limited, naming the caller's address and `run_id`);
   // FAILED_PRECONDITION when `version` is not kProtocolVersion (proto_convert.h).
-  grpc::Status Check(const grpc::CallbackServerContext& context, v1::ProtocolVersion version, const std::string& token,
+  grpc::Status Check(const grpc::ServerContextBase& context, v1::ProtocolVersion version, const std::string& token,
                      const std::string& run_id);
 
  private:

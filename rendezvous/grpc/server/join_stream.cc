@@ -6,6 +6,36 @@
 
 namespace ctrun::rdzv {
 
+void JoinStream::Request(JoinService* service, grpc::ServerCompletionQueue* cq, StreamOwner* owner,
+                         const Arrival* arrival) {
+  auto* stream = new JoinStream(owner, arrival);
+  // Before the request: the done operation is started when a call matches it.
+  stream->ctx_.AsyncNotifyWhenDone(&stream->done_);
+  service->RequestJoin(&stream->ctx_, &stream->request_, &stream->writer_, cq, cq, &stream->arrived_);
+}
+
+void JoinStream::OnTag(void* tag, bool ok) {
+  const Tag& t = *static_cast<Tag*>(tag);
+  switch (t.op) {
+    case Tag::kArrived:
+      if (ok) {
+        (*t.stream->arrival_)(t.stream);
+      } else {
+        delete t.stream;  // the server is shutting down: no call came, no other operation was started
+      }
+      return;
+    case Tag::kWritten:
+      t.stream->OnWriteDone(ok);
+      return;
+    case Tag::kFinished:
+      t.stream->OnFinished();
+      return;
+    case Tag::kDone:
+      t.stream->OnDone();
+      return;
+  }
+}
+
 bool JoinStream::client_gone() const {
   std::lock_guard<std::mutex> lock(mu_);
   return client_gone_;
@@ -70,17 +100,31 @@ void JoinStream::OnWriteDone(bool ok) {
   Perform(action);
 }
 
-void JoinStream::OnCancel() {
+void JoinStream::OnDone() {
   Action action;
+  bool end = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    MarkClientGoneLocked();
+    done_back_ = true;
+    if (ctx_.IsCancelled()) MarkClientGoneLocked();
     action = NextLocked();
+    end = finish_back_;
   }
   Perform(action);
+  if (end) End();
 }
 
-void JoinStream::OnDone() {
+void JoinStream::OnFinished() {
+  bool end = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    finish_back_ = true;
+    end = done_back_;
+  }
+  if (end) End();
+}
+
+void JoinStream::End() {
   owner_->StreamDone(this);
   delete this;
 }
@@ -110,8 +154,8 @@ JoinStream::Action JoinStream::NextLocked() {
 }
 
 void JoinStream::Perform(const Action& action) {
-  if (action.kind == Action::kWrite) StartWrite(action.update);
-  if (action.kind == Action::kFinish) Finish(action.status);
+  if (action.kind == Action::kWrite) writer_.Write(*action.update, &written_);
+  if (action.kind == Action::kFinish) writer_.Finish(action.status, &finished_tag_);
 }
 
 void Outbox::Flush() {

@@ -44,6 +44,7 @@
 #include "rendezvous/grpc/server/call_check.h"
 #include "rendezvous/grpc/server/checked_mutex.h"
 #include "rendezvous/grpc/server/ft_service.h"
+#include "rendezvous/grpc/server/join_queues.h"
 #include "rendezvous/grpc/server/join_stream.h"
 #include "rendezvous/grpc/server/log_hub.h"
 #include "rendezvous/grpc/server/node_streams.h"
@@ -58,9 +59,10 @@
 
 namespace ctrun::rdzv {
 
-// Join is a raw method (serialized bytes both ways): the request is parsed
-// here, and the stream carries serialized Updates (join_stream.h).
-class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMethod_Join<v1::Rendezvous::CallbackService>,
+// Join is a raw async method (serialized bytes both ways, served on
+// join_queues.h's queues): the request is parsed here, and the stream carries
+// serialized Updates (join_stream.h). The other methods are callbacks.
+class RendezvousServer::Impl final : public JoinService,
                                      public StreamOwner {
  public:
   explicit Impl(const ServerOptions& options);
@@ -90,8 +92,8 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   void StreamDone(JoinStream* stream) override;
 
   // v1::Rendezvous (service_calls.cc).
-  grpc::ServerWriteReactor<grpc::ByteBuffer>* Join(grpc::CallbackServerContext* context,
-                                                   const grpc::ByteBuffer* raw_request) override;
+  // A Join call arrived on `stream` (a JoinQueues thread).
+  void OnJoin(JoinStream* stream);
   grpc::ServerUnaryReactor* KeepAlive(grpc::CallbackServerContext* context, const v1::KeepAliveRequest* request,
                                       v1::KeepAliveReply* reply) override;
   grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* context, const v1::LeaveRequest* request,
@@ -273,6 +275,7 @@ class RendezvousServer::Impl final : public v1::Rendezvous::WithRawCallbackMetho
   std::unique_ptr<PortMux> mux_;
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> grpc_acceptor_;
   RunStores stores_;  // the workers' stores on the port (run_stores.h)
+  JoinQueues join_queues_;  // shut down after the server, destroyed after it
   std::unique_ptr<grpc::Server> server_;
   std::thread timer_thread_;
 };

@@ -19,7 +19,7 @@ namespace {
 
 constexpr char kShuttingDown[] = "rendezvous server is shutting down: retry against the new server";
 
-Reconnect ReconnectOf(const grpc::CallbackServerContext& context) {
+Reconnect ReconnectOf(const grpc::ServerContextBase& context) {
   auto it = context.client_metadata().find(kReconnectKey);
   if (it == context.client_metadata().end()) return Reconnect::kNo;
   return ParseReconnect(std::string_view(it->second.data(), it->second.size()));
@@ -57,22 +57,21 @@ void RendezvousServer::Impl::StreamDone(JoinStream* stream) {
   out.Flush();
 }
 
-grpc::ServerWriteReactor<grpc::ByteBuffer>* RendezvousServer::Impl::Join(grpc::CallbackServerContext* context,
-                                                                         const grpc::ByteBuffer* raw_request) {
+void RendezvousServer::Impl::OnJoin(JoinStream* stream) {
+  grpc::ServerContext* context = &stream->context();
   v1::JoinRequest parsed;
-  grpc::ByteBuffer bytes(*raw_request);  // shares the slices
+  grpc::ByteBuffer bytes(stream->request());  // shares the slices
   const bool well_formed = grpc::SerializationTraits<v1::JoinRequest>::Deserialize(&bytes, &parsed).ok();
   const v1::JoinRequest* request = &parsed;
-  auto* stream = new JoinStream(this, request->run_id(), NodeFromProto(request->node()), request->incarnation(),
-                                PeerIp(context->peer()));
+  stream->Identify(request->run_id(), NodeFromProto(request->node()), request->incarnation(), PeerIp(context->peer()));
   if (!well_formed) {
     stream->FinishNow(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "malformed JoinRequest"));
-    return stream;
+    return;
   }
   if (grpc::Status bad = call_check_.Check(*context, request->version(), request->token(), request->run_id());
       !bad.ok()) {
     stream->FinishNow(bad);
-    return stream;
+    return;
   }
   rdzv::Join join = JoinFromProto(*request, PeerIp(context->peer()));
   Outbox out;
@@ -89,7 +88,6 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* RendezvousServer::Impl::Join(grpc::C
   } else {
     out.Flush();
   }
-  return stream;
 }
 
 void RendezvousServer::Impl::StepJoin(const v1::JoinRequest& request, const rdzv::Join& join, JoinStream* stream,
