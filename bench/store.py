@@ -253,12 +253,12 @@ def print_storm(args, storms, drops, fd_limit):
                   f"{med([x['server_cpu_s'] for x in xs]):>14.2f} {max(drops[n][k]):>13} "
                   f"{max(x['connect_failures'] for x in xs):>8} "
                   f"{max(x['clients'] - x['released'] for x in xs):>13}")
+            for why in sorted({x["why"] for x in xs if x.get("failed")}):
+                print(f"    {k} failed: {why} (store_load stops at its first error)")
         if max(drops[n]["ctrun"]) > 0:
             print(f"  warning: the kernel dropped connects to ctrun's store at N={n} (ListenOverflows/"
                   f"ListenDrops rose by {max(drops[n]['ctrun'])}; the counters are per network "
                   f"namespace, so other load on this host may count too)")
-            for why in sorted({x["why"] for x in xs if x.get("failed")}):
-                print(f"    {k} failed: {why} (store_load stops at its first error)")
         ratios[n] = (med([storm_s(x) for x in storms[n]["torch"]]) /
                      med([storm_s(x) for x in storms[n]["ctrun"]]))
         if any(x.get("failed") for x in storms[n]["torch"]):
