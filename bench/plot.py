@@ -159,12 +159,16 @@ def check_anchors(where, plot, kinds):
                 raise BadInput(f"{at}.{key} is {v!r}: a log axis needs values above 0")
 
 
-def draw_anchors(ax, anchors):
-    """Each anchor a star with its label beside it."""
+def draw_anchors(ax, anchors, xs, log_x):
+    """Each anchor a star with its label beside it, on the side of the
+    chart's middle (measured x `xs`) so that the label stays inside."""
+    scale = math.log if log_x else (lambda v: v)
+    middle = (scale(min(xs)) + scale(max(xs))) / 2 if xs else 0
     for a in anchors:
         ax.plot([a["x"]], [a["y"]], marker="*", markersize=13, color="black", linestyle="none")
-        ax.annotate(a["label"], (a["x"], a["y"]), textcoords="offset points", xytext=(-8, 8),
-                    ha="right", fontsize=8)
+        left = scale(a["x"]) > middle
+        ax.annotate(a["label"], (a["x"], a["y"]), textcoords="offset points", xytext=(-8 if left else 8, -14),
+                    ha="right" if left else "left", fontsize=8)
 
 
 def newest(charts):
@@ -190,9 +194,8 @@ def draw(plt, date, machine, plot, out_dir):
             med = [p["median"] for p in points]
             err = [[p["median"] - p["min"] for p in points], [p["max"] - p["median"] for p in points]]
             ax.errorbar(xs, med, yerr=err, marker="o", capsize=3, label=label)
-        draw_anchors(ax, plot.get("anchors", []))
-        ticks = sorted({p["x"] for points in series.values() for p in drawn(points)}
-                       | {a["x"] for a in plot.get("anchors", [])})
+        ticks = sorted({p["x"] for points in series.values() for p in drawn(points)})
+        draw_anchors(ax, plot.get("anchors", []), ticks, plot.get("log_x"))
         if plot.get("log_x"):
             ax.set_xscale("log")
         if plot.get("log_x") or (len(ticks) <= 12 and all(float(t).is_integer() for t in ticks)):
