@@ -33,7 +33,7 @@ void JoinQueues::Start(JoinService* service, StreamOwner* owner, JoinStream::Arr
 
 void JoinQueues::RequestOn(Queue& q) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!closed_) JoinStream::Request(service_, q.cq.get(), owner_, &q.arrival);
+  if (!closed_) JoinStream::Request(service_, q.cq.get(), owner_, &q.arrival, &live_);
 }
 
 void JoinQueues::Shutdown() {
@@ -41,8 +41,10 @@ void JoinQueues::Shutdown() {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return;
     closed_ = true;
-    for (auto& q : queues_) q->cq->Shutdown();
   }
+  // Started queues: their threads take the last operations back meanwhile.
+  if (!queues_.empty() && queues_.front()->thread.joinable()) live_.WaitNone();
+  for (auto& q : queues_) q->cq->Shutdown();
   for (auto& q : queues_) {
     if (q->thread.joinable()) {
       q->thread.join();

@@ -44,9 +44,11 @@ class JoinQueues {
   // must outlive Shutdown; `on_join` is called with each arrived stream.
   void Start(JoinService* service, StreamOwner* owner, JoinStream::Arrival on_join);
 
-  // Stops requesting, shuts the queues down, drains them (the streams still
-  // open get their last operations back and end) and joins the threads.
-  // Idempotent; call after the server's Shutdown.
+  // Stops requesting, waits until every stream has ended (after the
+  // server's Shutdown every call is cancelled, so the open streams finish
+  // and the requested ones come back unused), then shuts the queues down,
+  // drains them and joins the threads. Idempotent; call after the server's
+  // Shutdown.
   void Shutdown();
 
  private:
@@ -63,6 +65,7 @@ class JoinQueues {
   StreamOwner* owner_ = nullptr;
   JoinStream::Arrival on_join_;
   std::vector<std::unique_ptr<Queue>> queues_;
+  LiveStreams live_;
   std::mutex mu_;        // guards closed_, and orders requests before the queues' shutdown
   bool closed_ = false;
 };

@@ -6,9 +6,24 @@
 
 namespace ctrun::rdzv {
 
+void LiveStreams::Add() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++n_;
+}
+
+void LiveStreams::Remove() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--n_ == 0) none_.notify_all();
+}
+
+void LiveStreams::WaitNone() {
+  std::unique_lock<std::mutex> lock(mu_);
+  none_.wait(lock, [this] { return n_ == 0; });
+}
+
 void JoinStream::Request(JoinService* service, grpc::ServerCompletionQueue* cq, StreamOwner* owner,
-                         const Arrival* arrival) {
-  auto* stream = new JoinStream(owner, arrival);
+                         const Arrival* arrival, LiveStreams* live) {
+  auto* stream = new JoinStream(owner, arrival, live);
   // Before the request: the done operation is started when a call matches it.
   stream->ctx_.AsyncNotifyWhenDone(&stream->done_);
   service->RequestJoin(&stream->ctx_, &stream->request_, &stream->writer_, cq, cq, &stream->arrived_);

@@ -32,6 +32,7 @@
 #include <grpcpp/support/async_stream.h>
 #include <grpcpp/support/byte_buffer.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -58,6 +59,22 @@ class StreamOwner {
   ~StreamOwner() = default;
 };
 
+// The streams alive (requested or open), so that their queues are shut
+// down only once none is left: an operation started on a queue after its
+// shutdown is a fatal error in gRPC.
+class LiveStreams {
+ public:
+  void Add();
+  void Remove();
+  // Blocks until no stream is left.
+  void WaitNone();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable none_;
+  int n_ = 0;
+};
+
 // The service with Join as a raw async method and every other method a
 // callback: CallbackService without its callback Join (gRPC keeps a callback
 // handler that a later "raw" mark would leave in place). A method added to
@@ -75,12 +92,13 @@ class JoinStream final {
   // Called on the stream's queue thread when a Join call arrives on it.
   using Arrival = std::function<void(JoinStream*)>;
 
-  // Makes a stream and asks `service` for the next Join call on `cq`;
-  // `arrival` is called with it once one comes (never, if the server shuts
-  // down first: the stream is then deleted). `owner`, `service`, `cq` and
-  // `arrival` must outlive the stream.
+  // Makes a stream, counted in `live` until it is deleted, and asks
+  // `service` for the next Join call on `cq`; `arrival` is called with it
+  // once one comes (never, if the server shuts down first: the stream is then
+  // deleted). `owner`, `service`, `cq`, `arrival` and `live` must outlive the
+  // stream.
   static void Request(JoinService* service, grpc::ServerCompletionQueue* cq, StreamOwner* owner,
-                      const Arrival* arrival);
+                      const Arrival* arrival, LiveStreams* live);
 
   // The completion of one of this stream's operations, with gRPC's `ok`:
   // what the queue's thread calls with each tag it takes (a Tag*).
@@ -133,7 +151,11 @@ class JoinStream final {
   void Kick();
 
  private:
-  JoinStream(StreamOwner* owner, const Arrival* arrival) : owner_(owner), arrival_(arrival) {}
+  JoinStream(StreamOwner* owner, const Arrival* arrival, LiveStreams* live)
+      : owner_(owner), arrival_(arrival), live_(live) {
+    live_->Add();
+  }
+  ~JoinStream() { live_->Remove(); }
 
   struct Action {
     enum Kind { kNone, kWrite, kFinish } kind = kNone;
@@ -161,6 +183,7 @@ class JoinStream final {
 
   StreamOwner* const owner_;
   const Arrival* const arrival_;
+  LiveStreams* const live_;
   std::string run_id_;
   NodeId node_;
   uint64_t incarnation_ = 0;
