@@ -6,6 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "trainer/parallel/thread_cpu_clock.h"
 
@@ -34,16 +37,40 @@ class CoreTimer {
   double cpu_;
 };
 
+// The additive causal mask [S, S] (0 where key j <= query i, -inf above),
+// made once per (S, device, dtype) and kept for the process's life (never
+// destroyed: tensors may still be freed during static destruction).
+at::Tensor CausalBias(int64_t seq, const at::TensorOptions& options) {
+  using Key = std::tuple<int64_t, int, int, int>;
+  static auto* mutex = new std::mutex;
+  static auto* cache = new std::map<Key, at::Tensor>;
+  const Key key{seq, static_cast<int>(options.device().type()), static_cast<int>(options.device().index()),
+                static_cast<int>(options.dtype().toScalarType())};
+  std::lock_guard<std::mutex> lock(*mutex);
+  at::Tensor& bias = (*cache)[key];
+  if (!bias.defined()) {
+    at::NoGradGuard no_grad;
+    bias = at::full({seq, seq}, -std::numeric_limits<double>::infinity(), options).triu_(1);
+  }
+  return bias;
+}
+
 }  // namespace
 
+// One scaled, masked QK^T into one [B*heads, S, S] tensor (baddbmm: the mask
+// added and the scale applied inside the product's own output), one softmax
+// over it, one product with V: two [B*heads, S, S] tensors made, the
+// probabilities the only one kept for backward.
 std::vector<at::Tensor> AttentionCore(const std::vector<at::Tensor>& qkv) {
   CoreTimer timer;
   const at::Tensor &q = qkv[0], &k = qkv[1], &v = qkv[2];
-  const int64_t seq = q.size(2);
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(3)));
-  at::Tensor future = at::ones({seq, seq}, at::TensorOptions().dtype(at::kBool).device(q.device())).triu(1);
-  scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
-  return {at::matmul(at::softmax(scores, -1), v)};
+  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), head_dim = q.size(3);
+  const at::Tensor q3 = q.reshape({batch * heads, seq, head_dim});
+  const at::Tensor k3 = k.reshape({batch * heads, seq, head_dim});
+  const at::Tensor v3 = v.reshape({batch * heads, seq, head_dim});
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  at::Tensor scores = at::baddbmm(CausalBias(seq, q.options()), q3, k3.transpose(1, 2), /*beta=*/1, /*alpha=*/scale);
+  return {at::bmm(at::softmax(scores, -1), v3).view({batch, heads, seq, head_dim})};
 }
 
 CoreTime AttentionCoreTime() {
