@@ -8,8 +8,10 @@
 // numbers; the same values give bitwise the same result, on any thread), so
 // running it again under Recompute (recompute.h) reproduces it exactly.
 // Under grad mode it is differentiable with respect to q, k and v, and
-// autograd keeps q, k, v and the probabilities for backward, nothing else of
-// size [B, heads, S, S]. Position j > i is masked for query i (causal).
+// autograd keeps [B*heads, S, head_dim] copies of q, k, v and the
+// probabilities for backward, nothing else of size [B, heads, S, S].
+// Position j > i is masked for query i (causal). The causal mask is made
+// once per (S, device, dtype) and kept for the life of the process.
 //
 // AttentionCoreTime() is the time spent in AttentionCore by all threads
 // since the process started, as wall seconds and as the calling threads' CPU
@@ -29,6 +31,8 @@ namespace ctrun::trainer {
 // device; returns {context [B, heads, S, head_dim]}.
 std::vector<at::Tensor> AttentionCore(const std::vector<at::Tensor>& qkv);
 
+// Totals since the process started (differences of two readings give a
+// span's share).
 struct CoreTime {
   double wall_seconds = 0;
   double cpu_seconds = 0;

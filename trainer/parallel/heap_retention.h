@@ -8,7 +8,7 @@
 // many-MiB tensors (backward's temporaries; under activation recomputation
 // (recompute.h) each block's recomputed activations, once per block) maps
 // and unmaps them over and over: every 4 KiB page faults and is zeroed by
-// the kernel again. On a 2-core VM that cost ~0.1 s of system time a step on
+// the kernel again. On a 2-core VM that cost ~0.15 CPU s a step (of 1.5) on
 // bench/recompute.sh's GPT with --recompute selective.
 //
 // Guarantees: after the call, blocks under 32 MiB come from malloc's heap
