@@ -36,8 +36,10 @@ shared machine touch all alike. Per run, from rank 0's STATS line
               forward in every block, what selective recomputation repeats;
   step_cpu_s, fwd_cpu_s, core_cpu_s  the same on the rank's thread CPU clock
               (trainer/parallel/thread_cpu_clock.h; with one intra-op thread
-              all of a step's compute runs on it): the work, which other
-              jobs on a shared machine do not swell as they do wall time;
+              all of a step's compute runs on it; with RANKS=2, Gloo's
+              threads' share of the gradient all-reduce is not in it): the
+              work, which other jobs on a shared machine do not swell as
+              they do wall time;
   step_bytes  peak_step_bytes: the most CPU tensor bytes alive during a step
               beyond those alive at its start (trainer/parallel/memory_meter.h)
               -- the activations kept for backward plus backward's own
