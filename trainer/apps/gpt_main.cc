@@ -29,8 +29,11 @@
 #include "trainer/models/gpt.h"
 #include "trainer/models/gpt_chunks.h"
 #include "trainer/models/gpt_stages.h"
+#include "trainer/parallel/attention_core.h"
 #include "trainer/parallel/fsdp.h"
+#include "trainer/parallel/heap_retention.h"
 #include "trainer/parallel/storage_bytes.h"
+#include "trainer/parallel/thread_cpu_clock.h"
 #include "trainer/checkpoint/optimizer_state.h"
 #include "trainer/parallel/memory_meter.h"
 #include "trainer/checkpoint/fsdp_mesh_checkpoint.h"
@@ -140,6 +143,9 @@ struct GptWorker {
 // What the STATS line reports, over the steps run.
 struct RunStats {
   double step_sum = 0, compute_sum = 0;
+  double forward_sum = 0;        // of compute, in forward (the loss included)
+  double core_sum = 0;           // in AttentionCore (forward and any recompute of it)
+  double step_cpu_sum = 0, forward_cpu_sum = 0, core_cpu_sum = 0;  // the same in CPU seconds
   int measured = 0, peak_in_flight = 0;
   int64_t peak_step_bytes = 0, peak_tensor_high = 0;
   double iter_sum = 0;           // whole iterations (optimizer step included)
@@ -252,6 +258,7 @@ AppOutcome SetUp(GptWorker& w) {
   w.env = *env;
   at::set_num_threads(static_cast<int>(w.flags.threads));
   TensorMemoryMeter::Install();
+  RetainFreedHeap();  // best effort: without it steps only fault more pages in
   AppOutcome chosen = ChooseShape(w);
   if (!chosen.status.ok()) return chosen;
   auto corpus = LoadTextCorpus(w.flags.data.empty() ? kDefaultCorpusDir : w.flags.data, w.flags.seq_len + 2);
@@ -273,10 +280,15 @@ Result<double> ReplicaMeanLoss(GptWorker& w, double loss) {
   return t.item<double>() / w.shape.dp;
 }
 
-void NoteStats(GptWorker& w, int64_t step, const PipelineStepStats& stats, RunStats& run) {
+void NoteStats(GptWorker& w, int64_t step, const PipelineStepStats& stats, const CoreTime& core, RunStats& run) {
   if (step > w.start_step) {  // the first step pays for the groups' warm-up
     run.step_sum += stats.step_seconds;
     run.compute_sum += stats.compute_seconds;
+    run.forward_sum += stats.forward_seconds;
+    run.core_sum += core.wall_seconds;
+    run.step_cpu_sum += stats.step_cpu_seconds;
+    run.forward_cpu_sum += stats.forward_cpu_seconds;
+    run.core_cpu_sum += core.cpu_seconds;
     ++run.measured;
   }
   run.peak_in_flight = std::max(run.peak_in_flight, stats.peak_in_flight);
@@ -302,17 +314,21 @@ Result<PipelineStepStats> FsdpStep(GptWorker& w, Pipeline& pipeline, const at::T
     if (stats.ok() && !reduced.ok()) return reduced;
     return stats;
   }
-  const double start = NowSeconds();
+  const double start = NowSeconds(), cpu_start = ThreadCpuSeconds();
   const int64_t bytes_at_start = TensorMemoryMeter::CurrentBytes();
   TensorMemoryMeter::ResetPeak();
   auto logits = w.precision->FsdpForward(*w.fsdp, tokens);
   if (!logits.ok()) return logits.status();
   at::Tensor loss = w.precision->ScaleLoss(w.stage->Loss(*logits, targets));
+  const double forward_seconds = NowSeconds() - start, forward_cpu_seconds = ThreadCpuSeconds() - cpu_start;
   CTRUN_RETURN_IF_ERROR(w.fsdp->Backward(loss));
   PipelineStepStats stats;
   stats.loss = loss.item<double>();
   stats.step_seconds = NowSeconds() - start;
   stats.compute_seconds = stats.step_seconds;
+  stats.forward_seconds = forward_seconds;
+  stats.step_cpu_seconds = ThreadCpuSeconds() - cpu_start;
+  stats.forward_cpu_seconds = forward_cpu_seconds;
   stats.peak_in_flight = 1;
   stats.peak_step_bytes = TensorMemoryMeter::PeakBytes() - bytes_at_start;
   return stats;
@@ -343,13 +359,18 @@ Status TrainStep(GptWorker& w, Pipeline& pipeline, int64_t step, RunStats& run) 
   at::Tensor targets = batch.targets.narrow(0, coord.dp * rows, rows).to(w.device);
   const double iter_start = NowSeconds();
   w.optimizer->zero_grad();
+  const CoreTime core_start = AttentionCoreTime();
   auto stats = w.fsdp ? FsdpStep(w, pipeline, tokens, targets) : pipeline.Step(tokens, targets);
   if (!stats.ok()) return stats.status();
   stats->loss = w.precision->UnscaleLoss(stats->loss);
   if (!w.fsdp) CTRUN_RETURN_IF_ERROR(SumPartialGrads(*w.stage, w.registry, w.mesh->group(MeshDim::kTp)));
   CTRUN_RETURN_IF_ERROR(w.precision->Step(*w.optimizer));
   if (step > w.start_step) run.iter_sum += NowSeconds() - iter_start;
-  NoteStats(w, step, *stats, run);
+  const CoreTime core_end = AttentionCoreTime();
+  NoteStats(w, step, *stats,
+            {.wall_seconds = core_end.wall_seconds - core_start.wall_seconds,
+             .cpu_seconds = core_end.cpu_seconds - core_start.cpu_seconds},
+            run);
   if (flags.show_schedule && step == w.start_step && coord.dp == 0 && coord.tp == 0) {
     std::printf("schedule stage=%d: %s\n", coord.pp, stats->order.c_str());
     std::fflush(stdout);
@@ -400,6 +421,8 @@ StateBytes CountStateBytes(GptWorker& w) {
   return out;
 }
 
+double PerStep(double sum, int measured) { return measured > 0 ? sum / measured : 0.0; }
+
 void PrintStats(GptWorker& w, const RunStats& run) {
   int64_t param_bytes = 0;
   for (const auto& p : w.stage->parameters()) param_bytes += p.numel() * p.element_size();
@@ -410,7 +433,7 @@ void PrintStats(GptWorker& w, const RunStats& run) {
                "STATS rank=%d stage=%d dp=%d tp=%d steps=%d step_s=%.6f compute_s=%.6f bubble=%.4f peak_in_flight=%d "
                "param_bytes=%lld peak_step_bytes=%lld peak_tensor_bytes=%lld peak_rss_kb=%lld iter_s=%.6f "
                "state_bytes=%lld peak_bytes=%lld peak_sum_bytes=%lld max_unit_bytes=%lld step_high_bytes=%lld "
-               "skipped_steps=%lld\n",
+               "skipped_steps=%lld fwd_s=%.6f core_s=%.6f step_cpu_s=%.6f fwd_cpu_s=%.6f core_cpu_s=%.6f\n",
                w.env.rank, w.coord.pp, w.coord.dp, w.coord.tp, measured, measured ? run.step_sum / measured : 0.0,
                measured ? run.compute_sum / measured : 0.0,
                run.step_sum > 0 ? 1.0 - run.compute_sum / run.step_sum : 0.0, run.peak_in_flight,
@@ -419,7 +442,9 @@ void PrintStats(GptWorker& w, const RunStats& run) {
                measured ? run.iter_sum / measured : 0.0, static_cast<long long>(bytes.state),
                static_cast<long long>(bytes.peak), static_cast<long long>(bytes.peak_sum),
                static_cast<long long>(bytes.max_unit),
-               static_cast<long long>(run.step_high), static_cast<long long>(w.precision->skipped_steps()));
+               static_cast<long long>(run.step_high), static_cast<long long>(w.precision->skipped_steps()),
+               PerStep(run.forward_sum, measured), PerStep(run.core_sum, measured), PerStep(run.step_cpu_sum, measured),
+               PerStep(run.forward_cpu_sum, measured), PerStep(run.core_cpu_sum, measured));
 }
 
 AppOutcome Run(const GptFlags& flags) {

@@ -2,10 +2,9 @@
 
 #include <ATen/ATen.h>
 
-#include <cmath>
-#include <limits>
 #include <vector>
 
+#include "trainer/parallel/attention_core.h"
 #include "trainer/parallel/recompute.h"
 
 namespace ctrun::trainer {
@@ -14,17 +13,6 @@ namespace {
 // Enters a tensor-parallel region: the whole activation on every tp rank.
 at::Tensor EnterRegion(const at::Tensor& x, Communicator* tp, bool sequence_parallel) {
   return sequence_parallel ? GatherSequence(x, tp) : CopyToTp(x, tp);
-}
-
-// The attention core: softmax(mask(q k^T / sqrt(head_dim))) v, on
-// q, k, v [B, heads, S, hd]; returns {context [B, heads, S, hd]}.
-std::vector<at::Tensor> AttentionCore(const std::vector<at::Tensor>& qkv) {
-  const at::Tensor &q = qkv[0], &k = qkv[1], &v = qkv[2];
-  const int64_t seq = q.size(2);
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(3)));
-  at::Tensor future = at::ones({seq, seq}, at::TensorOptions().dtype(at::kBool).device(q.device())).triu(1);
-  scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
-  return {at::matmul(at::softmax(scores, -1), v)};
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "trainer/comm/torch_error.h"
 #include "trainer/parallel/memory_meter.h"
 #include "trainer/parallel/pipeline_chunks.h"
+#include "trainer/parallel/thread_cpu_clock.h"
 
 namespace ctrun::trainer {
 namespace {
@@ -113,10 +114,13 @@ class StepRun {
       pp_->Recv(input, RankOf(here - 1), ActivationTag(i, here - 1, total_))->wait();
       input.requires_grad_(true);
     }
-    const double t0 = Now();
+    const double t0 = Now(), cpu0 = ThreadCpuSeconds();
     at::Tensor output = chunk.Forward(input);
     if (chunk.last()) output = chunk.Loss(output, target_parts_[static_cast<size_t>(i)]) / micro_batches_;
-    stats_.compute_seconds += Now() - t0;
+    const double forward = Now() - t0;
+    stats_.forward_cpu_seconds += ThreadCpuSeconds() - cpu0;
+    stats_.forward_seconds += forward;
+    stats_.compute_seconds += forward;
     if (!chunk.last()) {
       at::Tensor sent = output.detach();
       const int tag = ActivationTag(i, here, total_);
@@ -229,7 +233,7 @@ Result<PipelineStepStats> Pipeline::Step(const at::Tensor& tokens, const at::Ten
       StageSchedule(schedule_, stages, stage, micro_batches_, static_cast<int>(chunks_.size()));
   StepRun run(chunks_, pp_, ddp_, micro_batches_, tokens, targets);
   run.stats().order = ScheduleText(actions);
-  const double start = Now();
+  const double start = Now(), cpu_start = ThreadCpuSeconds();
   const int64_t bytes_at_start = TensorMemoryMeter::CurrentBytes();
   TensorMemoryMeter::ResetPeak();
   try {
@@ -249,6 +253,7 @@ Result<PipelineStepStats> Pipeline::Step(const at::Tensor& tokens, const at::Ten
   if (ddp_ != nullptr) CTRUN_RETURN_IF_ERROR(ddp_->FinishGradSync());
   PipelineStepStats stats = std::move(run.stats());
   stats.step_seconds = Now() - start;
+  stats.step_cpu_seconds = ThreadCpuSeconds() - cpu_start;
   stats.peak_step_bytes = TensorMemoryMeter::PeakBytes() - bytes_at_start;
   return stats;
 }

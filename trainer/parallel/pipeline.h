@@ -40,6 +40,11 @@ struct PipelineStepStats {
   double loss = 0;             // mean over the batch; last stage only
   double step_seconds = 0;     // wall time of the step on this rank
   double compute_seconds = 0;  // of it, in forward and backward compute
+  double forward_seconds = 0;  // of that, in forward (the loss included)
+  // The calling thread's CPU seconds (thread_cpu_clock.h) in the step and
+  // in its forwards: its work, whatever else shares the cores.
+  double step_cpu_seconds = 0;
+  double forward_cpu_seconds = 0;
   // Most micro-batches whose activations were held; with several chunks,
   // most (micro-batch, chunk) pairs (each 1/v of a stage's activations).
   int peak_in_flight = 0;

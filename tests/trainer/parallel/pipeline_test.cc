@@ -87,3 +87,15 @@ TEST_CASE("one chunk under the interleaved schedule runs as 1F1B") {
   CHECK(stats->order == "F0 B0 F1 B1");
   CHECK(stage.weight.grad().item<double>() == Approx(1.0));
 }
+
+TEST_CASE("a step's forward time is within its compute time, on both clocks") {
+  OneStage stage;
+  ct::Pipeline pipeline = MakePipeline(stage, 1);
+  auto stats = pipeline.Step(at::ones({2, 3}, at::kLong), at::zeros({2, 3}, at::kLong));
+  REQUIRE(stats.ok());
+  CHECK(stats->forward_seconds >= 0);
+  CHECK(stats->forward_seconds <= stats->compute_seconds);
+  CHECK(stats->compute_seconds <= stats->step_seconds);
+  CHECK(stats->forward_cpu_seconds >= 0);
+  CHECK(stats->forward_cpu_seconds <= stats->step_cpu_seconds);
+}
