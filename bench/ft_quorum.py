@@ -117,7 +117,7 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
     build = os.environ.get("CTRUN_BUILD_DIR", os.path.join(ROOT, "build"))
-    ctrund, load = os.path.join(build, "ctrund"), os.path.join(build, "bench", "ft_quorum_load")
+    ctrund, load = os.path.join(build, "rendezvous", "ctrund"), os.path.join(build, "bench", "ft_quorum_load")
     for path in (ctrund, load):
         if not os.access(path, os.X_OK):
             sys.exit(f"{path} is missing: build it (ninja -C {build} ctrund ft_quorum_load)")

@@ -49,8 +49,8 @@ void Load::Fail(const std::string& what) {
 
 void Load::OnWatchOpen(bool ok) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!ok) Fail("a watch was not opened (no open metadata from the server)");
-  if (++watches_open_ == o_.groups) cv_.notify_all();
+  // Not opened: the server refused it, and OnWatchDone says why.
+  if (ok && ++watches_open_ == o_.groups) cv_.notify_all();
 }
 
 void Load::OnWatchEvent() {
@@ -62,6 +62,8 @@ void Load::OnWatchDone(const grpc::Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED && !closing_) {
     Fail("a watch ended: " + status.error_message());
+  } else if (!closing_) {
+    Fail("a watch ended before the run did");
   }
   if (++watches_done_ == watches_started_) cv_.notify_all();
 }
