@@ -5,7 +5,9 @@
 // Each group opens its FtWatch (held for the run, read to its end), then
 // makes one FtSync per step: its vote on the step it trained (yes) and its
 // request for the next quorum, asking for the compact answer
-// (compact_sources: its own part of the quorum, not every member). Step 0
+// (compact_sources = --sources: its own part of the quorum, not every
+// member; --sources 0 asks for the whole quorum, as a client older than the
+// compact answer does, which a server older than it always sends). Step 0
 // forms the first quorum and is not measured. At each measured step:
 //   - churn: --lose-per-min of the groups per minute of steps (at least
 //     --min-losses in the run, spread over the steps) leave (FtLeave) at the
@@ -57,7 +59,7 @@ Options Parse(int argc, char** argv) {
     else if (flag == "--step-s") o.step_s = args.Number(0);
     else if (flag == "--lose-per-min") o.lose_per_min = args.Number(0);
     else if (flag == "--min-losses") o.min_losses = static_cast<int>(args.Number(0));
-    else if (flag == "--sources") o.sources = static_cast<int>(args.Number(1));
+    else if (flag == "--sources") o.sources = static_cast<int>(args.Number(0));
     else if (flag == "--timeout-s") o.timeout_s = args.Number(1);
     else if (flag == "--server-pid") o.server_pid = static_cast<long>(args.Number(1));
     else return false;

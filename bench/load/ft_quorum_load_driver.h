@@ -39,7 +39,7 @@ struct Options {
   double step_s = 1.0;         // a step starts at most this often
   double lose_per_min = 0.01;  // the share of the groups lost (and back the next step) per minute
   int min_losses = 3;          // at least this many in the run
-  int sources = 4;             // FtSyncRequest.compact_sources
+  int sources = 4;             // FtSyncRequest.compact_sources (0: the whole quorum)
   std::string run_id = "ft-quorum-load";
   double timeout_s = 120;  // the most one step (or opening the watches) may take
   long server_pid = 0;

@@ -152,14 +152,21 @@ void Load::OnAnswer(Group& g, const grpc::Status& status) {
     if (!closing_) Fail("group " + g.id + ": FtSync failed: " + status.error_message());
   } else {
     const v1::FtSyncReply& r = g.call->reply;
-    const v1::FtCompact& c = r.compact();
-    if (c.world() <= 0 || c.rank() < 0 || c.rank() >= c.world() || r.members_size() != 0) {
-      Fail("group " + g.id + ": the compact answer has rank " + std::to_string(c.rank()) + " of " +
-           std::to_string(c.world()) + " and " + std::to_string(r.members_size()) + " members");
+    if (o_.sources > 0) {
+      const v1::FtCompact& c = r.compact();
+      if (c.world() <= 0 || c.rank() < 0 || c.rank() >= c.world() || r.members_size() != 0) {
+        Fail("group " + g.id + ": the compact answer has rank " + std::to_string(c.rank()) + " of " +
+             std::to_string(c.world()) + " and " + std::to_string(r.members_size()) + " members");
+      }
+      g.step = c.max_step();
+      g.world = c.world();
+    } else {  // the whole quorum (--sources 0: what a server older than the compact answer sends)
+      g.step = 0;
+      for (const v1::FtMember& m : r.members()) g.step = std::max(g.step, m.step());
+      g.world = r.members_size();
+      if (g.world == 0) Fail("group " + g.id + ": an answer with no members");
     }
     g.quorum_id = r.quorum_id();
-    g.step = c.max_step();
-    g.world = c.world();
     g.ballot = true;
     min_world_ = std::min(min_world_, g.world);
     max_world_ = std::max(max_world_, g.world);
