@@ -13,7 +13,10 @@
 //     --min-losses in the run, spread over the steps) leave (FtLeave) at the
 //     step's start, and come back at the next step's (a call without a
 //     ballot: a newcomer that heals); a group coming back calls first;
-//   - every other group calls; the step ends when each of them is answered.
+//   - every other group calls; the step ends when each of them is answered,
+//     or when the answers stall for --stall-s: the server benched the rest
+//     (they did not vote within its hang time, step_sync.h), they stay in
+//     flight and are answered at a later quorum (counted in "held_back").
 // Measured per step: the time from the last call sent to the last answer
 // (latency_s), the server's CPU seconds over the step (server_cpu_s, from
 // /proc: --server-pid) and its RSS after it.
@@ -41,7 +44,7 @@ namespace {
   bench_load::PrintUsageAndExit(
       "ft_quorum_load", what,
       "usage: ft_quorum_load --endpoint HOST:PORT [--groups N] [--channels C] [--steps S] [--step-s S] "
-      "[--lose-per-min F] [--min-losses K] [--sources K] [--run-id ID] [--timeout-s S] [--server-pid PID]\n");
+      "[--lose-per-min F] [--min-losses K] [--sources K] [--run-id ID] [--timeout-s S] [--stall-s S] [--server-pid PID]\n");
 }
 
 }  // namespace
@@ -61,6 +64,7 @@ Options Parse(int argc, char** argv) {
     else if (flag == "--min-losses") o.min_losses = static_cast<int>(args.Number(0));
     else if (flag == "--sources") o.sources = static_cast<int>(args.Number(0));
     else if (flag == "--timeout-s") o.timeout_s = args.Number(1);
+    else if (flag == "--stall-s") o.stall_s = args.Number(0.001);
     else if (flag == "--server-pid") o.server_pid = static_cast<long>(args.Number(1));
     else return false;
     return true;

@@ -42,6 +42,10 @@ struct Options {
   int sources = 4;             // FtSyncRequest.compact_sources (0: the whole quorum)
   std::string run_id = "ft-quorum-load";
   double timeout_s = 120;  // the most one step (or opening the watches) may take
+  // A step whose answers stop coming this long (after its last call and
+  // its last answer) ends without the rest: the server benched them
+  // (step_sync.h's hang time), and they are answered at a later quorum.
+  double stall_s = 10;
   long server_pid = 0;
 };
 
@@ -110,7 +114,9 @@ class Load {
   std::vector<int> Leavers(int step);
   void CloseAll();
   bool Wait(const char* what, int step, bool (Load::*done)() const);
-  bool StepDone() const { return core_pending_ == 0; }
+  // Waits for the step's answers until they stall (--stall-s); the groups
+  // not answered then stay in flight, no longer counted. False on failure.
+  bool WaitStep(int step, TimePoint sent);
   bool WatchesOpen() const { return watches_open_ == o_.groups; }
   bool WatchesDone() const { return watches_done_ == watches_started_; }
   void Fail(const std::string& what);
@@ -126,7 +132,7 @@ class Load {
   std::mutex mu_;
   std::condition_variable cv_;
   int core_pending_ = 0;       // this step's calls not answered, rejoining groups' apart
-  TimePoint last_answer_{};
+  TimePoint last_answer_{};    // this step's last counted answer
   int watches_started_ = 0, watches_open_ = 0, watches_done_ = 0;
   bool closing_ = false;  // the groups leave: their held calls end ABORTED
   long events_ = 0;
@@ -138,6 +144,7 @@ class Load {
   std::vector<long> rss_kib_;
   std::vector<int64_t> quorum_ids_;
   int losses_ = 0;
+  int held_back_ = 0;  // groups not answered by a step's stall
   bench_load::ServerUsage end_usage_;
 };
 

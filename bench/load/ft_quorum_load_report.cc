@@ -31,6 +31,7 @@ void Load::Report(bool ok) {
   std::ostringstream j;
   j << "{\"ok\": " << (ok ? "true" : "false") << ", \"groups\": " << o_.groups << ", \"channels\": " << o_.channels
     << ", \"steps\": " << latency_s_.size() << ", \"step_s\": " << o_.step_s << ", \"losses\": " << losses_
+    << ", \"held_back\": " << held_back_
     << ", \"lost_events\": " << events_ << ", \"min_world\": " << (max_world_ ? min_world_ : 0)
     << ", \"max_world\": " << max_world_ << ", \"latency_s\": " << JsonList(latency_s_)
     << ", \"server_cpu_s\": " << JsonList(cpu_s_) << ", \"server_rss_kib\": " << JsonList(rss_kib_)

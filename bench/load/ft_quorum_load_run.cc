@@ -88,7 +88,7 @@ bool Load::Step(int step) {
     for (Group* g : core) Send(*g);
   }
   const TimePoint sent = SteadyClock::now();
-  if (!Wait("the step's answers", step, &Load::StepDone)) return false;
+  if (!WaitStep(step, sent)) return false;
   if (step == 0) return true;
   const bench_load::ServerUsage after = bench_load::ReadServerUsage(o_.server_pid);
   std::lock_guard<std::mutex> lock(mu_);

@@ -78,6 +78,28 @@ bool Load::Wait(const char* what, int step, bool (Load::*done)() const) {
   return error_.empty();
 }
 
+bool Load::WaitStep(int step, TimePoint sent) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto seconds = [](double s) {
+    return std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(s));
+  };
+  const TimePoint give_up = sent + seconds(o_.timeout_s);
+  last_answer_ = sent;
+  while (error_.empty() && core_pending_ > 0) {
+    const TimePoint stall = last_answer_ + seconds(o_.stall_s);
+    if (SteadyClock::now() >= give_up) {
+      Fail("timed out (--timeout-s) waiting for the step's answers at step " + std::to_string(step));
+    } else if (SteadyClock::now() >= stall) {
+      for (Group& g : groups_) g.core = false;  // their answers come at a later quorum
+      held_back_ += core_pending_;
+      core_pending_ = 0;
+    } else {
+      cv_.wait_until(lock, std::min(stall, give_up));
+    }
+  }
+  return error_.empty();
+}
+
 bool Load::Connect() {
   for (int c = 0; c < o_.channels; ++c) {
     grpc::ChannelArguments args;
@@ -171,9 +193,10 @@ void Load::OnAnswer(Group& g, const grpc::Status& status) {
     min_world_ = std::min(min_world_, g.world);
     max_world_ = std::max(max_world_, g.world);
   }
-  if (g.core && --core_pending_ == 0) {
+  if (g.core) {
+    g.core = false;
     last_answer_ = now;
-    cv_.notify_all();
+    if (--core_pending_ == 0) cv_.notify_all();
   }
   if (closing_) cv_.notify_all();
 }

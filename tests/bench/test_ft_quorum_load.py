@@ -41,7 +41,7 @@ class FtQuorumLoadTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         r = json.loads(p.stdout)
         self.assertTrue(r["ok"], r["error"])
-        self.assertEqual((r["groups"], r["steps"], r["losses"]), (64, 8, 3))
+        self.assertEqual((r["groups"], r["steps"], r["losses"], r["held_back"]), (64, 8, 3, 0))
         # A step with a group gone has 63 members; the rest all 64.
         self.assertEqual((r["min_world"], r["max_world"]), (63, 64))
         # Each loss of a member was pushed to the 63 other groups' watches.
