@@ -89,7 +89,9 @@ def spread(values, digits=3):
             if len(values) > 1 else f"{values[0]:.{digits}f}")
 
 
-def plots(figures):
+def plots(figures, reference=None):
+    """bench/plot.py's chart: p99 and p50 against N, log-log, with the anchors
+    (and the reference's p50 where it ran)."""
     ns = sorted(figures)
     series = {
         "ctrund quorum p99 (last call to every answer)":
@@ -101,9 +103,11 @@ def plots(figures):
             [{"x": 16384, "median": TCPSTORE_16K_BARRIER_S, "min": TCPSTORE_16K_BARRIER_S,
               "max": TCPSTORE_16K_BARRIER_S}],
     }
+    if reference:
+        series["base commit's ctrund p50, whole-quorum answers"] = [
+            {"x": n, "median": f["p50_s"], "min": f["p50_s"], "max": f["p50_s"]} for n, f in sorted(reference.items())]
     return [{"file": "ft-quorum-vs-n.png",
-             "title": "Per-step quorum on one ctrund (torchft Lighthouse: one request per group per step, "
-                      "no published figure at scale)",
+             "title": "Per-step quorum, one ctrund (torchft Lighthouse: no figure at scale)",
              "x": "replica groups N", "y": "seconds, last call to every answer", "log_x": True, "log_y": True,
              "series": series}]
 
@@ -151,7 +155,8 @@ def main():
         report({n: summary(reference[n]) for n in small}, args, "reference")
     doc = {"sizes": sorted(figures), "steps": args.steps, "step_s": args.step_s, "channels": args.channels,
            "figures": {str(n): f for n, f in figures.items()},
-           "runs": {str(n): rs for n, rs in runs.items()}, "plots": plots(figures),
+           "runs": {str(n): rs for n, rs in runs.items()},
+           "plots": plots(figures, {n: summary(reference[n]) for n in small}),
            "whole_quorum": {"this_build": {str(n): summary(whole[n]) for n in small},
                             "reference": {str(n): summary(reference[n]) for n in small},
                             "reference_path": args.reference}}

@@ -44,7 +44,8 @@ namespace {
   bench_load::PrintUsageAndExit(
       "ft_quorum_load", what,
       "usage: ft_quorum_load --endpoint HOST:PORT [--groups N] [--channels C] [--steps S] [--step-s S] "
-      "[--lose-per-min F] [--min-losses K] [--sources K] [--run-id ID] [--timeout-s S] [--stall-s S] [--server-pid PID]\n");
+      "[--lose-per-min F] [--min-losses K] [--sources K] [--run-id ID] [--timeout-s S] [--stall-s S] "
+      "[--server-pid PID]\n");
 }
 
 }  // namespace

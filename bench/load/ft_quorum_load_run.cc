@@ -11,12 +11,14 @@ namespace ft_quorum_load {
 
 int Load::Run() {
   bool ok = Connect() && OpenWatches();
-  const double total = std::max<double>(o_.min_losses, std::round(o_.groups * o_.lose_per_min * o_.steps * o_.step_s / 60));
+  const double minutes = o_.steps * o_.step_s / 60;
+  const double total = std::max<double>(o_.min_losses, std::round(o_.groups * o_.lose_per_min * minutes));
   losses_total_ = std::min(static_cast<int>(total), std::max(0, o_.steps - 1) * std::max(1, o_.groups / 4));
   TimePoint next = SteadyClock::now();
   for (int step = 0; ok && step <= o_.steps; ++step) {  // step 0: the first quorum, not measured
     std::this_thread::sleep_until(next);                // the step's pace (--step-s)
-    next = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(o_.step_s));
+    next = SteadyClock::now() +
+           std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(o_.step_s));
     ok = Step(step);
   }
   end_usage_ = bench_load::ReadServerUsage(o_.server_pid);
@@ -35,7 +37,8 @@ std::vector<int> Load::Leavers(int step) {
   const int n = static_cast<int>(static_cast<int64_t>(step) * losses_total_ / spread -
                                  static_cast<int64_t>(step - 1) * losses_total_ / spread);
   for (int k = 0, tries = 0; static_cast<int>(out.size()) < n && tries < o_.groups; ++tries) {
-    const int i = static_cast<int>((static_cast<int64_t>(step) * 7919 + static_cast<int64_t>(k++) * 104729) % o_.groups);
+    const int64_t pick = static_cast<int64_t>(step) * 7919 + static_cast<int64_t>(k++) * 104729;
+    const int i = static_cast<int>(pick % o_.groups);
     const Group& g = groups_[i];
     if (g.in_flight || g.left_at >= step - 1 || std::count(out.begin(), out.end(), i)) continue;
     out.push_back(i);

@@ -303,7 +303,8 @@ TEST_CASE("a sync after the run is over is answered finished", "[ft][relay]") {
   w0.Send("sync 0 0 1000 2000 -\n");
   w1.Send("sync 1 0 1001 2001 -\n");
   FakeLink::Held call = f.link.NextCall();
-  rdzv::SyncAnswer over{.group = "a", .commit = std::nullopt, .quorum = std::make_shared<const rdzv::Quorum>(), .finished_step = 14};
+  rdzv::SyncAnswer over{.group = "a", .commit = std::nullopt, .quorum = std::make_shared<const rdzv::Quorum>(),
+                        .finished_step = 14};
   f.OnIo([&] { call.done(over); });
   CHECK(w0.Line() == "finished 14");
   CHECK(w1.Line() == "finished 14");

@@ -31,7 +31,8 @@ void RunQuorumSequence(uint32_t seed, int groups, int events, bool pins, bool ti
   std::mt19937 rng(seed);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
   const QuorumParams params{.min_replicas = 1 + pick(3), .max_replicas = 2 + pick(groups),
-                            .join_timeout = milliseconds(300 + pick(400)), .heartbeat_timeout = milliseconds(200 + pick(400))};
+                            .join_timeout = milliseconds(300 + pick(400)),
+                            .heartbeat_timeout = milliseconds(200 + pick(400))};
   QuorumPair p{QuorumMachine(params), reference::ReferenceQuorum(params), {}};
   TimePoint now{};
   for (int e = 0; e < events; ++e) {
