@@ -27,6 +27,7 @@
 
 #include "rdzv_load_options.h"
 #include "rendezvous.grpc.pb.h"
+#include "server_usage.h"
 
 namespace rdzv_load {
 
@@ -38,13 +39,8 @@ inline double Seconds(SteadyClock::duration d) { return std::chrono::duration<do
 
 // The server's CPU seconds (user + system) and memory, from /proc; -1 where
 // unknown (no pid).
-struct ServerUsage {
-  double cpu_s = -1;
-  long hwm_kib = -1;
-  long rss_kib = -1;
-};
-
-ServerUsage ReadServer(long pid);
+using ServerUsage = bench_load::ServerUsage;
+inline ServerUsage ReadServer(long pid) { return bench_load::ReadServerUsage(pid); }
 
 class Load;
 class JoinCall;

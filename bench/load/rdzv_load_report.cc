@@ -15,30 +15,6 @@
 
 namespace rdzv_load {
 
-ServerUsage ReadServer(long pid) {
-  ServerUsage u;
-  if (pid <= 0) return u;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (std::getline(stat, line)) {
-    // Fields after the ")" that ends the command name: state is field 3;
-    // utime and stime are fields 14 and 15.
-    std::istringstream rest(line.substr(line.rfind(')') + 2));
-    std::string field;
-    double ticks = 0;
-    for (int f = 3; f <= 15 && rest >> field; ++f) {
-      if (f >= 14) ticks += std::stod(field);
-    }
-    u.cpu_s = ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-  }
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) u.hwm_kib = std::atol(line.c_str() + 6);
-    if (line.rfind("VmRSS:", 0) == 0) u.rss_kib = std::atol(line.c_str() + 6);
-  }
-  return u;
-}
-
 // Every agent still in the run has round `round`, with ranks 0..expect-1 once each.
 std::string Load::CheckRanks(uint64_t round, int expect, const char* which) {
   std::vector<int> seen(expect, 0);

@@ -109,7 +109,7 @@ void FtGroupSync::Reset() {
 
 Result<std::vector<ft_wire::QuorumLine>> FtRankAnswers(const rdzv::SyncAnswer& answer, const std::string& group,
                                                        int nproc, int part, int parts) {
-  const rdzv::Quorum& q = answer.quorum;
+  const rdzv::Quorum& q = *answer.quorum;
   std::vector<std::vector<RankAddress>> addresses;
   for (const rdzv::QuorumMember& m : q.members) {
     Result<std::vector<RankAddress>> a = ParseAddress(m);

@@ -217,7 +217,7 @@ void FtRelay::OnAnswer(uint64_t generation, const Result<rdzv::SyncAnswer>& answ
     quorum_id_ = a.quorum_id;
     quorum_world_ = a.replica_world;
     nlohmann::ordered_json members = nlohmann::ordered_json::array();
-    for (const auto& m : answer->quorum.members) members.push_back({{"group", m.id}, {"step", m.step}});
+    for (const auto& m : answer->quorum->members) members.push_back({{"group", m.id}, {"step", m.step}});
     Emit("quorum_changed", {{"quorum_id", a.quorum_id}, {"replica_rank", a.replica_rank},
                             {"replica_world", a.replica_world}, {"max_step", a.max_step}, {"members", members}});
     spdlog::info("replica group {} trains step {} in quorum {} as replica {} of {}", options_.group, a.max_step,

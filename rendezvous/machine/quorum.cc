@@ -34,23 +34,109 @@ std::optional<size_t> Quorum::rank_of(const std::string& member_id) const {
   return std::nullopt;
 }
 
-void QuorumMachine::Request(const QuorumMember& member, TimePoint now) {
-  alive_[member.id] = now;
-  const uint64_t order = first_seen_.emplace(member.id, first_seen_.size()).first->second;
-  waiting_[member.id] = Participant{member, now, order};
-  silent_.erase(member.id);
-  step_of_[member.id] = member.step;
+void QuorumMachine::SetAlive(const std::string& id, TimePoint now) {
+  auto [it, added] = alive_.try_emplace(id, now);
+  if (!added) {
+    alive_by_time_.erase({it->second, id});
+    it->second = now;
+  }
+  alive_by_time_.insert({now, id});
 }
 
-void QuorumMachine::Heartbeat(const std::string& id, TimePoint now) { alive_[id] = now; }
+void QuorumMachine::Unwait(const std::string& id) {
+  auto it = waiting_.find(id);
+  if (it == waiting_.end()) return;
+  waiting_by_asked_.erase({it->second.asked, id});
+  waiting_.erase(it);
+}
 
-void QuorumMachine::Lost(const std::string& id, TimePoint) {
-  alive_.erase(id);
-  waiting_.erase(id);
+void QuorumMachine::Request(const QuorumMember& member, TimePoint now) {
+  Advance(now);
+  SetAlive(member.id, now);
+  const uint64_t order = first_seen_.emplace(member.id, first_seen_.size()).first->second;
+  Unwait(member.id);
+  waiting_[member.id] = Participant{member, now, order};
+  waiting_by_asked_.insert({now, member.id});
+  silent_.erase(member.id);
+  step_of_[member.id] = member.step;
+  Refresh(member.id);
+}
+
+void QuorumMachine::Heartbeat(const std::string& id, TimePoint now) {
+  Advance(now);
+  SetAlive(id, now);
+  Refresh(id);
+}
+
+void QuorumMachine::Pin(const std::string& id, bool pinned, TimePoint now) {
+  Advance(now);
+  const bool changed = pinned ? pinned_.insert(id).second : pinned_.erase(id) > 0;
+  if (changed) SetAlive(id, now);  // a heartbeat when it starts, and its last when it ends
+  Refresh(id);
+}
+
+void QuorumMachine::Lost(const std::string& id, TimePoint now) {
+  Advance(now);
+  if (auto it = alive_.find(id); it != alive_.end()) {
+    alive_by_time_.erase({it->second, id});
+    alive_.erase(it);
+  }
+  Unwait(id);
   first_seen_.erase(id);  // what is kept is bounded by the live groups; back later, it asks anew
   benched_.erase(id);
   silent_.erase(id);
   step_of_.erase(id);
+  pinned_.erase(id);
+  Refresh(id);
+}
+
+void QuorumMachine::Refresh(const std::string& id) {
+  Counted now;
+  now.healthy = Healthy(id, now_);
+  auto waiting = waiting_.find(id);
+  now.ready = now.healthy && waiting != waiting_.end();
+  now.returned = now.ready && in_last_.count(id) > 0;
+  if (now.ready) now.ready_at = waiting->second.asked;
+  auto it = counted_.find(id);
+  const Counted before = it == counted_.end() ? Counted{} : it->second;
+  healthy_ = healthy_ - (before.healthy ? 1 : 0) + (now.healthy ? 1 : 0);
+  returned_ = returned_ - (before.returned ? 1 : 0) + (now.returned ? 1 : 0);
+  if (before.ready) ready_.erase({before.ready_at, id});  // its request may have been replaced since
+  if (now.ready) ready_.insert({now.ready_at, id});
+  if (now.healthy) {
+    counted_[id] = now;
+  } else if (it != counted_.end()) {
+    counted_.erase(it);
+  }
+}
+
+void QuorumMachine::Advance(TimePoint now) {
+  if (now < now_) {  // time went back: recount everything at `now`
+    now_ = now;
+    counted_.clear();
+    ready_.clear();
+    healthy_ = returned_ = 0;
+    for (const auto& [id, at] : alive_) Refresh(id);
+    return;
+  }
+  const TimePoint before = now_;
+  now_ = now;
+  if (now == before) return;
+  // The heartbeats that grew stale in (before, now].
+  for (auto it = alive_by_time_.lower_bound({before - params_.heartbeat_timeout, std::string()});
+       it != alive_by_time_.end() && it->first + params_.heartbeat_timeout <= now; ++it) {
+    if (!pinned_.count(it->second)) Refresh(it->second);
+  }
+  // The benches that ran out in (before, now].
+  for (const auto& [id, until] : benched_) {
+    if (until > before && until <= now) Refresh(id);
+  }
+}
+
+void QuorumMachine::Bench(const std::string& id, TimePoint until) {
+  benched_[id] = until;
+  if (!waiting_.count(id)) silent_.insert(id);
+  Refresh(id);
 }
 
 std::optional<std::string> QuorumMachine::AheadAndBenched(const std::vector<QuorumMember>& members,
@@ -65,9 +151,12 @@ std::optional<std::string> QuorumMachine::AheadAndBenched(const std::vector<Quor
   return std::nullopt;
 }
 
-// The quorum of `ready`, unless a benched group at a later step must be waited for.
-std::optional<Quorum> QuorumMachine::FormUnlessAhead(const std::vector<const Participant*>& ready, TimePoint now,
-                                                     std::string why, const std::string& counts) {
+// The quorum of the ready groups, unless a benched group at a later step
+// must be waited for.
+std::optional<Quorum> QuorumMachine::FormUnlessAhead(TimePoint now, std::string why, const std::string& counts) {
+  std::vector<const Participant*> ready;
+  ready.reserve(ready_.size());
+  for (const auto& [asked, id] : ready_) ready.push_back(&waiting_.at(id));
   std::vector<QuorumMember> members = Choose(ready);
   if (auto ahead = AheadAndBenched(members, now)) {
     reason_ = "waiting for replica group " + *ahead +
@@ -78,32 +167,25 @@ std::optional<Quorum> QuorumMachine::FormUnlessAhead(const std::vector<const Par
   return Form(std::move(members));
 }
 
-void QuorumMachine::Bench(const std::string& id, TimePoint until) {
-  benched_[id] = until;
-  if (!waiting_.count(id)) silent_.insert(id);
-}
-
 bool QuorumMachine::Healthy(const std::string& id, TimePoint now) const {
   auto it = alive_.find(id);
-  if (it == alive_.end() || now - it->second >= params_.heartbeat_timeout || silent_.count(id)) return false;
+  if (it == alive_.end() || silent_.count(id)) return false;
+  if (!pinned_.count(id) && now - it->second >= params_.heartbeat_timeout) return false;
   auto benched = benched_.find(id);
   return benched == benched_.end() || now >= benched->second;
 }
 
 std::vector<QuorumMember> QuorumMachine::Choose(const std::vector<const Participant*>& ready) const {
-  std::set<std::string> previous;
-  if (last_) {
-    for (const auto& m : last_->members) previous.insert(m.id);
-  }
   std::vector<const Participant*> order = ready;
   std::sort(order.begin(), order.end(), [&](const Participant* a, const Participant* b) {
-    const bool pa = previous.count(a->member.id) > 0, pb = previous.count(b->member.id) > 0;
+    const bool pa = in_last_.count(a->member.id) > 0, pb = in_last_.count(b->member.id) > 0;
     if (pa != pb) return pa;
     if (a->order != b->order) return a->order < b->order;
     return a->member.id < b->member.id;
   });
   if (order.size() > static_cast<size_t>(params_.max_replicas)) order.resize(static_cast<size_t>(params_.max_replicas));
   std::vector<QuorumMember> members;
+  members.reserve(order.size());
   for (const Participant* p : order) members.push_back(p->member);
   std::sort(members.begin(), members.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   return members;
@@ -115,63 +197,69 @@ Quorum QuorumMachine::Form(std::vector<QuorumMember> members) {
   bool failures = false;
   for (const auto& m : members) failures = failures || m.commit_failures > 0;
   Quorum quorum{.id = (changed || failures) ? next_id_++ : last_->id, .members = std::move(members)};
-  for (const auto& m : quorum.members) waiting_.erase(m.id);
+  for (const auto& m : quorum.members) Unwait(m.id);
+  std::set<std::string> before = std::move(in_last_);
+  in_last_.clear();
+  for (const auto& m : quorum.members) in_last_.insert(in_last_.end(), m.id);  // sorted by id
+  for (const auto& id : before) {
+    if (!in_last_.count(id)) Refresh(id);
+  }
+  for (const auto& id : in_last_) Refresh(id);
   last_ = quorum;
   return quorum;
 }
 
 std::optional<Quorum> QuorumMachine::Tick(TimePoint now) {
+  Advance(now);
   std::erase_if(benched_, [&](const auto& b) { return now >= b.second && !silent_.count(b.first); });
-  std::vector<const Participant*> ready;
-  for (const auto& [id, p] : waiting_) {
-    if (Healthy(id, now)) ready.push_back(&p);
-  }
-  size_t healthy = 0;
-  for (const auto& [id, at] : alive_) healthy += Healthy(id, now) ? 1 : 0;
-  std::string counts = " (" + std::to_string(ready.size()) + " asking, " + std::to_string(healthy) + " healthy";
+  const size_t ready = ready_.size(), healthy = healthy_;
+  std::string counts = " (" + std::to_string(ready) + " asking, " + std::to_string(healthy) + " healthy";
   if (!benched_.empty()) counts += ", " + std::to_string(benched_.size()) + " held back for being late";
   counts += ", min " + std::to_string(params_.min_replicas) + ")";
-  if (ready.empty()) {
+  if (ready == 0) {
     reason_ = "no healthy group is asking" + counts;
     return std::nullopt;
   }
-  if (last_) {
-    bool all_back = true;
-    for (const auto& m : last_->members) {
-      all_back = all_back && waiting_.count(m.id) > 0 && Healthy(m.id, now);
-    }
-    if (all_back) {
-      return FormUnlessAhead(ready, now, "fast quorum: every member of quorum " + std::to_string(last_->id) +
-                                             " asked again" + counts, counts);
-    }
+  if (last_ && returned_ == last_->members.size()) {
+    return FormUnlessAhead(now, "fast quorum: every member of quorum " + std::to_string(last_->id) +
+                                    " asked again" + counts, counts);
   }
-  if (ready.size() < static_cast<size_t>(params_.min_replicas)) {
+  if (ready < static_cast<size_t>(params_.min_replicas)) {
     reason_ = "waiting: fewer groups asking than --ft-replicas MIN" + counts;
     return std::nullopt;
   }
-  if (ready.size() * 2 <= healthy) {
+  if (ready * 2 <= healthy) {
     reason_ = "waiting: the groups asking are not a majority of the healthy ones" + counts;
     return std::nullopt;
   }
-  if (ready.size() < healthy) {
-    TimePoint first = ready.front()->asked;
-    for (const Participant* p : ready) first = std::min(first, p->asked);
-    if (now - first < params_.join_timeout) {
-      reason_ = "waiting for healthy groups that have not asked yet, until the join timeout" + counts;
-      return std::nullopt;
-    }
+  if (ready < healthy && now - ready_.begin()->first < params_.join_timeout) {
+    reason_ = "waiting for healthy groups that have not asked yet, until the join timeout" + counts;
+    return std::nullopt;
   }
-  return FormUnlessAhead(ready, now, "new quorum" + counts, counts);
+  return FormUnlessAhead(now, "new quorum" + counts, counts);
 }
+
+namespace {
+
+// The first time after `now` among `by_time`'s times plus `after`, if any.
+std::optional<TimePoint> FirstDeadlineAfter(const std::set<std::pair<TimePoint, std::string>>& by_time, Duration after,
+                                    TimePoint now) {
+  for (auto it = by_time.lower_bound({now - after, std::string()}); it != by_time.end(); ++it) {
+    if (it->first + after > now) return it->first + after;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 std::optional<TimePoint> QuorumMachine::NextDeadline(TimePoint now) const {
   if (waiting_.empty()) return std::nullopt;
   std::optional<TimePoint> next;
-  auto take = [&](TimePoint t) {
-    if (t > now) next = next ? std::min(*next, t) : t;
+  auto take = [&](std::optional<TimePoint> t) {
+    if (t && *t > now) next = next ? std::min(*next, *t) : *t;
   };
-  for (const auto& [id, p] : waiting_) take(p.asked + params_.join_timeout);
-  for (const auto& [id, at] : alive_) take(at + params_.heartbeat_timeout);
+  take(FirstDeadlineAfter(waiting_by_asked_, params_.join_timeout, now));
+  take(FirstDeadlineAfter(alive_by_time_, params_.heartbeat_timeout, now));
   for (const auto& [id, until] : benched_) take(until);
   return next;
 }

@@ -57,6 +57,13 @@
 // MIN to a majority of the groups (MIN > MAX/2) to rule out a minority
 // training alone under any partition. (torchft's guard is the same.)
 //
+// Cost: every input and every Tick that forms nothing is O(log N) in the
+// groups N (the counts of healthy, asking and returning groups are kept as
+// the inputs come; a heartbeat growing stale or a bench running out is
+// taken from an ordered index at the Tick that passes it). Forming a quorum
+// is O(N log N), once per quorum. (A Tick at an earlier instant than the
+// one before recounts everything: O(N).)
+//
 // Pure: no I/O, no clock reads, no threads. Copyable; one owner serialises
 // every call.
 #pragma once
@@ -66,6 +73,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/clock.h"
@@ -111,6 +119,11 @@ class QuorumMachine {
 
   void Request(const QuorumMember& member, TimePoint now);
   void Heartbeat(const std::string& id, TimePoint now);
+  // While pinned, the group counts as heartbeating at every instant (its
+  // agent's watch stream is open: the rendezvous server's FtRuns), as if
+  // Heartbeat(id, t) came before every Tick(t). Unpinning heartbeats it at
+  // `now` once. Lost unpins it.
+  void Pin(const std::string& id, bool pinned, TimePoint now);
   void Lost(const std::string& id, TimePoint now);
   void Bench(const std::string& id, TimePoint until);
   std::optional<Quorum> Tick(TimePoint now);
@@ -132,22 +145,47 @@ class QuorumMachine {
     TimePoint asked;   // when this request came
     uint64_t order;    // arrival order of the group's first request
   };
+  // What the counts hold for one group (as of now_).
+  struct Counted {
+    bool healthy = false;
+    bool ready = false;     // healthy and waiting
+    bool returned = false;  // ready and a member of last_
+    TimePoint ready_at{};   // ready: when its request came (its key in ready_)
+  };
+  using Timed = std::pair<TimePoint, std::string>;
+
   bool Healthy(const std::string& id, TimePoint now) const;
+  // Recounts one group as of now_ (its Counted, the counts, ready_).
+  void Refresh(const std::string& id);
+  // Brings every count to `now`: the heartbeats grown stale and the benches
+  // run out since the last Tick (or everything, when time went back).
+  void Advance(TimePoint now);
+  void SetAlive(const std::string& id, TimePoint now);
+  void Unwait(const std::string& id);
   // A benched group (not Lost) at a later step than every one of `members`.
   std::optional<std::string> AheadAndBenched(const std::vector<QuorumMember>& members, TimePoint now) const;
   std::vector<QuorumMember> Choose(const std::vector<const Participant*>& ready) const;
-  std::optional<Quorum> FormUnlessAhead(const std::vector<const Participant*>& ready, TimePoint now, std::string why,
-                                        const std::string& counts);
+  std::optional<Quorum> FormUnlessAhead(TimePoint now, std::string why, const std::string& counts);
   Quorum Form(std::vector<QuorumMember> members);
 
   QuorumParams params_;
   std::map<std::string, TimePoint> alive_;  // last heartbeat or request, per group
+  std::set<Timed> alive_by_time_;           // alive_ ordered by time
+  std::set<std::string> pinned_;
   std::map<std::string, uint64_t> first_seen_;
   std::map<std::string, Participant> waiting_;
+  std::set<Timed> waiting_by_asked_;          // waiting_ by the time each asked
   std::map<std::string, TimePoint> benched_;  // not counted before this instant
   std::set<std::string> silent_;              // benched while not asking: not counted until it asks
   std::map<std::string, int64_t> step_of_;    // each group's last asked step
   std::optional<Quorum> last_;
+  std::set<std::string> in_last_;             // last_'s member ids
+  // The counts (as of now_): healthy groups, ready ones (also by the time
+  // they asked), and the members of last_ among the ready ones.
+  std::map<std::string, Counted> counted_;
+  std::set<Timed> ready_;
+  size_t healthy_ = 0, returned_ = 0;
+  TimePoint now_{};  // the latest instant given
   int64_t next_id_ = 1;
   std::string reason_ = "no quorum asked for yet";
 };

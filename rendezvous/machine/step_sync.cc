@@ -14,6 +14,8 @@ void StepSync::Call(const SyncCall& call, TimePoint now) {
                       vote_->Vote(call.group, call.ballot->quorum_id, call.ballot->step, call.ballot->ok);
   if (!counts) held.call.ballot.reset();
   held_[call.group] = std::move(held);
+  (counts ? undecided_ : unasked_).insert(call.group);
+  (counts ? unasked_ : undecided_).erase(call.group);
   quorum_.Heartbeat(call.group, now);
   if (counts && !first_ballot_) first_ballot_ = now;
   AskDecided(now);
@@ -39,9 +41,16 @@ void StepSync::Heartbeat(const std::string& group, TimePoint now) {
   quorum_.Heartbeat(group, now);
 }
 
+void StepSync::Watched(const std::string& group, bool watched, TimePoint now) {
+  if (watched && !last() && !resumed_) heard_.insert(group);
+  quorum_.Pin(group, watched, now);
+}
+
 void StepSync::Lost(const std::string& group, TimePoint now) {
   heard_.erase(group);
   held_.erase(group);
+  unasked_.erase(group);
+  undecided_.erase(group);
   lateness_.erase(group);
   if (vote_) vote_->Lost(group);
   quorum_.Lost(group, now);
@@ -50,21 +59,27 @@ void StepSync::Lost(const std::string& group, TimePoint now) {
 
 void StepSync::AskDecided(TimePoint now) {
   CountCommitted();
-  for (auto& [group, held] : held_) {
-    if (held.asked) continue;
-    int64_t step = held.call.committed_step;
-    int64_t failures = 0;
-    if (held.call.ballot) {
-      if (!vote_->Decision()) continue;  // its request waits for the decision
-      held.decision = *vote_->Decision();
-      if (*held.decision) step = held.call.ballot->step + 1;
-      failures = *held.decision ? 0 : 1;  // a discarded step: rebuild the communicator (a new quorum id)
-    }
-    quorum_.Request(QuorumMember{.id = group, .step = step, .address = held.call.address,
-                                 .commit_failures = failures},
-                    now);
-    held.asked = true;
+  std::set<std::string> ask;
+  ask.swap(unasked_);
+  if (vote_ && vote_->Decision() && !undecided_.empty()) {
+    ask.merge(undecided_);  // in group order, as they were held
+    undecided_.clear();
   }
+  for (const std::string& group : ask) Ask(group, held_.at(group), now);
+}
+
+void StepSync::Ask(const std::string& group, Held& held, TimePoint now) {
+  int64_t step = held.call.committed_step;
+  int64_t failures = 0;
+  if (held.call.ballot) {
+    held.decision = *vote_->Decision();
+    if (*held.decision) step = held.call.ballot->step + 1;
+    failures = *held.decision ? 0 : 1;  // a discarded step: rebuild the communicator (a new quorum id)
+  }
+  quorum_.Request(QuorumMember{.id = group, .step = step, .address = held.call.address,
+                               .commit_failures = failures},
+                  now);
+  held.asked = true;
 }
 
 void StepSync::CountCommitted() {
@@ -129,7 +144,7 @@ void StepSync::CheckHangs(TimePoint now) {
 std::optional<TimePoint> StepSync::NextDeadline(TimePoint now) const {
   std::optional<TimePoint> next = quorum_.NextDeadline(now);
   if (!last() && resume_until_ && *resume_until_ > now && (!next || *resume_until_ < *next)) next = resume_until_;
-  if (vote_ && first_ballot_ && HangTime() != Duration::max() && !vote_->Pending().empty()) {
+  if (vote_ && first_ballot_ && HangTime() != Duration::max() && vote_->pending_count() > 0) {
     const TimePoint hang = *first_ballot_ + HangTime();
     if (hang > now && (!next || hang < *next)) next = hang;
   }
@@ -152,16 +167,23 @@ std::vector<SyncAnswer> StepSync::Tick(TimePoint now) {
   if (previous_id == formed->id) {  // a steady step: the pace
     RecordPace(now - vote_opened_);
   }
+  auto quorum = std::make_shared<const Quorum>(std::move(*formed));
+  auto lookup = std::make_shared<const QuorumLookup>(quorum);
   std::vector<SyncAnswer> answers;
-  for (const auto& member : formed->members) {
+  answers.reserve(quorum->members.size());
+  for (const auto& member : quorum->members) {
     auto it = held_.find(member.id);
     if (it == held_.end()) continue;
-    answers.push_back(SyncAnswer{.group = member.id, .commit = it->second.decision, .quorum = *formed});
+    answers.push_back(SyncAnswer{.group = member.id, .commit = it->second.decision, .quorum = quorum,
+                                 .finished_step = std::nullopt, .lookup = lookup});
     held_.erase(it);
+    unasked_.erase(member.id);  // a second call not asked yet is answered too
+    undecided_.erase(member.id);
   }
   std::vector<std::string> ids;
-  for (const auto& member : formed->members) ids.push_back(member.id);
-  vote_.emplace(formed->id, formed->max_step(), ids);
+  ids.reserve(quorum->members.size());
+  for (const auto& member : quorum->members) ids.push_back(member.id);
+  vote_.emplace(quorum->id, quorum->max_step(), ids);
   vote_opened_ = now;
   first_ballot_.reset();
   benched_now_.clear();

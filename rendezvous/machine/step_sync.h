@@ -53,6 +53,10 @@
 // and less often. Its call is held meanwhile; then it joins as any
 // newcomer and heals.
 //
+// Cost: a call is O(log N) in the groups N; a decision O(N) once; a
+// quorum forming O(N log N) once, its answers sharing one quorum and one
+// QuorumLookup (quorum_lookup.h).
+//
 // Pure: no I/O, no clock reads, no threads. One owner serialises every
 // call (the rendezvous server, per run).
 #pragma once
@@ -62,6 +66,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -69,6 +74,7 @@
 
 #include "base/clock.h"
 #include "rendezvous/machine/quorum.h"
+#include "rendezvous/machine/quorum_lookup.h"
 #include "rendezvous/machine/step_vote.h"
 
 namespace ctrun::rdzv {
@@ -95,16 +101,23 @@ struct SyncCall {
   std::optional<Ballot> ballot;  // none on its first call or after healing
 };
 
-// The answer to one group's call.
+// The answer to one group's call. Every answer of one quorum shares that
+// quorum and its lookup (never null for `quorum`; `lookup` is null only in
+// answers StepSync did not make).
 struct SyncAnswer {
   std::string group;
   std::optional<bool> commit;  // the decision on its ballot (none: no ballot counted)
-  Quorum quorum;               // the quorum it trains its next step in
+  // The quorum it trains its next step in.
+  std::shared_ptr<const Quorum> quorum = std::make_shared<const Quorum>();
   // Set by the server (not StepSync) when the run finished at this step
   // before the group asked: commit and quorum are then empty.
   std::optional<int64_t> finished_step = std::nullopt;
+  std::shared_ptr<const QuorumLookup> lookup = nullptr;  // the quorum indexed, for compact answers
 
-  bool operator==(const SyncAnswer&) const = default;
+  // Equal group, commit, quorum (by value) and finished_step.
+  bool operator==(const SyncAnswer& o) const {
+    return group == o.group && commit == o.commit && *quorum == *o.quorum && finished_step == o.finished_step;
+  }
 };
 
 inline constexpr size_t kPaceSteps = 16;
@@ -122,6 +135,10 @@ class StepSync {
   // first is answered replaces it.
   void Call(const SyncCall& call, TimePoint now);
   void Heartbeat(const std::string& group, TimePoint now);
+  // The group's agent watches (or stops): while watched it heartbeats at
+  // every instant (QuorumMachine::Pin), as a Heartbeat before every call
+  // and Tick would.
+  void Watched(const std::string& group, bool watched, TimePoint now);
   void Lost(const std::string& group, TimePoint now);
   // The answers due at `now` (a quorum formed), in group order; empty when
   // none.
@@ -150,8 +167,10 @@ class StepSync {
     int benches = 0;          // since it last took part in kCleanSteps committed steps
     int64_t clean_steps = 0;  // committed steps it took part in since its last bench
   };
-  // Asks the quorum machine for each held call whose ballot is decided.
+  // Asks the quorum machine for each held call that is not waiting for its
+  // ballot's decision: O(log N) per call, O(N) once per decision.
   void AskDecided(TimePoint now);
+  void Ask(const std::string& group, Held& held, TimePoint now);
   // Excuses and benches the open vote's members that missed the hang time.
   void CheckHangs(TimePoint now);
   void BenchGroup(const std::string& group, TimePoint now, const std::string& why);
@@ -164,6 +183,8 @@ class StepSync {
   QuorumMachine quorum_;
   std::optional<StepVote> vote_;  // the current quorum's step
   std::map<std::string, Held> held_;
+  std::set<std::string> unasked_;    // held_, not asked, without a counted ballot
+  std::set<std::string> undecided_;  // held_, not asked, its ballot counted: waiting for the decision
   TimePoint vote_opened_{};                // when the current quorum formed
   std::optional<TimePoint> first_ballot_;  // the open vote's first counted ballot
   std::set<std::string> benched_now_;      // benched during the open vote

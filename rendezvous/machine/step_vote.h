@@ -7,9 +7,12 @@
 // rest. Every member then gets the same decision, so the replicas apply or
 // discard the step alike and stay equal.
 //
+// Each call is O(log members) (the yes votes are counted as they come).
+//
 // Pure; copyable; one owner serialises every call.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -39,14 +42,20 @@ class StepVote {
   std::optional<bool> Decision() const { return decision_; }
   int64_t quorum_id() const { return quorum_id_; }
   int64_t step() const { return step_; }
-  // Members that have not voted yet.
+  // Members that have not voted yet (O(members)), and how many (O(1)).
   std::vector<std::string> Pending() const;
+  size_t pending_count() const { return pending_; }
 
  private:
+  // Records `ok` as one member's vote, keeping the counts.
+  void Set(std::optional<bool>& vote, bool ok);
+
   int64_t quorum_id_;
   int64_t step_;
   std::map<std::string, std::optional<bool>> votes_;
   std::optional<bool> decision_;
+  size_t pending_ = 0;  // votes_ without a vote
+  size_t yes_ = 0;      // votes_ with a yes
 };
 
 }  // namespace ctrun::rdzv

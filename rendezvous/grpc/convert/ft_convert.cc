@@ -1,6 +1,8 @@
 #include "rendezvous/grpc/convert/ft_convert.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
 
 #include "rendezvous/grpc/convert/proto_convert.h"
 
@@ -50,15 +52,27 @@ void SyncCallToProto(const SyncCall& call, v1::FtSyncRequest* out) {
 
 namespace {
 
+void MemberToProto(const QuorumMember& m, v1::FtMember* p) {
+  p->set_group(m.id);
+  p->set_step(m.step);
+  p->set_address(m.address);
+  p->set_commit_failures(m.commit_failures);
+}
+
+void CompactToProto(const CompactPart& part, v1::FtCompact* out) {
+  out->set_rank(part.rank);
+  out->set_world(part.world);
+  out->set_max_step(part.max_step);
+  if (part.right) MemberToProto(*part.right, out->mutable_right());
+  out->set_heal(part.heal);
+  out->set_serve(part.serve);
+  for (const QuorumMember* m : part.sources) MemberToProto(*m, out->add_sources());
+}
+
 void MembersToProto(const std::vector<QuorumMember>& members,
                     google::protobuf::RepeatedPtrField<v1::FtMember>* out) {
-  for (const QuorumMember& m : members) {
-    v1::FtMember* p = out->Add();
-    p->set_group(m.id);
-    p->set_step(m.step);
-    p->set_address(m.address);
-    p->set_commit_failures(m.commit_failures);
-  }
+  out->Reserve(static_cast<int>(members.size()));
+  for (const QuorumMember& m : members) MemberToProto(m, out->Add());
 }
 
 std::vector<QuorumMember> MembersFromProto(const google::protobuf::RepeatedPtrField<v1::FtMember>& members) {
@@ -72,18 +86,27 @@ std::vector<QuorumMember> MembersFromProto(const google::protobuf::RepeatedPtrFi
 
 }  // namespace
 
-void SyncAnswerToProto(const SyncAnswer& answer, v1::FtSyncReply* out) {
+void SyncAnswerToProto(const SyncAnswer& answer, v1::FtSyncReply* out, uint32_t compact_sources) {
   out->set_has_commit(answer.commit.has_value());
   out->set_commit(answer.commit.value_or(false));
-  out->set_quorum_id(answer.quorum.id);
-  MembersToProto(answer.quorum.members, out->mutable_members());
+  out->set_quorum_id(answer.quorum->id);
+  if (compact_sources == 0) {
+    MembersToProto(answer.quorum->members, out->mutable_members());
+  } else if (!answer.finished_step) {
+    const std::shared_ptr<const QuorumLookup> lookup =
+        answer.lookup ? answer.lookup : std::make_shared<const QuorumLookup>(answer.quorum);
+    if (std::optional<CompactPart> part = lookup->PartOf(answer.group, compact_sources)) {
+      CompactToProto(*part, out->mutable_compact());
+    }
+  }
   out->set_finished(answer.finished_step.has_value());
   out->set_finished_step(answer.finished_step.value_or(0));
 }
 
 SyncAnswer SyncAnswerFromProto(const std::string& group, const v1::FtSyncReply& reply) {
   SyncAnswer answer{.group = group, .commit = std::nullopt,
-                    .quorum = Quorum{.id = reply.quorum_id(), .members = MembersFromProto(reply.members())}};
+                    .quorum = std::make_shared<const Quorum>(
+                        Quorum{.id = reply.quorum_id(), .members = MembersFromProto(reply.members())})};
   if (reply.has_commit()) answer.commit = reply.commit();
   if (reply.finished()) answer.finished_step = reply.finished_step();
   return answer;

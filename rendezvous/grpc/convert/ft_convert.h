@@ -38,7 +38,10 @@ FtPart FtPartFromProto(const v1::FtSyncRequest& request);
 SyncCall SyncCallFromProto(const v1::FtSyncRequest& request);
 void SyncCallToProto(const SyncCall& call, v1::FtSyncRequest* out);
 
-void SyncAnswerToProto(const SyncAnswer& answer, v1::FtSyncReply* out);
+// compact_sources 0: the whole quorum in `members`; n > 0: the answer's
+// group's part (FtCompact, from answer.lookup; built here when the answer
+// has none) with at most n heal sources, and no `members`.
+void SyncAnswerToProto(const SyncAnswer& answer, v1::FtSyncReply* out, uint32_t compact_sources = 0);
 SyncAnswer SyncAnswerFromProto(const std::string& group, const v1::FtSyncReply& reply);
 
 // The GetState reply's fault-tolerance part (`ctrun status`).

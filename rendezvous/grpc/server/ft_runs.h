@@ -54,7 +54,7 @@
 // (InvalidArgument; a reason's control characters become spaces); a group's
 // parts the same in every call while the run knows it (counted, watched or
 // held; FailedPrecondition naming both counts); at most Limits::max_groups
-// groups per run (a group counts once, whatever its parts, from its first
+// groups per run (131072; a group counts once, whatever its parts, from its first
 // FtSync or FtWatch until it is lost and its watches, if any, have ended)
 // and Limits::max_runs runs (ResourceExhausted naming the limit); one held
 // call per part, at most Limits::max_held_calls held calls in all runs
@@ -63,6 +63,10 @@
 // ResourceExhausted). A run with no open watch and no
 // held call for Limits::idle_ttl (5 min: longer than any restart of a
 // group's agent) is forgotten: its next call starts it anew, at quorum id 1.
+//
+// Cost: a call is O(log N) in the run's groups N, but when it forms a
+// quorum (O(N log N), StepSync) or loses a member of the last quorum (one
+// push per watch).
 //
 // Pure: no gRPC, no clock reads, no threads. Held calls and watches are
 // named by ids the caller gives (unique per server); what is to be done
@@ -114,10 +118,10 @@ class FtRuns {
  public:
   struct Limits {
     size_t max_runs = 64;
-    size_t max_groups = 1024;
+    size_t max_groups = 131072;
     // FtSync calls held at once, all runs together (a group of several
     // nodes holds one per node): each costs the server a gRPC call.
-    size_t max_held_calls = 16384;
+    size_t max_held_calls = 131072;
     Duration idle_ttl = std::chrono::minutes(5);
   };
 
@@ -174,6 +178,8 @@ class FtRuns {
     // group -> node -> open watch; no empty inner map.
     std::map<std::string, std::map<std::string, uint64_t>> watches;
     std::set<std::string> left;  // watching, but left or lost since its last FtSync: no heartbeat
+    std::set<std::string> known;   // active or watched: what max_groups counts
+    std::set<std::string> pinned;  // watched and not left: StepSync::Watched
     std::optional<TimePoint> next_tick;       // StepSync's deadline after the last step
     std::optional<TimePoint> idle_since;      // no watch and no held call since
     int64_t logged_quorum = 0;                // the last quorum id logged
@@ -193,6 +199,9 @@ class FtRuns {
   void StepParts(Run& run, const std::string& group, TimePoint now, FtOutput& out);
   // The FtSync calls held by every run together.
   size_t HeldCalls() const;
+  // Tells StepSync whether the group heartbeats through its watches
+  // (watched and not left), when that changed.
+  static void Rewatch(Run& run, const std::string& group, TimePoint now);
   // Forgets the group's part count once the run no longer knows it.
   static void ForgetIfGone(Run& run, const std::string& group);
 

@@ -24,7 +24,8 @@ grpc::ServerUnaryReactor* FtService::Sync(grpc::CallbackServerContext* context, 
     if (stopping_) {
       status = grpc::Status(grpc::StatusCode::UNAVAILABLE, kFtShuttingDown);
     } else {
-      call = new FtSyncCall(this, next_id_++, request->run_id(), request->group(), reply);
+      call = new FtSyncCall(this, next_id_++, request->run_id(), request->group(), reply,
+                            request->compact_sources());
       calls_[call->id()] = call;  // before stepping: its answer may be due at once
       FtOutput output;
       const FtPart part = FtPartFromProto(*request);

@@ -32,8 +32,9 @@ namespace ctrun::rdzv {
 class FtService final : public FtCallOwner {
  public:
   // All four outlive this; `stopping` is guarded by `mu`.
-  FtService(CheckedMutex& mu, CallCheck& check, const bool& stopping, ServerTimer& timer)
-      : mu_(mu), check_(check), stopping_(stopping), timer_(timer) {}
+  FtService(CheckedMutex& mu, CallCheck& check, const bool& stopping, ServerTimer& timer,
+            FtRuns::Limits limits = FtRuns::Limits{})
+      : mu_(mu), check_(check), stopping_(stopping), timer_(timer), runs_(limits) {}
   FtService(const FtService&) = delete;
   FtService& operator=(const FtService&) = delete;
 

@@ -25,7 +25,7 @@ grpc::Status ToGrpcStatus(const Status& status) {
 }
 
 void FtSyncCall::Answer(const SyncAnswer& answer) {
-  SyncAnswerToProto(answer, reply_);
+  SyncAnswerToProto(answer, reply_, compact_sources_);
   Finish(grpc::Status::OK);
 }
 

@@ -63,8 +63,11 @@ grpc::Status ToGrpcStatus(const Status& status);
 
 class FtSyncCall final : public grpc::ServerUnaryReactor {
  public:
-  FtSyncCall(FtCallOwner* owner, uint64_t id, std::string run_id, std::string group, v1::FtSyncReply* reply)
-      : owner_(owner), id_(id), run_id_(std::move(run_id)), group_(std::move(group)), reply_(reply) {}
+  // compact_sources: the request's (0: the whole quorum in the reply).
+  FtSyncCall(FtCallOwner* owner, uint64_t id, std::string run_id, std::string group, v1::FtSyncReply* reply,
+             uint32_t compact_sources = 0)
+      : owner_(owner), id_(id), run_id_(std::move(run_id)), group_(std::move(group)), reply_(reply),
+        compact_sources_(compact_sources) {}
 
   uint64_t id() const { return id_; }
   const std::string& run_id() const { return run_id_; }
@@ -83,6 +86,7 @@ class FtSyncCall final : public grpc::ServerUnaryReactor {
   const std::string run_id_;
   const std::string group_;
   v1::FtSyncReply* const reply_;
+  const uint32_t compact_sources_;
 };
 
 class FtWatchStream final : public grpc::ServerWriteReactor<v1::FtEvent> {

@@ -18,9 +18,20 @@
 
 namespace ctrun::rdzv {
 
+namespace {
+
+FtRuns::Limits FtLimits(const ServerOptions& options) {
+  FtRuns::Limits limits;
+  if (options.ft_max_groups) limits.max_groups = *options.ft_max_groups;
+  return limits;
+}
+
+}  // namespace
+
 RendezvousServer::Impl::Impl(const ServerOptions& options)
     : registry_(options.mode, options.closed_run_ttl),
       call_check_(options.token),
+      ft_(mu_, call_check_, stopping_, timer_, FtLimits(options)),
       tls_(options.tls),
       sniff_deadline_(options.port_sniff_deadline.value_or(PortMux::kDefaultSniffDeadline)),
       stores_(mu_, options.serve_stores) {}

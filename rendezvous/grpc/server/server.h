@@ -103,6 +103,9 @@ struct ServerOptions {
   // in kAutoCreate mode a Join starts a new run with that id). nullopt
   // keeps every run for the server's life (an agent's own server).
   std::optional<Duration> closed_run_ttl;
+  // The most replica groups one fault-tolerance run takes (FtRuns::Limits::
+  // max_groups, ft_runs.h; the default there when unset). A knob for tests.
+  std::optional<size_t> ft_max_groups;
 };
 
 class RendezvousServer {

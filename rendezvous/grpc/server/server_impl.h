@@ -261,7 +261,7 @@ class RendezvousServer::Impl final : public JoinService,
   RunStates states_;                 // --state-dir's files; written under mu_
 
   CallCheck call_check_;
-  FtService ft_{mu_, call_check_, stopping_, timer_};  // the fault-tolerance calls
+  FtService ft_;  // the fault-tolerance calls
   // The shared logs; made in Listen, shut down before the gRPC server (and
   // destroyed after it: declared before server_).
   std::unique_ptr<LogHub> logs_;

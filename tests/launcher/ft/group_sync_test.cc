@@ -70,7 +70,8 @@ TEST_CASE("a group refuses a rank out of range, a second line, and disagreeing s
 }
 
 rdzv::SyncAnswer Answer(std::optional<bool> commit, int64_t id, std::vector<rdzv::QuorumMember> members) {
-  return rdzv::SyncAnswer{.group = "", .commit = commit, .quorum = rdzv::Quorum{.id = id, .members = members}};
+  return rdzv::SyncAnswer{.group = "", .commit = commit,
+                          .quorum = std::make_shared<const rdzv::Quorum>(rdzv::Quorum{.id = id, .members = members})};
 }
 
 TEST_CASE("each rank's answer: its ring's right neighbour, healing sources, serving", "[ft][group]") {

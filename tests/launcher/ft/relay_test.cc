@@ -149,11 +149,11 @@ rdzv::SyncAnswer TwoGroups(std::optional<bool> commit, int64_t id, int64_t step_
   return rdzv::SyncAnswer{
       .group = "a",
       .commit = commit,
-      .quorum = rdzv::Quorum{.id = id,
+      .quorum = std::make_shared<const rdzv::Quorum>(rdzv::Quorum{.id = id,
                              .members = {{.id = "a", .step = step_a, .address = "10.0.0.1|1000/2000,1001/2001",
                                           .commit_failures = 0},
                                          {.id = "b", .step = step_b, .address = "10.0.0.2|1100/2100,1101/2101",
-                                          .commit_failures = 0}}}};
+                                          .commit_failures = 0}}})};
 }
 
 // Both workers' first sync lines and the one call they make.
@@ -235,11 +235,11 @@ TEST_CASE("a node of a two-node group calls for its part and answers its ranks a
   rdzv::SyncAnswer answer{
       .group = "a",
       .commit = std::nullopt,
-      .quorum = rdzv::Quorum{.id = 1,
+      .quorum = std::make_shared<const rdzv::Quorum>(rdzv::Quorum{.id = 1,
                              .members = {{.id = "a", .step = 0, .address = "10.0.0.9|900/901;10.0.0.1|1000/2000",
                                           .commit_failures = 0},
                                          {.id = "b", .step = 0, .address = "10.0.0.2|1100/2100;10.0.0.3|1200/2200",
-                                          .commit_failures = 0}}}};
+                                          .commit_failures = 0}}})};
   f.OnIo([&] { call.done(answer); });
   CHECK(w0.Line() == "quorum - 1 0 2 0 10.0.0.3:1200 - 0");
 }
@@ -303,7 +303,8 @@ TEST_CASE("a sync after the run is over is answered finished", "[ft][relay]") {
   w0.Send("sync 0 0 1000 2000 -\n");
   w1.Send("sync 1 0 1001 2001 -\n");
   FakeLink::Held call = f.link.NextCall();
-  rdzv::SyncAnswer over{.group = "a", .commit = std::nullopt, .quorum = {}, .finished_step = 14};
+  rdzv::SyncAnswer over{.group = "a", .commit = std::nullopt, .quorum = std::make_shared<const rdzv::Quorum>(),
+                        .finished_step = 14};
   f.OnIo([&] { call.done(over); });
   CHECK(w0.Line() == "finished 14");
   CHECK(w1.Line() == "finished 14");

@@ -42,7 +42,7 @@ Quorum Started(StepSync& sync, TimePoint t) {
   auto answers = sync.Tick(t);
   REQUIRE(Groups(answers) == std::vector<std::string>{"a", "b", "c"});
   for (const auto& a : answers) REQUIRE(!a.commit);
-  return answers.front().quorum;
+  return *answers.front().quorum;
 }
 
 TEST_CASE("StepSync: every group votes yes; all commit and train the next step in the same quorum") {
@@ -58,8 +58,8 @@ TEST_CASE("StepSync: every group votes yes; all commit and train the next step i
   REQUIRE(answers.size() == 3);
   for (const auto& a : answers) {
     CHECK(a.commit == std::optional<bool>(true));
-    CHECK(a.quorum.id == q.id);
-    CHECK(a.quorum.max_step() == 1);
+    CHECK(a.quorum->id == q.id);
+    CHECK(a.quorum->max_step() == 1);
   }
 }
 
@@ -74,8 +74,8 @@ TEST_CASE("StepSync: one no discards the step for all, and the next quorum has a
   REQUIRE(answers.size() == 3);
   for (const auto& a : answers) {
     CHECK(a.commit == std::optional<bool>(false));
-    CHECK(a.quorum.id == q.id + 1);     // communicators rebuilt
-    CHECK(a.quorum.max_step() == 0);    // the step is run again
+    CHECK(a.quorum->id == q.id + 1);     // communicators rebuilt
+    CHECK(a.quorum->max_step() == 0);    // the step is run again
   }
 }
 
@@ -90,8 +90,8 @@ TEST_CASE("StepSync: a group lost before it voted discards the step; the others 
   REQUIRE(Groups(answers) == std::vector<std::string>{"a", "c"});
   for (const auto& a : answers) {
     CHECK(a.commit == std::optional<bool>(false));
-    CHECK(a.quorum.members.size() == 2);
-    CHECK(a.quorum.max_step() == 0);
+    CHECK(a.quorum->members.size() == 2);
+    CHECK(a.quorum->max_step() == 0);
   }
 }
 
@@ -104,7 +104,7 @@ TEST_CASE("StepSync: a restarted group joins without a ballot, behind, and is to
     for (const char* g : {"a", "b", "c"}) sync.Call(Voted(g, q, true), t);
     auto answers = sync.Tick(t);
     REQUIRE(answers.size() == 3);
-    q = answers.front().quorum;
+    q = *answers.front().quorum;
   }
   CHECK(q.max_step() == 3);
   t += milliseconds(10);
@@ -114,7 +114,7 @@ TEST_CASE("StepSync: a restarted group joins without a ballot, behind, and is to
   auto shrunk = sync.Tick(t);
   REQUIRE(Groups(shrunk) == std::vector<std::string>{"a", "b"});
   CHECK(shrunk.front().commit == std::optional<bool>(false));  // c was lost before it voted on step 3
-  q = shrunk.front().quorum;
+  q = *shrunk.front().quorum;
   t += milliseconds(10);
   sync.Call(First("c", 0), t);  // c restarted with nothing
   sync.Call(Voted("a", q, true), t);
@@ -122,10 +122,10 @@ TEST_CASE("StepSync: a restarted group joins without a ballot, behind, and is to
   auto grown = sync.Tick(t);
   REQUIRE(Groups(grown) == std::vector<std::string>{"a", "b", "c"});
   CHECK(grown.back().commit == std::nullopt);
-  CHECK(grown.back().quorum.id == q.id + 1);
-  const size_t c = *grown.back().quorum.rank_of("c");
-  CHECK(grown.back().quorum.members[c].step == 0);
-  CHECK(grown.back().quorum.max_step() == q.max_step() + 1);
+  CHECK(grown.back().quorum->id == q.id + 1);
+  const size_t c = *grown.back().quorum->rank_of("c");
+  CHECK(grown.back().quorum->members[c].step == 0);
+  CHECK(grown.back().quorum->max_step() == q.max_step() + 1);
 }
 
 TEST_CASE("StepSync: a ballot for a quorum that is gone is not counted") {
@@ -151,7 +151,7 @@ Quorum Steady(StepSync& sync, Quorum q, TimePoint& t, int steps) {
     for (const char* g : {"a", "b", "c"}) sync.Call(Voted(g, q, true), t);
     auto answers = sync.Tick(t);
     REQUIRE(answers.size() == 3);
-    q = answers.front().quorum;
+    q = *answers.front().quorum;
   }
   return q;
 }
@@ -191,8 +191,8 @@ TEST_CASE("StepSync: a group that does not call within the hang time of the firs
   REQUIRE(Groups(answers) == std::vector<std::string>{"a", "b"});
   for (const auto& a : answers) {
     CHECK(a.commit == std::optional<bool>(true));  // their ring completed: they commit without c
-    CHECK(a.quorum.members.size() == 2);
-    CHECK(a.quorum.max_step() == q.max_step() + 1);
+    CHECK(a.quorum->members.size() == 2);
+    CHECK(a.quorum->max_step() == q.max_step() + 1);
   }
   CHECK(sync.reason().find("held back for being late") != std::string::npos);
   const std::vector<std::string> notes = sync.TakeNotes();
@@ -201,7 +201,7 @@ TEST_CASE("StepSync: a group that does not call within the hang time of the firs
                         " (it did not vote within 100 ms of the first vote): the others go on without it; "
                         "it may rejoin in 1000 ms");
   CHECK(sync.TakeNotes().empty());
-  const Quorum shrunk = answers.front().quorum;
+  const Quorum shrunk = *answers.front().quorum;
   // c comes back long after its bench: its ballot is for a quorum that is
   // gone; it joins the next quorum behind, to heal.
   t += seconds(30);
@@ -211,8 +211,8 @@ TEST_CASE("StepSync: a group that does not call within the hang time of the firs
   auto grown = sync.Tick(t);
   REQUIRE(Groups(grown) == std::vector<std::string>{"a", "b", "c"});
   CHECK(grown.back().commit == std::nullopt);
-  CHECK(grown.back().quorum.members[2].step == q.max_step());
-  CHECK(grown.back().quorum.max_step() == q.max_step() + 2);
+  CHECK(grown.back().quorum->members[2].step == q.max_step());
+  CHECK(grown.back().quorum->max_step() == q.max_step() + 2);
 }
 
 TEST_CASE("StepSync: a group lost before it voted is not benched: restarted, it joins the next quorum at once") {
@@ -231,7 +231,7 @@ TEST_CASE("StepSync: a group lost before it voted is not benched: restarted, it 
   CHECK(notes[0].find("replica group b held up") == 0);
   REQUIRE(Groups(answers) == std::vector<std::string>{"a", "c"});
   CHECK(answers.front().commit == std::optional<bool>(false));
-  CHECK(answers.back().quorum.max_step() == q.max_step());  // c heals to it
+  CHECK(answers.back().quorum->max_step() == q.max_step());  // c heals to it
 }
 
 TEST_CASE("StepSync: a stopped group's agent still heartbeats, but the next quorum does not wait for it") {
@@ -248,8 +248,8 @@ TEST_CASE("StepSync: a stopped group's agent still heartbeats, but the next quor
   auto answers = sync.Tick(t);
   REQUIRE(Groups(answers) == std::vector<std::string>{"a", "b"});
   CHECK(answers.front().commit == std::optional<bool>(false));
-  CHECK(answers.front().quorum.id == q.id + 1);
-  CHECK(answers.front().quorum.max_step() == q.max_step());  // the step runs again, without c
+  CHECK(answers.front().quorum->id == q.id + 1);
+  CHECK(answers.front().quorum->max_step() == q.max_step());  // the step runs again, without c
 }
 
 TEST_CASE("StepSync: a group that came late is benched, longer each time it stays slow") {
@@ -266,7 +266,7 @@ TEST_CASE("StepSync: a group that came late is benched, longer each time it stay
     auto answers = sync.Tick(t + milliseconds(30));
     REQUIRE(Groups(answers) == std::vector<std::string>{"a", "b"});  // c is held back
     CHECK(sync.Pending() == std::vector<std::string>{"c"});
-    Quorum two = answers.front().quorum;
+    Quorum two = *answers.front().quorum;
     CHECK(two.members.size() == 2);
     t += milliseconds(30);
     const TimePoint benched_at = t;
@@ -277,14 +277,14 @@ TEST_CASE("StepSync: a group that came late is benched, longer each time it stay
       sync.Call(Voted("b", two, true), t);
       auto alone = sync.Tick(t);
       REQUIRE(Groups(alone) == std::vector<std::string>{"a", "b"});
-      two = alone.front().quorum;
+      two = *alone.front().quorum;
     }
     t = benched_at + bench;
     sync.Call(Voted("a", two, true), t);
     sync.Call(Voted("b", two, true), t);
     auto back = sync.Tick(t);
     REQUIRE(Groups(back) == std::vector<std::string>{"a", "b", "c"});  // c joins, to heal
-    q = back.front().quorum;
+    q = *back.front().quorum;
     bench *= 2;
   }
 }
@@ -314,7 +314,7 @@ TEST_CASE("StepSync: a run in progress met fresh waits for its groups to come ba
   CHECK(sync.Tick(t + milliseconds(900)).empty());
   auto answers = sync.Tick(t + kResumeGrace);
   REQUIRE(Groups(answers) == std::vector<std::string>{"a", "b", "c"});
-  CHECK(answers.front().quorum.max_step() == 40);  // c heals to step 40
+  CHECK(answers.front().quorum->max_step() == 40);  // c heals to step 40
   // Met fresh again with d stopped (its watch heartbeats, it does not call): not waited for.
   StepSync again(StepSyncParams());
   again.Heartbeat("d", t);
@@ -343,7 +343,7 @@ TEST_CASE("StepSync: a run in progress met fresh forms once every group of the l
   auto answers = sync.Tick(t + milliseconds(30));  // not kResumeGrace after d's call
   REQUIRE(Groups(answers) == std::vector<std::string>{"a", "b", "c", "d"});
   // The vote on step 40 was the old server's: the step runs again; d heals to it.
-  CHECK(answers.front().quorum.max_step() == 40);
+  CHECK(answers.front().quorum->max_step() == 40);
   CHECK(!answers.front().commit);
   // A ballot that does not say its quorum's world leaves the grace as it was.
   StepSync unknown(StepSyncParams());
@@ -374,7 +374,7 @@ TEST_CASE("StepSync: a newcomer behind does not train alone while the group at a
   sync.Call(Voted("c", q, true), t);  // c comes back; its ballot's quorum is gone
   auto both = sync.Tick(t);
   REQUIRE(Groups(both) == std::vector<std::string>{"c", "d"});
-  CHECK(both.front().quorum.max_step() == top);  // d heals from c
+  CHECK(both.front().quorum->max_step() == top);  // d heals from c
 }
 
 }  // namespace

@@ -33,8 +33,8 @@ TEST_CASE("FtRuns: the first calls form a quorum; a vote commits on the fast pat
   REQUIRE(runs.Sync("r", FtTestParams(2, 3), First("b"), 2, t0, out).ok());
   REQUIRE(out.answers.size() == 2);
   CHECK(out.answers[0].first == 1);
-  CHECK(out.answers[1].second.quorum.id == 1);
-  CHECK(out.answers[1].second.quorum.members.size() == 2);
+  CHECK(out.answers[1].second.quorum->id == 1);
+  CHECK(out.answers[1].second.quorum->members.size() == 2);
   out = {};
   // a's step outlasts the heartbeat timeout: its watch keeps it healthy, so
   // b's vote waits for a's instead of a being taken for dead.
@@ -46,8 +46,8 @@ TEST_CASE("FtRuns: the first calls form a quorum; a vote commits on the fast pat
   REQUIRE(out.answers.size() == 2);
   for (const auto& [id, answer] : out.answers) {
     CHECK(answer.commit == std::optional<bool>(true));
-    CHECK(answer.quorum.id == 1);
-    CHECK(answer.quorum.max_step() == 1);
+    CHECK(answer.quorum->id == 1);
+    CHECK(answer.quorum->max_step() == 1);
   }
 }
 
@@ -71,8 +71,8 @@ TEST_CASE("FtRuns: a watch ending loses its group and tells the other watches") 
   REQUIRE(runs.Sync("r", FtTestParams(1, 3), Vote("b", 1, 0, true), 11, t0, out).ok());
   REQUIRE(out.answers.size() == 2);
   CHECK(out.answers[0].second.commit == std::optional<bool>(false));  // c never voted
-  CHECK(out.answers[0].second.quorum.id == 2);
-  CHECK(out.answers[0].second.quorum.members.size() == 2);
+  CHECK(out.answers[0].second.quorum->id == 2);
+  CHECK(out.answers[0].second.quorum->members.size() == 2);
 }
 
 TEST_CASE("FtRuns: a leave ends the held call; replaced calls and watches end") {
@@ -115,7 +115,7 @@ TEST_CASE("FtRuns: a group that finished ends the run: no push, and a later call
   REQUIRE(out.answers.size() == 1);
   CHECK(out.answers[0].first == 3);
   CHECK(out.answers[0].second.finished_step == std::optional<int64_t>(14));
-  CHECK(out.answers[0].second.quorum.members.empty());
+  CHECK(out.answers[0].second.quorum->members.empty());
   CHECK(runs.Leave("r", "c", "", t0, out, -1).IsInvalidArgument());
 }
 
