@@ -188,22 +188,32 @@ LogHub::Act LogHub::NextLocked(ReadLogsStream* r) {
       r->epoch_ = epoch;
       r->cursor_ = 1;
     }
-    LogRead read = ring->Read(r->cursor_, r->filter_, kLogMessageBytes);
-    r->cursor_ = read.next;
-    if (!read.lines.empty() || read.dropped > 0) {
-      r->message_.Clear();
-      r->message_.set_dropped(read.dropped);
-      r->message_.mutable_lines()->Reserve(static_cast<int>(read.lines.size()));
-      for (LogRecord& line : read.lines) {
-        v1::LogLine* l = r->message_.add_lines();
-        l->set_rank(line.rank);
-        l->set_local_rank(line.local_rank);
-        l->set_is_stderr(line.is_stderr);
-        l->set_unix_s(line.unix_s);
-        l->set_text(std::move(line.text));
-        l->set_seq(line.seq);
-        l->set_node(std::move(line.node));
+    // Straight from the ring's chunks into the message, whose line messages
+    // (and their strings) Clear keeps for reuse: no allocation per line once
+    // the message has held as many lines.
+    v1::LogLines& m = r->message_;
+    m.Clear();
+    const LogCursor read = ring->ReadSlices(r->cursor_, r->filter_, kLogMessageBytes, [&m](const LogSlice& s) {
+      static const std::string kNoNode;
+      const LogRingChunk& c = *s.chunk;
+      const std::string& node = c.node ? *c.node : kNoNode;
+      uint64_t seq = s.first_seq;
+      for (size_t pos = 0; pos < s.text.size();) {
+        const size_t nl = s.text.find('\n', pos);
+        v1::LogLine* l = m.add_lines();
+        l->set_rank(c.rank);
+        l->set_local_rank(c.local_rank);
+        l->set_is_stderr(c.is_stderr);
+        l->set_unix_s(c.unix_s);
+        l->set_text(s.text.data() + pos, nl - pos);
+        l->set_seq(seq++);
+        l->set_node(node);
+        pos = nl + 1;
       }
+    });
+    r->cursor_ = read.next;
+    if (m.lines_size() > 0 || read.dropped > 0) {
+      m.set_dropped(read.dropped);
       r->writing_ = true;
       return Act::kWrite;
     }
