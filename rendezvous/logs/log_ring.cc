@@ -36,7 +36,9 @@ size_t CountAndCut(std::string& text) {
 
 }  // namespace
 
-size_t LogRing::Append(LogRingChunk chunk) {
+size_t LogRing::Append(LogRingChunk chunk) { return Append(std::move(chunk), nullptr, 0); }
+
+size_t LogRing::Append(LogRingChunk chunk, std::vector<std::string>* spare, size_t max_spare) {
   if (chunk.text.empty()) return 0;
   if (chunk.text.back() != '\n') chunk.text.push_back('\n');
   const size_t n = CountAndCut(chunk.text);
@@ -51,6 +53,8 @@ size_t LogRing::Append(LogRingChunk chunk) {
     bytes_ -= ChargedBytes(old);
     lines_ -= old.lines;
     dropped_ += old.lines;
+    std::string& text = chunks_.front().text;
+    if (spare && spare->size() < max_spare && text.capacity() <= kMaxSpareTextBytes) spare->push_back(std::move(text));
     chunks_.pop_front();
   }
   return n;

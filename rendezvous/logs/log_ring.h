@@ -33,6 +33,10 @@ struct LogRingLimits {
   size_t max_lines = 65536;
 };
 
+// The largest text Append hands back for reuse (a bound on what a caller's
+// spares hold).
+inline constexpr size_t kMaxSpareTextBytes = 64 << 10;
+
 // What the ring keeps of a chunk.
 struct LogRingChunk {
   int32_t rank = 0;        // global rank of the worker
@@ -102,6 +106,12 @@ class LogRing {
   // (the new one too, if alone it exceeds one). Returns its line count; an
   // empty text is ignored (0).
   size_t Append(LogRingChunk chunk);
+  // The same, handing the text of each chunk it drops to `spare` (when
+  // spare->size() < max_spare and its capacity is at most
+  // kMaxSpareTextBytes; else it is freed): a caller that fills its
+  // next chunk's text into one of them reuses its memory, so a full ring
+  // costs no allocation and no free per chunk.
+  size_t Append(LogRingChunk chunk, std::vector<std::string>* spare, size_t max_spare);
   // One line (its text without '\n'; its seq and node are ignored), as a
   // chunk of one line labelled r.node.
   void Append(const LogRecord& line);

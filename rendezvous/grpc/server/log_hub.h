@@ -54,6 +54,16 @@ inline constexpr size_t kMaxShipStreams = 4096;
 inline constexpr size_t kMaxLogReaders = 64;
 inline constexpr size_t kLogMessageBytes = 512 * 1024;
 inline constexpr std::chrono::seconds kShipIdleLimit{120};
+// Texts of dropped ring chunks kept for the ShipLogs streams' next batches
+// (each at most kMaxSpareTextBytes).
+inline constexpr size_t kMaxSpareTexts = 256;
+// A following reader that wrote less than kReaderFlush ago is sent new
+// lines once kReaderWakeLines are numbered past its cursor, else when
+// kReaderFlush has passed (the sweeper sends them): at hundreds of
+// thousands of lines a second a reader gets a few large messages, not one
+// per shipped batch; a line after a quiet spell still goes at once.
+inline constexpr uint64_t kReaderWakeLines = 2048;
+inline constexpr std::chrono::milliseconds kReaderFlush{20};
 
 class LogHub;
 
@@ -103,6 +113,7 @@ class ReadLogsStream final : public grpc::ServerWriteReactor<v1::LogLines> {
   // Guarded by the hub's mu_.
   uint64_t cursor_ = 1;
   uint64_t epoch_ = 0;
+  std::chrono::steady_clock::time_point last_write_{};  // when its last message was started
   v1::LogLines message_;
   bool writing_ = false;
   std::optional<grpc::Status> finish_;  // to end with once no write is in flight
@@ -142,8 +153,14 @@ class LogHub {
   friend class ReadLogsStream;
   enum class Act { kNone, kWrite, kFinish };
 
-  // Requires mu_. Fills reader `r`'s next message, or decides its end.
+  // Requires mu_. Fills reader `r`'s next message, or decides its end; a
+  // following reader's few new lines wait (kReaderFlush, flush_at_).
   Act NextLocked(ReadLogsStream* r);
+  // Requires mu_: whether following reader `r`'s new lines in `ring` wait
+  // for more (then flush_at_ is at most when they go).
+  bool DeferLocked(ReadLogsStream* r, const LogRing& ring, std::chrono::steady_clock::time_point now);
+  // Requires mu_: the readers' deferred lines, due by now.
+  void FlushLocked(std::vector<std::pair<ReadLogsStream*, Act>>& acts);
   void Perform(ReadLogsStream* r, Act act);
   // A batch of `s` (admitted or not yet). Returns the status to end the
   // stream with, or nullopt to read on; `wakes` gets the readers to write.
@@ -158,7 +175,10 @@ class LogHub {
   LogRuns runs_;                        // guarded by mu_
   std::set<ShipLogsStream*> ships_;     // guarded by mu_
   std::set<ReadLogsStream*> readers_;   // guarded by mu_
+  std::vector<std::string> spare_texts_;  // guarded by mu_; dropped chunks' texts, for reuse
   bool stopping_ = false;               // guarded by mu_
+  // When the sweeper sends deferred lines next (max: none wait); guarded by mu_.
+  std::chrono::steady_clock::time_point flush_at_ = std::chrono::steady_clock::time_point::max();
   std::thread sweeper_;
 };
 
