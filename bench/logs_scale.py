@@ -4,9 +4,12 @@ through one ctrund, read at the same time by `ctrun logs --follow`.
 Each run: a fresh ctrund (127.0.0.1 port 0); bench/load/logs_load holds a
 new run and opens one ShipLogs stream per node ("ready"), then ships for
 DURATION s ("start" .. its JSON report); `ctrun logs --follow` on that run
-is started at "ready", its stdout read here in blocks (lines counted, the
-last line of each block parsed for its send time: the follower's lag) and
-its stderr for the lines the server reports dropped. ctrund's CPU is
+is started at "ready", its stdout to a file in $TMPDIR as `ctrun logs -f >
+run.log` writes one (a pipe would stall it whenever this reader pauses), the
+file read here as it grows (lines counted, the last line of each read parsed
+for its send time: the follower's lag; what was read is freed with
+fallocate's PUNCH_HOLE), its stderr for the lines the server reports
+dropped. ctrund's CPU is
 utime + stime from /proc/PID/stat between "start" and the report, over that
 wall time; its peak RSS is VmHWM at the end. After the report the follower
 is given FOLLOW_WAIT s to show every line it will see (seen + reported
@@ -20,12 +23,14 @@ Env: CTRUN_BUILD_DIR (./build), REF_BUILD_DIR (unset: no reference),
 NODES (1024), RANKS (8), RATE (100), DURATION (60), REPS (3), THREADS (4),
 FOLLOW_WAIT (30), JSON (a path for the JSON file).
 """
-import fcntl
+import ctypes
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -49,7 +54,7 @@ POLICY = ("per run, the newest 65,536 lines or 8 MiB (text + 64 bytes a chunk), 
           "and is told its size")
 DROPPED = re.compile(rb"ctrun logs: (\d+) lines dropped by the server")
 STAMP = re.compile(rb" t (\d+\.\d+) ")
-F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, Linux (Python 3.10+ names it)
+LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def binaries(build):
@@ -76,43 +81,66 @@ def proc_kib(pid, key):
     return -1
 
 
-class Follower:
-    """`ctrun logs --follow` on the run: counts its lines and reported drops."""
+def punch_hole(fd, length):
+    """Frees the first `length` bytes of file `fd` (fallocate PUNCH_HOLE | KEEP_SIZE); False if unsupported."""
+    try:
+        return LIBC.fallocate(fd, 3, ctypes.c_longlong(0), ctypes.c_longlong(length)) == 0
+    except (AttributeError, OSError):
+        return False
 
-    def __init__(self, ctrun, endpoint, run_id):
+
+class Follower:
+    """`ctrun logs --follow` on the run, its output to a file as `ctrun logs
+    -f > run.log` would write it (so that this reader's pauses never stall
+    it, as a pipe would once full): counts its lines as the file grows
+    (freeing what was read, so the disk holds only the unread part) and the
+    drops it reports on stderr."""
+
+    def __init__(self, ctrun, endpoint, run_id, out_dir):
         env = dict(os.environ)
         env.pop("CTRUN_RDZV_TOKEN", None)
-        self.proc = subprocess.Popen([ctrun, "logs", "--follow", "--rdzv-endpoint", endpoint, "--rdzv-id", run_id],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        # A pipe of 1 MiB (the unprivileged maximum), so that this reader's
-        # pauses do not stall the follower.
-        try:
-            fcntl.fcntl(self.proc.stdout.fileno(), F_SETPIPE_SZ, 1 << 20)
-        except OSError:
-            pass
+        self.path = os.path.join(out_dir, f"{run_id}.log")
+        with open(self.path, "wb") as out:
+            self.proc = subprocess.Popen([ctrun, "logs", "--follow", "--rdzv-endpoint", endpoint, "--rdzv-id", run_id],
+                                         stdout=out, stderr=subprocess.PIPE, env=env)
         self.lock = threading.Lock()
         self.lines = 0
         self.dropped = 0
-        self.lags = []  # (when, now - the send time of the last line of a block)
+        self.lags = []  # (when, now - the send time of the last whole line read)
         self.stderr_tail = b""
         self.threads = [threading.Thread(target=self._out, daemon=True), threading.Thread(target=self._err, daemon=True)]
         for t in self.threads:
             t.start()
 
     def _out(self):
-        fd = self.proc.stdout.fileno()
-        while True:
-            block = os.read(fd, 1 << 20)
-            if not block:
-                return
-            now = time.time()
-            n = block.count(b"\n")
-            end = block.rfind(b"\n", 0, len(block) - 1) if block.endswith(b"\n") else -1
-            m = STAMP.search(block, end + 1) if n else None
-            with self.lock:
-                self.lines += n
-                if m:
-                    self.lags.append((time.monotonic(), now - float(m.group(1))))
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            offset = freed = 0
+            while True:
+                block = os.pread(fd, 4 << 20, offset)
+                if not block:
+                    if self.proc.poll() is not None and not os.pread(fd, 1, offset):
+                        return
+                    time.sleep(0.005)
+                    continue
+                now = time.time()
+                last = block.rfind(b"\n")
+                if last < 0:  # no whole line yet
+                    if len(block) >= 1 << 20:
+                        offset += len(block)  # no line is that long: skip it
+                    time.sleep(0.005)
+                    continue
+                whole = block[:last + 1]
+                offset += len(whole)
+                m = STAMP.search(whole, whole.rfind(b"\n", 0, last) + 1)
+                with self.lock:
+                    self.lines += whole.count(b"\n")
+                    if m:
+                        self.lags.append((time.monotonic(), now - float(m.group(1))))
+                if offset - freed >= 64 << 20 and punch_hole(fd, offset & ~4095):
+                    freed = offset & ~4095
+        finally:
+            os.close(fd)
 
     def _err(self):
         for line in self.proc.stderr:
@@ -134,7 +162,8 @@ class Follower:
             self.proc.kill()
             self.proc.wait()
         for t in self.threads:
-            t.join(timeout=10)
+            t.join(timeout=30)
+        os.unlink(self.path)
         return self.proc.returncode
 
 
@@ -145,7 +174,7 @@ def read_line(stream, what):
     return line.strip()
 
 
-def one_run(build, run_id):
+def one_run(build, run_id, out_dir):
     ctrund_bin, ctrun_bin = binaries(build)
     daemon = subprocess.Popen([ctrund_bin, "--listen", "127.0.0.1:0", "--closed-run-ttl", "0"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -159,7 +188,7 @@ def one_run(build, run_id):
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if read_line(gen.stdout, "ready") != "ready":
             raise RuntimeError("logs_load did not say ready")
-        follower = Follower(ctrun_bin, endpoint, run_id)
+        follower = Follower(ctrun_bin, endpoint, run_id, out_dir)
         if read_line(gen.stdout, "start") != "start":
             raise RuntimeError("logs_load did not say start")
         t0, cpu0 = time.monotonic(), proc_cpu_s(daemon.pid)
@@ -225,16 +254,20 @@ def main():
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}", flush=True)
     print(f"the ring's policy: {POLICY}", flush=True)
     runs = {name: [] for name in builds}
-    for i in range(REPS):
-        order = list(builds) if i % 2 == 0 else list(builds)[::-1]
-        for name in order:
-            r = one_run(builds[name], f"scale-{i}-{name}")
-            runs[name].append(r)
-            print(f"  run {i + 1} {name}: ctrund {r['ctrund_cpu']:.2f} cores, {r['rss_mib']:.0f} MiB; follower saw "
-                  f"{r['seen']:,} of {r['sent']:,}, {r['ring_dropped']:,} dropped by the ring, {r['other_lost']:,} "
-                  f"lost otherwise, caught up {r['catchup_s']:.2f} s after the last batch; lag median "
-                  f"{r['lag_median_s']:.3f} s, max {r['lag_max_s']:.3f} s; senders late by up to "
-                  f"{r['late_max_s']:.3f} s", flush=True)
+    out_dir = tempfile.mkdtemp(prefix="logs_scale-")
+    try:
+        for i in range(REPS):
+            order = list(builds) if i % 2 == 0 else list(builds)[::-1]
+            for name in order:
+                r = one_run(builds[name], f"scale-{i}-{name}", out_dir)
+                runs[name].append(r)
+                print(f"  run {i + 1} {name}: ctrund {r['ctrund_cpu']:.2f} cores, {r['rss_mib']:.0f} MiB; follower saw "
+                      f"{r['seen']:,} of {r['sent']:,}, {r['ring_dropped']:,} dropped by the ring, {r['other_lost']:,} "
+                      f"lost otherwise, caught up {r['catchup_s']:.2f} s after the last batch; lag median "
+                      f"{r['lag_median_s']:.3f} s, max {r['lag_max_s']:.3f} s; senders late by up to "
+                      f"{r['late_max_s']:.3f} s", flush=True)
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
 
     rows = [("ctrund CPU, cores", "ctrund_cpu", 1, 2), ("ctrund peak RSS, MiB", "rss_mib", 1, 0),
             ("lines not seen", "lost", 1, 0), ("  dropped by the ring", "ring_dropped", 1, 0),
