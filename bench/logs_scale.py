@@ -184,7 +184,7 @@ def one_run(build, run_id, out_dir):
         endpoint = re.search(r"serving rendezvous on (\S+)", daemon.stdout.readline()).group(1)
         gen = subprocess.Popen([LOAD, "--endpoint", endpoint, "--run-id", run_id, "--nodes", str(NODES),
                                 "--ranks", str(RANKS), "--rate", str(RATE), "--duration-s", str(DURATION),
-                                "--threads", str(THREADS), "--start-delay-s", "1"],
+                                "--threads", str(THREADS), "--start-delay-s", "1", "--timeout-s", "120"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if read_line(gen.stdout, "ready") != "ready":
             raise RuntimeError("logs_load did not say ready")

@@ -13,7 +13,10 @@
 // kShipIdleLimit is cancelled. A reader never holds more than one message
 // (kLogMessageBytes of lines): it reads from its cursor in the ring, so a
 // slow reader only misses what the ring dropped, and is told how many
-// (LogLines.dropped).
+// (LogLines.dropped). A following reader's new lines wait for
+// kReaderWakeLines or kReaderFlush (the sweeper thread sends them). The
+// texts of dropped chunks, at most kMaxSpareTexts, are kept to take the
+// streams' next batches.
 //
 // Thread model: thread-safe; one mutex (mu_) guards every stream's state and
 // the rings, and gRPC calls (StartRead, StartWrite, Finish, TryCancel) are
