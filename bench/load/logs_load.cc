@@ -77,6 +77,17 @@ struct SenderTotals {
   long late_batches = 0;  // sent over one interval after their time
 };
 
+// What a run did, for the report.
+struct Outcome {
+  SenderTotals sum;
+  long expected = 0;  // lines every rank together should have sent
+  long accepted = 0;  // lines the server says it took
+  int failed = 0;     // streams that did not end OK
+  int keep_alive_errors = 0;
+  double seconds = 0;  // of shipping
+  double total_s = 0;  // with the join and the streams' ends
+};
+
 class Load {
  public:
   explicit Load(Options o) : o_(std::move(o)) {}
@@ -93,6 +104,8 @@ class Load {
   void Send(int thread, SteadyClock::time_point t0, SenderTotals& totals);
   void SendBatch(Node& n, long first_line, long lines, v1::LogBatch& batch, SenderTotals& totals);
   void Fail(const std::string& what);
+  // Checks the counts, prints the JSON report; the exit code.
+  int Report(const Outcome& r);
 
   Options o_;
   double interval_s_ = 0.05;
@@ -219,25 +232,32 @@ int Load::Run() {
     sum.late_sum_s += t.late_sum_s;
     sum.late_batches += t.late_batches;
   }
-  const long expected = error.empty() ? static_cast<long>(o_.nodes) * o_.ranks * LinesPerRank(o_) : 0;
   if (!error.empty()) Fail(error);
-  if (error_.empty() && sum.lines != expected) Fail("sent " + std::to_string(sum.lines) + " lines, not " +
-                                                    std::to_string(expected));
-  if (error_.empty() && accepted != sum.lines) Fail("the server accepted " + std::to_string(accepted) + " of " +
-                                                    std::to_string(sum.lines) + " lines");
-  const long ticks_sent = std::max(1L, static_cast<long>(nodes_.size()) * static_cast<long>(std::ceil(o_.duration_s / interval_s_ - 1e-9)));
+  const Outcome outcome{sum, error.empty() ? static_cast<long>(o_.nodes) * o_.ranks * LinesPerRank(o_) : 0, accepted,
+                        failed, holder.keep_alive_errors(), seconds,
+                        std::chrono::duration<double>(SteadyClock::now() - started).count()};
+  return Report(outcome);
+}
+
+int Load::Report(const Outcome& r) {
+  if (error_.empty() && r.sum.lines != r.expected) {
+    Fail("sent " + std::to_string(r.sum.lines) + " lines, not " + std::to_string(r.expected));
+  }
+  if (error_.empty() && r.accepted != r.sum.lines) {
+    Fail("the server accepted " + std::to_string(r.accepted) + " of " + std::to_string(r.sum.lines) + " lines");
+  }
+  const double ticks = std::max(1.0, static_cast<double>(nodes_.size()) * std::ceil(o_.duration_s / interval_s_ - 1e-9));
   for (char& c : error_) {
     if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) c = '\'';
   }
   std::ostringstream j;
   j << "{\"ok\": " << (error_.empty() ? "true" : "false") << ", \"nodes\": " << o_.nodes << ", \"ranks\": " << o_.ranks
-    << ", \"rate\": " << o_.rate << ", \"duration_s\": " << o_.duration_s << ", \"lines_sent\": " << sum.lines
-    << ", \"lines_expected\": " << expected << ", \"accepted\": " << accepted << ", \"batches\": " << sum.batches
-    << ", \"wire_bytes\": " << static_cast<long long>(sum.bytes) << ", \"seconds\": " << seconds
-    << ", \"late_max_s\": " << sum.late_max_s << ", \"late_mean_s\": " << sum.late_sum_s / static_cast<double>(ticks_sent)
-    << ", \"late_batches\": " << sum.late_batches << ", \"failed_streams\": " << failed
-    << ", \"keep_alive_errors\": " << holder.keep_alive_errors()
-    << ", \"total_s\": " << std::chrono::duration<double>(SteadyClock::now() - started).count() << ", \"error\": \""
+    << ", \"rate\": " << o_.rate << ", \"duration_s\": " << o_.duration_s << ", \"lines_sent\": " << r.sum.lines
+    << ", \"lines_expected\": " << r.expected << ", \"accepted\": " << r.accepted << ", \"batches\": " << r.sum.batches
+    << ", \"wire_bytes\": " << static_cast<long long>(r.sum.bytes) << ", \"seconds\": " << r.seconds
+    << ", \"late_max_s\": " << r.sum.late_max_s << ", \"late_mean_s\": " << r.sum.late_sum_s / ticks
+    << ", \"late_batches\": " << r.sum.late_batches << ", \"failed_streams\": " << r.failed
+    << ", \"keep_alive_errors\": " << r.keep_alive_errors << ", \"total_s\": " << r.total_s << ", \"error\": \""
     << error_ << "\"}";
   std::printf("%s\n", j.str().c_str());
   if (!error_.empty()) std::fprintf(stderr, "logs_load: %s\n", error_.c_str());
