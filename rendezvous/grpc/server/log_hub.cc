@@ -316,12 +316,15 @@ std::optional<grpc::Status> LogHub::TakeBatch(ShipLogsStream* s, std::vector<std
     c.text.push_back('\n');  // a '\n' inside makes it more lines: counted as such
     accepted += ring.Append(std::move(c));
   }
+  size_t given = 0;  // spare capacity handed to this stream's message
   for (v1::LogChunk& c : *batch.mutable_chunks()) {
     accepted += ring.Append(RingChunkOf(c, s->label_), &spare_texts_, kMaxSpareTexts);
-    if (!spare_texts_.empty()) {  // the stream's next batch is parsed into a dropped chunk's memory
+    // The stream's next batch is parsed into a dropped chunk's memory.
+    if (!spare_texts_.empty() && given + spare_texts_.back().capacity() <= kMaxSpareBytesPerStream) {
       std::string& text = *c.mutable_text();
       text.swap(spare_texts_.back());
       text.clear();
+      given += text.capacity();
       spare_texts_.pop_back();
     }
   }

@@ -16,7 +16,7 @@
 // (LogLines.dropped). A following reader's new lines wait for
 // kReaderWakeLines or kReaderFlush (the sweeper thread sends them). The
 // texts of dropped chunks, at most kMaxSpareTexts, are kept to take the
-// streams' next batches.
+// streams' next batches (at most kMaxSpareBytesPerStream a stream).
 //
 // Thread model: thread-safe; one mutex (mu_) guards every stream's state and
 // the rings, and gRPC calls (StartRead, StartWrite, Finish, TryCancel) are
@@ -58,8 +58,10 @@ inline constexpr size_t kMaxLogReaders = 64;
 inline constexpr size_t kLogMessageBytes = 512 * 1024;
 inline constexpr std::chrono::seconds kShipIdleLimit{120};
 // Texts of dropped ring chunks kept for the ShipLogs streams' next batches
-// (each at most kMaxSpareTextBytes).
+// (each at most kMaxSpareTextBytes), and the most of them one stream's
+// message holds between batches.
 inline constexpr size_t kMaxSpareTexts = 256;
+inline constexpr size_t kMaxSpareBytesPerStream = 16 << 10;
 // A following reader that wrote less than kReaderFlush ago is sent new
 // lines once kReaderWakeLines are numbered past its cursor, else when
 // kReaderFlush has passed (the sweeper sends them): at hundreds of
