@@ -3,6 +3,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -126,15 +127,22 @@ Result<LogsArgs> ParseLogsArgs(const std::vector<std::string>& args, const Envir
   return out;
 }
 
-std::string FormatLogLine(const std::string& node, int rank, const std::string& text) {
-  std::string out;
-  out.reserve(node.size() + text.size() + 16);
+void AppendLogLine(std::string& out, const std::string& node, int rank, const std::string& text) {
+  char digits[16];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, rank);
+  (void)ec;  // an int always fits
   out += node;
   out += '/';
-  out += std::to_string(rank);
+  out.append(digits, end);
   out += ": ";
   out += text;
   out += '\n';
+}
+
+std::string FormatLogLine(const std::string& node, int rank, const std::string& text) {
+  std::string out;
+  out.reserve(node.size() + text.size() + 16);
+  AppendLogLine(out, node, rank, text);
   return out;
 }
 
@@ -175,7 +183,7 @@ int RunLogsCommand(const std::vector<std::string>& args, const Environment& env)
       std::fprintf(stderr, "ctrun logs: %llu lines dropped by the server\n", static_cast<unsigned long long>(dropped));
     }
     out.clear();
-    for (const rdzv::LogRecord& l : lines) out += FormatLogLine(l.node, l.rank, l.text);
+    for (const rdzv::LogRecord& l : lines) AppendLogLine(out, l.node, l.rank, l.text);
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fflush(stdout);
     return !std::ferror(stdout);  // the reader went away (a closed pipe): stop

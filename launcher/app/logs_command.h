@@ -41,6 +41,8 @@ std::string LogsHelpText();
 
 // One output line: "<node>/<rank>: <text>\n".
 std::string FormatLogLine(const std::string& node, int rank, const std::string& text);
+// Appends FormatLogLine's line to `out`, with no allocation beyond out's growth.
+void AppendLogLine(std::string& out, const std::string& node, int rank, const std::string& text);
 
 // Runs `ctrun logs ARGS`: prints the lines or a one-line error; returns the
 // exit code.

@@ -36,7 +36,9 @@ size_t CountAndCut(std::string& text) {
 
 }  // namespace
 
-size_t LogRing::Append(LogRingChunk chunk) {
+size_t LogRing::Append(LogRingChunk chunk) { return Append(std::move(chunk), nullptr, 0); }
+
+size_t LogRing::Append(LogRingChunk chunk, std::vector<std::string>* spare, size_t max_spare) {
   if (chunk.text.empty()) return 0;
   if (chunk.text.back() != '\n') chunk.text.push_back('\n');
   const size_t n = CountAndCut(chunk.text);
@@ -51,6 +53,8 @@ size_t LogRing::Append(LogRingChunk chunk) {
     bytes_ -= ChargedBytes(old);
     lines_ -= old.lines;
     dropped_ += old.lines;
+    std::string& text = chunks_.front().text;
+    if (spare && spare->size() < max_spare && text.capacity() <= kMaxSpareTextBytes) spare->push_back(std::move(text));
     chunks_.pop_front();
   }
   return n;
@@ -69,9 +73,10 @@ void LogRing::Append(const LogRecord& line) {
   Append(std::move(c));
 }
 
-LogRead LogRing::Read(uint64_t from, const LogFilter& filter, size_t max_bytes) const {
+LogCursor LogRing::ReadSlices(uint64_t from, const LogFilter& filter, size_t max_bytes,
+                              const std::function<void(const LogSlice&)>& f) const {
   static const std::string kNoNode;
-  LogRead out;
+  LogCursor out;
   from = std::max<uint64_t>(from, 1);
   out.next = from;
   // Seqs are increasing: the first chunk that ends after `from`.
@@ -91,32 +96,62 @@ LogRead LogRing::Read(uint64_t from, const LogFilter& filter, size_t max_bytes) 
       out.next = c.first_seq + c.lines;
       continue;
     }
+    const char* const text = c.text.data();
+    const char* const end = text + c.text.size();
     // Skip the lines of the chunk before the cursor.
-    size_t pos = 0;
-    for (uint64_t skip = out.next - c.first_seq; skip > 0; --skip) pos = c.text.find('\n', pos) + 1;
-    while (pos < c.text.size()) {
-      const size_t nl = c.text.find('\n', pos);
-      LogRecord r;
-      r.rank = c.rank;
-      r.local_rank = c.local_rank;
-      r.is_stderr = c.is_stderr;
-      r.unix_s = c.unix_s;
-      r.text.assign(c.text, pos, nl - pos);
-      r.seq = out.next++;
-      r.node = node;
-      bytes += ChargedBytes(r);
-      out.lines.push_back(std::move(r));
-      pos = nl + 1;
-      if (bytes >= max_bytes) {
-        full = true;
-        break;
-      }
+    const char* p = text;
+    for (uint64_t skip = out.next - c.first_seq; skip > 0; --skip) {
+      p = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p))) + 1;
     }
+    const size_t per_line = node.size() + 48;  // ChargedBytes(LogRecord) without the text
+    size_t lines = static_cast<size_t>(c.first_seq + c.lines - out.next);
+    const size_t rest = static_cast<size_t>(end - p);
+    const char* stop = end;
+    if (bytes + rest - lines + lines * per_line < max_bytes) {
+      bytes += rest - lines + lines * per_line;  // the rest of the chunk, unsplit
+    } else {
+      // The budget ends inside: the lines up to the one that reaches it.
+      lines = 0;
+      for (const char* q = p; q < end && bytes < max_bytes;) {
+        const char* nl = static_cast<const char*>(std::memchr(q, '\n', static_cast<size_t>(end - q)));
+        bytes += static_cast<size_t>(nl - q) + per_line;
+        ++lines;
+        q = nl + 1;
+        stop = q;
+      }
+      full = true;
+    }
+    f(LogSlice{&c, out.next, std::string_view(p, static_cast<size_t>(stop - p)), lines});
+    out.next += lines;
   }
   if (!full && next_seq_ > out.next) {  // numbers after the last kept line
     out.dropped += next_seq_ - out.next;
     out.next = next_seq_;
   }
+  return out;
+}
+
+LogRead LogRing::Read(uint64_t from, const LogFilter& filter, size_t max_bytes) const {
+  LogRead out;
+  const LogCursor cursor = ReadSlices(from, filter, max_bytes, [&](const LogSlice& s) {
+    const LogRingChunk& c = *s.chunk;
+    uint64_t seq = s.first_seq;
+    for (size_t pos = 0; pos < s.text.size();) {
+      const size_t nl = s.text.find('\n', pos);
+      LogRecord r;
+      r.rank = c.rank;
+      r.local_rank = c.local_rank;
+      r.is_stderr = c.is_stderr;
+      r.unix_s = c.unix_s;
+      r.text.assign(s.text.substr(pos, nl - pos));
+      r.seq = seq++;
+      if (c.node) r.node = *c.node;
+      out.lines.push_back(std::move(r));
+      pos = nl + 1;
+    }
+  });
+  out.dropped = cursor.dropped;
+  out.next = cursor.next;
   return out;
 }
 

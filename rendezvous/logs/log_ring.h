@@ -17,9 +17,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rendezvous/logs/log_record.h"
@@ -30,6 +32,10 @@ struct LogRingLimits {
   size_t max_bytes = 8 << 20;   // ChargedBytes summed over the chunks kept
   size_t max_lines = 65536;
 };
+
+// The largest text Append hands back for reuse (a bound on what a caller's
+// spares hold).
+inline constexpr size_t kMaxSpareTextBytes = 64 << 10;
 
 // What the ring keeps of a chunk.
 struct LogRingChunk {
@@ -74,6 +80,22 @@ struct LogRead {
   uint64_t next = 1;             // the cursor to read from next
 };
 
+// Some consecutive lines of one kept chunk, as ReadSlices hands them out:
+// a view into the ring (valid until the ring's next Append).
+struct LogSlice {
+  const LogRingChunk* chunk = nullptr;  // its rank, node, time
+  uint64_t first_seq = 0;               // the number of the slice's first line
+  std::string_view text;                // whole lines, each ending in '\n'
+  size_t lines = 0;
+};
+
+// Where a ReadSlices ended: lines numbered in its range that no longer
+// exist, and the cursor to read from next.
+struct LogCursor {
+  uint64_t dropped = 0;
+  uint64_t next = 1;
+};
+
 class LogRing {
  public:
   explicit LogRing(LogRingLimits limits = {}) : limits_(limits) {}
@@ -84,6 +106,12 @@ class LogRing {
   // (the new one too, if alone it exceeds one). Returns its line count; an
   // empty text is ignored (0).
   size_t Append(LogRingChunk chunk);
+  // The same, handing the text of each chunk it drops to `spare` (when
+  // spare->size() < max_spare and its capacity is at most
+  // kMaxSpareTextBytes; else it is freed): a caller that fills its
+  // next chunk's text into one of them reuses its memory, so a full ring
+  // costs no allocation and no free per chunk.
+  size_t Append(LogRingChunk chunk, std::vector<std::string>* spare, size_t max_spare);
   // One line (its text without '\n'; its seq and node are ignored), as a
   // chunk of one line labelled r.node.
   void Append(const LogRecord& line);
@@ -95,6 +123,12 @@ class LogRing {
   // matches) of the matching lines numbered `from` or later. A cursor below
   // the oldest kept line counts the lines in between as dropped.
   LogRead Read(uint64_t from, const LogFilter& filter, size_t max_bytes) const;
+  // What Read reads, with the same budget (each line charged as its
+  // LogRecord would be: ChargedBytes), handed to `f` in slices of the kept
+  // chunks, in seq order, with no copy and no allocation: the cost is per
+  // chunk, not per line, unless the budget ends inside a chunk.
+  LogCursor ReadSlices(uint64_t from, const LogFilter& filter, size_t max_bytes,
+                       const std::function<void(const LogSlice&)>& f) const;
 
   uint64_t next_seq() const { return next_seq_; }   // the number the next line gets
   uint64_t dropped() const { return dropped_; }     // lines this ring dropped

@@ -155,21 +155,23 @@ Status ReadLogs(const ClientOptions& options, const ReadLogsArgs& args, const Lo
   request.set_since_unix_s(args.since_unix_s);
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReaderInterface<v1::LogLines>> reader = stub->ReadLogs(&context, request);
+  // The message and the records are reused: each record's strings keep
+  // their memory from one message to the next, so a steady stream costs no
+  // allocation per line.
   v1::LogLines message;
   std::vector<LogRecord> lines;
   while (reader->Read(&message)) {
-    lines.clear();
-    lines.reserve(static_cast<size_t>(message.lines_size()));
-    for (const v1::LogLine& l : message.lines()) {
-      LogRecord r;
+    lines.resize(static_cast<size_t>(message.lines_size()));
+    for (int i = 0; i < message.lines_size(); ++i) {
+      const v1::LogLine& l = message.lines(i);
+      LogRecord& r = lines[static_cast<size_t>(i)];
       r.rank = l.rank();
       r.local_rank = l.local_rank();
       r.is_stderr = l.is_stderr();
       r.unix_s = l.unix_s();
-      r.text = l.text();
+      r.text.assign(l.text());
       r.seq = l.seq();
-      r.node = l.node();
-      lines.push_back(std::move(r));
+      r.node.assign(l.node());
     }
     if (!on_lines(lines, message.dropped())) {
       context.TryCancel();

@@ -1,5 +1,6 @@
 #include "rendezvous/grpc/server/log_hub.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -188,23 +189,36 @@ LogHub::Act LogHub::NextLocked(ReadLogsStream* r) {
       r->epoch_ = epoch;
       r->cursor_ = 1;
     }
-    LogRead read = ring->Read(r->cursor_, r->filter_, kLogMessageBytes);
-    r->cursor_ = read.next;
-    if (!read.lines.empty() || read.dropped > 0) {
-      r->message_.Clear();
-      r->message_.set_dropped(read.dropped);
-      r->message_.mutable_lines()->Reserve(static_cast<int>(read.lines.size()));
-      for (LogRecord& line : read.lines) {
-        v1::LogLine* l = r->message_.add_lines();
-        l->set_rank(line.rank);
-        l->set_local_rank(line.local_rank);
-        l->set_is_stderr(line.is_stderr);
-        l->set_unix_s(line.unix_s);
-        l->set_text(std::move(line.text));
-        l->set_seq(line.seq);
-        l->set_node(std::move(line.node));
+    const auto now = std::chrono::steady_clock::now();
+    if (DeferLocked(r, *ring, now)) return Act::kNone;
+    // Straight from the ring's chunks into the message, whose line messages
+    // (and their strings) Clear keeps for reuse: no allocation per line once
+    // the message has held as many lines.
+    v1::LogLines& m = r->message_;
+    m.Clear();
+    const LogCursor read = ring->ReadSlices(r->cursor_, r->filter_, kLogMessageBytes, [&m](const LogSlice& s) {
+      static const std::string kNoNode;
+      const LogRingChunk& c = *s.chunk;
+      const std::string& node = c.node ? *c.node : kNoNode;
+      uint64_t seq = s.first_seq;
+      for (size_t pos = 0; pos < s.text.size();) {
+        const size_t nl = s.text.find('\n', pos);
+        v1::LogLine* l = m.add_lines();
+        l->set_rank(c.rank);
+        l->set_local_rank(c.local_rank);
+        l->set_is_stderr(c.is_stderr);
+        l->set_unix_s(c.unix_s);
+        l->set_text(s.text.data() + pos, nl - pos);
+        l->set_seq(seq++);
+        l->set_node(node);
+        pos = nl + 1;
       }
+    });
+    r->cursor_ = read.next;
+    if (m.lines_size() > 0 || read.dropped > 0) {
+      m.set_dropped(read.dropped);
       r->writing_ = true;
+      r->last_write_ = now;
       return Act::kWrite;
     }
   }
@@ -214,6 +228,24 @@ LogHub::Act LogHub::NextLocked(ReadLogsStream* r) {
     return Act::kFinish;
   }
   return Act::kNone;
+}
+
+bool LogHub::DeferLocked(ReadLogsStream* r, const LogRing& ring, std::chrono::steady_clock::time_point now) {
+  if (!r->follow_ || ring.next_seq() <= r->cursor_) return false;  // nothing new: nothing waits
+  if (ring.next_seq() - r->cursor_ >= kReaderWakeLines || now - r->last_write_ >= kReaderFlush) return false;
+  const auto due = r->last_write_ + kReaderFlush;
+  if (due < flush_at_) {
+    flush_at_ = due;
+    cv_.notify_all();  // the sweeper waits for an earlier time
+  }
+  return true;
+}
+
+void LogHub::FlushLocked(std::vector<std::pair<ReadLogsStream*, Act>>& acts) {
+  flush_at_ = std::chrono::steady_clock::time_point::max();
+  for (ReadLogsStream* r : readers_) {
+    if (Act act = NextLocked(r); act != Act::kNone) acts.emplace_back(r, act);  // or deferred again
+  }
 }
 
 void LogHub::Perform(ReadLogsStream* r, Act act) {
@@ -284,7 +316,18 @@ std::optional<grpc::Status> LogHub::TakeBatch(ShipLogsStream* s, std::vector<std
     c.text.push_back('\n');  // a '\n' inside makes it more lines: counted as such
     accepted += ring.Append(std::move(c));
   }
-  for (v1::LogChunk& c : *batch.mutable_chunks()) accepted += ring.Append(RingChunkOf(c, s->label_));
+  size_t given = 0;  // spare capacity handed to this stream's message
+  for (v1::LogChunk& c : *batch.mutable_chunks()) {
+    accepted += ring.Append(RingChunkOf(c, s->label_), &spare_texts_, kMaxSpareTexts);
+    // The stream's next batch is parsed into a dropped chunk's memory.
+    if (!spare_texts_.empty() && given + spare_texts_.back().capacity() <= kMaxSpareBytesPerStream) {
+      std::string& text = *c.mutable_text();
+      text.swap(spare_texts_.back());
+      text.clear();
+      given += text.capacity();
+      spare_texts_.pop_back();
+    }
+  }
   s->accepted_ += accepted;
   s->last_active_ = std::chrono::steady_clock::now();
   runs_.Touch(s->run_id_);
@@ -305,10 +348,23 @@ void LogHub::EndReadersLocked(const std::string& run_id, std::vector<std::pair<R
 
 void LogHub::Sweep() {
   std::unique_lock<std::mutex> lock(mu_);
+  auto next_sweep = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (!stopping_) {
-    cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; });
+    const auto until = std::min(next_sweep, flush_at_);
+    cv_.wait_until(lock, until, [&] { return stopping_ || flush_at_ < until; });
     if (stopping_) break;
-    const auto now = std::chrono::steady_clock::now();
+    auto now = std::chrono::steady_clock::now();
+    if (now >= flush_at_) {
+      std::vector<std::pair<ReadLogsStream*, Act>> flushed;
+      FlushLocked(flushed);
+      lock.unlock();
+      for (auto& [r, act] : flushed) Perform(r, act);
+      lock.lock();
+      if (stopping_) break;
+      now = std::chrono::steady_clock::now();
+    }
+    if (now < next_sweep) continue;
+    next_sweep = now + std::chrono::seconds(1);
     std::vector<ShipLogsStream*> idle;
     for (ShipLogsStream* s : ships_) {
       if (!s->finished_ && now - s->last_active_ > kShipIdleLimit) {

@@ -13,7 +13,10 @@
 // kShipIdleLimit is cancelled. A reader never holds more than one message
 // (kLogMessageBytes of lines): it reads from its cursor in the ring, so a
 // slow reader only misses what the ring dropped, and is told how many
-// (LogLines.dropped).
+// (LogLines.dropped). A following reader's new lines wait for
+// kReaderWakeLines or kReaderFlush (the sweeper thread sends them). The
+// texts of dropped chunks, at most kMaxSpareTexts, are kept to take the
+// streams' next batches (at most kMaxSpareBytesPerStream a stream).
 //
 // Thread model: thread-safe; one mutex (mu_) guards every stream's state and
 // the rings, and gRPC calls (StartRead, StartWrite, Finish, TryCancel) are
@@ -54,6 +57,18 @@ inline constexpr size_t kMaxShipStreams = 4096;
 inline constexpr size_t kMaxLogReaders = 64;
 inline constexpr size_t kLogMessageBytes = 512 * 1024;
 inline constexpr std::chrono::seconds kShipIdleLimit{120};
+// Texts of dropped ring chunks kept for the ShipLogs streams' next batches
+// (each at most kMaxSpareTextBytes), and the most of them one stream's
+// message holds between batches.
+inline constexpr size_t kMaxSpareTexts = 256;
+inline constexpr size_t kMaxSpareBytesPerStream = 16 << 10;
+// A following reader that wrote less than kReaderFlush ago is sent new
+// lines once kReaderWakeLines are numbered past its cursor, else when
+// kReaderFlush has passed (the sweeper sends them): at hundreds of
+// thousands of lines a second a reader gets a few large messages, not one
+// per shipped batch; a line after a quiet spell still goes at once.
+inline constexpr uint64_t kReaderWakeLines = 2048;
+inline constexpr std::chrono::milliseconds kReaderFlush{20};
 
 class LogHub;
 
@@ -103,6 +118,7 @@ class ReadLogsStream final : public grpc::ServerWriteReactor<v1::LogLines> {
   // Guarded by the hub's mu_.
   uint64_t cursor_ = 1;
   uint64_t epoch_ = 0;
+  std::chrono::steady_clock::time_point last_write_{};  // when its last message was started
   v1::LogLines message_;
   bool writing_ = false;
   std::optional<grpc::Status> finish_;  // to end with once no write is in flight
@@ -142,8 +158,14 @@ class LogHub {
   friend class ReadLogsStream;
   enum class Act { kNone, kWrite, kFinish };
 
-  // Requires mu_. Fills reader `r`'s next message, or decides its end.
+  // Requires mu_. Fills reader `r`'s next message, or decides its end; a
+  // following reader's few new lines wait (kReaderFlush, flush_at_).
   Act NextLocked(ReadLogsStream* r);
+  // Requires mu_: whether following reader `r`'s new lines in `ring` wait
+  // for more (then flush_at_ is at most when they go).
+  bool DeferLocked(ReadLogsStream* r, const LogRing& ring, std::chrono::steady_clock::time_point now);
+  // Requires mu_: the readers' deferred lines, due by now.
+  void FlushLocked(std::vector<std::pair<ReadLogsStream*, Act>>& acts);
   void Perform(ReadLogsStream* r, Act act);
   // A batch of `s` (admitted or not yet). Returns the status to end the
   // stream with, or nullopt to read on; `wakes` gets the readers to write.
@@ -158,7 +180,10 @@ class LogHub {
   LogRuns runs_;                        // guarded by mu_
   std::set<ShipLogsStream*> ships_;     // guarded by mu_
   std::set<ReadLogsStream*> readers_;   // guarded by mu_
+  std::vector<std::string> spare_texts_;  // guarded by mu_; dropped chunks' texts, for reuse
   bool stopping_ = false;               // guarded by mu_
+  // When the sweeper sends deferred lines next (max: none wait); guarded by mu_.
+  std::chrono::steady_clock::time_point flush_at_ = std::chrono::steady_clock::time_point::max();
   std::thread sweeper_;
 };
 

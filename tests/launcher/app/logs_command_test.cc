@@ -72,6 +72,10 @@ TEST_CASE("ctrun logs refuses other flags and bad values in one line naming them
 TEST_CASE("ctrun logs prints node/rank: text") {
   CHECK(FormatLogLine("node3", 12, "loss 0.5") == "node3/12: loss 0.5\n");
   CHECK(FormatLogLine("h", 0, "") == "h/0: \n");
+  std::string out = "x\n";
+  AppendLogLine(out, "10.0.0.1#7", 2147483647, "a");
+  AppendLogLine(out, "n", 0, "b");
+  CHECK(out == "x\n10.0.0.1#7/2147483647: a\nn/0: b\n");
 }
 
 }  // namespace

@@ -108,6 +108,49 @@ TEST_CASE("log ring: a chunk of n lines takes n numbers; a cursor inside it slic
   CHECK(read.dropped == 0);
 }
 
+TEST_CASE("log ring: slices are whole chunks, cut at the cursor and where the budget ends, as Read's lines") {
+  LogRing ring;
+  ring.Append(Chunk(0, "a\nbb\nc\n"));
+  ring.Append(Chunk(1, "d\n\nf\n", "n1"));
+  struct Seen {
+    int rank;
+    uint64_t first_seq;
+    std::string text;
+    size_t lines;
+  };
+  const auto slices = [&](uint64_t from, size_t budget, LogCursor* cursor) {
+    std::vector<Seen> out;
+    *cursor = ring.ReadSlices(from, {}, budget, [&](const LogSlice& s) {
+      out.push_back({s.chunk->rank, s.first_seq, std::string(s.text), s.lines});
+    });
+    return out;
+  };
+  LogCursor cursor;
+  std::vector<Seen> all = slices(1, kAll, &cursor);  // one slice a chunk
+  REQUIRE(all.size() == 2);
+  CHECK((all[0].text == "a\nbb\nc\n" && all[0].first_seq == 1 && all[0].lines == 3 && all[0].rank == 0));
+  CHECK((all[1].text == "d\n\nf\n" && all[1].first_seq == 4 && all[1].lines == 3 && all[1].rank == 1));
+  CHECK(cursor.next == 7);
+  std::vector<Seen> tail = slices(3, kAll, &cursor);  // from inside the first chunk
+  REQUIRE(tail.size() == 2);
+  CHECK((tail[0].text == "c\n" && tail[0].first_seq == 3 && tail[0].lines == 1));
+  // A budget that ends inside a chunk ends the slice with the line that
+  // reaches it, exactly where Read's lines end.
+  for (size_t budget : {size_t{1}, size_t{50}, size_t{100}, size_t{160}, size_t{200}, size_t{260}}) {
+    LogRead read = ring.Read(2, {}, budget);
+    std::vector<Seen> cut = slices(2, budget, &cursor);
+    std::string joined;
+    for (const Seen& s : cut) joined += s.text;
+    std::string lines;
+    for (const LogRecord& r : read.lines) lines += r.text + "\n";
+    CHECK(joined == lines);
+    CHECK(cursor.next == read.next);
+    CHECK(cursor.dropped == read.dropped);
+  }
+  CHECK(slices(2, 1, &cursor).front().text == "bb\n");
+  CHECK(cursor.next == 3);
+}
+
 TEST_CASE("log ring: bounds drop whole oldest chunks, counted line by line") {
   LogRing ring(LogRingLimits{1 << 20, 5});
   ring.Append(Chunk(0, "a\nb\nc\n"));

@@ -162,6 +162,23 @@ TEST_CASE("logs: shipped lines come back once, labelled, numbered, in order") {
   CHECK(only0->dropped == 0);
 }
 
+TEST_CASE("logs: a line that is not UTF-8 (binary output, a character cut at 16 KiB) comes back as written") {
+  auto server = StartAutoServer();
+  TestClient client(server->port());
+  auto run = HoldRun(client);
+  auto sink = MakeLogSinkFactory(Options(server->port()), "hostA")();
+  const std::string cut = "caf\xc3";        // the first byte of a two-byte character
+  const std::string binary = "\xff\xfe\x01x";  // never UTF-8
+  REQUIRE(Send(*sink, {Line(0, cut), Line(1, binary), Line(0, "after")}, 0).ok());
+  REQUIRE(sink->Finish(std::chrono::seconds(5)).ok());
+  Result<Collected> all = ReadAll(server->port());
+  REQUIRE(all.ok());
+  REQUIRE(all->lines.size() == 3);
+  CHECK(all->lines[0].text == cut);
+  CHECK(all->lines[1].text == binary);
+  CHECK(all->lines[2].text == "after");
+}
+
 TEST_CASE("logs: a node's dropped lines reach the reader as a gap") {
   auto server = StartAutoServer();
   TestClient client(server->port());
