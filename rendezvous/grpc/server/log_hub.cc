@@ -35,6 +35,35 @@ LogRingChunk RingChunkOf(Message& m, const std::shared_ptr<const std::string>& n
   return c;
 }
 
+// Why the server refuses `batch` (its first on the stream when `first`), or
+// nullopt: its bounds and its lines' form, checked with no lock held.
+std::optional<grpc::Status> CheckLogBatch(const v1::LogBatch& batch, bool first) {
+  if (first && (batch.host().size() > kMaxLogHostBytes || batch.run_id().empty())) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        batch.run_id().empty() ? "log batch: the first batch must name the run (run_id)"
+                                               : "log batch: host is " + std::to_string(batch.host().size()) +
+                                                     " bytes, over the bound of " +
+                                                     std::to_string(kMaxLogHostBytes));
+  }
+  if (batch.ByteSizeLong() > kMaxLogBatchBytes) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "log batch of " + std::to_string(batch.ByteSizeLong()) + " bytes, over the bound of " +
+                            std::to_string(kMaxLogBatchBytes) + ": send smaller batches");
+  }
+  if (batch.dropped() > kMaxDroppedPerBatch) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "log batch: dropped count out of bounds");
+  }
+  for (int i = 0; i < batch.chunks_size(); ++i) {
+    const std::string& text = batch.chunks(i).text();
+    if (!text.empty() && text.back() != '\n') {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "log batch: chunks[" + std::to_string(i) +
+                              "].text does not end in a newline: send whole lines, each ending in '\\n'");
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void ShipLogsStream::OnReadDone(bool ok) {
@@ -266,29 +295,7 @@ std::optional<grpc::Status> LogHub::TakeBatch(ShipLogsStream* s, std::vector<std
     grpc::Status admitted = s->admit_(*s->context_, batch);
     if (!admitted.ok()) refusal = admitted;
   }
-  if (!refusal && first && (batch.host().size() > kMaxLogHostBytes || batch.run_id().empty())) {
-    refusal = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                           batch.run_id().empty() ? "log batch: the first batch must name the run (run_id)"
-                                                  : "log batch: host is " + std::to_string(batch.host().size()) +
-                                                        " bytes, over the bound of " +
-                                                        std::to_string(kMaxLogHostBytes));
-  }
-  if (!refusal && batch.ByteSizeLong() > kMaxLogBatchBytes) {
-    refusal = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                           "log batch of " + std::to_string(batch.ByteSizeLong()) + " bytes, over the bound of " +
-                               std::to_string(kMaxLogBatchBytes) + ": send smaller batches");
-  }
-  if (!refusal && batch.dropped() > kMaxDroppedPerBatch) {
-    refusal = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "log batch: dropped count out of bounds");
-  }
-  for (int i = 0; !refusal && i < batch.chunks_size(); ++i) {
-    const std::string& text = batch.chunks(i).text();
-    if (!text.empty() && text.back() != '\n') {
-      refusal = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                             "log batch: chunks[" + std::to_string(i) +
-                                 "].text does not end in a newline: send whole lines, each ending in '\\n'");
-    }
-  }
+  if (!refusal) refusal = CheckLogBatch(batch, first);
   std::lock_guard<std::mutex> lock(mu_);
   if (refusal) {
     s->finished_ = true;
