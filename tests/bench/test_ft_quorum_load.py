@@ -8,34 +8,23 @@ sleeps, reads no timings.
 """
 import json
 import os
-import re
 import subprocess
 import unittest
 
-BUILD_DIR = os.environ.get("CTRUN_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
-CTRUND = os.path.join(BUILD_DIR, "rendezvous", "ctrund")
+from ctrund_fixture import BUILD_DIR, start_ctrund
+
 LOAD = os.path.join(BUILD_DIR, "bench", "ft_quorum_load")
 DEADLINE_S = 30
 
 
 class FtQuorumLoadTest(unittest.TestCase):
-    def start_ctrund(self):
-        proc = subprocess.Popen([CTRUND, "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
-        self.addCleanup(lambda: (proc.poll() is None and proc.kill(), proc.wait()))
-        self.addCleanup(proc.stdout.close)
-        line = proc.stdout.readline()
-        m = re.search(r"serving rendezvous on (\S+:\d+)$", line.strip())
-        self.assertIsNotNone(m, f"ctrund's start line: {line!r}")
-        return proc, m.group(1)
-
     def run_load(self, endpoint, *args):
         return subprocess.run([LOAD, "--endpoint", endpoint, "--timeout-s", str(DEADLINE_S), *args],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               timeout=DEADLINE_S * 3)
 
     def test_64_groups_step_with_losses_and_compact_answers(self):
-        proc, endpoint = self.start_ctrund()
+        proc, endpoint = start_ctrund(self)
         p = self.run_load(endpoint, "--groups", "64", "--steps", "8", "--step-s", "0", "--min-losses", "3",
                           "--channels", "2", "--server-pid", str(proc.pid))
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -56,7 +45,7 @@ class FtQuorumLoadTest(unittest.TestCase):
         self.assertTrue(all(x > 0 for x in r["server_rss_kib"]))
 
     def test_a_run_with_other_params_is_refused(self):
-        _, endpoint = self.start_ctrund()
+        _, endpoint = start_ctrund(self)
         first = self.run_load(endpoint, "--groups", "4", "--steps", "2", "--step-s", "0", "--min-losses", "0",
                               "--run-id", "shared")
         self.assertEqual(first.returncode, 0, first.stderr)

@@ -14,10 +14,10 @@ import sys
 import tempfile
 import unittest
 
+from ctrund_fixture import BUILD_DIR, start_ctrund
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-BUILD_DIR = os.environ.get("CTRUN_BUILD_DIR", os.path.join(ROOT, "build"))
-CTRUND = os.path.join(BUILD_DIR, "rendezvous", "ctrund")
 CTRUN = os.path.join(BUILD_DIR, "launcher", "ctrun")
 LOAD = os.path.join(BUILD_DIR, "bench", "logs_load")
 DEADLINE_S = 30
@@ -25,22 +25,12 @@ LINE = re.compile(r"^(10\.1\.0\.\d+#\d+)/(\d+): \[rank (\d+)\] step (\d+) t \d+\
 
 
 class LogsLoadTest(unittest.TestCase):
-    def start_ctrund(self, *args):
-        proc = subprocess.Popen([CTRUND, "--listen", "127.0.0.1:0", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
-        self.addCleanup(lambda: (proc.poll() is None and proc.kill(), proc.wait()))
-        self.addCleanup(proc.stdout.close)
-        line = proc.stdout.readline()
-        m = re.search(r"serving rendezvous on (\S+:\d+)$", line.strip())
-        self.assertIsNotNone(m, f"ctrund's start line: {line!r}")
-        return proc, m.group(1)
-
     def run_load(self, endpoint, *args):
         return subprocess.run([LOAD, "--endpoint", endpoint, "--timeout-s", "10", *args],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=DEADLINE_S)
 
     def test_every_rank_ships_its_lines_in_order_under_its_node(self):
-        _, endpoint = self.start_ctrund()
+        _, endpoint = start_ctrund(self)
         p = self.run_load(endpoint, "--run-id", "tiny", "--nodes", "3", "--ranks", "2", "--rate", "40",
                           "--duration-s", "0.5", "--threads", "2")
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -68,7 +58,7 @@ class LogsLoadTest(unittest.TestCase):
             token.write("secret\n")
             token.flush()
             os.chmod(token.name, 0o600)
-            _, endpoint = self.start_ctrund("--token-file", token.name)
+            _, endpoint = start_ctrund(self, "--token-file", token.name)
             p = self.run_load(endpoint, "--nodes", "2", "--ranks", "1", "--rate", "10", "--duration-s", "0.2")
         self.assertEqual(p.returncode, 1)
         r = json.loads(p.stdout.splitlines()[-1])

@@ -8,35 +8,24 @@ sleeps, reads no timings.
 """
 import json
 import os
-import re
 import subprocess
 import tempfile
 import unittest
 
-BUILD_DIR = os.environ.get("CTRUN_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
-CTRUND = os.path.join(BUILD_DIR, "rendezvous", "ctrund")
+from ctrund_fixture import BUILD_DIR, start_ctrund
+
 LOAD = os.path.join(BUILD_DIR, "bench", "rdzv_load")
 DEADLINE_S = 30
 
 
 class RdzvLoadTest(unittest.TestCase):
-    def start_ctrund(self, *args, log=None):
-        proc = subprocess.Popen([CTRUND, "--listen", "127.0.0.1:0", *args], stdout=subprocess.PIPE,
-                                stderr=log or subprocess.DEVNULL, text=True)
-        self.addCleanup(lambda: (proc.poll() is None and proc.kill(), proc.wait()))
-        self.addCleanup(proc.stdout.close)
-        line = proc.stdout.readline()
-        m = re.search(r"serving rendezvous on (\S+:\d+)$", line.strip())
-        self.assertIsNotNone(m, f"ctrund's start line: {line!r}")
-        return proc, m.group(1)
-
     def run_load(self, endpoint, *args):
         return subprocess.run([LOAD, "--endpoint", endpoint, "--timeout-s", str(DEADLINE_S), *args],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               timeout=DEADLINE_S + 10)
 
     def test_16_agents_get_the_round_and_survive_a_drop(self):
-        proc, endpoint = self.start_ctrund()
+        proc, endpoint = start_ctrund(self)
         p = self.run_load(endpoint, "--agents", "16", "--drop", "1", "--channels", "4",
                           "--server-pid", str(proc.pid))
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -62,7 +51,7 @@ class RdzvLoadTest(unittest.TestCase):
         # its stream ends, not evicted when its keep-alives run out (the
         # server once forgot a cancel that a failed write reported again).
         with tempfile.TemporaryFile("w+") as log:
-            proc, endpoint = self.start_ctrund(log=log)
+            proc, endpoint = start_ctrund(self, log=log)
             p = self.run_load(endpoint, "--agents", "400", "--drop", "20", "--channels", "4")
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertTrue(json.loads(p.stdout)["ok"])
@@ -78,7 +67,7 @@ class RdzvLoadTest(unittest.TestCase):
             token.write("secret\n")
             token.flush()
             os.chmod(token.name, 0o600)
-            _, endpoint = self.start_ctrund("--token-file", token.name)
+            _, endpoint = start_ctrund(self, "--token-file", token.name)
             p = self.run_load(endpoint, "--agents", "3", "--drop", "1")
         self.assertEqual(p.returncode, 1)
         r = json.loads(p.stdout)
