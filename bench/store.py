@@ -290,7 +290,7 @@ def storm_plot(storms, sizes):
     return {"file": "store-storm-vs-n.png",
             "title": "Store connect storm: N clients ADD + WAIT on one barrier",
             "x": "clients", "y": "first connect → last released (s)", "log_x": True, "log_y": True,
-            "series": {f"{k}{' (torch 1.13 TCPStore; failed runs: time until they failed)' if k == 'torch' else ''}":
+            "series": {f"{k}{' (torch 1.13 TCPStore server; clients retry as torch 2.x does)' if k == 'torch' else ''}":
                        [{"x": n, **spread([storm_s(x) for x in storms[n][k]])} for n in sizes]
                        for k in SERVERS},
             "anchors": [{"x": 16384, "y": 0.5, "label": "NVIDIA's TCPStore barrier: 0.5 s at 16k ranks"}]}
