@@ -244,7 +244,7 @@ def print_storm(args, storms, drops, fd_limit):
     print(f"  each from a node's loopback address (127.1.x.y), {CLIENTS_PER_ADDRESS} clients an address "
           f"(ctrun's store takes at most 1,024 from one)")
     print("  clients retry a refused, reset or timed-out connect as a torch 2.x TCPStore client does "
-          "(1 s, x1.5 a try, +-50 % jitter, until store_load's --timeout); retries: median (min–max) "
+          "(500 ms, x1.5 a try, +-50 % jitter, at most 60 s, until store_load's --timeout); retries: median (min–max) "
           "a run; not released: clients never released within the timeout")
     print(f"{'N':>6} {'server':>6} {'first connect → last released, s':>34} {'slowest connect, s':>20} "
           f"{'server CPU s':>14} {'listen drops':>13} {'retries':>14} {'gave up':>8} {'not released':>13}")

@@ -9,8 +9,8 @@
 #          (/proc/PID/stat of the server process alone);
 #   storm  1,024, 4,096 and 16,384 clients connect at once, ADD + WAIT on a
 #          barrier, close (8 clients per loopback source address); a refused
-#          or reset connect is retried as a torch 2.x client does (1 s, x1.5,
-#          +-50 % jitter), for both servers; retries counted per server;
+#          or reset connect is retried as a torch 2.x client does (500 ms,
+#          x1.5, +-50 % jitter), for both servers; retries counted per server;
 #   e2e    8 torch python TCPStore clients (bench/store_client.py), as a ctrun
 #          run's workers and against torch's server.
 # Raises the open-files limit within the hard limit and reports somaxconn and

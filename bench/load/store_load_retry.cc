@@ -8,7 +8,7 @@
 namespace store_load {
 
 namespace {
-constexpr double kInitialMs = 1000;
+constexpr double kInitialMs = 500;
 constexpr double kMultiplier = 1.5;
 constexpr double kJitter = 0.5;
 constexpr double kMaxMs = 60000;

@@ -2,10 +2,11 @@
 // follows (torch/csrc/distributed/c10d/socket.cpp and TCPStore.cpp): a
 // connect that fails with ECONNREFUSED (nothing listening yet), ECONNRESET
 // (the server's accept queue was full and it reset the connection) or
-// ETIMEDOUT, or a connection reset before its first reply (what a client
-// sees when the server dropped the connection from a full accept queue after
-// the handshake), is retried after a backoff, until the run's --timeout.
-// The backoff is torch's ExponentialBackoffWithJitter: 1 s, then x1.5 per
+// ETIMEDOUT, or a connection lost before its first reply (TCPStore's
+// constructor retries its connect and first round trip together: a full
+// accept queue may show only at the first send), is retried after a
+// backoff, until the run's --timeout. The backoff is torch's
+// ExponentialBackoffWithJitter (c10d/Backoff.hpp): 500 ms, then x1.5 per
 // try, each randomized by +-50 %, at most 60 s. The same policy for every
 // server, so that comparisons stay fair.
 #pragma once
@@ -19,7 +20,7 @@ bool RetryableConnectError(int err);
 
 // The wait before retry number `attempt` (0 for the first retry), with
 // `unit` uniform in [0, 1) picking the point within the +-50 % jitter.
-// Guarantees: 500 ms <= result <= 60 s; grows x1.5 per attempt before the cap.
+// Guarantees: 250 ms <= result <= 60 s; grows x1.5 per attempt before the cap.
 std::chrono::milliseconds RetryDelay(int attempt, double unit);
 
 }  // namespace store_load
