@@ -12,6 +12,8 @@
 #include <sys/epoll.h>
 
 #include <cstdint>
+#include <queue>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,7 +46,11 @@ struct Conn {
   int64_t last_add = 0;
   StoreRequest set, get, add, wait, cas;
   // storm
-  Clock::time_point connect_start;
+  Clock::time_point connect_start;  // the first try's
+  // retries
+  int tries = 0;          // connects started
+  bool replied = false;   // a reply came on this connection
+  uint32_t source = 0;    // the source address, kept across retries (0: the kernel's)
 };
 
 class Loop {
@@ -56,6 +62,7 @@ class Loop {
   void Problem(const std::string& what);
 
   // Starts a non-blocking connect; the connection is ready on EPOLLOUT.
+  // A retryable failure schedules a retry (true); any other counts (false).
   bool Connect(Conn& c);
 
   // Queues `req` (and expects its reply if it has one); Flush sends.
@@ -73,11 +80,18 @@ class Loop {
 
   int errors() const { return errors_; }
   int connect_failures() const { return connect_failures_; }
+  int retries() const { return retries_; }
 
  private:
   // A connect completed (EPOLLOUT/ERR/HUP before `connected`): true when it
   // succeeded; on failure the connection is counted and closed.
   bool FinishConnect(Conn& c);
+  // Closes `c` and, while the --timeout allows the backoff, schedules its
+  // next connect (true); otherwise counts a connect failure (false).
+  bool Retry(Conn& c, const std::string& why);
+  // Starts the connects whose backoff has passed; returns the epoll wait in
+  // ms until the next one is due (at most 100).
+  int StartDueRetries();
   // Reads what the socket has into c.in; false when the connection closed.
   bool Receive(Conn& c, std::vector<char>& buf);
   // Parses the replies now whole in c.in, in order, and hands each over.
@@ -91,6 +105,11 @@ class Loop {
   int connect_failures_ = 0;
   int closed_ = 0;
   uint64_t sources_used_ = 0;  // connections given a source address so far
+  int retries_ = 0;
+  Clock::time_point deadline_;
+  using Due = std::pair<Clock::time_point, Conn*>;
+  std::priority_queue<Due, std::vector<Due>, std::greater<Due>> retry_at_;
+  std::mt19937_64 rng_{0x5eed};
 };
 
 template <typename Reply>
@@ -106,6 +125,7 @@ void Loop::Deliver(Conn& c, Reply& on_reply) {
     }
     if (!*got) break;
     c.due.erase(c.due.begin());
+    c.replied = true;
     on_reply(c, req, reply);  // may queue more
     c.in_off += **got;
     if (c.fd < 0) break;
@@ -114,16 +134,14 @@ void Loop::Deliver(Conn& c, Reply& on_reply) {
 
 template <typename Ready, typename Reply, typename Finished>
 bool Loop::Run(Ready on_ready, Reply on_reply, Finished finished) {
-  const Clock::time_point deadline =
-      Clock::now() + std::chrono::milliseconds(static_cast<long>(o_.timeout * 1000));
   std::vector<epoll_event> events(1024);
   std::vector<char> buf(1 << 18);
   while (!finished()) {
-    if (Clock::now() > deadline) {
+    if (Clock::now() > deadline_) {
       Problem("--timeout ran out (" + std::to_string(o_.timeout) + " s) with work left");
       return false;
     }
-    const int n = epoll_wait(ep_, events.data(), static_cast<int>(events.size()), 100);
+    const int n = epoll_wait(ep_, events.data(), static_cast<int>(events.size()), StartDueRetries());
     for (int i = 0; i < n; ++i) {
       Conn& c = *static_cast<Conn*>(events[i].data.ptr);
       if (c.fd < 0) continue;

@@ -60,6 +60,7 @@ int Storm(const Options& o) {
                             {"seconds", released == o.clients ? Since(t0, last) : 0},
                             {"slowest_connect_s", slowest_connect},
                             {"connect_failures", loop.connect_failures()},
+                            {"retries", loop.retries()},
                             {"server_cpu_s", cpu.total},
                             {"server_sys_s", cpu.sys},
                             {"fd_limit", static_cast<double>(limit)},
