@@ -223,6 +223,10 @@ class PartitionTest(unittest.TestCase):
         self.hosts.heal(2)
         self.wait_for_server("group 2 asks the server again",
                              lambda _, states: "waiting" in states.get(2, ""), 60)
+        # Its watch broke in the partition and is opened again a second after
+        # (ft_setup.cc): the run, once released, may end sooner than that.
+        self.wait_until("group 2's watch is open again",
+                        lambda: "the quorum server watches replica group" in minority.stderr(), 60)
         self.release("rejoin")
         self.finish(60)
         self.check_equal_state()
@@ -231,9 +235,7 @@ class PartitionTest(unittest.TestCase):
             self.assertEqual(sorted(g for g, _, _ in by_step[step]), [0, 1], f"step {step}: {by_step[step]}")
         self.assertEqual(len(by_step[STEPS - 1]), 3, "the healed group trained the last step with the others")
         self.assertIn("ft healed step", minority.stdout())
-        # Its watch was opened again, so the server hears the group and
-        # pushes to it; its workers were kept.
-        self.assertIn("the quorum server watches replica group", minority.stderr())
+        # Its workers were kept.
         self.assertNotIn("restart", [e["event"] for e in minority.event_list()])
 
     def test_a_cut_off_group_that_keeps_the_rendezvous_does_not_train_alone(self):
