@@ -1,13 +1,12 @@
 // RendezvousServer with closed_run_ttl (ctrund --closed-run-ttl) over real
 // gRPC: a closed run whose nodes all left is forgotten, with everything the
 // server kept of it, and its id starts a new run. TTL zero, so no test waits.
-#include <stdlib.h>
-
 #include <catch2/catch.hpp>
 #include <filesystem>
 
 #include "rendezvous/grpc/server/server.h"
 #include "tests/rendezvous/grpc/rdzv_test_client.h"
+#include "tests/temp_dir.h"
 
 namespace ctrun::rdzv {
 namespace {
@@ -19,14 +18,9 @@ using testing::MakeKeepAlive;
 using testing::MakeLeave;
 using testing::TestClient;
 
-struct ForgetStateDir {
-  ForgetStateDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ctrun-server-forget-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~ForgetStateDir() { std::filesystem::remove_all(path); }
-  std::string path;
+// A state folder of the test's own.
+struct ForgetStateDir : ctrun::testing::TempDir {
+  ForgetStateDir() : TempDir("ctrun-server-forget") {}
 };
 
 std::unique_ptr<RendezvousServer> ForgetDaemon(std::optional<Duration> ttl, const std::string& state_dir = "") {

@@ -1,7 +1,5 @@
 // RendezvousServer with a state dir (ctrund --state-dir) restarted under its
 // nodes, and the reconnect Joins of rendezvous/grpc/convert/reconnect.h, over real gRPC.
-#include <stdlib.h>
-
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +7,7 @@
 #include "rendezvous/grpc/convert/reconnect.h"
 #include "rendezvous/grpc/server/server.h"
 #include "tests/rendezvous/grpc/rdzv_test_client.h"
+#include "tests/temp_dir.h"
 
 namespace ctrun::rdzv {
 namespace {
@@ -19,14 +18,9 @@ using testing::MakeJoin;
 using testing::MakeKeepAlive;
 using testing::TestClient;
 
-struct StateDir {
-  StateDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ctrun-server-state-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~StateDir() { std::filesystem::remove_all(path); }
-  std::string path;
+// A state folder of the test's own.
+struct StateDir : ctrun::testing::TempDir {
+  StateDir() : TempDir("ctrun-server-state") {}
 };
 
 std::unique_ptr<RendezvousServer> Daemon(const std::string& state_dir) {
