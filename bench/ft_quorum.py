@@ -3,6 +3,10 @@
 FtSync with the compact answer, FtLeave), with 1 %/min of the groups lost and
 back (at least 3 losses a run). Per N: the time from the last group's call to
 every group's answer per step (p50, p99), ctrund's CPU per step, its RSS.
+Side by side, interleaved with ctrund's runs at each N: the physical floor
+(bench/load/ft_floor_load.cc: one TCP exchange per group per step, of the
+compact messages' sizes, against a one-thread epoll server that answers once
+every group is in), the same figures, and the ratio ctrund/floor.
 
     bench/ft_quorum.sh [--sizes 256,1024,4096,16384] [--reps 2] [--steps 20]
                        [--step-s 1] [--big 24576] [--big-steps 8]
@@ -20,6 +24,7 @@ $CTRUN_BUILD_DIR/bench/.
 import argparse
 import math
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -72,6 +77,28 @@ def run_once(ctrund, load, n, args, sources=4):
         daemon.wait()
 
 
+def run_floor(floor, n, args):
+    """One floor run of n groups (its own server, a child process): its JSON,
+    in ft_quorum_load's shape."""
+    cmd = [floor, "--groups", str(n), "--steps", str(args.steps), "--step-s", str(args.step_s),
+           "--timeout-s", str(args.timeout)]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=args.timeout * 3 + args.steps * args.step_s + 120)
+    try:
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        sys.exit(f"ft_floor_load --groups {n} printed no result (exit {p.returncode}): {p.stderr.strip()}")
+    if not r.get("ok"):
+        sys.exit(f"ft_floor_load --groups {n} failed: {r.get('error') or p.stderr.strip()}")
+    return r
+
+
+def floor_fits(n):
+    """Whether a floor run of n groups fits the descriptor limit (n
+    connections in each of its two processes)."""
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[1] >= n + 64
+
+
 def summary(runs):
     """The figures of one N's runs."""
     lat = [x for r in runs for x in r["latency_s"]]
@@ -89,7 +116,7 @@ def spread(values, digits=3):
             if len(values) > 1 else f"{values[0]:.{digits}f}")
 
 
-def plots(figures, reference=None):
+def plots(figures, reference=None, floor=None):
     """bench/plot.py's chart: p99 and p50 against N, log-log, with the anchors
     (and the reference's p50 where it ran)."""
     ns = sorted(figures)
@@ -103,6 +130,10 @@ def plots(figures, reference=None):
             [{"x": 16384, "median": TCPSTORE_16K_BARRIER_S, "min": TCPSTORE_16K_BARRIER_S,
               "max": TCPSTORE_16K_BARRIER_S}],
     }
+    if floor:
+        series["floor p99: one TCP exchange per group, epoll, 1 thread"] = [
+            {"x": n, "median": f["p99_s"], "min": min(f["run_p99_s"]), "max": max(f["run_p99_s"])}
+            for n, f in sorted(floor.items())]
     if reference:
         series["base commit's ctrund p50, whole-quorum answers"] = [
             {"x": n, "median": f["p50_s"], "min": f["p50_s"], "max": f["p50_s"]} for n, f in sorted(reference.items())]
@@ -130,17 +161,21 @@ def main():
     args = ap.parse_args()
     build = os.environ.get("CTRUN_BUILD_DIR", os.path.join(ROOT, "build"))
     ctrund, load = os.path.join(build, "rendezvous", "ctrund"), os.path.join(build, "bench", "ft_quorum_load")
-    for path in (ctrund, load):
+    floor = os.path.join(build, "bench", "ft_floor_load")
+    for path in (ctrund, load, floor):
         if not os.access(path, os.X_OK):
-            sys.exit(f"{path} is missing: build it (ninja -C {build} ctrund ft_quorum_load)")
+            sys.exit(f"{path} is missing: build it (ninja -C {build} ctrund ft_quorum_load ft_floor_load)")
     sizes = [int(x) for x in args.sizes.split(",") if x]
     runs = {n: [] for n in sizes}
+    floors = {n: [] for n in sizes if floor_fits(n)}
     small = [n for n in sizes if n <= 1024] if args.reference else []
     whole = {n: [] for n in small}       # this build, whole-quorum answers
     reference = {n: [] for n in small}   # the reference ctrund, whole-quorum answers
     for _ in range(args.reps):  # interleaved over N and servers
         for n in sizes:
             runs[n].append(run_once(ctrund, load, n, args))
+            if n in floors:
+                floors[n].append(run_floor(floor, n, args))
             if n in reference:
                 whole[n].append(run_once(ctrund, load, n, args, sources=0))
                 reference[n].append(run_once(args.reference, load, n, args, sources=0))
@@ -148,7 +183,9 @@ def main():
         big_args = argparse.Namespace(**{**vars(args), "steps": args.big_steps})
         runs[args.big] = [run_once(ctrund, load, args.big, big_args)]
     figures = {n: summary(rs) for n, rs in runs.items()}
+    floor_figures = {n: summary(rs) for n, rs in floors.items()}
     report(figures, args)
+    report_floor(figures, floor_figures, args)
     if small:
         print("side by side, every answer the whole quorum (the reference takes at most 1024 groups a run):")
         report({n: summary(whole[n]) for n in small}, args, "this build")
@@ -156,12 +193,14 @@ def main():
     doc = {"sizes": sorted(figures), "steps": args.steps, "step_s": args.step_s, "channels": args.channels,
            "figures": {str(n): f for n, f in figures.items()},
            "runs": {str(n): rs for n, rs in runs.items()},
-           "plots": plots(figures, {n: summary(reference[n]) for n in small}),
+           "floor": {str(n): f for n, f in floor_figures.items()},
+           "floor_runs": {str(n): rs for n, rs in floors.items()},
+           "plots": plots(figures, {n: summary(reference[n]) for n in small}, floor_figures),
            "whole_quorum": {"this_build": {str(n): summary(whole[n]) for n in small},
                             "reference": {str(n): summary(reference[n]) for n in small},
                             "reference_path": args.reference}}
     print(write("ft_quorum", doc, ROOT, path=args.json, build=build))
-    results(figures, args, sizes)
+    results(figures, args, sizes, floor_figures)
 
 
 def report(figures, args, label=None):
@@ -177,10 +216,30 @@ def report(figures, args, label=None):
               f"{spread(f['run_p99_s'], 4):>24} {spread(f['run_cpu_s_per_step'], 4):>22} {f['rss_mib']:>8.1f}")
 
 
-def results(figures, args, sizes):
+def report_floor(figures, floor, args):
+    """The floor's rows, then ctrund/floor at each N both ran."""
+    if not floor:
+        return
+    print("floor (one TCP exchange per group, epoll, 1 thread): the same steps, interleaved with ctrund's runs")
+    report(floor, args, "floor")
+    print(f"{'ctrund/floor':>12} {'N':>7} {'p50':>8} {'p99':>8} {'CPU/step':>9}")
+    for n in sorted(floor):
+        c, f = figures[n], floor[n]
+        print(f"{'':>12} {n:>7} {ratio(c['p50_s'], f['p50_s']):>8} {ratio(c['p99_s'], f['p99_s']):>8} "
+              f"{ratio(c['cpu_s_per_step'], f['cpu_s_per_step']):>9}")
+
+
+def ratio(a, b):
+    return f"{a / b:.1f}x" if b > 0 else "-"
+
+
+def results(figures, args, sizes, floor=None):
     k16 = 16384 if 16384 in figures else max(sizes)
     print(f"RESULT ft_quorum_16k_p99_s {figures[k16]['p99_s']:.4f}")
     print(f"RESULT ft_quorum_16k_cpu_s_per_step {figures[k16]['cpu_s_per_step']:.4f}")
+    if floor and k16 in floor:
+        print(f"RESULT ft_quorum_16k_floor_p99_s {floor[k16]['p99_s']:.4f}")
+        print(f"RESULT ft_quorum_16k_floor_cpu_s_per_step {floor[k16]['cpu_s_per_step']:.4f}")
     ns = sorted(figures)
     big = ns[-1]
     if big >= 131072:

@@ -4,9 +4,13 @@
 # through one ctrund's quorum, N = 256, 1024, 4096, 16384 interleaved, then
 # one run at N = 24576 (131072 is modelled); 1 %/min of the groups lost and back. Per N: the
 # last call to every answer per step (p50, p99), ctrund's CPU per step and
-# RSS. Ends with `RESULT ft_quorum_16k_p99_s` (goal <= 0.1),
-# `RESULT ft_quorum_16k_cpu_s_per_step` (goal <= 0.05) and
-# `RESULT ft_quorum_131k_p99_s` (goal <= 1); writes a JSON file (with
+# RSS. Side by side at each N (not the big one): the physical floor
+# (build/bench/ft_floor_load: one TCP exchange per group per step against a
+# one-thread epoll server) and the ratio ctrund/floor. Ends with
+# `RESULT ft_quorum_16k_p99_s` (goal <= 0.1),
+# `RESULT ft_quorum_16k_cpu_s_per_step` (goal <= 0.05),
+# `RESULT ft_quorum_16k_floor_p99_s`, `RESULT ft_quorum_16k_floor_cpu_s_per_step`
+# and `RESULT ft_quorum_131k_p99_s` (goal <= 1); writes a JSON file (with
 # "plots") under $CTRUN_BUILD_DIR/bench/.
 # Uses $CTRUN_BUILD_DIR (default ./build). Options: --sizes 256,1024 --reps 2
 # --steps 20 --step-s 1 --big 24576 (0 skips) --big-steps 8 --reference CTRUND (the base

@@ -1,7 +1,5 @@
 // ft_floor_load's frames: see ft_floor_load.h.
-#include <cstring>
-
-#include "ft_floor_load.h"
+#include "ft_floor_frames.h"
 
 namespace ft_floor_load {
 namespace {

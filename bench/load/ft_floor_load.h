@@ -1,22 +1,13 @@
-// ft_floor_load's parts (see ft_floor_load.cc): the options, the frames
-// both sides speak, the server (a child process) and the clients (the
-// parent).
-//
-// A frame: a 4-byte little-endian payload length, then the payload; a
-// payload starts with the step it belongs to (8 bytes, little-endian),
-// then filler up to its size. Payloads are at most kMaxPayload bytes.
+// ft_floor_load's parts (see ft_floor_load.cc): the options, the server
+// (a child process) and the clients (the parent); the frames both speak
+// are ft_floor_frames.h's.
 #pragma once
 
 #include <sys/types.h>
 
-#include <cstdint>
-#include <string>
-#include <string_view>
+#include "ft_floor_frames.h"
 
 namespace ft_floor_load {
-
-constexpr size_t kMaxPayload = 4096;
-constexpr size_t kStepBytes = 8;
 
 struct Options {
   int groups = 256;
@@ -29,14 +20,6 @@ struct Options {
 };
 
 Options Parse(int argc, char** argv);
-
-// Appends the frame of `step` with a payload of `bytes` (>= kStepBytes).
-void AppendFrame(std::string& out, int64_t step, size_t bytes);
-
-// The next whole frame in in[*off..]: its step, and *off moved past it.
-// Returns 0 when none is whole yet, 1 for a frame, -1 for a malformed one
-// (a length out of kStepBytes..kMaxPayload).
-int NextFrame(std::string_view in, size_t* off, int64_t* step);
 
 // The server: accepts o.groups connections on `listen_fd`, answers every
 // connection once all of them sent the step's frame, one thread, epoll.
