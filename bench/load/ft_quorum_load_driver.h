@@ -3,10 +3,17 @@
 // stepped together; see ft_quorum_load.cc for what it measures.
 //
 // Threads: Run's thread opens the watches, sends each step's calls and the
-// leaves, and waits; gRPC's callback threads deliver the answers
-// (OnAnswer) and the watches' events. Load's mu_ guards every Group, the
-// counters and error_. A SyncCall or Watch is owned by its Group.
-//   ft_quorum_load_steps.cc   the watches, the steps, the churn
+// leaves, and waits. The calls use gRPC's async API over --queues
+// completion queues, one thread each (Poll): group i's watch and FtSync
+// calls are on queue i % queues, so a completion's bookkeeping in gRPC
+// (which, in a build without NDEBUG, scans every operation outstanding on
+// its queue) sees ~N/queues operations, not N. Those threads deliver the
+// answers (OnAnswer) and the watches' events. Load's mu_ guards every
+// Group, the counters and error_. A SyncCall or Watch is owned by its
+// Group; the queues are drained before the Groups go.
+//   ft_quorum_load_queues.cc  the queues, their threads, the watches' and calls' tags
+//   ft_quorum_load_steps.cc   the waits, the calls sent and answered
+//   ft_quorum_load_run.cc     the steps, the churn, the end
 //   ft_quorum_load_report.cc  the JSON report
 #pragma once
 
@@ -18,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rendezvous.grpc.pb.h"
@@ -35,6 +43,7 @@ struct Options {
   std::string endpoint;
   int groups = 256;
   int channels = 4;
+  int queues = 8;              // completion queues, one thread each
   int steps = 30;              // measured steps, after the first quorum
   double step_s = 1.0;         // a step starts at most this often
   double lose_per_min = 0.01;  // the share of the groups lost (and back the next step) per minute
@@ -53,33 +62,59 @@ Options Parse(int argc, char** argv);
 
 class Load;
 
-// One FtSync in flight.
-struct SyncCall {
+// A tag on one of the Load's completion queues: the queue's thread calls
+// Done with the operation's outcome.
+class Op {
+ public:
+  virtual void Done(bool ok) = 0;
+
+ protected:
+  ~Op() = default;
+};
+
+struct Group;
+
+// One FtSync in flight; Done hands its answer to Load::OnAnswer and touches
+// nothing after (the Group may replace it at once).
+struct SyncCall final : Op {
+  SyncCall(Load* l, Group* g) : load(l), group(g) {}
+  void Done(bool ok) override;
+
+  Load* load;
+  Group* group;
   grpc::ClientContext ctx;
   v1::FtSyncRequest request;
   v1::FtSyncReply reply;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::FtSyncReply>> reader;
 };
 
-// One group's FtWatch stream, read for its life (its events are counted).
-class Watch final : public grpc::ClientReadReactor<v1::FtEvent> {
+// One group's FtWatch stream, read for its life (its events are counted):
+// started, its initial metadata read (Load::OnWatchOpen), read to its end
+// (Load::OnWatchEvent), finished (Load::OnWatchDone, the last it does).
+class Watch final : public Op {
  public:
   explicit Watch(Load* load) : load_(load) {}
-  void Start(v1::Rendezvous::Stub* stub, const v1::FtWatchRequest& request);
+  void Start(v1::Rendezvous::Stub* stub, grpc::CompletionQueue* cq, const v1::FtWatchRequest& request);
   void Cancel() { ctx_.TryCancel(); }
-  void OnReadInitialMetadataDone(bool ok) override;
-  void OnReadDone(bool ok) override;
-  void OnDone(const grpc::Status& status) override;
+  void Done(bool ok) override;
 
  private:
+  enum class State { kStarting, kOpening, kReading, kFinishing };
+  void Finish();
+
   Load* load_;
+  State state_ = State::kStarting;
   grpc::ClientContext ctx_;
-  v1::FtWatchRequest request_;
   v1::FtEvent event_;
+  grpc::Status status_;
+  std::unique_ptr<grpc::ClientAsyncReader<v1::FtEvent>> reader_;
 };
 
 struct Group {
   std::string id;
   v1::Rendezvous::Stub* stub = nullptr;
+  grpc::CompletionQueue* cq = nullptr;  // its watch's and calls' queue
   std::unique_ptr<Watch> watch;
   std::unique_ptr<SyncCall> call;  // the last FtSync
   bool in_flight = false;
@@ -94,16 +129,22 @@ struct Group {
 class Load {
  public:
   explicit Load(Options o) : o_(std::move(o)) {}
+  ~Load() { StopQueues(); }
   // Runs and prints the report; the exit code (0 ok, 1 not).
   int Run();
 
-  // gRPC's threads.
+  // The queues' threads.
   void OnAnswer(Group& g, const grpc::Status& status);
   void OnWatchOpen(bool ok);
   void OnWatchEvent();
   void OnWatchDone(const grpc::Status& status);
 
  private:
+  // The queues and their threads (Poll); StopQueues cancels what is still
+  // in flight, shuts them down, drains them and joins the threads.
+  void StartQueues();
+  void StopQueues();
+  static void Poll(grpc::CompletionQueue* cq);
   bool Connect();
   bool OpenWatches();
   // One step: the leaves, the calls, the wait; false on failure.
@@ -126,6 +167,8 @@ class Load {
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Rendezvous::Stub>> stubs_;
   std::vector<Group> groups_;
+  std::vector<std::unique_ptr<grpc::CompletionQueue>> queues_;  // after groups_: drained before they go
+  std::vector<std::thread> pollers_;
   v1::FtParams params_;
   int losses_total_ = 0;
 

@@ -23,6 +23,7 @@ int Load::Run() {
   }
   end_usage_ = bench_load::ReadServerUsage(o_.server_pid);
   CloseAll();
+  StopQueues();
   ok = ok && error_.empty();
   Report(ok);
   return ok ? 0 : 1;

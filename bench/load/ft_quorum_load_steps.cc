@@ -1,5 +1,5 @@
-// ft_quorum_load's watches, steps and churn, in Run's thread, and the
-// answers, in gRPC's: see ft_quorum_load_driver.h.
+// ft_quorum_load's waits and calls, in Run's thread, and the answers and
+// watch events, in the queues' threads: see ft_quorum_load_driver.h.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,34 +13,12 @@
 namespace ft_quorum_load {
 namespace {
 
-constexpr char kWatchOpenKey[] = "ctrun-ft-watch-open";  // rendezvous/grpc/convert/ft_convert.h
-
 std::chrono::system_clock::time_point DeadlineIn(double s) {
   return std::chrono::system_clock::now() +
          std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(s));
 }
 
 }  // namespace
-
-void Watch::Start(v1::Rendezvous::Stub* stub, const v1::FtWatchRequest& request) {
-  request_ = request;
-  stub->async()->FtWatch(&ctx_, &request_, this);
-  StartRead(&event_);
-  StartCall();
-}
-
-void Watch::OnReadInitialMetadataDone(bool ok) {
-  const auto& md = ctx_.GetServerInitialMetadata();
-  load_->OnWatchOpen(ok && md.find(kWatchOpenKey) != md.end());
-}
-
-void Watch::OnReadDone(bool ok) {
-  if (!ok) return;  // the stream ends: OnDone follows
-  load_->OnWatchEvent();
-  StartRead(&event_);
-}
-
-void Watch::OnDone(const grpc::Status& status) { load_->OnWatchDone(status); }
 
 void Load::Fail(const std::string& what) {
   if (error_.empty()) error_ = what;
@@ -114,6 +92,7 @@ bool Load::Connect() {
       return false;
     }
   }
+  StartQueues();
   params_.set_min_replicas(1);
   params_.set_max_replicas(o_.groups);
   params_.set_join_timeout_s(o_.timeout_s);
@@ -122,6 +101,7 @@ bool Load::Connect() {
   for (int i = 0; i < o_.groups; ++i) {
     groups_[i].id = "g" + std::to_string(i);
     groups_[i].stub = stubs_[i % o_.channels].get();
+    groups_[i].cq = queues_[static_cast<size_t>(i % o_.queues)].get();
   }
   return true;
 }
@@ -138,13 +118,13 @@ bool Load::OpenWatches() {
       std::lock_guard<std::mutex> lock(mu_);
       ++watches_started_;
     }
-    g.watch->Start(g.stub, req);
+    g.watch->Start(g.stub, g.cq, req);
   }
   return Wait("the watches to open", 0, &Load::WatchesOpen);
 }
 
 void Load::Send(Group& g) {
-  g.call = std::make_unique<SyncCall>();
+  g.call = std::make_unique<SyncCall>(this, &g);
   v1::FtSyncRequest& req = g.call->request;
   req.set_version(v1::PROTOCOL_VERSION_3);
   req.set_run_id(o_.run_id);
@@ -162,8 +142,9 @@ void Load::Send(Group& g) {
   req.set_compact_sources(static_cast<uint32_t>(o_.sources));
   g.in_flight = true;
   SyncCall* call = g.call.get();
-  g.stub->async()->FtSync(&call->ctx, &call->request, &call->reply,
-                          [this, &g](grpc::Status status) { OnAnswer(g, status); });
+  call->reader = g.stub->PrepareAsyncFtSync(&call->ctx, call->request, g.cq);
+  call->reader->StartCall();
+  call->reader->Finish(&call->reply, &call->status, call);
 }
 
 void Load::OnAnswer(Group& g, const grpc::Status& status) {
