@@ -14,45 +14,39 @@ constexpr char kFtShuttingDown[] = "rendezvous server is shutting down: retry ag
 
 }  // namespace
 
-grpc::ServerUnaryReactor* FtService::Sync(grpc::CallbackServerContext* context, const v1::FtSyncRequest* request,
-                                          v1::FtSyncReply* reply) {
-  grpc::Status status = check_.Check(*context, request->version(), request->token(), request->run_id());
+void FtService::FtSyncArrived(FtSyncCall* call) {
+  const v1::FtSyncRequest& request = call->request();
+  grpc::Status status = check_.Check(call->context(), request.version(), request.token(), request.run_id());
   FtOutbox out;
-  FtSyncCall* call = nullptr;
+  bool held = false;
   if (status.ok()) {
     std::lock_guard<CheckedMutex> lock(mu_);
     if (stopping_) {
       status = grpc::Status(grpc::StatusCode::UNAVAILABLE, kFtShuttingDown);
     } else {
-      call = new FtSyncCall(this, next_id_++, request->run_id(), request->group(), reply,
-                            request->compact_sources());
+      call->Hold(next_id_++);
       calls_[call->id()] = call;  // before stepping: its answer may be due at once
       FtOutput output;
-      const FtPart part = FtPartFromProto(*request);
-      const Status held = runs_.Sync(request->run_id(), FtParamsFromProto(request->params()),
-                                        SyncCallFromProto(*request), part.part, part.parts, call->id(), Clock::now(),
-                                        output);
-      if (!held.ok()) {
+      const FtPart part = FtPartFromProto(request);
+      const Status synced = runs_.Sync(request.run_id(), FtParamsFromProto(request.params()), SyncCallFromProto(request),
+                                       part.part, part.parts, call->id(), Clock::now(), output);
+      held = synced.ok();
+      if (!held) {
         calls_.erase(call->id());
-        delete call;  // gRPC never saw it
-        call = nullptr;
-        status = ToGrpcStatus(held);
+        status = ToGrpcStatus(synced);
       }
       Route(output, out);
     }
   }
   out.Flush();
-  if (call) return call;
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(status);
-  return reactor;
+  if (!held) call->End(status);
 }
 
-grpc::ServerWriteReactor<v1::FtEvent>* FtService::Watch(grpc::CallbackServerContext* context,
-                                                        const v1::FtWatchRequest* request) {
-  grpc::Status status = check_.Check(*context, request->version(), request->token(), request->run_id());
+void FtService::FtWatchArrived(FtWatchStream* stream) {
+  const v1::FtWatchRequest& request = stream->request();
+  grpc::Status status = check_.Check(stream->context(), request.version(), request.token(), request.run_id());
   FtOutbox out;
-  FtWatchStream* stream = nullptr;
+  bool opened = false;
   if (status.ok()) {
     std::lock_guard<CheckedMutex> lock(mu_);
     if (stopping_) {
@@ -60,26 +54,25 @@ grpc::ServerWriteReactor<v1::FtEvent>* FtService::Watch(grpc::CallbackServerCont
     } else {
       const uint64_t id = next_id_++;
       FtOutput output;
-      const Status opened = runs_.Watch(request->run_id(), FtParamsFromProto(request->params()), request->group(),
-                                           id, Clock::now(), output, request->node());
-      if (opened.ok()) {
-        context->AddInitialMetadata(kFtWatchOpenKey, "1");
-        stream = new FtWatchStream(this, id, request->run_id(), request->group());
+      const Status watched = runs_.Watch(request.run_id(), FtParamsFromProto(request.params()), request.group(), id,
+                                         Clock::now(), output, request.node());
+      opened = watched.ok();
+      if (opened) {
+        stream->context().AddInitialMetadata(kFtWatchOpenKey, "1");
+        stream->Hold(id);
         watches_[id] = stream;
       } else {
-        status = ToGrpcStatus(opened);
+        status = ToGrpcStatus(watched);
       }
       Route(output, out);
     }
   }
   out.Flush();
-  if (stream) {
+  if (opened) {
     stream->Open();
-    return stream;
+  } else {
+    stream->FinishNow(status);
   }
-  auto* refused = new FtWatchStream(this, 0, request->run_id(), request->group());
-  refused->FinishNow(status);
-  return refused;
 }
 
 grpc::ServerUnaryReactor* FtService::Leave(grpc::CallbackServerContext* context, const v1::FtLeaveRequest* request) {

@@ -25,6 +25,8 @@
 #include "rendezvous/grpc/server/checked_mutex.h"
 #include "rendezvous/grpc/server/ft_runs.h"
 #include "rendezvous/grpc/server/ft_streams.h"
+#include "rendezvous/grpc/server/ft_sync_call.h"
+#include "rendezvous/grpc/server/ft_watch_stream.h"
 #include "rendezvous/grpc/server/server_timer.h"
 
 namespace ctrun::rdzv {
@@ -38,16 +40,15 @@ class FtService final : public FtCallOwner {
   FtService(const FtService&) = delete;
   FtService& operator=(const FtService&) = delete;
 
-  // The handlers of v1::Rendezvous' calls of the same names.
-  grpc::ServerUnaryReactor* Sync(grpc::CallbackServerContext* context, const v1::FtSyncRequest* request,
-                                 v1::FtSyncReply* reply);
-  grpc::ServerWriteReactor<v1::FtEvent>* Watch(grpc::CallbackServerContext* context,
-                                               const v1::FtWatchRequest* request);
+  // FtLeave's handler (a callback method).
   grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* context, const v1::FtLeaveRequest* request);
 
-  // FtCallOwner: a held FtSync whose client went away is dropped; a watch
-  // that ended on the client's side is its group lost.
+  // FtCallOwner: the handlers of FtSync and FtWatch (async methods, on the
+  // server's queues); a held FtSync whose client went away is dropped; a
+  // watch that ended on the client's side is its group lost.
+  void FtSyncArrived(FtSyncCall* call) override;
   void FtSyncCancelled(FtSyncCall* call) override;
+  void FtWatchArrived(FtWatchStream* stream) override;
   void FtWatchDone(FtWatchStream* stream) override;
 
   // Each requires mu.

@@ -6,49 +6,21 @@
 
 namespace ctrun::rdzv {
 
-void LiveStreams::Add() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++n_;
-}
-
-void LiveStreams::Remove() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (--n_ == 0) none_.notify_all();
-}
-
-void LiveStreams::WaitNone() {
-  std::unique_lock<std::mutex> lock(mu_);
-  none_.wait(lock, [this] { return n_ == 0; });
-}
-
-void JoinStream::Request(JoinService* service, grpc::ServerCompletionQueue* cq, StreamOwner* owner,
-                         const Arrival* arrival, LiveStreams* live) {
-  auto* stream = new JoinStream(owner, arrival, live);
+void JoinStream::Request(AsyncService* service, grpc::ServerCompletionQueue* cq, StreamOwner* owner,
+                         const std::function<void()>* again, LiveCalls* live) {
+  auto* stream = new JoinStream(owner, again, live);
   // Before the request: the done operation is started when a call matches it.
   stream->ctx_.AsyncNotifyWhenDone(&stream->done_);
   service->RequestJoin(&stream->ctx_, &stream->request_, &stream->writer_, cq, cq, &stream->arrived_);
 }
 
-void JoinStream::OnTag(void* tag, bool ok) {
-  const Tag& t = *static_cast<Tag*>(tag);
-  switch (t.op) {
-    case Tag::kArrived:
-      if (ok) {
-        (*t.stream->arrival_)(t.stream);
-      } else {
-        delete t.stream;  // the server is shutting down: no call came, no other operation was started
-      }
-      return;
-    case Tag::kWritten:
-      t.stream->OnWriteDone(ok);
-      return;
-    case Tag::kFinished:
-      t.stream->OnFinished();
-      return;
-    case Tag::kDone:
-      t.stream->OnDone();
-      return;
+void JoinStream::OnArrived(bool ok) {
+  if (!ok) {
+    delete this;  // the server is shutting down: no call came, no other operation was started
+    return;
   }
+  (*again_)();
+  owner_->JoinArrived(this);
 }
 
 bool JoinStream::client_gone() const {
@@ -115,7 +87,7 @@ void JoinStream::OnWriteDone(bool ok) {
   Perform(action);
 }
 
-void JoinStream::OnDone() {
+void JoinStream::OnDone(bool /*ok*/) {
   Action action;
   bool end = false;
   {
@@ -129,7 +101,7 @@ void JoinStream::OnDone() {
   if (end) End();
 }
 
-void JoinStream::OnFinished() {
+void JoinStream::OnFinished(bool /*ok*/) {
   bool end = false;
   {
     std::lock_guard<std::mutex> lock(mu_);

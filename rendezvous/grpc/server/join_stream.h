@@ -8,18 +8,12 @@
 // a round's RoundComplete is queued as bytes shared by every member's stream
 // (round_push.h) instead of one copy per member.
 //
-// Join is served through gRPC's async API, on the completion queues of
-// join_queues.h, not as a callback method: every callback call of a process
-// shares gRPC's one process-wide callback queue (Debian's libgrpc polls with
-// epoll1, which cannot run it in the background), and that libgrpc, built
-// without NDEBUG, looks each completion up in a list of its queue's
-// outstanding operations, one per open Join stream: O(N) per completion,
-// O(N^2) per round. Spread over JoinQueues::kQueues queues, a completion
-// scans about N/kQueues.
+// Join is served through gRPC's async API, on the server's completion
+// queues (serve_queues.h; async_calls.h says why not a callback).
 //
 // Lifetime: Request makes a stream that waits for a call. Each stream has at
 // most one write, one finish and one "done" operation outstanding, all on
-// its queue, whose one thread calls OnTag. Finish waits until no holder is
+// its queue, whose one thread takes their tags. Finish waits until no holder is
 // left, so a stream that was held under the server's lock (a true Enqueue or
 // RequestFinish) stays valid until the holder's Kick(). Once both the finish
 // and the done operation are back, the stream reports its end to its
@@ -32,7 +26,6 @@
 #include <grpcpp/support/async_stream.h>
 #include <grpcpp/support/byte_buffer.h>
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -42,6 +35,7 @@
 #include <vector>
 
 #include "rendezvous.grpc.pb.h"
+#include "rendezvous/grpc/server/async_calls.h"
 #include "rendezvous/machine/node_order.h"
 
 namespace ctrun::rdzv {
@@ -51,6 +45,9 @@ class JoinStream;
 // What a JoinStream reports its end to. Must outlive every stream it owns.
 class StreamOwner {
  public:
+  // A Join call arrived on `stream`: its handler (on the stream's queue
+  // thread). The handler identifies the stream, then ends it or hands it on.
+  virtual void JoinArrived(JoinStream* stream) = 0;
   // `stream` ended and will be deleted when this returns. Called on a gRPC
   // thread with no lock of the stream held.
   virtual void StreamDone(JoinStream* stream) = 0;
@@ -59,61 +56,20 @@ class StreamOwner {
   ~StreamOwner() = default;
 };
 
-// The streams alive (requested or open), so that their queues are shut
-// down only once none is left: an operation started on a queue after its
-// shutdown is a fatal error in gRPC.
-class LiveStreams {
- public:
-  void Add();
-  void Remove();
-  // Blocks until no stream is left.
-  void WaitNone();
-
- private:
-  std::mutex mu_;
-  std::condition_variable none_;
-  int n_ = 0;
-};
-
-// The service with Join as a raw async method and every other method a
-// callback: CallbackService without its callback Join (gRPC keeps a callback
-// handler that a later "raw" mark would leave in place). A method added to
-// the proto must be added here too: its callback override in the server then
-// compiles.
-using JoinService = v1::Rendezvous::WithRawMethod_Join<v1::Rendezvous::WithCallbackMethod_KeepAlive<
-    v1::Rendezvous::WithCallbackMethod_Leave<v1::Rendezvous::WithCallbackMethod_GetState<
-        v1::Rendezvous::WithCallbackMethod_Preempt<v1::Rendezvous::WithCallbackMethod_ReportFailure<
-            v1::Rendezvous::WithCallbackMethod_ShipLogs<v1::Rendezvous::WithCallbackMethod_ReadLogs<
-                v1::Rendezvous::WithCallbackMethod_FtSync<v1::Rendezvous::WithCallbackMethod_FtWatch<
-                    v1::Rendezvous::WithCallbackMethod_FtLeave<v1::Rendezvous::Service>>>>>>>>>>>;
-
 class JoinStream final {
  public:
-  // Called on the stream's queue thread when a Join call arrives on it.
-  using Arrival = std::function<void(JoinStream*)>;
-
   // Makes a stream, counted in `live` until it is deleted, and asks
-  // `service` for the next Join call on `cq`; `arrival` is called with it
-  // once one comes (never, if the server shuts down first: the stream is then
-  // deleted). `owner`, `service`, `cq`, `arrival` and `live` must outlive the
-  // stream.
-  static void Request(JoinService* service, grpc::ServerCompletionQueue* cq, StreamOwner* owner,
-                      const Arrival* arrival, LiveStreams* live);
+  // `service` for the next Join call on `cq`; once one comes the stream
+  // calls `again`, then owner->JoinArrived (never, if the server shuts down
+  // first: the stream is then deleted). All of them must outlive the stream.
+  static void Request(AsyncService* service, grpc::ServerCompletionQueue* cq, StreamOwner* owner,
+                      const std::function<void()>* again, LiveCalls* live);
 
-  // The completion of one of this stream's operations, with gRPC's `ok`:
-  // what the queue's thread calls with each tag it takes (a Tag*).
-  struct Tag {
-    enum Op { kArrived, kWritten, kFinished, kDone };
-    JoinStream* stream;
-    Op op;
-  };
-  static void OnTag(void* tag, bool ok);
-
-  // The call's context and request, for the Arrival handler.
+  // The call's context and request, for JoinArrived.
   grpc::ServerContext& context() { return ctx_; }
   const grpc::ByteBuffer& request() const { return request_; }
 
-  // Names the stream, once, before anyone else sees it (the Arrival handler).
+  // Names the stream, once, before anyone else sees it (JoinArrived).
   // `peer_ip`: the address the call came from (PeerIp; "" if unknown).
   void Identify(std::string run_id, NodeId node, uint64_t incarnation, std::string peer_ip) {
     run_id_ = std::move(run_id);
@@ -151,8 +107,8 @@ class JoinStream final {
   void Kick();
 
  private:
-  JoinStream(StreamOwner* owner, const Arrival* arrival, LiveStreams* live)
-      : owner_(owner), arrival_(arrival), live_(live) {
+  JoinStream(StreamOwner* owner, const std::function<void()>* again, LiveCalls* live)
+      : owner_(owner), again_(again), live_(live) {
     live_->Add();
   }
   ~JoinStream() { live_->Remove(); }
@@ -167,11 +123,13 @@ class JoinStream final {
     std::optional<uint64_t> round;  // of the RoundComplete it holds
   };
 
+  // The completions of the stream's operations (their tags below).
+  void OnArrived(bool ok);
   void OnWriteDone(bool ok);
   // The call is over (the client went away, or the server's finish is
   // written): a cancelled call marks the client gone and finishes.
-  void OnDone();
-  void OnFinished();
+  void OnDone(bool ok);
+  void OnFinished(bool ok);
   // Both the finish and the done operation are back: reports the end, deletes.
   void End();
 
@@ -182,8 +140,8 @@ class JoinStream final {
   void Perform(const Action& action);
 
   StreamOwner* const owner_;
-  const Arrival* const arrival_;
-  LiveStreams* const live_;
+  const std::function<void()>* const again_;
+  LiveCalls* const live_;
   std::string run_id_;
   NodeId node_;
   uint64_t incarnation_ = 0;
@@ -192,10 +150,10 @@ class JoinStream final {
   grpc::ServerContext ctx_;
   grpc::ByteBuffer request_;
   grpc::ServerAsyncWriter<grpc::ByteBuffer> writer_{&ctx_};
-  Tag arrived_{this, Tag::kArrived};
-  Tag written_{this, Tag::kWritten};
-  Tag finished_tag_{this, Tag::kFinished};
-  Tag done_{this, Tag::kDone};
+  CallTag<JoinStream> arrived_{this, &JoinStream::OnArrived};
+  CallTag<JoinStream> written_{this, &JoinStream::OnWriteDone};
+  CallTag<JoinStream> finished_tag_{this, &JoinStream::OnFinished};
+  CallTag<JoinStream> done_{this, &JoinStream::OnDone};
 
   mutable std::mutex mu_;
   bool client_gone_ = false;

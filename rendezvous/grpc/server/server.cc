@@ -94,14 +94,14 @@ Status RendezvousServer::Impl::Listen(const HostPort& hp) {
   // token check sees it, instead of gRPC's default 4 MiB.
   builder.SetMaxReceiveMessageSize(2 << 20);
   builder.RegisterService(this);
-  join_queues_.AddTo(builder);
+  serve_queues_.AddTo(builder);
   logs_ = std::make_unique<LogHub>([this](const std::vector<std::string>& ids) { return RunsKnown(ids); });
   server_ = builder.BuildAndStart();
   if (!server_) {
     return Status::Unavailable("cannot listen on " + hp.host + ":" + std::to_string(hp.port) +
                                ": the gRPC server did not start (see the log above)");
   }
-  join_queues_.Start(this, this, [this](JoinStream* stream) { OnJoin(stream); });
+  ServeAsyncMethods();
   mux_ = std::move(*mux);
   port_ = mux_->port();
   address_ = hp.host + ":" + std::to_string(port_);
@@ -111,6 +111,21 @@ Status RendezvousServer::Impl::Listen(const HostPort& hp) {
   });
   timer_thread_ = std::thread([this] { TimerLoop(); });
   return Status::Ok();
+}
+
+void RendezvousServer::Impl::ServeAsyncMethods() {
+  // Calls kept requested per queue and method: each arrival requests the next.
+  constexpr int kRequested = 16;
+  serve_queues_.Serve([this](grpc::ServerCompletionQueue* cq, const std::function<void()>* again,
+                             LiveCalls* live) { JoinStream::Request(this, cq, this, again, live); },
+                      kRequested);
+  serve_queues_.Serve([this](grpc::ServerCompletionQueue* cq, const std::function<void()>* again,
+                             LiveCalls* live) { FtSyncCall::Request(this, cq, &ft_, again, live); },
+                      kRequested);
+  serve_queues_.Serve([this](grpc::ServerCompletionQueue* cq, const std::function<void()>* again,
+                             LiveCalls* live) { FtWatchStream::Request(this, cq, &ft_, again, live); },
+                      kRequested);
+  serve_queues_.Start();
 }
 
 void RendezvousServer::Impl::Shutdown() {
@@ -134,7 +149,7 @@ void RendezvousServer::Impl::Shutdown() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     server_->Wait();
   }
-  join_queues_.Shutdown();  // after the server's: the streams left get their last operations back
+  serve_queues_.Shutdown();  // after the server's: the calls left get their last operations back
 }
 
 void RendezvousServer::Impl::WhenDrained(const std::string& run_id, std::function<void()> cb) {

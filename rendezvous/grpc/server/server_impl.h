@@ -44,13 +44,13 @@
 #include "rendezvous/grpc/server/call_check.h"
 #include "rendezvous/grpc/server/checked_mutex.h"
 #include "rendezvous/grpc/server/ft_service.h"
-#include "rendezvous/grpc/server/join_queues.h"
 #include "rendezvous/grpc/server/join_stream.h"
 #include "rendezvous/grpc/server/log_hub.h"
 #include "rendezvous/grpc/server/node_streams.h"
 #include "rendezvous/grpc/server/run_failures.h"
 #include "rendezvous/grpc/server/run_states.h"
 #include "rendezvous/grpc/server/run_stores.h"
+#include "rendezvous/grpc/server/serve_queues.h"
 #include "rendezvous/grpc/server/server.h"
 #include "rendezvous/grpc/server/server_timer.h"
 #include "rendezvous/grpc/server/step_reports.h"
@@ -62,7 +62,7 @@ namespace ctrun::rdzv {
 // Join is a raw async method (serialized bytes both ways, served on
 // join_queues.h's queues): the request is parsed here, and the stream carries
 // serialized Updates (join_stream.h). The other methods are callbacks.
-class RendezvousServer::Impl final : public JoinService,
+class RendezvousServer::Impl final : public AsyncService,
                                      public StreamOwner {
  public:
   explicit Impl(const ServerOptions& options);
@@ -78,6 +78,9 @@ class RendezvousServer::Impl final : public JoinService,
   // Binds `hp`, starts serving and the timer thread. Unavailable naming the
   // address and the reason when it cannot be bound.
   Status Listen(const HostPort& hp);
+  // Serves Join, FtSync and FtWatch on serve_queues_ and starts them (the
+  // gRPC server runs).
+  void ServeAsyncMethods();
 
   // As RendezvousServer's methods of the same names.
   void Shutdown();
@@ -92,8 +95,8 @@ class RendezvousServer::Impl final : public JoinService,
   void StreamDone(JoinStream* stream) override;
 
   // v1::Rendezvous (service_calls.cc).
-  // A Join call arrived on `stream` (a JoinQueues thread).
-  void OnJoin(JoinStream* stream);
+  // StreamOwner: a Join call arrived on `stream` (a ServeQueues thread).
+  void JoinArrived(JoinStream* stream) override;
   grpc::ServerUnaryReactor* KeepAlive(grpc::CallbackServerContext* context, const v1::KeepAliveRequest* request,
                                       v1::KeepAliveReply* reply) override;
   grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* context, const v1::LeaveRequest* request,
@@ -108,15 +111,8 @@ class RendezvousServer::Impl final : public JoinService,
                                           const v1::ReportFailureRequest* request,
                                           v1::ReportFailureReply* reply) override;
 
-  // The fault-tolerance calls (ft_service.h; ft_runs.h has their semantics).
-  grpc::ServerUnaryReactor* FtSync(grpc::CallbackServerContext* context, const v1::FtSyncRequest* request,
-                                   v1::FtSyncReply* reply) override {
-    return ft_.Sync(context, request, reply);
-  }
-  grpc::ServerWriteReactor<v1::FtEvent>* FtWatch(grpc::CallbackServerContext* context,
-                                                 const v1::FtWatchRequest* request) override {
-    return ft_.Watch(context, request);
-  }
+  // The fault-tolerance calls (ft_service.h; ft_runs.h has their semantics):
+  // FtSync and FtWatch are async methods on serve_queues_.
   grpc::ServerUnaryReactor* FtLeave(grpc::CallbackServerContext* context, const v1::FtLeaveRequest* request,
                                     v1::FtLeaveReply* /*reply*/) override {
     return ft_.Leave(context, request);
@@ -275,7 +271,7 @@ class RendezvousServer::Impl final : public JoinService,
   std::unique_ptr<PortMux> mux_;
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> grpc_acceptor_;
   RunStores stores_;  // the workers' stores on the port (run_stores.h)
-  JoinQueues join_queues_;  // shut down after the server, destroyed after it
+  ServeQueues serve_queues_;  // shut down after the server, destroyed after it
   std::unique_ptr<grpc::Server> server_;
   std::thread timer_thread_;
 };

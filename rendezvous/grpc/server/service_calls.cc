@@ -57,7 +57,7 @@ void RendezvousServer::Impl::StreamDone(JoinStream* stream) {
   out.Flush();
 }
 
-void RendezvousServer::Impl::OnJoin(JoinStream* stream) {
+void RendezvousServer::Impl::JoinArrived(JoinStream* stream) {
   grpc::ServerContext* context = &stream->context();
   v1::JoinRequest parsed;
   grpc::ByteBuffer bytes(stream->request());  // shares the slices
