@@ -147,6 +147,11 @@ void FloorClients::CloseAll() {
   ep_ = -1;
 }
 
+int Drive(const Options& o, int port, pid_t server) {
+  FloorClients clients(o, port, server);
+  return clients.Run();
+}
+
 bool FloorClients::EndServer() {
   const Clock::time_point give_up = Clock::now() + FloorSeconds(o_.timeout_s);
   int status = 0;

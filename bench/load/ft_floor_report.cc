@@ -48,9 +48,4 @@ void FloorClients::Report(bool ok) const {
   if (!ok) std::fprintf(stderr, "ft_floor_load: %s\n", error_.c_str());
 }
 
-int Drive(const Options& o, int port, pid_t server) {
-  FloorClients clients(o, port, server);
-  return clients.Run();
-}
-
 }  // namespace ft_floor_load
