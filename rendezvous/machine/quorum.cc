@@ -177,13 +177,25 @@ bool QuorumMachine::Healthy(const std::string& id, TimePoint now) const {
 
 std::vector<QuorumMember> QuorumMachine::Choose(const std::vector<const Participant*>& ready) const {
   std::vector<const Participant*> order = ready;
-  std::sort(order.begin(), order.end(), [&](const Participant* a, const Participant* b) {
-    const bool pa = in_last_.count(a->member.id) > 0, pb = in_last_.count(b->member.id) > 0;
-    if (pa != pb) return pa;
-    if (a->order != b->order) return a->order < b->order;
-    return a->member.id < b->member.id;
-  });
-  if (order.size() > static_cast<size_t>(params_.max_replicas)) order.resize(static_cast<size_t>(params_.max_replicas));
+  const size_t max = static_cast<size_t>(params_.max_replicas);
+  if (order.size() > max) {
+    // Who stays: the last quorum's members first, then by arrival, then by
+    // id. Each one's membership is looked up once, not per comparison.
+    struct Key {
+      bool in_last;
+      const Participant* p;
+    };
+    std::vector<Key> keys;
+    keys.reserve(order.size());
+    for (const Participant* p : order) keys.push_back({in_last_.count(p->member.id) > 0, p});
+    std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+      if (a.in_last != b.in_last) return a.in_last;
+      if (a.p->order != b.p->order) return a.p->order < b.p->order;
+      return a.p->member.id < b.p->member.id;
+    });
+    for (size_t i = 0; i < max; ++i) order[i] = keys[i].p;
+    order.resize(max);
+  }
   std::vector<QuorumMember> members;
   members.reserve(order.size());
   for (const Participant* p : order) members.push_back(p->member);

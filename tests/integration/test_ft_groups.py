@@ -56,6 +56,9 @@ class Group:
     def stdout(self):
         return "".join(n.stdout() for n in self.nodes)
 
+    def stderr(self):
+        return "".join(n.stderr() for n in self.nodes)
+
 
 class GroupsOfNodes(FtCase):
     @classmethod
