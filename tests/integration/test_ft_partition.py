@@ -244,9 +244,11 @@ class PartitionTest(unittest.TestCase):
         self.cut_group_2()
         # Group 2 then votes no on its step; the vote's answer is held, as
         # no quorum can form (it alone is healthy to the server).
+        # (Group 2 is told of the first loss only: the second, in the same
+        # step, has nothing left to abort.)
         self.wait_until("the server lost groups 0 and 1 and told group 2",
                         lambda: self.ctrund_output().count(", a member of quorum 1, was lost") >= 2 and
-                        minority.stderr().count("of quorum 1 was lost") >= 2, 40)
+                        minority.stderr().count("of quorum 1 was lost") >= 1, 40)
         for g in self.groups:
             steps = g.steps()
             self.assertTrue(all(s < CUT_STEP for s, _, _ in steps), f"group {g.index} committed while cut: {steps}")

@@ -253,17 +253,23 @@ void FtRuns::Lose(const std::string& run_id, Run& run, const std::string& group,
   const bool was_active = run.active.erase(group) > 0;
   const std::optional<Quorum>& last = run.sync.last();
   if (was_active && !finished && last && last->rank_of(group)) {
-    size_t told = 0;
-    for (const auto& [other, nodes] : run.watches) {
-      if (other == group) continue;
-      for (const auto& [node, watch_id] : nodes) {
-        out.pushes.emplace_back(watch_id, FtLostEvent{group, last->id, reason});
+    const std::pair<int64_t, uint64_t> step_in_flight{last->id, run.batches};
+    std::string told_what = "the others were told of an earlier loss in this step";
+    if (run.told != step_in_flight) {
+      run.told = step_in_flight;
+      size_t told = 0;
+      for (const auto& [other, nodes] : run.watches) {
+        if (other == group) continue;
+        for (const auto& [node, watch_id] : nodes) {
+          out.pushes.emplace_back(watch_id, FtLostEvent{group, last->id, reason});
+        }
+        ++told;
       }
-      ++told;
+      told_what = "told " + Count(told, "other group") + " watching";
     }
     out.logs.push_back("fault-tolerance run '" + OneLine(run_id) + "': replica group '" + group +
-                       "', a member of quorum " + std::to_string(last->id) + ", was lost (" + reason + "); told " +
-                       Count(told, "other group") + " watching");
+                       "', a member of quorum " + std::to_string(last->id) + ", was lost (" + reason + "); " +
+                       told_what);
   }
   for (uint64_t held : run.held.Take(group)) {
     out.ended_calls.emplace_back(held, Status::Aborted("replica group '" + group + "' left the quorum (" + reason +
@@ -280,7 +286,9 @@ void FtRuns::Lose(const std::string& run_id, Run& run, const std::string& group,
 void FtRuns::Settle(const std::string& run_id, Run& run, TimePoint now, FtOutput& out) {
   // The watching groups that have not left heartbeat here: they are pinned
   // (Rewatch), which is the same at O(1) per call.
-  for (SyncAnswer& answer : run.sync.Tick(now)) {
+  std::vector<SyncAnswer> answers = run.sync.Tick(now);
+  if (!answers.empty()) ++run.batches;
+  for (SyncAnswer& answer : answers) {
     // Every part still held gets the group's answer (a dropped one: none).
     for (uint64_t held : run.held.Take(answer.group)) out.answers.emplace_back(held, answer);
   }

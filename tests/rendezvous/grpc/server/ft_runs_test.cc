@@ -183,5 +183,36 @@ TEST_CASE("FtRuns: a run with no watch and no held call is forgotten after idle_
   CHECK_FALSE(runs.NextDeadline().has_value());
 }
 
+
+TEST_CASE("FtRuns: only a step's first loss is pushed; the next step's first is pushed again") {
+  FtRuns runs;
+  FtOutput out;
+  const std::vector<std::string> groups = {"a", "b", "c", "d"};
+  for (uint64_t i = 0; i < 4; ++i) REQUIRE(runs.Watch("r", FtTestParams(1, 4), groups[i], 100 + i, t0, out).ok());
+  for (uint64_t i = 0; i < 4; ++i) REQUIRE(runs.Sync("r", FtTestParams(1, 4), First(groups[i]), 1 + i, t0, out).ok());
+  REQUIRE(out.answers.size() == 4);
+  out = {};
+  // Quorum 1's step 0 in flight: c then d lost.
+  runs.WatchGone("r", "c", 102, t0, out);
+  CHECK(out.pushes.size() == 3);
+  out = {};
+  runs.WatchGone("r", "d", 103, t0, out);
+  CHECK(out.pushes.empty());  // a and b abort step 0 already
+  REQUIRE(out.logs.size() == 1);
+  CHECK_THAT(out.logs[0], Catch::Contains("'d', a member of quorum 1, was lost") &&
+                              Catch::Contains("the others were told of an earlier loss in this step"));
+  out = {};
+  // a and b vote the aborted step down and get quorum 2; its step in flight
+  // gets the push of its first loss.
+  REQUIRE(runs.Sync("r", FtTestParams(1, 4), Vote("a", 1, 0, false), 10, t0, out).ok());
+  REQUIRE(runs.Sync("r", FtTestParams(1, 4), Vote("b", 1, 0, false), 11, t0, out).ok());
+  REQUIRE(out.answers.size() == 2);
+  CHECK(out.answers[0].second.quorum->id == 2);
+  out = {};
+  runs.WatchGone("r", "b", 101, t0, out);
+  REQUIRE(out.pushes.size() == 1);
+  CHECK(out.pushes[0] == std::pair<uint64_t, FtLostEvent>{100, FtLostEvent{"b", 2, "its agent's watch stream ended"}});
+}
+
 }  // namespace
 }  // namespace ctrun::rdzv
