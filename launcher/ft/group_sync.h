@@ -31,6 +31,7 @@
 #include "base/ft_wire/agent_lines.h"
 #include "base/ft_wire/worker_lines.h"
 #include "base/result.h"
+#include "launcher/cli/launch_config.h"
 #include "rendezvous/machine/step_sync.h"
 
 namespace ctrun::launcher {
@@ -38,10 +39,8 @@ namespace ctrun::launcher {
 // The most workers a node may run under --ft-replicas: its address must fit
 // the quorum server's 1024 bytes.
 inline constexpr int kFtMaxLocalRanks = 64;
-// The most nodes of one replica group (the quorum server's bound on
-// FtSyncRequest.parts).
-inline constexpr int kFtMaxGroupNodes = 64;
-// The most heal sources a node asks for: a group's most ranks, and 2.
+// The most heal sources a node asks for: a group's most ranks (with
+// --ft-group-size's kFtMaxGroupNodes, launch_config.h), and 2.
 inline constexpr uint32_t kFtMaxCompactSources = kFtMaxLocalRanks * kFtMaxGroupNodes + 2;
 
 // The heal sources a node of a group of `parts` nodes with `nproc` workers
