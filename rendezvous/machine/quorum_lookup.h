@@ -46,8 +46,8 @@ struct CompactPart {
 };
 
 // The most members a compact answer lists beside the part
-// (FtCompact.members): above it the list is left out, so an answer stays a
-// few hundred bytes at any scale.
+// (FtCompact.members): above it the list is left out, so an answer's size
+// does not grow with the quorum's.
 inline constexpr size_t kCompactMembersMax = 64;
 
 // A member's compact part as a client holds it: the fields of CompactPart,
