@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <string_view>
+#include <unordered_map>
 
 #include "base/ft_wire/host_port.h"
 #include "launcher/cli/text.h"
@@ -129,6 +131,7 @@ Result<std::vector<RankAddress>> ReadRanks(const rdzv::QuorumMember& m, int rank
 }
 
 // FtRankAnswers from the whole quorum: every member's address is read.
+// O(N) per rank in the quorum's N members.
 Result<std::vector<ft_wire::QuorumLine>> WholeQuorumAnswers(const rdzv::SyncAnswer& answer, const std::string& group,
                                                             int nproc, int part, int parts) {
   const rdzv::Quorum& q = *answer.quorum;
@@ -140,6 +143,8 @@ Result<std::vector<ft_wire::QuorumLine>> WholeQuorumAnswers(const rdzv::SyncAnsw
   }
   const std::optional<size_t> me = q.rank_of(group);
   if (!me) return Status::NotFound(fmt::format("replica group '{}' is not in quorum {}", QuotePart(group), q.id));
+  std::unordered_map<std::string_view, size_t> by_address;  // PlanFor's sources back to their members: the first
+  for (size_t k = 0; k < q.members.size(); ++k) by_address.emplace(q.members[k].address, k);
   const int64_t max_step = q.max_step();
   bool behind = false;
   for (const auto& m : q.members) behind = behind || m.step < max_step;
@@ -159,12 +164,11 @@ Result<std::vector<ft_wire::QuorumLine>> WholeQuorumAnswers(const rdzv::SyncAnsw
     Result<rdzv::QuorumPlan> plan = rdzv::PlanFor(q, group, r);
     if (!plan.ok()) return plan.status();
     if (plan->heal) {
-      for (const std::string& source : plan->sources) {
-        for (size_t k = 0; k < q.members.size(); ++k) {
-          if (q.members[k].address != source) continue;
-          a.heal_sources.push_back(ft_wire::FormatHostPort(addresses[k][i].host, addresses[k][i].heal));
-          break;
-        }
+      for (const std::string& source : plan->sources) {  // each is a member's address
+        const auto it = by_address.find(source);
+        if (it == by_address.end()) continue;
+        const RankAddress& s = addresses[it->second][i];
+        a.heal_sources.push_back(ft_wire::FormatHostPort(s.host, s.heal));
       }
     }
     out.push_back(std::move(a));
