@@ -148,6 +148,9 @@ Result<std::unique_ptr<FtRuntime>> StartFaultTolerance(boost::asio::io_context& 
   // c10d node waits for its round: a wrong endpoint, or fewer than MIN
   // groups, ends the workers with one line instead of a hang.
   o.sync_timeout = ToDuration(config.rdzv_conf.join_timeout);
+  // Only this group's part of each quorum, not every group's address
+  // (group_sync.h): enough heal sources for each of its ranks.
+  o.compact_sources = FtCompactSources(config.nproc_per_node, parts);
   o.params = rdzv::QuorumParams{.min_replicas = config.ft->min_replicas,
                                 .max_replicas = config.ft->max_replicas,
                                 .join_timeout = ToDuration(config.ft_join_timeout),

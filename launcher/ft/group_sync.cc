@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <string_view>
+#include <unordered_map>
 
 #include "base/ft_wire/host_port.h"
 #include "launcher/cli/text.h"
@@ -107,23 +110,41 @@ void FtGroupSync::Reset() {
   given_ = 0;
 }
 
-Result<std::vector<ft_wire::QuorumLine>> FtRankAnswers(const rdzv::SyncAnswer& answer, const std::string& group,
-                                                       int nproc, int part, int parts) {
+uint32_t FtCompactSources(int nproc, int parts) {
+  const int64_t ranks = int64_t{std::max(nproc, 1)} * std::max(parts, 1);
+  return static_cast<uint32_t>(std::min<int64_t>(ranks + 2, kFtMaxCompactSources));
+}
+
+namespace {
+
+// A member's address read: at least `ranks` ranks, as many as this group's.
+Result<std::vector<RankAddress>> ReadRanks(const rdzv::QuorumMember& m, int ranks) {
+  Result<std::vector<RankAddress>> a = ParseAddress(m);
+  if (!a.ok()) return a.status();
+  if (static_cast<int>(a->size()) < ranks) {
+    return Status::InvalidArgument(fmt::format(
+        "replica group '{}' runs {} workers and this one {}: under --ft-replicas every group runs the same "
+        "number (--nproc-per-node and --ft-group-size)",
+        QuotePart(m.id), a->size(), ranks));
+  }
+  return a;
+}
+
+// FtRankAnswers from the whole quorum: every member's address is read.
+// O(N) per rank in the quorum's N members.
+Result<std::vector<ft_wire::QuorumLine>> WholeQuorumAnswers(const rdzv::SyncAnswer& answer, const std::string& group,
+                                                            int nproc, int part, int parts) {
   const rdzv::Quorum& q = *answer.quorum;
   std::vector<std::vector<RankAddress>> addresses;
   for (const rdzv::QuorumMember& m : q.members) {
-    Result<std::vector<RankAddress>> a = ParseAddress(m);
+    Result<std::vector<RankAddress>> a = ReadRanks(m, nproc * parts);
     if (!a.ok()) return a.status();
-    if (static_cast<int>(a->size()) < nproc * parts) {
-      return Status::InvalidArgument(fmt::format(
-          "replica group '{}' runs {} workers and this one {}: under --ft-replicas every group runs the same "
-          "number (--nproc-per-node and --ft-group-size)",
-          QuotePart(m.id), a->size(), nproc * parts));
-    }
     addresses.push_back(std::move(*a));
   }
   const std::optional<size_t> me = q.rank_of(group);
   if (!me) return Status::NotFound(fmt::format("replica group '{}' is not in quorum {}", QuotePart(group), q.id));
+  std::unordered_map<std::string_view, size_t> by_address;  // PlanFor's sources back to their members: the first
+  for (size_t k = 0; k < q.members.size(); ++k) by_address.emplace(q.members[k].address, k);
   const int64_t max_step = q.max_step();
   bool behind = false;
   for (const auto& m : q.members) behind = behind || m.step < max_step;
@@ -143,17 +164,72 @@ Result<std::vector<ft_wire::QuorumLine>> FtRankAnswers(const rdzv::SyncAnswer& a
     Result<rdzv::QuorumPlan> plan = rdzv::PlanFor(q, group, r);
     if (!plan.ok()) return plan.status();
     if (plan->heal) {
-      for (const std::string& source : plan->sources) {
-        for (size_t k = 0; k < q.members.size(); ++k) {
-          if (q.members[k].address != source) continue;
-          a.heal_sources.push_back(ft_wire::FormatHostPort(addresses[k][i].host, addresses[k][i].heal));
-          break;
-        }
+      for (const std::string& source : plan->sources) {  // each is a member's address
+        const auto it = by_address.find(source);
+        if (it == by_address.end()) continue;
+        const RankAddress& s = addresses[it->second][i];
+        a.heal_sources.push_back(ft_wire::FormatHostPort(s.host, s.heal));
       }
     }
     out.push_back(std::move(a));
   }
   return out;
+}
+
+// FtRankAnswers from the group's compact part: only its right neighbour's
+// and its sources' addresses are read.
+Result<std::vector<ft_wire::QuorumLine>> PartAnswers(const rdzv::SyncAnswer& answer, const rdzv::QuorumPart& p,
+                                                     const std::string& group, int nproc, int part, int parts) {
+  const int ranks = nproc * parts;
+  std::vector<RankAddress> right;
+  if (p.world > 1) {
+    if (!p.right) {
+      return Status::InvalidArgument(fmt::format(
+          "the quorum server's answer to replica group '{}' names no ring neighbour in a quorum of {} groups: "
+          "run the same version of ctrun and ctrund",
+          QuotePart(group), p.world));
+    }
+    Result<std::vector<RankAddress>> a = ReadRanks(*p.right, ranks);
+    if (!a.ok()) return a.status();
+    right = std::move(*a);
+  }
+  if (p.heal && p.sources.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "the quorum server's answer tells replica group '{}' to heal but names no source: run the same version "
+        "of ctrun and ctrund",
+        QuotePart(group)));
+  }
+  std::vector<std::vector<RankAddress>> sources;  // read only when the group heals
+  for (size_t k = 0; p.heal && k < p.sources.size(); ++k) {
+    Result<std::vector<RankAddress>> a = ReadRanks(p.sources[k], ranks);
+    if (!a.ok()) return a.status();
+    sources.push_back(std::move(*a));
+  }
+  std::vector<ft_wire::QuorumLine> out;
+  for (int local = 0; local < nproc; ++local) {
+    const size_t r = static_cast<size_t>(part * nproc + local);  // the rank in the group
+    ft_wire::QuorumLine a{.commit = answer.commit, .quorum_id = answer.quorum->id, .replica_rank = p.rank,
+                          .replica_world = p.world, .max_step = p.max_step, .right_host = "", .right_port = 0,
+                          .heal_sources = {}, .serve = p.serve};
+    if (!right.empty()) {
+      a.right_host = right[r].host;
+      a.right_port = right[r].ring;
+    }
+    for (size_t k = 0; k < sources.size(); ++k) {  // sources[r mod n] first, then the rest in rotation
+      const RankAddress& s = sources[(r + k) % sources.size()][r];
+      a.heal_sources.push_back(ft_wire::FormatHostPort(s.host, s.heal));
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<ft_wire::QuorumLine>> FtRankAnswers(const rdzv::SyncAnswer& answer, const std::string& group,
+                                                       int nproc, int part, int parts) {
+  if (answer.part) return PartAnswers(answer, *answer.part, group, nproc, part, parts);
+  return WholeQuorumAnswers(answer, group, nproc, part, parts);
 }
 
 }  // namespace ctrun::launcher

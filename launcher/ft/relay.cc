@@ -216,10 +216,7 @@ void FtRelay::OnAnswer(uint64_t generation, const Result<rdzv::SyncAnswer>& answ
   if (quorum_id_ != a.quorum_id) {
     quorum_id_ = a.quorum_id;
     quorum_world_ = a.replica_world;
-    nlohmann::ordered_json members = nlohmann::ordered_json::array();
-    for (const auto& m : answer->quorum->members) members.push_back({{"group", m.id}, {"step", m.step}});
-    Emit("quorum_changed", {{"quorum_id", a.quorum_id}, {"replica_rank", a.replica_rank},
-                            {"replica_world", a.replica_world}, {"max_step", a.max_step}, {"members", members}});
+    Emit("quorum_changed", QuorumChangedFields(*answer, a));
     spdlog::info("replica group {} trains step {} in quorum {} as replica {} of {}", options_.group, a.max_step,
                  a.quorum_id, a.replica_rank, a.replica_world);
   }
@@ -231,6 +228,19 @@ void FtRelay::OnAnswer(uint64_t generation, const Result<rdzv::SyncAnswer>& answ
   for (size_t r = 0; r < per_rank->size(); ++r) {
     if (ranks_[r]) Send(ranks_[r], ft_wire::FormatQuorum((*per_rank)[r]));
   }
+}
+
+nlohmann::ordered_json QuorumChangedFields(const rdzv::SyncAnswer& answer, const ft_wire::QuorumLine& first) {
+  nlohmann::ordered_json fields = {{"quorum_id", first.quorum_id}, {"replica_rank", first.replica_rank},
+                                   {"replica_world", first.replica_world}, {"max_step", first.max_step}};
+  // A compact answer lists the members only in a small quorum
+  // (rdzv::kCompactMembersMax): above it the event has no `members`.
+  const std::vector<rdzv::QuorumMember>& listed = answer.part ? answer.part->members : answer.quorum->members;
+  if (answer.part && listed.empty()) return fields;
+  nlohmann::ordered_json members = nlohmann::ordered_json::array();
+  for (const auto& m : listed) members.push_back({{"group", m.id}, {"step", m.step}});
+  fields["members"] = std::move(members);
+  return fields;
 }
 
 void FtRelay::OnHealed(const ft_wire::HealedLine& line) {

@@ -24,7 +24,9 @@
 // every `waiting_every` (the quorum forms when MIN groups have asked).
 //
 // Events (--events-file): "quorum_changed" when an answer brings a new
-// quorum id (its members, this group's replica rank, the step), a line
+// quorum id (its members, this group's replica rank, the step; no members
+// when the answer was compact and the quorum has more than
+// rdzv::kCompactMembersMax groups: QuorumChangedFields), a line
 // "replica_healing" when the group must heal first (its sources), and
 // "replica_healed" once every rank reported `healed` (bytes, seconds, and
 // the source each local rank healed from).
@@ -75,6 +77,13 @@ struct FtRelayOptions {
 //    'job5' (this group is at step 12, asked 10 s ago); giving up in 590 s"
 std::string QuorumWaitingLine(int min_groups, int64_t step, std::string_view endpoint, std::string_view run_id,
                               double waited_s, double give_up_in_s);
+
+// The "quorum_changed" event's fields for `answer`, whose local rank 0's
+// line is `first`: quorum_id, replica_rank, replica_world, max_step, and
+// `members` ({group, step} each, by group id) from the whole quorum, or
+// from the compact part's list; left out when a compact answer lists none
+// (a quorum above rdzv::kCompactMembersMax groups). Pure.
+nlohmann::ordered_json QuorumChangedFields(const rdzv::SyncAnswer& answer, const ft_wire::QuorumLine& first);
 
 class FtRelay {
  public:

@@ -41,4 +41,14 @@ std::optional<CompactPart> QuorumLookup::PartOf(const std::string& member_id, si
   return part;
 }
 
+QuorumPart OwnedPart(const CompactPart& part, const Quorum& quorum) {
+  QuorumPart out{.rank = part.rank, .world = part.world, .max_step = part.max_step, .right = std::nullopt,
+                 .heal = part.heal, .serve = part.serve, .sources = {}, .members = {}};
+  if (part.right) out.right = *part.right;
+  out.sources.reserve(part.sources.size());
+  for (const QuorumMember* m : part.sources) out.sources.push_back(*m);
+  if (quorum.members.size() <= kCompactMembersMax) out.members = quorum.members;
+  return out;
+}
+
 }  // namespace ctrun::rdzv

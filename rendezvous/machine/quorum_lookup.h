@@ -13,6 +13,10 @@
 // the number asked. Rank r of the group takes sources[r] first when r is
 // below that number: the rotation PlanFor gives rank r.
 //
+// The client keeps a part as a QuorumPart: copies of its members, and the
+// whole quorum's members too when it is small (kCompactMembersMax: the
+// agent's events list them).
+//
 // Pure; immutable once built (shared by every answer of one quorum).
 #pragma once
 
@@ -40,6 +44,31 @@ struct CompactPart {
 
   bool operator==(const CompactPart&) const = default;
 };
+
+// The most members a compact answer lists beside the part
+// (FtCompact.members): above it the list is left out, so an answer's size
+// does not grow with the quorum's.
+inline constexpr size_t kCompactMembersMax = 64;
+
+// A member's compact part as a client holds it: the fields of CompactPart,
+// copied, and `members`, the whole quorum (by id) when it has at most
+// kCompactMembersMax members, else empty.
+struct QuorumPart {
+  int rank = 0;
+  int world = 0;
+  int64_t max_step = 0;
+  std::optional<QuorumMember> right;  // none in a quorum of one
+  bool heal = false;
+  bool serve = false;
+  std::vector<QuorumMember> sources;  // heal: PlanFor's rotation for the group's rank 0, cut
+  std::vector<QuorumMember> members;  // the whole quorum, or empty above kCompactMembersMax
+
+  bool operator==(const QuorumPart&) const = default;
+};
+
+// `part` of `quorum` (the quorum it points into) copied, with the members
+// when quorum has at most kCompactMembersMax of them. O(sources + members).
+QuorumPart OwnedPart(const CompactPart& part, const Quorum& quorum);
 
 class QuorumLookup {
  public:

@@ -113,10 +113,15 @@ struct SyncAnswer {
   // before the group asked: commit and quorum are then empty.
   std::optional<int64_t> finished_step = std::nullopt;
   std::shared_ptr<const QuorumLookup> lookup = nullptr;  // the quorum indexed, for compact answers
+  // Set by a client (FtClient) when the server answered compactly: the
+  // group's own part, and `quorum` then holds the id and no members. Never
+  // set by StepSync.
+  std::optional<QuorumPart> part = std::nullopt;
 
-  // Equal group, commit, quorum (by value) and finished_step.
+  // Equal group, commit, quorum (by value), finished_step and part.
   bool operator==(const SyncAnswer& o) const {
-    return group == o.group && commit == o.commit && *quorum == *o.quorum && finished_step == o.finished_step;
+    return group == o.group && commit == o.commit && *quorum == *o.quorum && finished_step == o.finished_step &&
+           part == o.part;
   }
 };
 

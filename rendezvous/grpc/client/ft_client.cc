@@ -131,6 +131,7 @@ void FtClient::Sync(const SyncCall& call, int part, std::function<void(const Res
   // Negative values wrap to huge ones, which the server refuses by name.
   req.set_part(static_cast<uint32_t>(part));
   req.set_parts(static_cast<uint32_t>(options_.parts));
+  req.set_compact_sources(options_.compact_sources);
   impl_->rpc_.Unary<v1::FtSyncRequest, v1::FtSyncReply>(
       [](auto* a, grpc::ClientContext* c, const v1::FtSyncRequest* q, v1::FtSyncReply* r, auto cb) {
         a->FtSync(c, q, r, std::move(cb));

@@ -58,6 +58,11 @@ struct FtClientOptions {
   // This node's id within its group (<= 128 bytes, no control character),
   // sent on every Watch; "" for a group of one node.
   std::string node = "";
+  // FtSyncRequest.compact_sources, sent on every Sync: 0 asks for the
+  // whole quorum; n > 0 for the group's own part with at most n heal
+  // sources (SyncAnswer.part; a server older than the field answers with
+  // the whole quorum all the same).
+  uint32_t compact_sources = 0;
   // The longest one Sync may wait for its answer (the server unreachable,
   // or no quorum forming): then DeadlineExceeded. nullopt: for ever.
   std::optional<Duration> sync_timeout = std::nullopt;
@@ -73,8 +78,9 @@ class FtClient {
   FtClient& operator=(const FtClient&) = delete;
 
   // The group's per-step call (call.group is ignored: options.group is
-  // sent). `done` gets the SyncAnswer (its group is options.group), or an
-  // error as the header says. The server holds the call until the group's
+  // sent). `done` gets the SyncAnswer (its group is options.group; `part`
+  // set when the server answered compactly), or an error as the header
+  // says. The server holds the call until the group's
   // quorum forms, for at most options.sync_timeout (then DeadlineExceeded).
   //
   // `part`: this node's part of the group's call, in 0..options.parts-1

@@ -59,7 +59,27 @@ void MemberToProto(const QuorumMember& m, v1::FtMember* p) {
   p->set_commit_failures(m.commit_failures);
 }
 
-void CompactToProto(const CompactPart& part, v1::FtCompact* out) {
+void MembersToProto(const std::vector<QuorumMember>& members,
+                    google::protobuf::RepeatedPtrField<v1::FtMember>* out) {
+  out->Reserve(static_cast<int>(members.size()));
+  for (const QuorumMember& m : members) MemberToProto(m, out->Add());
+}
+
+QuorumMember MemberFromProto(const v1::FtMember& m) {
+  return QuorumMember{.id = m.group(), .step = m.step(), .address = m.address(),
+                      .commit_failures = m.commit_failures()};
+}
+
+std::vector<QuorumMember> MembersFromProto(const google::protobuf::RepeatedPtrField<v1::FtMember>& members) {
+  std::vector<QuorumMember> out;
+  out.reserve(static_cast<size_t>(members.size()));
+  for (const v1::FtMember& m : members) out.push_back(MemberFromProto(m));
+  return out;
+}
+
+// `quorum` is the one `part` points into: its members go along when it is
+// small (kCompactMembersMax).
+void CompactToProto(const CompactPart& part, const Quorum& quorum, v1::FtCompact* out) {
   out->set_rank(part.rank);
   out->set_world(part.world);
   out->set_max_step(part.max_step);
@@ -67,21 +87,15 @@ void CompactToProto(const CompactPart& part, v1::FtCompact* out) {
   out->set_heal(part.heal);
   out->set_serve(part.serve);
   for (const QuorumMember* m : part.sources) MemberToProto(*m, out->add_sources());
+  if (quorum.members.size() <= kCompactMembersMax) MembersToProto(quorum.members, out->mutable_members());
 }
 
-void MembersToProto(const std::vector<QuorumMember>& members,
-                    google::protobuf::RepeatedPtrField<v1::FtMember>* out) {
-  out->Reserve(static_cast<int>(members.size()));
-  for (const QuorumMember& m : members) MemberToProto(m, out->Add());
-}
-
-std::vector<QuorumMember> MembersFromProto(const google::protobuf::RepeatedPtrField<v1::FtMember>& members) {
-  std::vector<QuorumMember> out;
-  for (const v1::FtMember& m : members) {
-    out.push_back(QuorumMember{.id = m.group(), .step = m.step(), .address = m.address(),
-                               .commit_failures = m.commit_failures()});
-  }
-  return out;
+QuorumPart CompactFromProto(const v1::FtCompact& c) {
+  QuorumPart part{.rank = c.rank(), .world = c.world(), .max_step = c.max_step(), .right = std::nullopt,
+                  .heal = c.heal(), .serve = c.serve(), .sources = MembersFromProto(c.sources()),
+                  .members = MembersFromProto(c.members())};
+  if (c.has_right()) part.right = MemberFromProto(c.right());
+  return part;
 }
 
 }  // namespace
@@ -96,7 +110,7 @@ void SyncAnswerToProto(const SyncAnswer& answer, v1::FtSyncReply* out, uint32_t 
     const std::shared_ptr<const QuorumLookup> lookup =
         answer.lookup ? answer.lookup : std::make_shared<const QuorumLookup>(answer.quorum);
     if (std::optional<CompactPart> part = lookup->PartOf(answer.group, compact_sources)) {
-      CompactToProto(*part, out->mutable_compact());
+      CompactToProto(*part, lookup->quorum(), out->mutable_compact());
     }
   }
   out->set_finished(answer.finished_step.has_value());
@@ -107,6 +121,7 @@ SyncAnswer SyncAnswerFromProto(const std::string& group, const v1::FtSyncReply& 
   SyncAnswer answer{.group = group, .commit = std::nullopt,
                     .quorum = std::make_shared<const Quorum>(
                         Quorum{.id = reply.quorum_id(), .members = MembersFromProto(reply.members())})};
+  if (reply.has_compact()) answer.part = CompactFromProto(reply.compact());
   if (reply.has_commit()) answer.commit = reply.commit();
   if (reply.finished()) answer.finished_step = reply.finished_step();
   return answer;

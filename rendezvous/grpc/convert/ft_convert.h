@@ -40,8 +40,13 @@ void SyncCallToProto(const SyncCall& call, v1::FtSyncRequest* out);
 
 // compact_sources 0: the whole quorum in `members`; n > 0: the answer's
 // group's part (FtCompact, from answer.lookup; built here when the answer
-// has none) with at most n heal sources, and no `members`.
+// has none) with at most n heal sources (never more than the quorum's
+// members at its max step, whatever n), the quorum's members in it only
+// when there are at most kCompactMembersMax, and no `members`.
 void SyncAnswerToProto(const SyncAnswer& answer, v1::FtSyncReply* out, uint32_t compact_sources = 0);
+// A reply with `compact` gives an answer with `part` set (OwnedPart's form)
+// and a quorum of the id alone; one without (an older server, or
+// compact_sources 0) the whole quorum and no part.
 SyncAnswer SyncAnswerFromProto(const std::string& group, const v1::FtSyncReply& reply);
 
 // The GetState reply's fault-tolerance part (`ctrun status`).

@@ -18,6 +18,9 @@
 #include <random>
 #include <thread>
 
+#include "base/ft_wire/agent_lines.h"
+#include "rendezvous/machine/quorum_lookup.h"
+
 namespace ctrun::launcher {
 namespace {
 
@@ -382,6 +385,65 @@ TEST_CASE("events: quorum_changed, replica_healing, and replica_healed once ever
   CHECK(lines[2]["bytes"] == 150);
   CHECK(lines[2]["seconds"] == 0.5);
   CHECK(lines[2]["sources"] == nlohmann::json::array({"10.0.0.2:2100", "10.0.0.2:2101"}));
+}
+
+// `whole` as a compact reply brings it (FtClient): the group's part with
+// `sources` heal sources, and a quorum of the id alone.
+rdzv::SyncAnswer AsCompact(const rdzv::SyncAnswer& whole, size_t sources) {
+  const rdzv::QuorumLookup lookup(whole.quorum);
+  rdzv::SyncAnswer out = whole;
+  out.part = rdzv::OwnedPart(*lookup.PartOf(whole.group, sources), *whole.quorum);
+  out.quorum = std::make_shared<const rdzv::Quorum>(rdzv::Quorum{.id = whole.quorum->id, .members = {}});
+  return out;
+}
+
+TEST_CASE("a compact answer gives the ranks the whole quorum's lines, and quorum_changed its members",
+          "[ft][relay]") {
+  char dir[] = "/tmp/ctrun-ft-relay-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const std::string path = std::string(dir) + "/events.jsonl";
+  Result<std::unique_ptr<EventLog>> events = EventLog::Open(path, "run", "a");
+  REQUIRE(events.ok());
+  const rdzv::SyncAnswer whole = TwoGroups(std::nullopt, 2, 0, 3);  // "a" heals from "b"
+  Result<std::vector<ft_wire::QuorumLine>> expected = FtRankAnswers(whole, "a", 2);
+  REQUIRE(expected.ok());
+  REQUIRE_FALSE((*expected)[1].heal_sources.empty());
+  {
+    Fixture f(2, events->get());
+    Worker w0(f.name), w1(f.name);
+    FakeLink::Held call = FirstCall(f, w0, w1);
+    f.OnIo([&] { call.done(AsCompact(whole, FtCompactSources(2, 1))); });
+    CHECK(w0.Line() + "\n" == ft_wire::FormatQuorum((*expected)[0]));
+    CHECK(w1.Line() + "\n" == ft_wire::FormatQuorum((*expected)[1]));
+  }
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ::unlink(path.c_str());
+  ::rmdir(dir);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0]["event"] == "quorum_changed");
+  CHECK(lines[0]["members"] == nlohmann::json::array({{{"group", "a"}, {"step", 0}}, {{"group", "b"}, {"step", 3}}}));
+  CHECK(lines[1]["event"] == "replica_healing");
+}
+
+TEST_CASE("quorum_changed lists the members of the whole quorum or of a compact part, none above 64 groups",
+          "[ft][relay]") {
+  const rdzv::SyncAnswer whole = TwoGroups(true, 2, 4, 4);
+  const ft_wire::QuorumLine first = (*FtRankAnswers(whole, "a", 2))[0];
+  const nlohmann::ordered_json listed = QuorumChangedFields(whole, first);
+  CHECK(listed["members"].size() == 2);
+  CHECK(QuorumChangedFields(AsCompact(whole, 3), first) == listed);
+
+  rdzv::SyncAnswer big = AsCompact(whole, 3);  // a part of a quorum above rdzv::kCompactMembersMax
+  big.part->world = 65;
+  big.part->members.clear();
+  ft_wire::QuorumLine big_first = first;
+  big_first.replica_world = 65;
+  const nlohmann::ordered_json fields = QuorumChangedFields(big, big_first);
+  CHECK_FALSE(fields.contains("members"));
+  CHECK(fields["replica_world"] == 65);
+  CHECK(fields["quorum_id"] == 2);
 }
 
 TEST_CASE("QuorumWaitingLine: how many groups, where, which run, which step, and until when", "[ft][relay]") {
