@@ -10,7 +10,11 @@ every group is in), the same figures, and the ratio ctrund/floor.
 
     bench/ft_quorum.sh [--sizes 256,1024,4096,16384] [--reps 2] [--steps 20]
                        [--step-s 1] [--big 24576] [--big-steps 8]
-                       [--reference CTRUND] [--json PATH]
+                       [--reference CTRUND] [--compare CTRUND] [--json PATH]
+
+--compare CTRUND: another ctrund (an earlier build's), run interleaved with
+this build's at every N but --big with the same compact answers; its rows
+and the ratio this/compared follow the floor's.
 
 Each run starts a fresh ctrund (--log-level warn). Runs are interleaved over
 N (rep 1 of every N, then rep 2, ...). p50/p99 are of every measured step of
@@ -116,9 +120,9 @@ def spread(values, digits=3):
             if len(values) > 1 else f"{values[0]:.{digits}f}")
 
 
-def plots(figures, reference=None, floor=None):
+def plots(figures, reference=None, floor=None, compare=None):
     """bench/plot.py's chart: p99 and p50 against N, log-log, with the anchors
-    (and the reference's p50 where it ran)."""
+    (and the reference's p50 where it ran, the compared build's p99)."""
     ns = sorted(figures)
     series = {
         "ctrund quorum p99 (last call to every answer)":
@@ -134,6 +138,10 @@ def plots(figures, reference=None, floor=None):
         series["floor p99: one TCP exchange per group, epoll, 1 thread"] = [
             {"x": n, "median": f["p99_s"], "min": min(f["run_p99_s"]), "max": max(f["run_p99_s"])}
             for n, f in sorted(floor.items())]
+    if compare:
+        series["compared ctrund p99 (--compare)"] = [
+            {"x": n, "median": f["p99_s"], "min": min(f["run_p99_s"]), "max": max(f["run_p99_s"])}
+            for n, f in sorted(compare.items())]
     if reference:
         series["base commit's ctrund p50, whole-quorum answers"] = [
             {"x": n, "median": f["p50_s"], "min": f["p50_s"], "max": f["p50_s"]} for n, f in sorted(reference.items())]
@@ -157,6 +165,8 @@ def main():
     ap.add_argument("--reference", help="a ctrund without the compact answer and the incremental quorum "
                     "(the base commit's): run side by side at the sizes <= 1024 (its group limit), with "
                     "whole-quorum answers, as this build is with them too")
+    ap.add_argument("--compare", help="another ctrund (an earlier build's) run interleaved with this one at every "
+                    "N but --big, with the same compact answers: its rows, then this/that")
     ap.add_argument("--json")
     args = ap.parse_args()
     build = os.environ.get("CTRUN_BUILD_DIR", os.path.join(ROOT, "build"))
@@ -171,11 +181,14 @@ def main():
     small = [n for n in sizes if n <= 1024] if args.reference else []
     whole = {n: [] for n in small}       # this build, whole-quorum answers
     reference = {n: [] for n in small}   # the reference ctrund, whole-quorum answers
+    compare = {n: [] for n in sizes} if args.compare else {}  # the compared ctrund, compact answers
     for _ in range(args.reps):  # interleaved over N and servers
         for n in sizes:
             runs[n].append(run_once(ctrund, load, n, args))
             if n in floors:
                 floors[n].append(run_floor(floor, n, args))
+            if n in compare:
+                compare[n].append(run_once(args.compare, load, n, args))
             if n in reference:
                 whole[n].append(run_once(ctrund, load, n, args, sources=0))
                 reference[n].append(run_once(args.reference, load, n, args, sources=0))
@@ -186,6 +199,8 @@ def main():
     floor_figures = {n: summary(rs) for n, rs in floors.items()}
     report(figures, args)
     report_floor(figures, floor_figures, args)
+    compare_figures = {n: summary(rs) for n, rs in compare.items()}
+    report_compare(figures, compare_figures, args)
     if small:
         print("side by side, every answer the whole quorum (the reference takes at most 1024 groups a run):")
         report({n: summary(whole[n]) for n in small}, args, "this build")
@@ -195,7 +210,9 @@ def main():
            "runs": {str(n): rs for n, rs in runs.items()},
            "floor": {str(n): f for n, f in floor_figures.items()},
            "floor_runs": {str(n): rs for n, rs in floors.items()},
-           "plots": plots(figures, {n: summary(reference[n]) for n in small}, floor_figures),
+           "compare": {str(n): f for n, f in compare_figures.items()},
+           "compare_runs": {str(n): rs for n, rs in compare.items()}, "compare_path": args.compare,
+           "plots": plots(figures, {n: summary(reference[n]) for n in small}, floor_figures, compare_figures),
            "whole_quorum": {"this_build": {str(n): summary(whole[n]) for n in small},
                             "reference": {str(n): summary(reference[n]) for n in small},
                             "reference_path": args.reference}}
@@ -229,8 +246,21 @@ def report_floor(figures, floor, args):
               f"{ratio(c['cpu_s_per_step'], f['cpu_s_per_step']):>9}")
 
 
-def ratio(a, b):
-    return f"{a / b:.1f}x" if b > 0 else "-"
+def report_compare(figures, compare, args):
+    """The compared build's rows, then this build over it at each N."""
+    if not compare:
+        return
+    print(f"compared: {args.compare}, the same steps, interleaved with this build's runs")
+    report(compare, args, "compared")
+    print(f"{'this/compared':>13} {'N':>7} {'p50':>8} {'p99':>8} {'CPU/step':>9}")
+    for n in sorted(compare):
+        c, o = figures[n], compare[n]
+        print(f"{'':>13} {n:>7} {ratio(c['p50_s'], o['p50_s'], 2):>8} {ratio(c['p99_s'], o['p99_s'], 2):>8} "
+              f"{ratio(c['cpu_s_per_step'], o['cpu_s_per_step'], 2):>9}")
+
+
+def ratio(a, b, digits=1):
+    return f"{a / b:.{digits}f}x" if b > 0 else "-"
 
 
 def results(figures, args, sizes, floor=None):

@@ -14,7 +14,8 @@
 # "plots") under $CTRUN_BUILD_DIR/bench/.
 # Uses $CTRUN_BUILD_DIR (default ./build). Options: --sizes 256,1024 --reps 2
 # --steps 20 --step-s 1 --big 24576 (0 skips) --big-steps 8 --reference CTRUND (the base
-# commit's, side by side at N <= 1024) --json PATH
+# commit's, side by side at N <= 1024) --compare CTRUND (an earlier build's, interleaved at
+# every N but the big one) --json PATH
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec /usr/bin/python3 bench/ft_quorum.py "$@"
