@@ -50,12 +50,23 @@
 
 namespace ctrun::rdzv {
 
-inline constexpr size_t kLogRingBytes = 8 << 20;
-inline constexpr size_t kLogRingLines = 65536;
+inline constexpr size_t kLogRingBytes = 64 << 20;
+inline constexpr size_t kLogRingLines = 1 << 20;
 inline constexpr size_t kMaxLogRuns = 64;
+// The rings of all runs together (LogRuns: past it the largest drops its oldest).
+inline constexpr size_t kLogBytesTotal = 256 << 20;
 inline constexpr size_t kMaxShipStreams = 4096;
 inline constexpr size_t kMaxLogReaders = 64;
 inline constexpr size_t kLogMessageBytes = 512 * 1024;
+// A reader of chunks (ReadLogsRequest.chunks) is charged as one of lines
+// (LogRing::ReadSlices: a line's text and node plus 48 bytes), which is at
+// least a chunk's wire size (its text plus its fields once, under 48 bytes
+// and its node): its message is at most this plus one line, under gRPC's
+// default 4 MiB a message. Large messages because a reader has one in flight
+// at a time: at 800,000 lines a second, messages of 3 MiB (~19,000 lines of
+// 100 bytes) leave ~24 ms for each to be written and its completion to come
+// back through callback threads busy with the shipped batches.
+inline constexpr size_t kLogChunkMessageBytes = 3 << 20;
 inline constexpr std::chrono::seconds kShipIdleLimit{120};
 // Texts of dropped ring chunks kept for the ShipLogs streams' next batches
 // (each at most kMaxSpareTextBytes), and the most of them one stream's
@@ -102,8 +113,8 @@ class ShipLogsStream final : public grpc::ServerReadReactor<v1::LogBatch> {
 
 class ReadLogsStream final : public grpc::ServerWriteReactor<v1::LogLines> {
  public:
-  ReadLogsStream(LogHub* hub, std::string run_id, LogFilter filter, bool follow)
-      : hub_(hub), run_id_(std::move(run_id)), filter_(std::move(filter)), follow_(follow) {}
+  ReadLogsStream(LogHub* hub, std::string run_id, LogFilter filter, bool follow, bool chunks)
+      : hub_(hub), run_id_(std::move(run_id)), filter_(std::move(filter)), follow_(follow), chunks_(chunks) {}
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -115,6 +126,7 @@ class ReadLogsStream final : public grpc::ServerWriteReactor<v1::LogLines> {
   const std::string run_id_;
   const LogFilter filter_;
   const bool follow_;
+  const bool chunks_;  // sends LogLines.chunks (ReadLogsRequest.chunks), not .lines
   // Guarded by the hub's mu_.
   uint64_t cursor_ = 1;
   uint64_t epoch_ = 0;
