@@ -9,6 +9,7 @@
 #include "rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/client/call_status.h"
 #include "rendezvous/grpc/client/channel.h"
+#include "rendezvous/grpc/client/read_ahead.h"
 #include "rendezvous/grpc/convert/proto_convert.h"
 
 namespace ctrun::rdzv {
@@ -128,6 +129,10 @@ class GrpcLogSink final : public LogSink {
   bool cancelled_ = false;
 };
 
+// How many messages ReadLogChunks holds: the one handed out, the one being
+// read, and one read and waiting.
+constexpr size_t kLogReadAhead = 3;
+
 // The ReadLogs request of `args` for options.run_id.
 v1::ReadLogsRequest ReadRequest(const ClientOptions& options, const ReadLogsArgs& args, bool chunks) {
   v1::ReadLogsRequest request;
@@ -225,18 +230,24 @@ Status ReadLogChunks(const ClientOptions& options, const ReadLogsArgs& args, con
   const v1::ReadLogsRequest request = ReadRequest(options, args, true);
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReaderInterface<v1::LogLines>> reader = stub->ReadLogs(&context, request);
-  // The message and the chunks are reused (their strings keep their memory).
-  v1::LogLines message;
+  // The next message is read while the callback handles this one (at most
+  // kLogReadAhead messages held, each under 4 MiB). The messages and the
+  // chunks are reused (their strings keep their memory).
   std::vector<LogReadChunk> chunks;
-  while (reader->Read(&message)) {
-    ChunksOf(message, chunks);
-    if (!on_chunks(chunks, message.dropped())) {
-      context.TryCancel();
-      (void)reader->Finish();
-      return Status::Ok();
+  bool stopped = false;
+  {
+    ReadAhead<v1::LogLines> ahead(reader.get(), kLogReadAhead);
+    while (const v1::LogLines* message = ahead.Next()) {
+      ChunksOf(*message, chunks);
+      if (!on_chunks(chunks, message->dropped())) {
+        stopped = true;
+        context.TryCancel();  // ends the pending Read
+        break;
+      }
     }
   }
-  return FromGrpc(reader->Finish(), options.endpoint);
+  grpc::Status status = reader->Finish();
+  return stopped ? Status::Ok() : FromGrpc(status, options.endpoint);
 }
 
 }  // namespace ctrun::rdzv

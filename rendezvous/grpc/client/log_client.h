@@ -56,8 +56,10 @@ using LogChunksCallback = std::function<bool(const std::vector<LogReadChunk>& ch
 // ReadLogs, asking the server for chunks of lines (ReadLogsRequest.chunks):
 // the rank, time, node and number travel once per chunk, not once per line.
 // A server that sends single lines (one that predates chunks) is read too:
-// each of its lines is handed out as a chunk of one line. Same ends and
-// errors as ReadLogs.
+// each of its lines is handed out as a chunk of one line. The next message
+// is read (a thread of its own, read_ahead.h) while `on_chunks` handles this
+// one, so the server's next write does not wait for the callback. Same ends
+// and errors as ReadLogs.
 Status ReadLogChunks(const ClientOptions& options, const ReadLogsArgs& args, const LogChunksCallback& on_chunks);
 
 }  // namespace ctrun::rdzv

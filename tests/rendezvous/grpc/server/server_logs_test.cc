@@ -390,6 +390,19 @@ TEST_CASE("logs: a reader of chunks gets the same lines as chunks, numbered and 
   REQUIRE(chunks.size() == 1);
   CHECK(chunks[0].text == "d1\nd2\n");
   CHECK(chunks[0].first_seq == 6);
+
+  // A follower that stops after its first message ends at once, OK (its
+  // read ahead is cancelled), though the server would go on.
+  ReadLogsArgs follow;
+  follow.follow = true;
+  int calls = 0;
+  s = ReadLogChunks(Options(held.server->port()), follow, [&](const std::vector<LogReadChunk>& got, uint64_t) {
+    ++calls;
+    CHECK(got.size() == 3);
+    return false;
+  });
+  CHECK(s.ok());
+  CHECK(calls == 1);
 }
 
 TEST_CASE("logs: a chunk without a final newline or a batch of 1 MiB + 1 ends the stream, nothing of it kept") {
