@@ -50,7 +50,7 @@ std::string LogsHelpText() {
          "Shows every node's worker output in one stream, as the run's rendezvous server (the\n"
          "hosting node's ctrun, or ctrund) keeps it from the agents started with --share-logs:\n"
          "one line per worker line, \"<node>/<rank>: <text>\", in the order the server received\n"
-         "them (in order per rank). The server keeps the newest 65,536 lines (8 MiB) per run;\n"
+         "them (in order per rank). The server keeps the newest 1,048,576 lines (64 MiB) per run;\n"
          "lines it dropped are counted on stderr.\n"
          "\n"
          "  --rdzv-endpoint, --rdzv_endpoint HOST[:PORT]  the server (default localhost:29400; $PET_RDZV_ENDPOINT)\n"

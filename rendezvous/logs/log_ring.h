@@ -4,8 +4,9 @@
 // lines takes n consecutive numbers). When a bound is reached the oldest
 // whole chunks are dropped; lines a node reports it dropped itself take
 // numbers too (NoteDropped), so a reader sees every loss as a gap in the
-// numbers and can count it (Read). Reads hand out single lines: a chunk is
-// sliced where a cursor falls inside it.
+// numbers and can count it (Read). Reads hand out single lines (Read) or
+// slices of the chunks (ReadSlices): a chunk is sliced where a cursor falls
+// inside it.
 //
 // A line longer than kMaxLogLineBytes is cut when stored. The node label is
 // shared by every chunk of one stream (one string per stream, not per line).
