@@ -65,13 +65,13 @@ std::optional<grpc::Status> CheckLogBatch(const v1::LogBatch& batch, bool first)
 }
 
 // Fills `m` (cleared) with the lines of `ring` from `cursor` that match
-// `filter`, at most kLogMessageBytes of them as LogRing::ReadSlices charges
-// them (the message's wire size is below that: a line's text plus its
-// fields, node included, in under 48 bytes) as one LogLine per line; or,
-// when `chunks`, kLogChunkMessageBytes of them as one LogChunk per slice (a
-// slice's text plus its fields once: below its lines' charge). The message's line and chunk
-// messages (and their strings) are kept by Clear for reuse: no allocation
-// per line or chunk once the message has held as many.
+// `filter`, as LogRing::ReadSlices charges them (a line's text and node
+// plus 48 bytes: about what its LogLine takes on the wire): at most
+// kLogMessageBytes of them as one LogLine per line, or, when `chunks`,
+// kLogChunkMessageBytes of them as one LogChunk per slice (a slice's text
+// plus its fields once: less than its lines' charge). The message's line
+// and chunk messages (and their strings) are kept by Clear for reuse: no
+// allocation per line or chunk once the message has held as many.
 LogCursor FillMessage(const LogRing& ring, uint64_t cursor, const LogFilter& filter, bool chunks, v1::LogLines& m) {
   static const std::string kNoNode;
   if (chunks) {
