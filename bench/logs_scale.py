@@ -49,9 +49,9 @@ THREADS = int(os.environ.get("THREADS", "4"))
 FOLLOW_WAIT = float(os.environ.get("FOLLOW_WAIT", "30"))
 TICK = os.sysconf("SC_CLK_TCK")
 # The server's ring, as rendezvous/grpc/server/log_hub.h bounds it.
-POLICY = ("per run, the newest 65,536 lines or 8 MiB (text + 64 bytes a chunk), whichever is reached first; "
-          "when full it drops its oldest whole chunks; every line is numbered, so a reader sees the drop as a gap "
-          "and is told its size")
+POLICY = ("per run, the newest 1,048,576 lines or 64 MiB (text + 64 bytes a chunk), whichever is reached first, "
+          "and 256 MiB for all runs together (past it the largest ring gives way); when full a ring drops its "
+          "oldest whole chunks; every line is numbered, so a reader sees the drop as a gap and is told its size")
 DROPPED = re.compile(rb"ctrun logs: (\d+) lines dropped by the server")
 STAMP = re.compile(rb" t (\d+\.\d+) ")
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -271,7 +271,8 @@ def main():
 
     rows = [("ctrund CPU, cores", "ctrund_cpu", 1, 2), ("ctrund peak RSS, MiB", "rss_mib", 1, 0),
             ("lines not seen", "lost", 1, 0), ("  dropped by the ring", "ring_dropped", 1, 0),
-            ("  lost otherwise", "other_lost", 1, 0), ("follower caught up, s", "catchup_s", 1, 2),
+            ("  lost otherwise", "other_lost", 1, 0), ("follower showed, % of sent", "shown_pct", 1, 1),
+            ("follower caught up, s", "catchup_s", 1, 2),
             ("follower lag median, s", "lag_median_s", 1, 3), ("follower lag max, s", "lag_max_s", 1, 3),
             ("follower CPU, cores", "follower_cpu", 1, 2), ("generator CPU, cores", "generator_cpu", 1, 2),
             ("senders late max, s", "late_max_s", 1, 3),
@@ -279,6 +280,7 @@ def main():
     for rs in runs.values():
         for r in rs:
             r["lost"] = r["ring_dropped"] + r["other_lost"]
+            r["shown_pct"] = 100.0 * r["seen"] / max(1, r["sent"])
             r["bytes_per_line"] = r["wire_bytes"] / max(1, r["sent"])
     print(f"\nmedian (min–max) of {REPS}; load after {os.getloadavg()[0]:.2f}")
     print(f"{'':<24}" + "".join(f"{name:>30}" for name in builds))
@@ -287,14 +289,20 @@ def main():
     med = lambda key: benchjson.spread([r[key] for r in runs["this"]])["median"]
     results = {"logs_8k_ranks_ctrund_cpu": med("ctrund_cpu"), "logs_8k_ranks_rss_mib": med("rss_mib"),
                "logs_8k_ranks_lost_lines": med("lost"), "logs_8k_ranks_other_lost_lines": med("other_lost"),
-               "logs_8k_ranks_follow_catchup_s": med("catchup_s")}
+               "logs_8k_ranks_follow_catchup_s": med("catchup_s"),
+               "logs_8k_ranks_follow_shown_pct": med("shown_pct")}
     doc = {"config": {"nodes": NODES, "ranks": RANKS, "rate": RATE, "duration_s": DURATION, "reps": REPS,
                       "threads": THREADS, "policy": POLICY, "builds": builds},
            "runs": runs, "results": results}
     path = benchjson.write("logs_scale", doc, ROOT, path=os.environ.get("JSON") or None)
     print(f"\nmachine-readable results: {path}")
     for name, value in results.items():
-        print(f"RESULT {name} {value:.3f}" if name.endswith(("cpu", "_s")) else f"RESULT {name} {value:.0f}")
+        if name.endswith(("cpu", "_s")):
+            print(f"RESULT {name} {value:.3f}")
+        elif name.endswith("_pct"):
+            print(f"RESULT {name} {value:.2f}")
+        else:
+            print(f"RESULT {name} {value:.0f}")
 
 
 if __name__ == "__main__":

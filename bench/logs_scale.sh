@@ -10,6 +10,7 @@
 #   RESULT logs_8k_ranks_lost_lines    <lines the follower never saw>
 #   RESULT logs_8k_ranks_other_lost_lines <of those, not dropped by the ring's policy: 0>
 #   RESULT logs_8k_ranks_follow_catchup_s <the follower's lag after the last batch>
+#   RESULT logs_8k_ranks_follow_shown_pct <lines the follower showed, % of those sent>
 # Uses $CTRUN_BUILD_DIR (default ./build); REF_BUILD_DIR, when set, runs
 # the same with that build's ctrund and ctrun, interleaved (the reference).
 set -euo pipefail

@@ -50,7 +50,7 @@ std::string LogsHelpText() {
          "Shows every node's worker output in one stream, as the run's rendezvous server (the\n"
          "hosting node's ctrun, or ctrund) keeps it from the agents started with --share-logs:\n"
          "one line per worker line, \"<node>/<rank>: <text>\", in the order the server received\n"
-         "them (in order per rank). The server keeps the newest 65,536 lines (8 MiB) per run;\n"
+         "them (in order per rank). The server keeps the newest 1,048,576 lines (64 MiB) per run;\n"
          "lines it dropped are counted on stderr.\n"
          "\n"
          "  --rdzv-endpoint, --rdzv_endpoint HOST[:PORT]  the server (default localhost:29400; $PET_RDZV_ENDPOINT)\n"
@@ -139,6 +139,29 @@ void AppendLogLine(std::string& out, const std::string& node, int rank, const st
   out += '\n';
 }
 
+void AppendLogChunk(std::string& out, const std::string& node, int rank, std::string_view text) {
+  if (text.empty()) return;
+  char prefix_digits[16];
+  const auto [end, ec] = std::to_chars(prefix_digits, prefix_digits + sizeof prefix_digits, rank);
+  (void)ec;  // an int always fits
+  const size_t digits = static_cast<size_t>(end - prefix_digits);
+  const size_t mark = out.size();
+  out += node;
+  out += '/';
+  out.append(prefix_digits, digits);
+  out += ": ";
+  const size_t prefix = out.size() - mark;  // out[mark, mark + prefix) is the prefix
+  for (size_t pos = 0;;) {
+    const size_t nl = text.find('\n', pos);
+    const size_t stop = nl == std::string_view::npos ? text.size() : nl;
+    out.append(text.data() + pos, stop - pos);
+    out += '\n';
+    pos = stop + 1;
+    if (pos >= text.size()) break;
+    out.append(out, mark, prefix);  // the next line's prefix
+  }
+}
+
 std::string FormatLogLine(const std::string& node, int rank, const std::string& text) {
   std::string out;
   out.reserve(node.size() + text.size() + 16);
@@ -177,13 +200,14 @@ int RunLogsCommand(const std::vector<std::string>& args, const Environment& env)
   read.node = parsed->node;
   if (parsed->since_s) read.since_unix_s = UnixNow() - *parsed->since_s;
   std::string out;
-  const Status s = rdzv::ReadLogs(options, read, [&](const std::vector<rdzv::LogRecord>& lines, uint64_t dropped) {
+  const Status s = rdzv::ReadLogChunks(options, read, [&](const std::vector<rdzv::LogReadChunk>& chunks,
+                                                          uint64_t dropped) {
     if (dropped > 0) {
       std::fflush(stdout);
       std::fprintf(stderr, "ctrun logs: %llu lines dropped by the server\n", static_cast<unsigned long long>(dropped));
     }
     out.clear();
-    for (const rdzv::LogRecord& l : lines) AppendLogLine(out, l.node, l.rank, l.text);
+    for (const rdzv::LogReadChunk& c : chunks) AppendLogChunk(out, c.node, c.rank, c.text);
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fflush(stdout);
     return !std::ferror(stdout);  // the reader went away (a closed pipe): stop

@@ -15,6 +15,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -43,6 +44,10 @@ std::string LogsHelpText();
 std::string FormatLogLine(const std::string& node, int rank, const std::string& text);
 // Appends FormatLogLine's line to `out`, with no allocation beyond out's growth.
 void AppendLogLine(std::string& out, const std::string& node, int rank, const std::string& text);
+// Appends FormatLogLine's line for each line of `text` (whole lines, each
+// ending in '\n'; a last line without one gets one), with no allocation
+// beyond out's growth: the "<node>/<rank>: " prefix is made once.
+void AppendLogChunk(std::string& out, const std::string& node, int rank, std::string_view text);
 
 // Runs `ctrun logs ARGS`: prints the lines or a one-line error; returns the
 // exit code.

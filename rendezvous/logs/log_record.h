@@ -37,6 +37,19 @@ struct LogChunk {
   size_t lines = 0;        // how many
 };
 
+// Some consecutive lines of one worker stream as a server serves them to a
+// reader that asks for chunks (ReadLogsRequest.chunks): the fields of
+// LogRecord once for all of them.
+struct LogReadChunk {
+  int32_t rank = 0;        // global rank of the worker
+  int32_t local_rank = 0;
+  bool is_stderr = false;
+  double unix_s = 0;       // when the agent read them
+  uint64_t first_seq = 0;  // the first line's number; the next lines take the next ones
+  std::string node;        // the label of the node that sent them
+  std::string text;        // whole lines, each ending in '\n'
+};
+
 // Splits a chunk's text into its lines (without '\n'), calling `f(line)`.
 template <class F>
 void ForEachLine(const std::string& text, F&& f) {

@@ -48,7 +48,16 @@ size_t LogRing::Append(LogRingChunk chunk, std::vector<std::string>* spare, size
   bytes_ += ChargedBytes(chunk);
   lines_ += n;
   chunks_.push_back(std::move(chunk));
-  while (!chunks_.empty() && (bytes_ > limits_.max_bytes || lines_ > limits_.max_lines)) {
+  DropOldest(limits_.max_bytes, limits_.max_lines, spare, max_spare);
+  return n;
+}
+
+void LogRing::ShrinkTo(size_t max_bytes, std::vector<std::string>* spare, size_t max_spare) {
+  DropOldest(max_bytes, limits_.max_lines, spare, max_spare);
+}
+
+void LogRing::DropOldest(size_t max_bytes, size_t max_lines, std::vector<std::string>* spare, size_t max_spare) {
+  while (!chunks_.empty() && (bytes_ > max_bytes || lines_ > max_lines)) {
     const LogRingChunk& old = chunks_.front();
     bytes_ -= ChargedBytes(old);
     lines_ -= old.lines;
@@ -57,7 +66,6 @@ size_t LogRing::Append(LogRingChunk chunk, std::vector<std::string>* spare, size
     if (spare && spare->size() < max_spare && text.capacity() <= kMaxSpareTextBytes) spare->push_back(std::move(text));
     chunks_.pop_front();
   }
-  return n;
 }
 
 void LogRing::Append(const LogRecord& line) {

@@ -4,8 +4,9 @@
 // lines takes n consecutive numbers). When a bound is reached the oldest
 // whole chunks are dropped; lines a node reports it dropped itself take
 // numbers too (NoteDropped), so a reader sees every loss as a gap in the
-// numbers and can count it (Read). Reads hand out single lines: a chunk is
-// sliced where a cursor falls inside it.
+// numbers and can count it (Read). Reads hand out single lines (Read) or
+// slices of the chunks (ReadSlices): a chunk is sliced where a cursor falls
+// inside it.
 //
 // A line longer than kMaxLogLineBytes is cut when stored. The node label is
 // shared by every chunk of one stream (one string per stream, not per line).
@@ -118,6 +119,9 @@ class LogRing {
   // `n` lines a node dropped before sending: they take numbers, kept by no
   // one, so readers count them as dropped.
   void NoteDropped(uint64_t n) { next_seq_ += n; }
+  // Drops the oldest chunks until bytes() <= max_bytes (counted as dropped,
+  // as a full ring drops them; their texts go to `spare` as Append's).
+  void ShrinkTo(size_t max_bytes, std::vector<std::string>* spare = nullptr, size_t max_spare = 0);
 
   // Up to `max_bytes` (ChargedBytes of LogRecord; at least one line when one
   // matches) of the matching lines numbered `from` or later. A cursor below
@@ -137,6 +141,9 @@ class LogRing {
   size_t chunks() const { return chunks_.size(); }
 
  private:
+  // Drops the oldest chunks while bytes_ > max_bytes or lines_ > max_lines.
+  void DropOldest(size_t max_bytes, size_t max_lines, std::vector<std::string>* spare, size_t max_spare);
+
   LogRingLimits limits_;
   std::deque<LogRingChunk> chunks_;
   size_t bytes_ = 0;

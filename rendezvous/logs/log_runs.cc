@@ -1,5 +1,7 @@
 #include "rendezvous/logs/log_runs.h"
 
+#include <algorithm>
+
 namespace ctrun::rdzv {
 
 LogRing& LogRuns::Open(const std::string& run_id, std::string* evicted) {
@@ -10,6 +12,7 @@ LogRing& LogRuns::Open(const std::string& run_id, std::string* evicted) {
       if (it->second.last_used < oldest->second.last_used) oldest = it;
     }
     if (evicted) *evicted = oldest->first;
+    total_bytes_ -= std::min(total_bytes_, oldest->second.ring.bytes());
     runs_.erase(oldest);
   }
   Run& run = runs_[run_id];
@@ -38,7 +41,30 @@ void LogRuns::Touch(const std::string& run_id) {
   if (auto it = runs_.find(run_id); it != runs_.end()) it->second.last_used = ++clock_;
 }
 
-bool LogRuns::Forget(const std::string& run_id) { return runs_.erase(run_id) > 0; }
+bool LogRuns::Forget(const std::string& run_id) {
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) return false;
+  total_bytes_ -= std::min(total_bytes_, it->second.ring.bytes());
+  runs_.erase(it);
+  return true;
+}
+
+size_t LogRuns::Append(LogRing& ring, LogRingChunk chunk, std::vector<std::string>* spare, size_t max_spare) {
+  const size_t before = ring.bytes();
+  const size_t n = ring.Append(std::move(chunk), spare, max_spare);
+  total_bytes_ = total_bytes_ - before + ring.bytes();
+  while (total_bytes_ > limits_.max_total_bytes) {
+    LogRing* largest = nullptr;
+    for (auto& [id, run] : runs_) {
+      if (!largest || run.ring.bytes() > largest->bytes()) largest = &run.ring;
+    }
+    const size_t over = total_bytes_ - limits_.max_total_bytes;
+    const size_t had = largest->bytes();
+    largest->ShrinkTo(had > over ? had - over : 0, spare, max_spare);
+    total_bytes_ -= had - largest->bytes();
+  }
+  return n;
+}
 
 std::vector<std::string> LogRuns::RunIds() const {
   std::vector<std::string> ids;

@@ -83,10 +83,12 @@ class LogsLoadTest(unittest.TestCase):
                 run = json.load(f)["runs"]["this"][0]
         results = dict(re.findall(r"^RESULT (\S+) (\S+)$", p.stdout, re.M))
         self.assertEqual(set(results), {"logs_8k_ranks_ctrund_cpu", "logs_8k_ranks_rss_mib", "logs_8k_ranks_lost_lines",
-                                        "logs_8k_ranks_other_lost_lines", "logs_8k_ranks_follow_catchup_s"})
-        # 200 lines through a ring of 65,536: every one is seen.
+                                        "logs_8k_ranks_other_lost_lines", "logs_8k_ranks_follow_catchup_s",
+                                        "logs_8k_ranks_follow_shown_pct"})
+        # 200 lines through a ring of 1,048,576: every one is seen.
         self.assertEqual((run["sent"], run["seen"], run["ring_dropped"], run["other_lost"]), (200, 200, 0, 0))
         self.assertEqual(results["logs_8k_ranks_lost_lines"], "0")
+        self.assertEqual(results["logs_8k_ranks_follow_shown_pct"], "100.00")
         self.assertGreater(float(results["logs_8k_ranks_rss_mib"]), 0)
 
 

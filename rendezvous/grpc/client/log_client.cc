@@ -9,6 +9,7 @@
 #include "rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/client/call_status.h"
 #include "rendezvous/grpc/client/channel.h"
+#include "rendezvous/grpc/client/read_ahead.h"
 #include "rendezvous/grpc/convert/proto_convert.h"
 
 namespace ctrun::rdzv {
@@ -128,6 +129,59 @@ class GrpcLogSink final : public LogSink {
   bool cancelled_ = false;
 };
 
+// How many messages ReadLogChunks holds: the one handed out, the one being
+// read, and one read and waiting.
+constexpr size_t kLogReadAhead = 3;
+
+// The ReadLogs request of `args` for options.run_id.
+v1::ReadLogsRequest ReadRequest(const ClientOptions& options, const ReadLogsArgs& args, bool chunks) {
+  v1::ReadLogsRequest request;
+  request.set_version(kProtocolVersion);
+  request.set_run_id(options.run_id);
+  request.set_only_run(options.run_id.empty());
+  request.set_token(options.token);
+  request.set_follow(args.follow);
+  if (args.rank) {
+    request.set_has_rank(true);
+    request.set_rank(*args.rank);
+  }
+  request.set_node(args.node);
+  request.set_since_unix_s(args.since_unix_s);
+  request.set_chunks(chunks);
+  return request;
+}
+
+// Fills `out` (resized; its strings keep their memory) with the message's
+// chunks, or with its lines as chunks of one line each (an older server).
+void ChunksOf(const v1::LogLines& message, std::vector<LogReadChunk>& out) {
+  const bool lines = message.lines_size() > 0;
+  out.resize(static_cast<size_t>(lines ? message.lines_size() : message.chunks_size()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    LogReadChunk& c = out[i];
+    if (lines) {
+      const v1::LogLine& l = message.lines(static_cast<int>(i));
+      c.rank = l.rank();
+      c.local_rank = l.local_rank();
+      c.is_stderr = l.is_stderr();
+      c.unix_s = l.unix_s();
+      c.first_seq = l.seq();
+      c.node.assign(l.node());
+      c.text.assign(l.text());
+      c.text.push_back('\n');
+      continue;
+    }
+    const v1::LogChunk& m = message.chunks(static_cast<int>(i));
+    c.rank = m.rank();
+    c.local_rank = m.local_rank();
+    c.is_stderr = m.is_stderr();
+    c.unix_s = m.unix_s();
+    c.first_seq = m.first_seq();
+    c.node.assign(m.node());
+    c.text.assign(m.text());
+    if (!c.text.empty() && c.text.back() != '\n') c.text.push_back('\n');  // whole lines only
+  }
+}
+
 }  // namespace
 
 LogSinkFactory MakeLogSinkFactory(const ClientOptions& options, std::string host) {
@@ -141,18 +195,7 @@ LogSinkFactory MakeLogSinkFactory(const ClientOptions& options, std::string host
 
 Status ReadLogs(const ClientOptions& options, const ReadLogsArgs& args, const LogLinesCallback& on_lines) {
   std::unique_ptr<v1::Rendezvous::Stub> stub = v1::Rendezvous::NewStub(MakeClientChannel(options.endpoint, options.tls));
-  v1::ReadLogsRequest request;
-  request.set_version(kProtocolVersion);
-  request.set_run_id(options.run_id);
-  request.set_only_run(options.run_id.empty());
-  request.set_token(options.token);
-  request.set_follow(args.follow);
-  if (args.rank) {
-    request.set_has_rank(true);
-    request.set_rank(*args.rank);
-  }
-  request.set_node(args.node);
-  request.set_since_unix_s(args.since_unix_s);
+  const v1::ReadLogsRequest request = ReadRequest(options, args, false);
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReaderInterface<v1::LogLines>> reader = stub->ReadLogs(&context, request);
   // The message and the records are reused: each record's strings keep
@@ -180,6 +223,31 @@ Status ReadLogs(const ClientOptions& options, const ReadLogsArgs& args, const Lo
     }
   }
   return FromGrpc(reader->Finish(), options.endpoint);
+}
+
+Status ReadLogChunks(const ClientOptions& options, const ReadLogsArgs& args, const LogChunksCallback& on_chunks) {
+  std::unique_ptr<v1::Rendezvous::Stub> stub = v1::Rendezvous::NewStub(MakeClientChannel(options.endpoint, options.tls));
+  const v1::ReadLogsRequest request = ReadRequest(options, args, true);
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderInterface<v1::LogLines>> reader = stub->ReadLogs(&context, request);
+  // The next message is read while the callback handles this one (at most
+  // kLogReadAhead messages held, each under 4 MiB). The messages and the
+  // chunks are reused (their strings keep their memory).
+  std::vector<LogReadChunk> chunks;
+  bool stopped = false;
+  {
+    ReadAhead<v1::LogLines> ahead(reader.get(), kLogReadAhead);
+    while (const v1::LogLines* message = ahead.Next()) {
+      ChunksOf(*message, chunks);
+      if (!on_chunks(chunks, message->dropped())) {
+        stopped = true;
+        context.TryCancel();  // ends the pending Read
+        break;
+      }
+    }
+  }
+  grpc::Status status = reader->Finish();
+  return stopped ? Status::Ok() : FromGrpc(status, options.endpoint);
 }
 
 }  // namespace ctrun::rdzv

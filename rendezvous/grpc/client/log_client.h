@@ -49,4 +49,17 @@ using LogLinesCallback = std::function<bool(const std::vector<LogRecord>& lines,
 // ResourceExhausted when it serves too many readers.
 Status ReadLogs(const ClientOptions& options, const ReadLogsArgs& args, const LogLinesCallback& on_lines);
 
+// Called with each message's lines as chunks (in the server's order) and
+// the count of lines dropped before them; return false to stop reading.
+using LogChunksCallback = std::function<bool(const std::vector<LogReadChunk>& chunks, uint64_t dropped)>;
+
+// ReadLogs, asking the server for chunks of lines (ReadLogsRequest.chunks):
+// the rank, time, node and number travel once per chunk, not once per line.
+// A server that sends single lines (one that predates chunks) is read too:
+// each of its lines is handed out as a chunk of one line. The next message
+// is read (a thread of its own, read_ahead.h) while `on_chunks` handles this
+// one, so the server's next write does not wait for the callback. Same ends
+// and errors as ReadLogs.
+Status ReadLogChunks(const ClientOptions& options, const ReadLogsArgs& args, const LogChunksCallback& on_chunks);
+
 }  // namespace ctrun::rdzv

@@ -64,6 +64,48 @@ std::optional<grpc::Status> CheckLogBatch(const v1::LogBatch& batch, bool first)
   return std::nullopt;
 }
 
+// Fills `m` (cleared) with the lines of `ring` from `cursor` that match
+// `filter`, as LogRing::ReadSlices charges them (a line's text and node
+// plus 48 bytes: about what its LogLine takes on the wire): at most
+// kLogMessageBytes of them as one LogLine per line, or, when `chunks`,
+// kLogChunkMessageBytes of them as one LogChunk per slice (a slice's text
+// plus its fields once: less than its lines' charge). The message's line
+// and chunk messages (and their strings) are kept by Clear for reuse: no
+// allocation per line or chunk once the message has held as many.
+LogCursor FillMessage(const LogRing& ring, uint64_t cursor, const LogFilter& filter, bool chunks, v1::LogLines& m) {
+  static const std::string kNoNode;
+  if (chunks) {
+    return ring.ReadSlices(cursor, filter, kLogChunkMessageBytes, [&m](const LogSlice& s) {
+      const LogRingChunk& c = *s.chunk;
+      v1::LogChunk* out = m.add_chunks();
+      out->set_rank(c.rank);
+      out->set_local_rank(c.local_rank);
+      out->set_is_stderr(c.is_stderr);
+      out->set_unix_s(c.unix_s);
+      out->set_text(s.text.data(), s.text.size());
+      out->set_first_seq(s.first_seq);
+      out->set_node(c.node ? *c.node : kNoNode);
+    });
+  }
+  return ring.ReadSlices(cursor, filter, kLogMessageBytes, [&m](const LogSlice& s) {
+    const LogRingChunk& c = *s.chunk;
+    const std::string& node = c.node ? *c.node : kNoNode;
+    uint64_t seq = s.first_seq;
+    for (size_t pos = 0; pos < s.text.size();) {
+      const size_t nl = s.text.find('\n', pos);
+      v1::LogLine* l = m.add_lines();
+      l->set_rank(c.rank);
+      l->set_local_rank(c.local_rank);
+      l->set_is_stderr(c.is_stderr);
+      l->set_unix_s(c.unix_s);
+      l->set_text(s.text.data() + pos, nl - pos);
+      l->set_seq(seq++);
+      l->set_node(node);
+      pos = nl + 1;
+    }
+  });
+}
+
 }  // namespace
 
 void ShipLogsStream::OnReadDone(bool ok) {
@@ -126,7 +168,8 @@ void ReadLogsStream::OnDone() {
 }
 
 LogHub::LogHub(std::function<std::vector<bool>(const std::vector<std::string>&)> run_known)
-    : run_known_(std::move(run_known)), runs_(LogRunsLimits{LogRingLimits{kLogRingBytes, kLogRingLines}, kMaxLogRuns}) {
+    : run_known_(std::move(run_known)),
+      runs_(LogRunsLimits{LogRingLimits{kLogRingBytes, kLogRingLines}, kMaxLogRuns, kLogBytesTotal}) {
   sweeper_ = std::thread([this] { Sweep(); });
 }
 
@@ -172,7 +215,7 @@ grpc::ServerWriteReactor<v1::LogLines>* LogHub::StartRead(grpc::CallbackServerCo
       if (request.has_rank()) filter.rank = request.rank();
       filter.node = request.node();
       filter.since_unix_s = request.since_unix_s();
-      reader = new ReadLogsStream(this, request.run_id(), std::move(filter), request.follow());
+      reader = new ReadLogsStream(this, request.run_id(), std::move(filter), request.follow(), request.chunks());
       reader->epoch_ = runs_.Epoch(request.run_id());
       readers_.insert(reader);
       act = NextLocked(reader);
@@ -220,31 +263,11 @@ LogHub::Act LogHub::NextLocked(ReadLogsStream* r) {
     }
     const auto now = std::chrono::steady_clock::now();
     if (DeferLocked(r, *ring, now)) return Act::kNone;
-    // Straight from the ring's chunks into the message, whose line messages
-    // (and their strings) Clear keeps for reuse: no allocation per line once
-    // the message has held as many lines.
     v1::LogLines& m = r->message_;
     m.Clear();
-    const LogCursor read = ring->ReadSlices(r->cursor_, r->filter_, kLogMessageBytes, [&m](const LogSlice& s) {
-      static const std::string kNoNode;
-      const LogRingChunk& c = *s.chunk;
-      const std::string& node = c.node ? *c.node : kNoNode;
-      uint64_t seq = s.first_seq;
-      for (size_t pos = 0; pos < s.text.size();) {
-        const size_t nl = s.text.find('\n', pos);
-        v1::LogLine* l = m.add_lines();
-        l->set_rank(c.rank);
-        l->set_local_rank(c.local_rank);
-        l->set_is_stderr(c.is_stderr);
-        l->set_unix_s(c.unix_s);
-        l->set_text(s.text.data() + pos, nl - pos);
-        l->set_seq(seq++);
-        l->set_node(node);
-        pos = nl + 1;
-      }
-    });
+    const LogCursor read = FillMessage(*ring, r->cursor_, r->filter_, r->chunks_, m);
     r->cursor_ = read.next;
-    if (m.lines_size() > 0 || read.dropped > 0) {
+    if (m.lines_size() > 0 || m.chunks_size() > 0 || read.dropped > 0) {
       m.set_dropped(read.dropped);
       r->writing_ = true;
       r->last_write_ = now;
@@ -321,11 +344,11 @@ std::optional<grpc::Status> LogHub::TakeBatch(ShipLogsStream* s, std::vector<std
   for (v1::LogLine& l : *batch.mutable_lines()) {  // single lines: one-line chunks
     LogRingChunk c = RingChunkOf(l, s->label_);
     c.text.push_back('\n');  // a '\n' inside makes it more lines: counted as such
-    accepted += ring.Append(std::move(c));
+    accepted += runs_.Append(ring, std::move(c));
   }
   size_t given = 0;  // spare capacity handed to this stream's message
   for (v1::LogChunk& c : *batch.mutable_chunks()) {
-    accepted += ring.Append(RingChunkOf(c, s->label_), &spare_texts_, kMaxSpareTexts);
+    accepted += runs_.Append(ring, RingChunkOf(c, s->label_), &spare_texts_, kMaxSpareTexts);
     // The stream's next batch is parsed into a dropped chunk's memory.
     if (!spare_texts_.empty() && given + spare_texts_.back().capacity() <= kMaxSpareBytesPerStream) {
       std::string& text = *c.mutable_text();

@@ -4,15 +4,17 @@
 // them. RendezvousServer::Impl owns one and hands it the calls it admitted
 // (logs_calls.cc: token, version, known run).
 //
-// Bounds: each run's ring (kLogRingBytes, kLogRingLines, at most
-// kMaxLogRuns runs with logs); a batch over kMaxLogBatchBytes, a host
-// label over kMaxLogHostBytes or a chunk whose text does not end in '\n'
-// ends its stream (INVALID_ARGUMENT; nothing of that batch is kept); at most
+// Bounds: each run's ring (kLogRingBytes, kLogRingLines; at most
+// kMaxLogRuns runs with logs, kLogBytesTotal for all their rings); a batch
+// over kMaxLogBatchBytes, a host label over kMaxLogHostBytes or a chunk
+// whose text does not end in '\n' ends its stream (INVALID_ARGUMENT;
+// nothing of that batch is kept); at most
 // kMaxShipStreams ShipLogs and kMaxLogReaders ReadLogs streams at once
 // (RESOURCE_EXHAUSTED); a ShipLogs stream that sends nothing for
 // kShipIdleLimit is cancelled. A reader never holds more than one message
-// (kLogMessageBytes of lines): it reads from its cursor in the ring, so a
-// slow reader only misses what the ring dropped, and is told how many
+// (kLogMessageBytes of lines, or kLogChunkMessageBytes of chunks for one
+// that asks for chunks): it reads from its cursor in the ring, so a slow
+// reader only misses what the ring dropped, and is told how many
 // (LogLines.dropped). A following reader's new lines wait for
 // kReaderWakeLines or kReaderFlush (the sweeper thread sends them). The
 // texts of dropped chunks, at most kMaxSpareTexts, are kept to take the
@@ -50,12 +52,25 @@
 
 namespace ctrun::rdzv {
 
-inline constexpr size_t kLogRingBytes = 8 << 20;
-inline constexpr size_t kLogRingLines = 65536;
+// A run's ring: at 8,192 ranks writing 100 lines of ~100 bytes a second
+// (819,200 lines/s) 64 MiB are ~0.7 s of lines, what a follower may fall
+// behind (off the CPU, its stream's window closed) without missing any.
+inline constexpr size_t kLogRingBytes = 64 << 20;
+inline constexpr size_t kLogRingLines = 1 << 20;
 inline constexpr size_t kMaxLogRuns = 64;
+// The rings of all runs together (LogRuns: past it the largest drops its oldest).
+inline constexpr size_t kLogBytesTotal = 256 << 20;
 inline constexpr size_t kMaxShipStreams = 4096;
 inline constexpr size_t kMaxLogReaders = 64;
 inline constexpr size_t kLogMessageBytes = 512 * 1024;
+// A reader of chunks (ReadLogsRequest.chunks) is charged as one of lines
+// (LogRing::ReadSlices: a line's text and node plus 48 bytes), which is
+// about a chunk's wire size (its text plus its fields once, under 56 bytes
+// and its node): its message is at most about this plus one line, well under
+// gRPC's default 4 MiB. ~6,400 lines of 100 bytes a message (a reader has
+// one in flight at a time), filled with the hub's lock held: larger ones
+// (3 MiB) held the lock longer and showed no more lines on the bench.
+inline constexpr size_t kLogChunkMessageBytes = 1 << 20;
 inline constexpr std::chrono::seconds kShipIdleLimit{120};
 // Texts of dropped ring chunks kept for the ShipLogs streams' next batches
 // (each at most kMaxSpareTextBytes), and the most of them one stream's
@@ -102,8 +117,8 @@ class ShipLogsStream final : public grpc::ServerReadReactor<v1::LogBatch> {
 
 class ReadLogsStream final : public grpc::ServerWriteReactor<v1::LogLines> {
  public:
-  ReadLogsStream(LogHub* hub, std::string run_id, LogFilter filter, bool follow)
-      : hub_(hub), run_id_(std::move(run_id)), filter_(std::move(filter)), follow_(follow) {}
+  ReadLogsStream(LogHub* hub, std::string run_id, LogFilter filter, bool follow, bool chunks)
+      : hub_(hub), run_id_(std::move(run_id)), filter_(std::move(filter)), follow_(follow), chunks_(chunks) {}
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -115,6 +130,7 @@ class ReadLogsStream final : public grpc::ServerWriteReactor<v1::LogLines> {
   const std::string run_id_;
   const LogFilter filter_;
   const bool follow_;
+  const bool chunks_;  // sends LogLines.chunks (ReadLogsRequest.chunks), not .lines
   // Guarded by the hub's mu_.
   uint64_t cursor_ = 1;
   uint64_t epoch_ = 0;

@@ -78,5 +78,29 @@ TEST_CASE("ctrun logs prints node/rank: text") {
   CHECK(out == "x\n10.0.0.1#7/2147483647: a\nn/0: b\n");
 }
 
+TEST_CASE("ctrun logs prints each line of a chunk as node/rank: text") {
+  std::string out = "x\n";
+  AppendLogChunk(out, "a-long-node-label-past-sso#4242", 17, "one\n\nthree\n");
+  CHECK(out ==
+        "x\na-long-node-label-past-sso#4242/17: one\na-long-node-label-past-sso#4242/17: \n"
+        "a-long-node-label-past-sso#4242/17: three\n");
+  out.clear();
+  AppendLogChunk(out, "n", 0, "no newline");  // a last line without one gets one
+  CHECK(out == "n/0: no newline\n");
+  AppendLogChunk(out, "n", 1, "");  // nothing
+  CHECK(out == "n/0: no newline\n");
+  // Many lines: the buffer grows while the prefix is copied from it.
+  std::string text;
+  std::string want;
+  for (int i = 0; i < 1000; ++i) {
+    text += std::to_string(i) + "\n";
+    want += FormatLogLine("node", 3, std::to_string(i));
+  }
+  out.clear();
+  out.shrink_to_fit();
+  AppendLogChunk(out, "node", 3, text);
+  CHECK(out == want);
+}
+
 }  // namespace
 }  // namespace ctrun::launcher

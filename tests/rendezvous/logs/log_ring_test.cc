@@ -262,15 +262,71 @@ TEST_CASE("log ring: a read stops at its byte budget, at least one line") {
   CHECK(read.lines.size() == 3);
 }
 
+TEST_CASE("log ring: ShrinkTo drops whole oldest chunks, counted as drops a reader sees") {
+  LogRing ring;
+  ring.Append(Chunk(0, "a\nb\n"));
+  ring.Append(Chunk(1, "c\n"));
+  ring.Append(Chunk(2, "d\ne\nf\n"));
+  const size_t last = ChargedBytes(Chunk(2, "d\ne\nf\n"));
+  ring.ShrinkTo(ring.bytes() - 1);  // one byte too many: the oldest chunk goes, both its lines
+  CHECK(ring.chunks() == 2);
+  CHECK(ring.dropped() == 2);
+  ring.ShrinkTo(last);
+  CHECK(ring.chunks() == 1);
+  CHECK(ring.bytes() == last);
+  CHECK(ring.dropped() == 3);
+  std::vector<std::string> spare;
+  ring.ShrinkTo(0, &spare, 4);
+  CHECK(ring.chunks() == 0);
+  REQUIRE(spare.size() == 1);  // the dropped text, for reuse
+  CHECK(spare[0] == "d\ne\nf\n");
+  LogRead read = ring.Read(1, {}, kAll);
+  CHECK(read.dropped == 6);
+  CHECK(read.lines.empty());
+  CHECK(read.next == 7);
+  ring.Append(Chunk(0, "g\n"));
+  CHECK(ring.Read(read.next, {}, kAll).lines.at(0).seq == 7);
+}
+
+TEST_CASE("log runs: the rings together stay within max_total_bytes; the largest gives way") {
+  const size_t one = ChargedBytes(Chunk(0, "0123456789\n"));
+  // Each ring may hold 10 such chunks, all of them together 12.
+  LogRuns runs(LogRunsLimits{LogRingLimits{10 * one, 1000}, 8, 12 * one});
+  LogRing& a = runs.Open("a");
+  for (int i = 0; i < 10; ++i) CHECK(runs.Append(a, Chunk(0, "0123456789\n")) == 1);
+  CHECK(a.bytes() == 10 * one);  // one busy run may use its whole ring
+  CHECK(runs.total_bytes() == 10 * one);
+  LogRing& b = runs.Open("b");
+  for (int i = 0; i < 4; ++i) runs.Append(b, Chunk(1, "0123456789\n"));
+  // 14 chunks' worth is over the total: the largest ring (a) dropped 2.
+  CHECK(runs.total_bytes() == 12 * one);
+  CHECK(a.bytes() == 8 * one);
+  CHECK(a.dropped() == 2);
+  CHECK(b.bytes() == 4 * one);
+  CHECK(b.dropped() == 0);
+  CHECK(a.Read(1, {}, kAll).dropped == 2);  // a's reader sees the drop as a gap
+  for (int i = 0; i < 4; ++i) runs.Append(b, Chunk(1, "0123456789\n"));
+  CHECK(runs.total_bytes() == 12 * one);  // a (the larger) kept giving way
+  CHECK(a.bytes() == 6 * one);
+  CHECK(b.bytes() == 6 * one);
+  runs.Append(b, Chunk(1, "0123456789\n"));  // b is now the larger: it drops its own oldest
+  CHECK(b.bytes() == 6 * one);
+  CHECK(a.bytes() == 6 * one);
+  REQUIRE(runs.Forget("a"));
+  CHECK(runs.total_bytes() == 6 * one);
+}
+
 TEST_CASE("log runs: at most max_runs rings; the least recently used run is evicted") {
   LogRuns runs(LogRunsLimits{{}, 2});
-  runs.Open("a").Append(Line(0, "x"));
-  runs.Open("b").Append(Line(0, "y"));
+  runs.Append(runs.Open("a"), Chunk(0, "x\n"));
+  runs.Append(runs.Open("b"), Chunk(0, "y\n"));
+  CHECK(runs.total_bytes() == 2 * ChargedBytes(Chunk(0, "x\n")));
   const uint64_t epoch_a = runs.Epoch("a");
   runs.Touch("a");  // b is now the oldest
   std::string evicted;
   runs.Open("c", &evicted);
   CHECK(evicted == "b");
+  CHECK(runs.total_bytes() == ChargedBytes(Chunk(0, "x\n")));  // b's bytes went with it
   CHECK(runs.size() == 2);
   CHECK(runs.Find("b") == nullptr);
   CHECK(runs.Epoch("a") == epoch_a);

@@ -336,6 +336,75 @@ TEST_CASE("logs: a mixed batch (lines and chunks) is kept line by line, lines fi
   }
 }
 
+TEST_CASE("logs: a reader of chunks gets the same lines as chunks, numbered and labelled; an old reader still lines") {
+  HeldRun held;
+  v1::LogBatch batch = Header();
+  AddChunk(batch, 1, "c1\nc2\n\nc4\n");
+  AddChunk(batch, 3, "d1\nd2\n");
+  batch.add_lines()->set_text("single");
+  Shipped shipped = ShipRaw(*held.stub, batch);
+  REQUIRE(shipped.status.ok());
+  REQUIRE(shipped.reply.accepted() == 7);
+  ReadLogsArgs args;
+  std::vector<LogReadChunk> chunks;
+  Status s = ReadLogChunks(Options(held.server->port()), args, [&](const std::vector<LogReadChunk>& got, uint64_t dropped) {
+    CHECK(dropped == 0);
+    chunks.insert(chunks.end(), got.begin(), got.end());
+    return true;
+  });
+  REQUIRE(s.ok());
+  REQUIRE(chunks.size() == 3);  // the single line is a chunk of its own, then the two chunks whole
+  CHECK(chunks[0].text == "single\n");
+  CHECK(chunks[0].first_seq == 1);
+  CHECK(chunks[1].text == "c1\nc2\n\nc4\n");
+  CHECK(chunks[1].first_seq == 2);
+  CHECK(chunks[1].rank == 1);
+  CHECK(chunks[2].text == "d1\nd2\n");
+  CHECK(chunks[2].first_seq == 6);
+  CHECK(chunks[2].rank == 3);
+  for (const LogReadChunk& c : chunks) CHECK(c.node == "hostA");
+
+  // Chunks go only to a reader that asks: an older one gets lines.
+  grpc::ClientContext context;
+  v1::ReadLogsRequest request;
+  request.set_version(kProtocolVersion);
+  request.set_run_id("job");
+  auto reader = held.stub->ReadLogs(&context, request);  // an older reader: no `chunks`
+  v1::LogLines message;
+  size_t lines = 0;
+  while (reader->Read(&message)) {
+    CHECK(message.chunks_size() == 0);
+    lines += static_cast<size_t>(message.lines_size());
+  }
+  CHECK(reader->Finish().ok());
+  CHECK(lines == 7);
+
+  ReadLogsArgs rank3;
+  rank3.rank = 3;
+  chunks.clear();
+  s = ReadLogChunks(Options(held.server->port()), rank3, [&](const std::vector<LogReadChunk>& got, uint64_t) {
+    chunks.insert(chunks.end(), got.begin(), got.end());
+    return true;
+  });
+  REQUIRE(s.ok());
+  REQUIRE(chunks.size() == 1);
+  CHECK(chunks[0].text == "d1\nd2\n");
+  CHECK(chunks[0].first_seq == 6);
+
+  // A follower that stops after its first message ends at once, OK (its
+  // read ahead is cancelled), though the server would go on.
+  ReadLogsArgs follow;
+  follow.follow = true;
+  int calls = 0;
+  s = ReadLogChunks(Options(held.server->port()), follow, [&](const std::vector<LogReadChunk>& got, uint64_t) {
+    ++calls;
+    CHECK(got.size() == 3);
+    return false;
+  });
+  CHECK(s.ok());
+  CHECK(calls == 1);
+}
+
 TEST_CASE("logs: a chunk without a final newline or a batch of 1 MiB + 1 ends the stream, nothing of it kept") {
   HeldRun held;
   {
