@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rdzv_load_driver.h"
+#include "server_usage.h"
 
 namespace rdzv_load {
 
@@ -30,18 +31,13 @@ std::string Load::CheckRanks(uint64_t round, int expect, const char* which) {
 }
 
 void Load::Report(bool ok) {
-  rusage self{};
-  getrusage(RUSAGE_SELF, &self);
-  const double own_cpu = Seconds(std::chrono::seconds(self.ru_utime.tv_sec) +
-                                 std::chrono::microseconds(self.ru_utime.tv_usec) +
-                                 std::chrono::seconds(self.ru_stime.tv_sec) +
-                                 std::chrono::microseconds(self.ru_stime.tv_usec));
+  const bench_load::OwnUsage self = bench_load::ReadOwnUsage();
   std::ostringstream j;
   j << "{\"ok\": " << (ok ? "true" : "false") << ", \"agents\": " << o_.agents << ", \"channels\": " << o_.channels
     << ", \"dropped\": " << o_.drop;
   for (auto& [name, v] : times_) j << ", \"" << name << "\": " << v;
   j << ", \"keep_alives\": " << keep_alives_ << ", \"keep_alive_errors\": " << keep_alive_errors_
-    << ", \"load_cpu_s\": " << own_cpu << ", \"load_hwm_kib\": " << self.ru_maxrss;
+    << ", \"load_cpu_s\": " << self.cpu_s << ", \"load_hwm_kib\": " << self.hwm_kib;
   j << ", \"server\": {";
   for (size_t i = 0; i < usage_.size(); ++i) {
     const ServerUsage& u = usage_[i].second;

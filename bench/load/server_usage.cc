@@ -1,5 +1,6 @@
 #include "server_usage.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -31,6 +32,14 @@ ServerUsage ReadServerUsage(long pid) {
     if (line.rfind("VmRSS:", 0) == 0) u.rss_kib = std::atol(line.c_str() + 6);
   }
   return u;
+}
+
+OwnUsage ReadOwnUsage() {
+  rusage self{};
+  getrusage(RUSAGE_SELF, &self);
+  return OwnUsage{.cpu_s = static_cast<double>(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
+                           static_cast<double>(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6,
+                  .hwm_kib = self.ru_maxrss};
 }
 
 }  // namespace bench_load
