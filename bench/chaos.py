@@ -22,8 +22,10 @@ round-robin from a seeded shuffle (SEED) of KINDS:
   ctrund   ctrund SIGKILLed and restarted at once on the same port and --state-dir
 The group of each fault is drawn (seeded) among the groups that are back from
 their last fault (committed a step since its effect ended), and never the
-last one: with the state held only in the replicas, faulting every group at
-once loses it, which no schedule here claims to survive (a fault waits up to
+last one, nor the one group that alone committed the latest step (a group
+can fall behind without a fault, held back for being late on a loaded
+machine): with the state held only in the replicas, faulting every group
+that holds it loses it, which no schedule here claims to survive (a fault waits up to
 PERIOD for a group to come back, else it is skipped and reported). PERIOD seconds after the last fault every stopped process is
 continued and the driver writes the stop step (CTRUN_FT_STOP: the step
 committed so far + STOP_AHEAD), so every group ends at the same step; then
@@ -360,18 +362,38 @@ class Chaos:
             return any(t > end and PLAIN_LINE.match(line)
                        for lines in self.run.lines.values() for t, line in reversed(lines[-20:]))
 
+    def sole_holder(self):
+        """The fault-tolerant run's group that alone committed its latest
+        step (the others behind it: held back for being late, or healing),
+        or None. Faulting it would lose the steps only it holds."""
+        if not self.run.ft:
+            return None
+        last = {}
+        with self.run.lock:
+            for g in range(GROUPS):
+                steps = [int(m.group(1)) for _, line in self.run.lines[g][-20:] if (m := STEP_LINE.match(line))]
+                last[g] = max(steps, default=-1)
+        top = max(last.values(), default=-1)
+        holders = [g for g, step in last.items() if step == top]
+        return holders[0] if top >= 0 and len(holders) == 1 else None
+
     def pick_group(self):
         """A group to fault, never the last one holding the run's state: with
         in-memory replicas, faulting every group at once loses the state,
-        which no schedule here claims to survive. Waits up to PERIOD for a
-        faulted group to be back; None when none came back."""
+        which no schedule here claims to survive. So never the one group that
+        alone committed the latest step either (on a loaded machine a group
+        can fall behind without a fault: held back for being late). Waits up
+        to PERIOD for a faulted group to be back; None when none came back."""
         deadline = time.time() + PERIOD
         while True:
             free = [g for g in range(GROUPS) if self.recovered(g)]
             if len(free) >= 2 or time.time() > deadline:
                 break
             time.sleep(0.05)
-        return self.rng.choice(free) if len(free) >= 2 else None
+        if len(free) < 2:
+            return None
+        holder = self.sole_holder()
+        return self.rng.choice([g for g in free if g != holder])
 
     def inject(self, kind):
         run = self.run
