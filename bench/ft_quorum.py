@@ -59,23 +59,29 @@ def start_ctrund(ctrund):
     return daemon, line.split("serving rendezvous on ")[1].split()[0]
 
 
+def run_generator(cmd, n, args):
+    """Runs one generator command (its last stdout line is its JSON) and
+    returns that JSON; exits with one line naming it when it failed."""
+    name = os.path.basename(cmd[0])
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=args.timeout * 3 + args.steps * args.step_s + 120)
+    try:
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        sys.exit(f"{name} --groups {n} printed no result (exit {p.returncode}): {p.stderr.strip()}")
+    if not r.get("ok"):
+        sys.exit(f"{name} --groups {n} failed: {r.get('error') or p.stderr.strip()}")
+    return r
+
+
 def run_once(ctrund, load, n, args, sources=4):
     """One generator run of n groups against a fresh ctrund: its JSON
     (sources 0: every answer the whole quorum)."""
     daemon, endpoint = start_ctrund(ctrund)
     try:
-        cmd = [load, "--endpoint", endpoint, "--groups", str(n), "--steps", str(args.steps), "--step-s",
-               str(args.step_s), "--channels", str(args.channels), "--server-pid", str(daemon.pid),
-               "--timeout-s", str(args.timeout), "--sources", str(sources)]
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           timeout=args.timeout * 3 + args.steps * args.step_s + 120)
-        try:
-            r = json.loads(p.stdout.strip().splitlines()[-1])
-        except (IndexError, ValueError):
-            sys.exit(f"ft_quorum_load --groups {n} printed no result (exit {p.returncode}): {p.stderr.strip()}")
-        if not r.get("ok"):
-            sys.exit(f"ft_quorum_load --groups {n} failed: {r.get('error') or p.stderr.strip()}")
-        return r
+        return run_generator([load, "--endpoint", endpoint, "--groups", str(n), "--steps", str(args.steps),
+                              "--step-s", str(args.step_s), "--channels", str(args.channels), "--server-pid",
+                              str(daemon.pid), "--timeout-s", str(args.timeout), "--sources", str(sources)], n, args)
     finally:
         daemon.terminate()
         daemon.wait()
@@ -84,17 +90,8 @@ def run_once(ctrund, load, n, args, sources=4):
 def run_floor(floor, n, args):
     """One floor run of n groups (its own server, a child process): its JSON,
     in ft_quorum_load's shape."""
-    cmd = [floor, "--groups", str(n), "--steps", str(args.steps), "--step-s", str(args.step_s),
-           "--timeout-s", str(args.timeout)]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       timeout=args.timeout * 3 + args.steps * args.step_s + 120)
-    try:
-        r = json.loads(p.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        sys.exit(f"ft_floor_load --groups {n} printed no result (exit {p.returncode}): {p.stderr.strip()}")
-    if not r.get("ok"):
-        sys.exit(f"ft_floor_load --groups {n} failed: {r.get('error') or p.stderr.strip()}")
-    return r
+    return run_generator([floor, "--groups", str(n), "--steps", str(args.steps), "--step-s", str(args.step_s),
+                          "--timeout-s", str(args.timeout)], n, args)
 
 
 def floor_fits(n):

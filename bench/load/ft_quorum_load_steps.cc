@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "ft_quorum_load_driver.h"
-#include "rendezvous/grpc/client/channel_backoff.h"
+#include "own_channel.h"
 
 namespace ft_quorum_load {
 namespace {
@@ -80,10 +80,7 @@ bool Load::WaitStep(int step, TimePoint sent) {
 
 bool Load::Connect() {
   for (int c = 0; c < o_.channels; ++c) {
-    grpc::ChannelArguments args;
-    ctrun::rdzv::SetQuickReconnect(args);
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
-    channels_.push_back(grpc::CreateCustomChannel(o_.endpoint, grpc::InsecureChannelCredentials(), args));
+    channels_.push_back(bench_load::OwnChannel(o_.endpoint));
     stubs_.push_back(v1::Rendezvous::NewStub(channels_.back()));
   }
   for (auto& ch : channels_) {

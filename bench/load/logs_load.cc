@@ -47,6 +47,7 @@
 #include "logs_load_holder.h"
 #include "logs_load_lines.h"
 #include "logs_load_options.h"
+#include "own_channel.h"
 
 namespace logs_load {
 namespace {
@@ -176,9 +177,7 @@ void Load::Send(int thread, SteadyClock::time_point t0, SenderTotals& totals) {
 int Load::Run() {
   interval_s_ = o_.interval_ms / 1e3;
   for (int c = 0; c < o_.channels; ++c) {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own, as each node has
-    channels_.push_back(grpc::CreateCustomChannel(o_.endpoint, grpc::InsecureChannelCredentials(), args));
+    channels_.push_back(bench_load::OwnChannel(o_.endpoint));
     stubs_.push_back(v1::Rendezvous::NewStub(channels_.back()));
   }
   for (int r = 0; r < o_.nodes * o_.ranks; ++r) makers_.emplace_back(r);

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "flag_reader.h"
+#include "own_channel.h"
 #include "rendezvous.grpc.pb.h"
 
 namespace {
@@ -183,11 +184,8 @@ int Jobs::Run() {
   params_.set_keep_alive_interval_s(5);
   params_.set_keep_alive_max_attempt(3);
   for (int n = 0; n < 2; ++n) {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own, as two hosts have
     nodes_[n].addr = "10.0.0." + std::to_string(n + 1);
-    nodes_[n].stub = v1::Rendezvous::NewStub(
-        grpc::CreateCustomChannel(o_.endpoint, grpc::InsecureChannelCredentials(), args));
+    nodes_[n].stub = v1::Rendezvous::NewStub(bench_load::OwnChannel(o_.endpoint));  // as two hosts have
   }
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::pair<long, long>> samples;  // (jobs done, server VmRSS KiB)

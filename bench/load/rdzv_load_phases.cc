@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "rdzv_load_driver.h"
-#include "rendezvous/grpc/client/channel_backoff.h"
+#include "own_channel.h"
 
 namespace rdzv_load {
 
@@ -38,10 +38,7 @@ void Load::SetParams() {
 bool Load::ConnectChannels() {
   const TimePoint t_start = SteadyClock::now();
   for (int c = 0; c < o_.channels; ++c) {
-    grpc::ChannelArguments args;
-    ctrun::rdzv::SetQuickReconnect(args);
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
-    channels_.push_back(grpc::CreateCustomChannel(o_.endpoint, grpc::InsecureChannelCredentials(), args));
+    channels_.push_back(bench_load::OwnChannel(o_.endpoint));
     stubs_.push_back(v1::Rendezvous::NewStub(channels_.back()));
     channels_.back()->GetState(true);
   }
